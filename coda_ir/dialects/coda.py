@@ -1,0 +1,1276 @@
+"""The `coda` dialect: GEMM-plus-epilogue programs.
+
+Three kernel ops live at function level:
+
+* `coda.gemm` computes the fp32 accumulator `acc = op(a) @ op(b)` with a fixed mainloop and
+  then runs its region, the *epilogue*, on each output tile while it is on chip.
+* `coda.elementwise` runs the same kind of region over the tiles of an [M, N] iteration space
+  with no GEMM (standalone norms, RoPE backward, anything that fused with nothing).
+* `coda.fold` is a small row kernel: it folds per-tile partial reductions in a fixed order
+  and maps the folded values per row (e.g. sum of squares -> rstd), optionally summing a
+  per-row value over all rows (a loss).
+
+Inside an epilogue region every value is either a **tile** (`!coda.tile<MxWxT>`: the part of a
+logical M x W matrix this program instance holds) or a **partial** (`!coda.partials<...>`:
+this tile's contribution to a per-row or per-column reduction). Block arguments are the
+accumulator tile (gemm only) followed by the kernel's extra inputs, which keep their tensor
+types: the epilogue reads them only through the primitives below, always at the tile's own
+coordinates, which is what makes each primitive tile-local by construction. The region's
+`coda.yield` names what is written: each yielded tile becomes a tensor result (rounded once to
+the result's element type) and each yielded partial a partials result.
+
+Tile column spaces. A gemm's accumulator spans N columns. Pairwise maps change the width: a
+2 -> 1 map gives a tile N/2 wide, a 1 -> 2 map a tile 2N wide. A tile W columns wide at the
+kernel's column tile `[n0, n0 + BN)` covers columns `[n0 * W / N, (n0 + BN) * W / N)`; loads
+and stores of W-wide matrices use those columns. With `interleave = h` on a gemm, accumulator
+column `c` holds the product with weight row `perm(c)`, where within each group of `2h`
+columns `c = 2i + j` maps to `i + j * h` (pairs that were `h` apart become adjacent); N-wide
+tensors are loaded and stored at `perm(c)` so users see their own layout.
+
+Primitives (the epilogue vocabulary of EPILOGUES.md):
+
+| op | meaning |
+|---|---|
+| `coda.load %C` | the tile of matrix C at this tile's coordinates, in fp32 |
+| `coda.broadcast %v rows/cols` | `v[m]` or `v[n mod len(v)]` as a tile |
+| `coda.index rows/cols` | the global row or column index of each element (i32) |
+| `coda.scale %t, %v rows/cols/scalar` | `t * v[m]`, `t * v[n]`, `t * s` |
+| `coda.shift %t, %v rows/cols/scalar` | `t + v[m]`, `t + v[n]`, `t + s` |
+| `coda.accumulate %t, %C` | `t + C[m, n]` |
+| `coda.map %t... {body}` | any elementwise function, body of `arith`/`math` ops |
+| `coda.pair_map %t... {body}` | functions of column pairs: 2 -> 2, 2 -> 1, 1 -> 2 (and mixes) |
+| `coda.reduce kind %t dim d` | per-tile partial reduction: sum, sumsq, max, lse |
+| `coda.segment_reduce kind %t width w` | reduction over aligned column segments, broadcast back |
+| `coda.select %t, %idx` | per row, the element at column `idx[m]` (as a sum partial) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from enum import auto
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    f32,
+    i1,
+    i32,
+    i64,
+    I64,
+)
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    Region,
+    SpacedOpaqueSyntaxAttribute,
+    SSAValue,
+    TypeAttribute,
+)
+from xdsl.irdl import (
+    AnyAttr,
+    IRDLOperation,
+    VarConstraint,
+    base,
+    irdl_attr_definition,
+    irdl_op_definition,
+    lazy_traits_def,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.irdl.operations import AttrSizedOperandSegments
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import (
+    HasParent,
+    IsolatedFromAbove,
+    IsTerminator,
+    Pure,
+    RecursiveMemoryEffect,
+)
+from xdsl.utils.exceptions import VerifyException
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.utils.str_enum import StrEnum
+
+FLOAT_TYPES = (Float32Type, BFloat16Type, Float16Type)
+
+
+# ============================================================================ enums
+
+
+class Axis(StrEnum):
+    """What a vector is indexed by when it meets a tile."""
+
+    ROWS = auto()
+    COLS = auto()
+    SCALAR = auto()
+
+
+class ReduceKind(StrEnum):
+    SUM = auto()
+    SUMSQ = auto()
+    MAX = auto()
+    LSE = auto()
+
+
+class Combine(StrEnum):
+    """How the partials of different tiles fold into one value."""
+
+    SUM = auto()
+    MAX = auto()
+    LSE = auto()
+
+
+COMBINE_OF_KIND = {
+    ReduceKind.SUM: Combine.SUM,
+    ReduceKind.SUMSQ: Combine.SUM,
+    ReduceKind.MAX: Combine.MAX,
+    ReduceKind.LSE: Combine.LSE,
+}
+
+
+@irdl_attr_definition
+class AxisAttr(EnumAttribute[Axis], SpacedOpaqueSyntaxAttribute):
+    name = "coda.axis"
+
+
+@irdl_attr_definition
+class ReduceKindAttr(EnumAttribute[ReduceKind], SpacedOpaqueSyntaxAttribute):
+    name = "coda.reduce_kind"
+
+
+# ============================================================================ types
+
+
+@irdl_attr_definition
+class TileType(ParametrizedAttribute, TypeAttribute):
+    """`!coda.tile<MxWxT>`: this program instance's part of a logical M x W matrix."""
+
+    name = "coda.tile"
+
+    shape: ArrayAttr[IntAttr]
+    element_type: Attribute
+
+    def __init__(self, shape: Sequence[int], element_type: Attribute = f32):
+        super().__init__(ArrayAttr(IntAttr(d) for d in shape), element_type)
+
+    def get_shape(self) -> tuple[int, int]:
+        rows, cols = (d.data for d in self.shape.data)
+        return rows, cols
+
+    @property
+    def rows(self) -> int:
+        return self.get_shape()[0]
+
+    @property
+    def cols(self) -> int:
+        return self.get_shape()[1]
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            dims, element_type = parser.parse_ranked_shape()
+        return (ArrayAttr(IntAttr(d) for d in dims), element_type)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_dimension_list(self.get_shape())
+            printer.print_string("x")
+            printer.print_attribute(self.element_type)
+
+    def verify(self) -> None:
+        dims = [d.data for d in self.shape.data]
+        if len(dims) != 2:
+            raise VerifyException(f"!coda.tile must be rank 2 (rows x columns), got rank {len(dims)}")
+        if any(d <= 0 for d in dims):
+            raise VerifyException(f"!coda.tile dimensions must be positive, got {dims}")
+        elt = self.element_type
+        if not (elt == f32 or elt == i32 or elt == i1):
+            raise VerifyException(
+                f"!coda.tile element type must be f32 (values), i32 (indices) or i1 (predicates), got {elt}"
+            )
+
+
+@irdl_attr_definition
+class PartialsType(ParametrizedAttribute, TypeAttribute):
+    """`!coda.partials<rows, M, sum>`: per-tile partial reductions of a length-M vector.
+
+    `rows`: one partial per row per column tile, `[M, ceil(N / BN)]` (a reduction over
+    columns); `cols`: one per column per row tile, `[N, ceil(M / BM)]`. The combine says how
+    a fold merges them: sum, max, or log-sum-exp.
+    """
+
+    name = "coda.partials"
+
+    along: AxisAttr
+    length: IntAttr
+    combine: StringAttr
+
+    def __init__(self, along: Axis, length: int, combine: Combine):
+        super().__init__(AxisAttr(along), IntAttr(length), StringAttr(combine.value))
+
+    @property
+    def combine_kind(self) -> Combine:
+        return Combine(self.combine.data)
+
+    @property
+    def axis(self) -> Axis:
+        return self.along.data
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            along = parser.parse_str_enum(Axis)
+            parser.parse_punctuation(",")
+            length = parser.parse_integer(allow_boolean=False, allow_negative=False)
+            parser.parse_punctuation(",")
+            combine = parser.parse_str_enum(Combine)
+        return (AxisAttr(along), IntAttr(length), StringAttr(combine.value))
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<{self.along.data.value}, {self.length.data}, {self.combine.data}>")
+
+    def verify(self) -> None:
+        if self.along.data == Axis.SCALAR:
+            raise VerifyException("!coda.partials are along rows or cols, not scalar")
+        if self.length.data <= 0:
+            raise VerifyException("!coda.partials length must be positive")
+        if self.combine.data not in {c.value for c in Combine}:
+            raise VerifyException(f"unknown combine '{self.combine.data}' (expected sum, max or lse)")
+
+
+@irdl_attr_definition
+class TileConfigAttr(ParametrizedAttribute):
+    """`#coda.config<bm = 128, bn = 128, bk = 64, warps = 8, stages = 3>`: a fixed tile
+    configuration. Without one the runtime autotunes."""
+
+    name = "coda.config"
+
+    bm: IntAttr
+    bn: IntAttr
+    bk: IntAttr
+    warps: IntAttr
+    stages: IntAttr
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("bm", "bn", "bk", "warps", "stages")
+
+    def __init__(self, bm: int, bn: int, bk: int, warps: int = 4, stages: int = 3):
+        super().__init__(IntAttr(bm), IntAttr(bn), IntAttr(bk), IntAttr(warps), IntAttr(stages))
+
+    def as_dict(self) -> dict[str, int]:
+        return {f: getattr(self, f).data for f in self.FIELDS}
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        values: dict[str, int] = {}
+
+        def parse_entry() -> None:
+            key = parser.parse_identifier()
+            if key not in cls.FIELDS:
+                parser.raise_error(f"unknown tile config field '{key}' (expected {', '.join(cls.FIELDS)})")
+            parser.parse_punctuation("=")
+            values[key] = parser.parse_integer(allow_boolean=False, allow_negative=False)
+
+        parser.parse_comma_separated_list(parser.Delimiter.ANGLE, parse_entry)
+        missing = [f for f in cls.FIELDS if f not in values]
+        if missing:
+            parser.raise_error(f"tile config is missing {', '.join(missing)}")
+        return tuple(IntAttr(values[f]) for f in cls.FIELDS)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<" + ", ".join(f"{k} = {v}" for k, v in self.as_dict().items()) + ">")
+
+    def verify(self) -> None:
+        for field, value in self.as_dict().items():
+            if value <= 0 or value & (value - 1):
+                if field != "stages":
+                    raise VerifyException(f"tile config {field} must be a positive power of two, got {value}")
+        if self.bm.data < 16 or self.bn.data < 16 or self.bk.data < 16:
+            raise VerifyException("tile config bm, bn and bk must be at least 16 (tl.dot)")
+        if self.stages.data <= 0:
+            raise VerifyException("tile config stages must be positive")
+
+
+# ============================================================================ helpers
+
+
+def tensor_shape(ty: Attribute) -> tuple[int, ...]:
+    assert isinstance(ty, TensorType)
+    return tuple(ty.get_shape())
+
+
+def _fmt(shape: Sequence[int]) -> str:
+    return "x".join(map(str, shape)) if shape else "scalar"
+
+
+def _is_float_tensor(ty: Attribute) -> bool:
+    return isinstance(ty, TensorType) and isinstance(ty.get_element_type(), FLOAT_TYPES)
+
+
+def _is_i32_tensor(ty: Attribute) -> bool:
+    return isinstance(ty, TensorType) and ty.get_element_type() == i32
+
+
+def _tile(value: SSAValue, what: str) -> TileType:
+    if not isinstance(value.type, TileType):
+        raise VerifyException(f"{what} must be a !coda.tile, got {value.type}")
+    return value.type
+
+
+def _float_tile(value: SSAValue, what: str) -> TileType:
+    ty = _tile(value, what)
+    if ty.element_type != f32:
+        raise VerifyException(f"{what} must be an f32 tile, got {ty}")
+    return ty
+
+
+def _kernel_of(op: Operation) -> Operation | None:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, (GemmOp, ElementwiseOp)):
+        parent = parent.parent_op()
+    return parent
+
+
+def _check_kernel_input(op: Operation, value: SSAValue, what: str) -> TensorType:
+    """Epilogues read global tensors only through the kernel's own block arguments."""
+    from xdsl.ir import BlockArgument
+
+    if not isinstance(value.type, TensorType):
+        raise VerifyException(f"{what} must be a tensor input of the kernel, got {value.type}")
+    kernel = _kernel_of(op)
+    if not (
+        isinstance(value, BlockArgument)
+        and kernel is not None
+        and value.block is kernel.regions[0].blocks[0]
+    ):
+        raise VerifyException(f"{what} must be a block argument of the enclosing kernel (one of its `ins`)")
+    return value.type
+
+
+def _check_axis_vector(op: Operation, vector: SSAValue, axis: Axis, tile: TileType, what: str) -> None:
+    ty = _check_kernel_input(op, vector, what)
+    shape = tensor_shape(ty)
+    if axis == Axis.SCALAR:
+        if shape != ():
+            raise VerifyException(f"{what} must be a 0-d tensor for a scalar {op.name}, got {_fmt(shape)}")
+    elif axis == Axis.ROWS:
+        if shape != (tile.rows,):
+            raise VerifyException(
+                f"{what} must have shape {tile.rows} (one value per row of the tile), got {_fmt(shape)}"
+            )
+    else:
+        if len(shape) != 1 or shape[0] <= 0 or tile.cols % shape[0]:
+            raise VerifyException(
+                f"{what} must have shape {tile.cols} (one value per column), or a length that "
+                f"divides it (repeated periodically), got {_fmt(shape)}"
+            )
+    elt = ty.get_element_type()
+    if not isinstance(elt, FLOAT_TYPES) and elt != i32:
+        raise VerifyException(f"{what} element type must be a float or i32, got {elt}")
+
+
+def _parse_axis(parser: Parser, allowed: Sequence[Axis]) -> Axis:
+    axis = parser.parse_str_enum(Axis)
+    if axis not in allowed:
+        parser.raise_error(f"expected one of {', '.join(a.value for a in allowed)}")
+    return axis
+
+
+ELEMENTWISE_BODY_DIALECTS = ("arith", "math")
+
+
+def _verify_scalar_body(op: Operation, body: Region, n_args: int, n_yields: int, what: str) -> None:
+    block = body.blocks[0]
+    if len(block.args) != n_args:
+        raise VerifyException(f"{what} body must take {n_args} scalar arguments, got {len(block.args)}")
+    for arg in block.args:
+        if not (arg.type == f32 or arg.type == i32 or arg.type == i1):
+            raise VerifyException(f"{what} body arguments must be f32, i32 or i1 scalars, got {arg.type}")
+    for inner in block.ops:
+        if isinstance(inner, YieldOp):
+            continue
+        dialect = inner.name.split(".")[0]
+        if dialect not in ELEMENTWISE_BODY_DIALECTS:
+            raise VerifyException(
+                f"{what} body may only contain arith and math ops (elementwise math), found '{inner.name}'"
+            )
+        for result in inner.results:
+            if result.type not in (f32, i32, i1, i64):
+                raise VerifyException(f"{what} body values must be scalars, '{inner.name}' gives {result.type}")
+    terminator = block.last_op
+    if not isinstance(terminator, YieldOp):
+        raise VerifyException(f"{what} body must end with coda.yield")
+    if len(terminator.values) != n_yields:
+        raise VerifyException(f"{what} body must yield {n_yields} values, yields {len(terminator.values)}")
+
+
+# ============================================================================ region ops
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Ends an epilogue (naming what the kernel writes) or a scalar body."""
+
+    name = "coda.yield"
+    values = var_operand_def(AnyAttr())
+    assembly_format = "attr-dict ($values^ `:` type($values))?"
+    traits = lazy_traits_def(
+        lambda: (IsTerminator(), HasParent(GemmOp, ElementwiseOp, FoldOp, MapOp, PairMapOp), Pure())
+    )
+
+    def __init__(self, *values: SSAValue):
+        super().__init__(operands=[values])
+
+
+class TileOperation(IRDLOperation):
+    """An epilogue primitive: only legal directly inside a gemm or elementwise kernel."""
+
+    traits = lazy_traits_def(lambda: (HasParent(GemmOp, ElementwiseOp), Pure()))
+
+
+@irdl_op_definition
+class LoadOp(TileOperation):
+    """The tile of a matrix input at this tile's coordinates, converted to fp32 (i32 stays)."""
+
+    name = "coda.load"
+    source = operand_def(TensorType)
+    result = result_def(TileType)
+    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue):
+        shape = tensor_shape(source.type)
+        elt = i32 if _is_i32_tensor(source.type) else f32
+        super().__init__(operands=[source], result_types=[TileType(shape, elt)])
+
+    def verify_(self) -> None:
+        ty = _check_kernel_input(self, self.source, "loaded value")
+        shape = tensor_shape(ty)
+        if len(shape) != 2:
+            raise VerifyException(f"coda.load reads a matrix, got a tensor of shape {_fmt(shape)}")
+        result = self.result.type
+        assert isinstance(result, TileType)
+        if result.get_shape() != shape:
+            raise VerifyException(f"result tile must be {_fmt(shape)} like the loaded matrix, got {_fmt(result.get_shape())}")
+        expected = i32 if _is_i32_tensor(ty) else f32
+        if result.element_type != expected:
+            raise VerifyException(f"loading {ty.get_element_type()} gives a {expected} tile, not {result.element_type}")
+
+
+@irdl_op_definition
+class BroadcastOp(TileOperation):
+    """`v[m]` (rows) or `v[n mod len(v)]` (cols) as a tile of the result's shape."""
+
+    name = "coda.broadcast"
+    source = operand_def(TensorType)
+    axis = prop_def(AxisAttr)
+    result = result_def(TileType)
+    assembly_format = "$source $axis attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue, axis: Axis, tile: TileType):
+        elt = i32 if _is_i32_tensor(source.type) else f32
+        super().__init__(
+            operands=[source],
+            result_types=[TileType(tile.get_shape(), elt)],
+            properties={"axis": AxisAttr(axis)},
+        )
+
+    def verify_(self) -> None:
+        result = _tile(self.result, "result")
+        _check_axis_vector(self, self.source, self.axis.data, result, "broadcast vector")
+        expected = i32 if _is_i32_tensor(self.source.type) else f32
+        if result.element_type != expected:
+            raise VerifyException(f"broadcasting {self.source.type} gives a {expected} tile, not {result.element_type}")
+
+
+@irdl_op_definition
+class IndexOp(TileOperation):
+    """The global row or column index of every element of a tile (i32)."""
+
+    name = "coda.index"
+    axis = prop_def(AxisAttr)
+    result = result_def(TileType)
+    assembly_format = "$axis attr-dict `:` type($result)"
+
+    def __init__(self, axis: Axis, tile: TileType):
+        super().__init__(result_types=[TileType(tile.get_shape(), i32)], properties={"axis": AxisAttr(axis)})
+
+    def verify_(self) -> None:
+        if self.axis.data == Axis.SCALAR:
+            raise VerifyException("coda.index takes rows or cols")
+        if _tile(self.result, "result").element_type != i32:
+            raise VerifyException("coda.index gives an i32 tile")
+
+
+class _BroadcastArithOp(TileOperation):
+    """`t (op) v` with v a kernel input indexed by row, by column, or a scalar."""
+
+    T: ClassVar = VarConstraint("T", base(TileType))
+    tile = operand_def(T)
+    vector = operand_def(TensorType)
+    axis = prop_def(AxisAttr)
+    result = result_def(T)
+    assembly_format = "$tile `,` $vector $axis attr-dict `:` type($tile) `,` type($vector)"
+
+    def __init__(self, tile: SSAValue, vector: SSAValue, axis: Axis):
+        super().__init__(operands=[tile, vector], result_types=[tile.type], properties={"axis": AxisAttr(axis)})
+
+    def verify_(self) -> None:
+        tile = _float_tile(self.tile, "scaled tile")
+        _check_axis_vector(self, self.vector, self.axis.data, tile, "vector operand")
+        if _is_i32_tensor(self.vector.type):
+            raise VerifyException("vector operand must be a float tensor")
+        if self.result.type != tile:
+            raise VerifyException(f"result type must match the tile {tile}")
+
+
+@irdl_op_definition
+class ScaleOp(_BroadcastArithOp):
+    name = "coda.scale"
+
+
+@irdl_op_definition
+class ShiftOp(_BroadcastArithOp):
+    name = "coda.shift"
+
+
+@irdl_op_definition
+class AccumulateOp(TileOperation):
+    """`t + C[m, n]` with C a matrix input read at the tile's coordinates."""
+
+    name = "coda.accumulate"
+    T: ClassVar = VarConstraint("T", base(TileType))
+    tile = operand_def(T)
+    matrix = operand_def(TensorType)
+    result = result_def(T)
+    assembly_format = "$tile `,` $matrix attr-dict `:` type($tile) `,` type($matrix)"
+
+    def __init__(self, tile: SSAValue, matrix: SSAValue):
+        super().__init__(operands=[tile, matrix], result_types=[tile.type])
+
+    def verify_(self) -> None:
+        tile = _float_tile(self.tile, "accumulated tile")
+        ty = _check_kernel_input(self, self.matrix, "accumulated matrix")
+        if not _is_float_tensor(ty) or tensor_shape(ty) != tile.get_shape():
+            raise VerifyException(
+                f"accumulated matrix must be a float tensor of shape {_fmt(tile.get_shape())} "
+                f"(the tile's matrix), got {ty}"
+            )
+        if self.result.type != tile:
+            raise VerifyException(f"result type must match the tile {tile}")
+
+
+def _parse_rest_of_type_list(parser: Parser) -> list[Attribute]:
+    if parser.parse_optional_punctuation(")") is not None:
+        return []
+    types = [parser.parse_type()]
+    while parser.parse_optional_punctuation(",") is not None:
+        types.append(parser.parse_type())
+    parser.parse_punctuation(")")
+    return types
+
+
+def _parse_type_list(parser: Parser) -> list[Attribute]:
+    """`T` or `(T, T, ...)`."""
+    if parser.parse_optional_punctuation("(") is not None:
+        return _parse_rest_of_type_list(parser)
+    return [parser.parse_type()]
+
+
+def _print_type_list(printer: Printer, types: Sequence[Attribute]) -> None:
+    if len(types) == 1:
+        printer.print_attribute(types[0])
+    else:
+        with printer.in_parens():
+            printer.print_list(types, printer.print_attribute)
+
+
+class _ScalarBodyTileOp(TileOperation):
+    """Shared syntax: `coda.map %a, %b : (T, T) -> T { ^bb0(...): ... }`."""
+
+    inputs = var_operand_def(TileType)
+    outputs = var_result_def(TileType)
+    body = region_def("single_block")
+    traits = lazy_traits_def(lambda: (HasParent(GemmOp, ElementwiseOp), RecursiveMemoryEffect()))
+
+    def __init__(self, inputs: Sequence[SSAValue], result_types: Sequence[Attribute], body: Region, **props: Attribute):
+        super().__init__(operands=[inputs], result_types=[result_types], regions=[body], properties=props)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> _ScalarBodyTileOp:
+        props = {}
+        if parser.parse_optional_keyword("stride") is not None:
+            props["stride"] = IntegerAttr(parser.parse_integer(allow_boolean=False, allow_negative=False), i64)
+        unresolved = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
+        parser.parse_punctuation(":")
+        types = _parse_type_list(parser)
+        parser.parse_punctuation("->")
+        result_types = _parse_type_list(parser)
+        if len(types) != len(unresolved):
+            parser.raise_error(f"expected {len(unresolved)} operand types, got {len(types)}")
+        operands = parser.resolve_operands(unresolved, types, parser.pos)
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        op = cls.create(operands=operands, result_types=result_types, regions=[body], properties=props)
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        if "stride" in self.properties:
+            stride = self.properties["stride"]
+            assert isinstance(stride, IntegerAttr)
+            printer.print_string(f" stride {stride.value.data}")
+        printer.print_string(" ")
+        printer.print_list(self.inputs, printer.print_operand)
+        printer.print_string(" : ")
+        _print_type_list(printer, [v.type for v in self.inputs])
+        printer.print_string(" -> ")
+        _print_type_list(printer, [r.type for r in self.outputs])
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body)
+
+
+@irdl_op_definition
+class MapOp(_ScalarBodyTileOp):
+    """An elementwise function of same-shaped tiles; the body sees one scalar per input."""
+
+    name = "coda.map"
+
+    def verify_(self) -> None:
+        if not self.inputs:
+            raise VerifyException("coda.map needs at least one input tile")
+        if not self.outputs:
+            raise VerifyException("coda.map must produce at least one tile")
+        shape = _tile(self.inputs[0], "input").get_shape()
+        for i, value in enumerate([*self.inputs, *self.outputs]):
+            if _tile(value, "operand").get_shape() != shape:
+                raise VerifyException(
+                    f"all tiles of coda.map must have shape {_fmt(shape)}, "
+                    f"#{i} has {_fmt(_tile(value, 'operand').get_shape())}"
+                )
+        _verify_scalar_body(self, self.body, len(self.inputs), len(self.outputs), "coda.map")
+        block = self.body.blocks[0]
+        for arg, value in zip(block.args, self.inputs):
+            assert isinstance(value.type, TileType)
+            if arg.type != value.type.element_type:
+                raise VerifyException(f"body argument {arg.type} does not match tile element type {value.type.element_type}")
+        terminator = block.last_op
+        assert isinstance(terminator, YieldOp)
+        for yielded, out in zip(terminator.values, self.outputs):
+            assert isinstance(out.type, TileType)
+            if yielded.type != out.type.element_type:
+                raise VerifyException(f"body yields {yielded.type} for a tile of {out.type.element_type}")
+
+
+@irdl_op_definition
+class PairMapOp(_ScalarBodyTileOp):
+    """A function of column pairs.
+
+    Pairs are columns `(c, c + stride)` within aligned groups of `2 * stride` columns
+    (`stride = 1`: adjacent columns `(2i, 2i + 1)`). Every tile involved is either *wide*
+    (2P columns: the body sees both members of each pair, first then second) or *narrow*
+    (P columns: one value per pair). Wide in, narrow out is 2 -> 1 (gated activations); wide
+    in, wide out is 2 -> 2 (rotations); narrow in, wide out is 1 -> 2 (their backward).
+    """
+
+    name = "coda.pair_map"
+    stride = prop_def(IntegerAttr, default_value=IntegerAttr(1, i64))
+
+    def pair_count(self) -> int:
+        widths = [_tile(v, "operand").cols for v in [*self.inputs, *self.outputs]]
+        return min(widths) if max(widths) != min(widths) else widths[0] // 2
+
+    def is_wide(self, value: SSAValue) -> bool:
+        assert isinstance(value.type, TileType)
+        return value.type.cols == 2 * self.pair_count()
+
+    def verify_(self) -> None:
+        if not self.inputs or not self.outputs:
+            raise VerifyException("coda.pair_map needs input and output tiles")
+        tiles = [_tile(v, "operand") for v in [*self.inputs, *self.outputs]]
+        rows = {t.rows for t in tiles}
+        if len(rows) != 1:
+            raise VerifyException("all tiles of coda.pair_map must have the same number of rows")
+        widths = sorted({t.cols for t in tiles})
+        if len(widths) > 2 or (len(widths) == 2 and widths[1] != 2 * widths[0]):
+            raise VerifyException(
+                f"coda.pair_map tiles must be P (narrow) or 2P (wide) columns wide, got widths {widths}"
+            )
+        pairs = self.pair_count()
+        if len(widths) == 1 and widths[0] % 2:
+            raise VerifyException(f"wide tiles need an even number of columns, got {widths[0]}")
+        stride = self.stride.value.data
+        if stride <= 0 or (2 * pairs) % (2 * stride):
+            raise VerifyException(
+                f"stride {stride} must be positive and 2*stride must divide the wide width {2 * pairs}"
+            )
+        arity = [2 if self.is_wide(v) else 1 for v in self.inputs]
+        yields = sum(2 if self.is_wide(v) else 1 for v in self.outputs)
+        _verify_scalar_body(self, self.body, sum(arity), yields, "coda.pair_map")
+
+
+@irdl_op_definition
+class ReduceOp(TileOperation):
+    """This tile's partial reduction: over columns (dim 1, one value per row) or rows (dim 0).
+
+    `sumsq` sums squares; `lse` is a numerically safe log-sum-exp. Out-of-bounds elements of
+    ragged edge tiles never contribute.
+    """
+
+    name = "coda.reduce"
+    kind = prop_def(ReduceKindAttr)
+    tile = operand_def(TileType)
+    dim = prop_def(IntegerAttr[I64])
+    result = result_def(PartialsType)
+    assembly_format = "$kind $tile `dim` $dim attr-dict `:` type($tile) `->` type($result)"
+
+    def __init__(self, kind: ReduceKind, tile: SSAValue, dim: int):
+        ty = tile.type
+        assert isinstance(ty, TileType)
+        along, length = (Axis.ROWS, ty.rows) if dim == 1 else (Axis.COLS, ty.cols)
+        super().__init__(
+            operands=[tile],
+            result_types=[PartialsType(along, length, COMBINE_OF_KIND[kind])],
+            properties={"kind": ReduceKindAttr(kind), "dim": IntegerAttr(dim, i64)},
+        )
+
+    def verify_(self) -> None:
+        tile = _float_tile(self.tile, "reduced tile")
+        dim = self.dim.value.data
+        if dim not in (0, 1):
+            raise VerifyException(f"dim must be 0 (over rows) or 1 (over columns), got {dim}")
+        result = self.result.type
+        assert isinstance(result, PartialsType)
+        along, length = (Axis.ROWS, tile.rows) if dim == 1 else (Axis.COLS, tile.cols)
+        expected = PartialsType(along, length, COMBINE_OF_KIND[self.kind.data])
+        if result != expected:
+            raise VerifyException(f"result must be {expected}, got {result}")
+
+
+@irdl_op_definition
+class SegmentReduceOp(TileOperation):
+    """Reduce each aligned segment of `width` columns and broadcast the result back over it.
+
+    The QK-norm statistic: tile-local only when tiles hold whole segments, which the
+    lowering guarantees by choosing BN as a multiple of `width`.
+    """
+
+    name = "coda.segment_reduce"
+    kind = prop_def(ReduceKindAttr)
+    T: ClassVar = VarConstraint("T", base(TileType))
+    tile = operand_def(T)
+    width = prop_def(IntegerAttr[I64])
+    result = result_def(T)
+    assembly_format = "$kind $tile `width` $width attr-dict `:` type($tile)"
+
+    def __init__(self, kind: ReduceKind, tile: SSAValue, width: int):
+        super().__init__(
+            operands=[tile],
+            result_types=[tile.type],
+            properties={"kind": ReduceKindAttr(kind), "width": IntegerAttr(width, i64)},
+        )
+
+    def verify_(self) -> None:
+        tile = _float_tile(self.tile, "reduced tile")
+        width = self.width.value.data
+        if width <= 0 or tile.cols % width:
+            raise VerifyException(f"segment width {width} must be positive and divide the tile's {tile.cols} columns")
+        if self.kind.data == ReduceKind.LSE:
+            raise VerifyException("segment_reduce supports sum, sumsq and max")
+        if self.result.type != tile:
+            raise VerifyException(f"result type must match the tile {tile}")
+
+
+@irdl_op_definition
+class SelectOp(TileOperation):
+    """Per row m, the element at column `idx[m]` when this tile holds it, else 0: a sum
+    partial that exactly one tile contributes to (no atomics, deterministic)."""
+
+    name = "coda.select"
+    tile = operand_def(TileType)
+    indices = operand_def(TensorType)
+    result = result_def(PartialsType)
+    assembly_format = "$tile `,` $indices attr-dict `:` type($tile) `,` type($indices) `->` type($result)"
+
+    def __init__(self, tile: SSAValue, indices: SSAValue):
+        ty = tile.type
+        assert isinstance(ty, TileType)
+        super().__init__(operands=[tile, indices], result_types=[PartialsType(Axis.ROWS, ty.rows, Combine.SUM)])
+
+    def verify_(self) -> None:
+        tile = _float_tile(self.tile, "selected tile")
+        ty = _check_kernel_input(self, self.indices, "column indices")
+        if not _is_i32_tensor(ty) or tensor_shape(ty) != (tile.rows,):
+            raise VerifyException(f"column indices must be a tensor<{tile.rows}xi32> (one per row), got {ty}")
+        expected = PartialsType(Axis.ROWS, tile.rows, Combine.SUM)
+        if self.result.type != expected:
+            raise VerifyException(f"result must be {expected}, got {self.result.type}")
+
+
+# ============================================================================ kernels
+
+
+def _verify_kernel_yield(kernel: Operation, block: Block, results: Sequence[SSAValue]) -> None:
+    terminator = block.last_op
+    if not isinstance(terminator, YieldOp):
+        raise VerifyException(f"{kernel.name} region must end with coda.yield")
+    if len(terminator.values) != len(results):
+        raise VerifyException(
+            f"{kernel.name} has {len(results)} results but its epilogue yields {len(terminator.values)} values"
+        )
+    for i, (value, result) in enumerate(zip(terminator.values, results)):
+        if isinstance(value.type, PartialsType):
+            if result.type != value.type:
+                raise VerifyException(f"result #{i} must be {value.type} to hold the yielded partials, got {result.type}")
+        elif isinstance(value.type, TileType):
+            tile = value.type
+            if not _is_float_tensor(result.type) and not (_is_i32_tensor(result.type) and tile.element_type == i32):
+                raise VerifyException(f"result #{i} stores a tile and must be a float tensor, got {result.type}")
+            if tensor_shape(result.type) != tile.get_shape():
+                raise VerifyException(
+                    f"result #{i} stores a {_fmt(tile.get_shape())} tile but has shape {_fmt(tensor_shape(result.type))}"
+                )
+        else:
+            raise VerifyException(f"{kernel.name} can only yield tiles and partials, got {value.type}")
+
+
+def _verify_epilogue_inputs(kernel: Operation, block: Block, inputs: Sequence[SSAValue], offset: int) -> None:
+    args = block.args[offset:]
+    if len(args) != len(inputs):
+        raise VerifyException(
+            f"{kernel.name} region must take {offset} tile argument(s) followed by one argument per input "
+            f"({len(inputs)}), got {len(block.args)} arguments"
+        )
+    for i, (arg, value) in enumerate(zip(args, inputs)):
+        if arg.type != value.type:
+            raise VerifyException(f"region argument #{i + offset} must have the type of input #{i}, {value.type}, got {arg.type}")
+        if not isinstance(value.type, TensorType) or any(d < 0 for d in value.type.get_shape()):
+            raise VerifyException(f"input #{i} must be a statically shaped tensor, got {value.type}")
+    for inner in block.ops:
+        if inner is block.last_op:
+            continue
+        if not isinstance(inner, TileOperation) and inner.name.split(".")[0] not in ELEMENTWISE_BODY_DIALECTS:
+            raise VerifyException(f"'{inner.name}' is not an epilogue primitive")
+        if inner.name.split(".")[0] in ELEMENTWISE_BODY_DIALECTS and any(
+            isinstance(r.type, (TileType, TensorType)) for r in inner.results
+        ):
+            raise VerifyException(f"'{inner.name}' on tiles must be wrapped in coda.map")
+
+
+def _parse_ins(parser: Parser) -> list[SSAValue]:
+    if parser.parse_optional_keyword("ins") is None:
+        return []
+    parser.parse_punctuation("(")
+    unresolved = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
+    parser.parse_punctuation(":")
+    types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+    parser.parse_punctuation(")")
+    if len(types) != len(unresolved):
+        parser.raise_error(f"ins has {len(unresolved)} operands but {len(types)} types")
+    return parser.resolve_operands(unresolved, types, parser.pos)
+
+
+def _print_ins(printer: Printer, inputs: Sequence[SSAValue]) -> None:
+    if not inputs:
+        return
+    printer.print_string(" ins(")
+    printer.print_list(inputs, printer.print_operand)
+    printer.print_string(" : ")
+    printer.print_list((v.type for v in inputs), printer.print_attribute)
+    printer.print_string(")")
+
+
+@irdl_op_definition
+class GemmOp(IRDLOperation):
+    """`acc = op(a) @ op(b)` (fp32) followed by the epilogue region.
+
+    `a` is M x K (K x M with `transpose_a`); `b` is K x N (N x K with `transpose_b`: an
+    nn.Linear weight). The region takes `%acc: !coda.tile<MxNxf32>` and one argument per
+    input in `ins`.
+    """
+
+    name = "coda.gemm"
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(AnyAttr())
+    transpose_a = opt_prop_def(UnitAttr)
+    transpose_b = opt_prop_def(UnitAttr)
+    interleave = opt_prop_def(IntegerAttr)
+    config = opt_prop_def(TileConfigAttr)
+    epilogue = region_def("single_block")
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(IsolatedFromAbove(), RecursiveMemoryEffect())
+
+    def __init__(
+        self,
+        a: SSAValue,
+        b: SSAValue,
+        inputs: Sequence[SSAValue],
+        result_types: Sequence[Attribute],
+        epilogue: Region,
+        *,
+        transpose_a: bool = False,
+        transpose_b: bool = False,
+        interleave: int | None = None,
+        config: TileConfigAttr | None = None,
+    ):
+        props: dict[str, Attribute] = {}
+        if transpose_a:
+            props["transpose_a"] = UnitAttr()
+        if transpose_b:
+            props["transpose_b"] = UnitAttr()
+        if interleave is not None:
+            props["interleave"] = IntegerAttr(interleave, i64)
+        if config is not None:
+            props["config"] = config
+        super().__init__(operands=[a, b, inputs], result_types=[result_types], regions=[epilogue], properties=props)
+
+    def problem_shape(self) -> tuple[int, int, int]:
+        """(M, N, K) of the GEMM."""
+        a, b = tensor_shape(self.a.type), tensor_shape(self.b.type)
+        m, k = (a[1], a[0]) if self.transpose_a else a
+        k2, n = (b[1], b[0]) if self.transpose_b else b
+        assert k == k2
+        return m, n, k
+
+    def verify_(self) -> None:
+        for name, value in (("a", self.a), ("b", self.b)):
+            if not _is_float_tensor(value.type) or len(tensor_shape(value.type)) != 2:
+                raise VerifyException(f"{name} must be a float matrix, got {value.type}")
+        a, b = tensor_shape(self.a.type), tensor_shape(self.b.type)
+        m, k = (a[1], a[0]) if self.transpose_a else a
+        k2, n = (b[1], b[0]) if self.transpose_b else b
+        if k != k2:
+            layout_a = "KxM" if self.transpose_a else "MxK"
+            layout_b = "NxK" if self.transpose_b else "KxN"
+            raise VerifyException(
+                f"contraction mismatch: a ({layout_a}) has K = {k} but b ({layout_b}) has K = {k2}"
+            )
+        if self.a.type.get_element_type() != self.b.type.get_element_type():  # type: ignore[union-attr]
+            raise VerifyException("a and b must have the same element type")
+        block = self.epilogue.blocks[0]
+        if not block.args or block.args[0].type != TileType((m, n), f32):
+            raise VerifyException(f"the epilogue's first argument must be the accumulator !coda.tile<{m}x{n}xf32>")
+        if self.interleave is not None:
+            half = self.interleave.value.data
+            if half <= 0 or n % (2 * half):
+                raise VerifyException(f"interleave {half} needs N ({n}) to be a multiple of {2 * half}")
+        _verify_epilogue_inputs(self, block, self.inputs, 1)
+        _verify_kernel_yield(self, block, self.outputs)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GemmOp:
+        ua = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        ub = parser.parse_unresolved_operand()
+        props: dict[str, Attribute] = {}
+        while True:
+            keyword = parser.parse_optional_keyword_in(("transpose_a", "transpose_b", "interleave", "config"))
+            if keyword is None:
+                break
+            if keyword in ("transpose_a", "transpose_b"):
+                props[keyword] = UnitAttr()
+            elif keyword == "interleave":
+                props[keyword] = IntegerAttr(parser.parse_integer(allow_boolean=False, allow_negative=False), i64)
+            else:
+                config = parser.parse_attribute()
+                if not isinstance(config, TileConfigAttr):
+                    parser.raise_error("expected a #coda.config<...> tile configuration")
+                props[keyword] = config
+        inputs = _parse_ins(parser)
+        parser.parse_punctuation(":")
+        ta = parser.parse_type()
+        parser.parse_punctuation(",")
+        tb = parser.parse_type()
+        parser.parse_punctuation("->")
+        result_types = _parse_type_list(parser)
+        a, b = parser.resolve_operands([ua, ub], [ta, tb], parser.pos)
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        region = parser.parse_region()
+        op = cls.create(
+            operands=[a, b, *inputs],
+            result_types=result_types,
+            regions=[region],
+            properties={**props, "operandSegmentSizes": _segments(1, 1, len(inputs))},
+        )
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.a)
+        printer.print_string(", ")
+        printer.print_operand(self.b)
+        if self.transpose_a is not None:
+            printer.print_string(" transpose_a")
+        if self.transpose_b is not None:
+            printer.print_string(" transpose_b")
+        if self.interleave is not None:
+            printer.print_string(f" interleave {self.interleave.value.data}")
+        if self.config is not None:
+            printer.print_string(" config ")
+            printer.print_attribute(self.config)
+        _print_ins(printer, self.inputs)
+        printer.print_string(" : ")
+        printer.print_attribute(self.a.type)
+        printer.print_string(", ")
+        printer.print_attribute(self.b.type)
+        printer.print_string(" -> ")
+        _print_type_list(printer, [r.type for r in self.outputs])
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.epilogue)
+
+
+def _segments(*sizes: int) -> Attribute:
+    from xdsl.dialects.builtin import DenseArrayBase
+
+    return DenseArrayBase.from_list(i32, sizes)
+
+
+@irdl_op_definition
+class ElementwiseOp(IRDLOperation):
+    """The epilogue machinery without a GEMM: the region runs once per tile of an
+    M x N iteration space (`shape`) and reads its inputs through the same primitives."""
+
+    name = "coda.elementwise"
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(AnyAttr())
+    shape = prop_def(ArrayAttr[IntAttr])
+    config = opt_prop_def(TileConfigAttr)
+    body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove(), RecursiveMemoryEffect())
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        inputs: Sequence[SSAValue],
+        result_types: Sequence[Attribute],
+        body: Region,
+        config: TileConfigAttr | None = None,
+    ):
+        props: dict[str, Attribute] = {"shape": ArrayAttr(IntAttr(d) for d in shape)}
+        if config is not None:
+            props["config"] = config
+        super().__init__(operands=[inputs], result_types=[result_types], regions=[body], properties=props)
+
+    def iteration_shape(self) -> tuple[int, int]:
+        m, n = (d.data for d in self.shape.data)
+        return m, n
+
+    def verify_(self) -> None:
+        dims = [d.data for d in self.shape.data]
+        if len(dims) != 2 or any(d <= 0 for d in dims):
+            raise VerifyException(f"shape must be two positive extents [M, N], got {dims}")
+        block = self.body.blocks[0]
+        _verify_epilogue_inputs(self, block, self.inputs, 0)
+        _verify_kernel_yield(self, block, self.outputs)
+        m, _ = self.iteration_shape()
+        for inner in block.ops:
+            for result in inner.results:
+                if isinstance(result.type, TileType) and result.type.rows != m:
+                    raise VerifyException(f"tiles of this kernel must have {m} rows, '{inner.name}' gives {result.type}")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ElementwiseOp:
+        dims = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False, allow_negative=False)
+        )
+        props: dict[str, Attribute] = {"shape": ArrayAttr(IntAttr(d) for d in dims)}
+        if parser.parse_optional_keyword("config") is not None:
+            config = parser.parse_attribute()
+            if not isinstance(config, TileConfigAttr):
+                parser.raise_error("expected a #coda.config<...> tile configuration")
+            props["config"] = config
+        inputs = _parse_ins(parser)
+        parser.parse_punctuation("->")
+        result_types = _parse_type_list(parser)
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        region = parser.parse_region()
+        op = cls.create(operands=inputs, result_types=result_types, regions=[region], properties=props)
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" [" + ", ".join(str(d.data) for d in self.shape.data) + "]")
+        if self.config is not None:
+            printer.print_string(" config ")
+            printer.print_attribute(self.config)
+        _print_ins(printer, self.inputs)
+        printer.print_string(" -> ")
+        _print_type_list(printer, [r.type for r in self.outputs])
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body)
+
+
+@irdl_op_definition
+class FoldOp(IRDLOperation):
+    """A small row kernel: fold partials in a fixed order, then map per row.
+
+    The body takes, per index i of the length-L vectors, one f32 per partials operand (its
+    folded value: sum, max or log-sum-exp over tiles), then `v[i]` for each input vector
+    and the value of each 0-d input. It yields one value per result: a rank-1 result stores
+    it per row; a rank-0 result is its sum over all rows (fixed order). The optional
+    `finalize` region maps those sums (one argument per rank-0 result) to the values stored.
+    """
+
+    name = "coda.fold"
+    partials = var_operand_def(PartialsType)
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    body = region_def("single_block")
+    finalize = region_def()
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(IsolatedFromAbove(), RecursiveMemoryEffect())
+
+    def __init__(
+        self,
+        partials: Sequence[SSAValue],
+        inputs: Sequence[SSAValue],
+        result_types: Sequence[Attribute],
+        body: Region,
+        finalize: Region | None = None,
+    ):
+        super().__init__(
+            operands=[partials, inputs],
+            result_types=[result_types],
+            regions=[body, finalize if finalize is not None else Region()],
+        )
+
+    def length(self) -> int:
+        if self.partials:
+            ty = self.partials[0].type
+            assert isinstance(ty, PartialsType)
+            return ty.length.data
+        for value in self.inputs:
+            shape = tensor_shape(value.type)
+            if len(shape) == 1:
+                return shape[0]
+        for result in self.outputs:
+            shape = tensor_shape(result.type)
+            if len(shape) == 1:
+                return shape[0]
+        return 1
+
+    def verify_(self) -> None:
+        length = self.length()
+        for i, value in enumerate(self.partials):
+            ty = value.type
+            assert isinstance(ty, PartialsType)
+            if ty.length.data != length:
+                raise VerifyException(f"partials #{i} has length {ty.length.data}, expected {length} like the others")
+        for i, value in enumerate(self.inputs):
+            shape = tensor_shape(value.type)
+            if shape not in ((length,), ()):
+                raise VerifyException(f"input #{i} must have shape {length} or be 0-d, got {_fmt(shape)}")
+        n_sums = 0
+        for i, result in enumerate(self.outputs):
+            shape = tensor_shape(result.type)
+            if shape == ():
+                n_sums += 1
+            elif shape != (length,):
+                raise VerifyException(f"result #{i} must have shape {length} (per row) or be 0-d (summed), got {_fmt(shape)}")
+        _verify_scalar_body(self, self.body, len(self.partials) + len(self.inputs), len(self.outputs), "coda.fold")
+        if self.finalize.blocks:
+            if n_sums == 0:
+                raise VerifyException("a finalize region needs at least one 0-d (summed) result")
+            _verify_scalar_body(self, self.finalize, n_sums, n_sums, "coda.fold finalize")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> FoldOp:
+        partial_uses = parser.parse_optional_undelimited_comma_separated_list(
+            parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand
+        ) or []
+        partial_types: list[Attribute] = []
+        if partial_uses:
+            parser.parse_punctuation(":")
+            partial_types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        partials = parser.resolve_operands(partial_uses, partial_types, parser.pos)
+        inputs = _parse_ins(parser)
+        parser.parse_punctuation("->")
+        result_types = _parse_type_list(parser)
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        finalize = Region()
+        if parser.parse_optional_keyword("finalize") is not None:
+            finalize = parser.parse_region()
+        op = cls.create(
+            operands=[*partials, *inputs],
+            result_types=result_types,
+            regions=[body, finalize],
+            properties={"operandSegmentSizes": _segments(len(partials), len(inputs))},
+        )
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        if self.partials:
+            printer.print_string(" ")
+            printer.print_list(self.partials, printer.print_operand)
+            printer.print_string(" : ")
+            printer.print_list((v.type for v in self.partials), printer.print_attribute)
+        _print_ins(printer, self.inputs)
+        printer.print_string(" -> ")
+        _print_type_list(printer, [r.type for r in self.outputs])
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body)
+        if self.finalize.blocks:
+            printer.print_string(" finalize ")
+            printer.print_region(self.finalize)
+
+
+KERNEL_OPS = (GemmOp, ElementwiseOp, FoldOp)
+
+
+def kernels(op: Operation) -> Iterator[Operation]:
+    """The kernels of a function (or module), in program order."""
+    for inner in op.walk():
+        if isinstance(inner, KERNEL_OPS):
+            yield inner
+
+
+CODA = Dialect(
+    "coda",
+    [
+        GemmOp,
+        ElementwiseOp,
+        FoldOp,
+        YieldOp,
+        LoadOp,
+        BroadcastOp,
+        IndexOp,
+        ScaleOp,
+        ShiftOp,
+        AccumulateOp,
+        MapOp,
+        PairMapOp,
+        ReduceOp,
+        SegmentReduceOp,
+        SelectOp,
+    ],
+    [TileType, PartialsType, TileConfigAttr, AxisAttr, ReduceKindAttr],
+)

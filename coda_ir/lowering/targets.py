@@ -1,0 +1,9 @@
+"""Stable target names (`coda-opt -t NAME`) -> lazily imported xDSL `Target` classes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.utils.target import Target
+
+TARGETS: dict[str, Callable[[], type[Target]]] = {}

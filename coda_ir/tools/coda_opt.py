@@ -1,0 +1,267 @@
+"""`coda-opt`: the coda-ir driver, in the manner of `mlir-opt` / `xdsl-opt`.
+
+It parses `.mlir` (a file or stdin), verifies, runs a pass pipeline (`-p`) and prints the
+result through a target (`-t`). Bad input never produces a Python traceback: parse and
+verification errors are printed as `file:line:col: error: 'op' op message` and the exit
+status is 1 (with `--verify-diagnostics` they go to stdout and the exit status is 0, so that
+FileCheck tests can pin them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from io import StringIO
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from coda_ir.tools.diagnostics import CompilerError, Diagnostic, LocatingParser, verify_module
+
+DESCRIPTION = """\
+coda-opt: parse, verify, transform and lower coda-ir programs.
+
+Input is MLIR text using the `nn` dialect (tensor-level Transformer operators) and/or the
+`coda` dialect (GEMM + epilogue kernels), with builtin/func/arith/math.
+
+Passes (-p, comma separated, options in braces):
+  nn-to-coda        the whole pipeline from nn to coda kernels
+  (see the list under --passes-help... every registered pass is in the -p choices below)
+
+Targets (-t):
+  mlir              print the IR (default; --print-op-generic for the generic form)
+  triton            one Python module of Triton kernels and host functions
+
+Examples:
+  coda-opt examples/llama_block.mlir
+  coda-opt examples/llama_block.mlir -p nn-to-coda -t triton > llama_block.py
+  coda-opt tests.mlir --split-input-file --verify-diagnostics
+"""
+
+
+def _universe_dialects() -> dict[str, Callable[[], object]]:
+    def builtin():
+        from xdsl.dialects.builtin import Builtin
+
+        return Builtin
+
+    def func():
+        from xdsl.dialects.func import Func
+
+        return Func
+
+    def arith():
+        from xdsl.dialects.arith import Arith
+
+        return Arith
+
+    def math():
+        from xdsl.dialects.math import Math
+
+        return Math
+
+    def test():
+        from xdsl.dialects.test import Test
+
+        return Test
+
+    def nn():
+        from coda_ir.dialects.nn import NN
+
+        return NN
+
+    def coda():
+        from coda_ir.dialects.coda import CODA
+
+        return CODA
+
+    return {"builtin": builtin, "func": func, "arith": arith, "math": math, "test": test, "nn": nn, "coda": coda}
+
+
+def coda_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """Every pass coda-opt knows, by stable name. Kept importable so the Python API shares it."""
+    from coda_ir.transforms import registry
+
+    passes = dict(registry.PASSES)
+
+    def canonicalize():
+        from xdsl.transforms.canonicalize import CanonicalizePass
+
+        return CanonicalizePass
+
+    def cse():
+        from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+
+        return CommonSubexpressionElimination
+
+    def dce():
+        from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+        return DeadCodeElimination
+
+    passes.update({"canonicalize": canonicalize, "cse": cse, "dce": dce})
+    return passes
+
+
+def make_context() -> Context:
+    ctx = Context()
+    for name, factory in _universe_dialects().items():
+        ctx.register_dialect(name, factory)  # type: ignore[arg-type]
+    return ctx
+
+
+class CodaOptMain(xDSLOptMain):
+    version_format = "coda-opt (coda-ir 0.1.0, xdsl {xdsl_version})"
+
+    def __init__(self, args: list[str] | None = None):
+        super().__init__(description=DESCRIPTION, args=args)
+
+    def register_all_dialects(self):
+        for name, factory in _universe_dialects().items():
+            self.ctx.register_dialect(name, factory)  # type: ignore[arg-type]
+
+    def register_all_passes(self):
+        for name, factory in coda_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_targets(self):
+        super().register_all_targets()
+        from coda_ir.lowering import targets
+
+        for name, factory in targets.TARGETS.items():
+            self.available_targets[name] = factory
+        for name in list(self.available_targets):
+            if name not in ("mlir", *targets.TARGETS):
+                del self.available_targets[name]
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
+        super().register_all_arguments(arg_parser)
+        arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        arg_parser.add_argument(
+            "--debug-traceback",
+            action="store_true",
+            help="on an internal error, show the Python traceback (for coda-ir developers)",
+        )
+
+    def parse_chunk(self, chunk, file_extension: str, start_offset: int = 0) -> ModuleOp | None:
+        text = chunk.read()
+        if isinstance(text, bytes):
+            text = text.decode()
+        parser = LocatingParser(self.ctx, text, self.get_input_name(), line_offset=start_offset)
+        return parser.parse_module(not self.args.no_implicit_module)
+
+    def setup_pipeline(self):
+        super().setup_pipeline()
+        verify_between = not self.args.disable_verify
+
+        def callback(previous_pass, module, next_pass):
+            if verify_between and previous_pass is not None:
+                diagnostics = verify_module(module)
+                if diagnostics:
+                    raise _Diagnostics(diagnostics, after=previous_pass.name)
+            if previous_pass and next_pass and self.args.print_between_passes:
+                print(f"IR after {previous_pass.name}:\n{module}\n\n")
+
+        self.pipeline = type(self.pipeline)(self.pipeline.passes, callback)
+
+    def run(self):  # noqa: C901 - one place that turns every failure into a diagnostic
+        chunks, file_extension = self.prepare_input()
+        output = StringIO()
+        failed = False
+        for i, (chunk, offset) in enumerate(chunks):
+            if i > 0:
+                output.write("// -----\n")
+            try:
+                module = self.parse_chunk(chunk, file_extension, offset)
+                if module is None:
+                    continue
+                if not self.args.disable_verify:
+                    diagnostics = verify_module(module)
+                    if diagnostics:
+                        raise _Diagnostics(diagnostics)
+                self.apply_passes(module)
+                output.write(self.output_resulting_program(module))
+            except ParseError as error:
+                failed |= self._report([_parse_error_text(error, offset)], parse=True)
+            except _Diagnostics as error:
+                failed |= self._report([str(d) for d in error.diagnostics])
+            except CompilerError as error:
+                failed |= self._report([str(error)])
+            except (VerifyException, DiagnosticException) as error:
+                failed |= self._report([str(Diagnostic(None, _first_line(error)))])
+            finally:
+                chunk.close()
+        stream = self.prepare_output()
+        stream.write(output.getvalue())
+        stream.flush()
+        if stream is not sys.stdout:
+            stream.close()
+        if failed:
+            sys.exit(1)
+
+    def _report(self, lines: list[str], parse: bool = False) -> bool:
+        """Print diagnostics; return whether they make the run fail."""
+        expected = self.args.verify_diagnostics and (not parse or self.args.parsing_diagnostics or True)
+        if expected:
+            for line in lines:
+                print(line)
+            return False
+        for line in lines:
+            print(line, file=sys.stderr)
+        return True
+
+
+class _Diagnostics(Exception):
+    def __init__(self, diagnostics: list[Diagnostic], after: str | None = None):
+        super().__init__("\n".join(map(str, diagnostics)))
+        self.diagnostics = diagnostics
+        if after is not None:
+            for d in diagnostics:
+                d.message += f" (after pass '{after}')"
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error.__cause__ or error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def _parse_error_text(error: ParseError, line_offset: int) -> str:
+    """`file:line:col: error: message`, then the source line with carets under the span."""
+    span = error.span
+    loc = span.get_location()
+    context = span.print_with_context(None).splitlines()[1:]
+    lines = [f"{loc.file}:{loc.line + line_offset}:{loc.col}: error: {error.msg}", *context]
+    return "\n".join(line for line in lines if line.strip())
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        CodaOptMain(args=argv).run()
+    except SystemExit:
+        raise
+    except ArgSpecParseError as error:
+        print(f"coda-opt: error: invalid pass pipeline: {error}", file=sys.stderr)
+        sys.exit(1)
+    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as error:
+        print(f"coda-opt: error: {error}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as error:  # an internal bug, not bad input: say so without a traceback
+        if os.environ.get("CODA_DEBUG") or "--debug-traceback" in sys.argv:
+            raise
+        print(
+            f"coda-opt: internal error: {type(error).__name__}: {error}\n"
+            "(this is a bug in coda-ir; rerun with --debug-traceback for details)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
