@@ -1,15 +1,37 @@
-"""Host-side launch of a coda GEMM kernel: tile configuration, grid, strides.
+"""Host-side launch of a coda GEMM kernel: path, tile configuration, grid, strides.
 
-Generated modules call `launch_gemm`. The tile configuration depends on where the kernel
-runs: under the CPU interpreter a small fixed tile keeps tests fast; on a GPU the
-configuration is tuned per (kernel, shape, dtype, GPU) and cached on disk.
+Generated modules call `launch_gemm`. Where the kernel runs decides the path and the tile:
+
+* under the CPU interpreter (`TRITON_INTERPRET=1`): the portable pointer loop with a small
+  fixed tile (no tuning), so tests stay fast; `CODA_GEMM_PATH=tma` forces the TMA path there
+  too (the interpreter emulates tensor descriptors), which is how CI checks its indexing;
+* on a GPU: the persistent TMA path (`USE_TMA=1`) where it can run -- compute capability >= 9,
+  a Triton with host-side tensor descriptors (`triton.tools.tensor_descriptor`), 16-bit
+  operands, each operand with one unit stride and 16-byte aligned base and other stride, and
+  for interleaved kernels a BN dividing 2h -- else the portable path. `CODA_GEMM_PATH=portable`
+  forces the portable path.
+
+On a GPU the configuration is autotuned: each candidate in a short list is compiled, run and
+timed once (`triton.testing.do_bench`, median) per key, and the winner is cached in memory and
+on disk, in JSON at `$CODA_CACHE_DIR/autotune.json` (default `~/.cache/coda-ir/autotune.json`),
+keyed by (kernel key or source hash, M, N, K, dtypes, transposes, interleave, tile
+constraints, path, GPU name, Triton version). `CODA_AUTOTUNE=0` skips tuning (first candidate).
+Tuning runs the kernel several times per candidate: `extra_args_for(config)` must give fresh
+outputs, and the kernel must not update its inputs in place. The extra args returned are from
+one final run of the chosen config.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import torch
 import triton
@@ -23,10 +45,22 @@ class GemmConfig:
     group_m: int = 8
     num_warps: int = 4
     num_stages: int = 3
+    tma: bool = False  # persistent tensor-descriptor path (USE_TMA=1) when it can run
+    flatten: bool = False  # tl.range(flatten=...) on the persistent tile loop
+    warp_specialize: bool = False  # tl.range(warp_specialize=...) on the persistent tile loop
+
+
+# What the latest launch used: {"config", "path", "compiled"} (the CompiledKernel, when the
+# installed Triton returns one). For benchmarks and resource reports.
+LAST_LAUNCH: dict[str, object] = {}
 
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _path_override() -> str:
+    return os.environ.get("CODA_GEMM_PATH", "auto").strip().lower() or "auto"
 
 
 def _round_up_pow2_multiple(value: int, multiple: int) -> int:
@@ -44,6 +78,246 @@ def interpreter_config(bn_multiple_of: int = 1, bm_multiple_of: int = 1) -> Gemm
     bn = _round_up_pow2_multiple(32, bn_multiple_of)
     bm = _round_up_pow2_multiple(32, bm_multiple_of)
     return GemmConfig(bm=bm, bn=bn, bk=32, group_m=4, num_warps=4, num_stages=1)
+
+
+# ----------------------------------------------------------------------------- feature probes
+
+
+@lru_cache(maxsize=None)
+def tensor_descriptor_class():
+    """Triton's host-side TensorDescriptor, or None when the installed Triton lacks it."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except Exception:
+        return None
+    return TensorDescriptor
+
+
+@lru_cache(maxsize=None)
+def _device_info(index: int) -> tuple[str, int, tuple[int, int]]:
+    props = torch.cuda.get_device_properties(index)
+    return props.name, props.multi_processor_count, (props.major, props.minor)
+
+
+def _range_features() -> frozenset[str]:
+    from coda_ir.lowering.mainloop import range_features
+
+    return range_features()
+
+
+# ----------------------------------------------------------------------------- TMA planning
+
+
+def _operand_layout(t: torch.Tensor, stride_outer: int, stride_k: int) -> bool | None:
+    """True if K is the unit-stride dim of the stored operand, False if the other one is,
+    None if neither can feed TMA (no unit stride, or a misaligned base or row stride)."""
+    size = t.element_size()
+    if t.data_ptr() % 16:
+        return None
+    if stride_k == 1 and (stride_outer * size) % 16 == 0:
+        return True
+    if stride_outer == 1 and (stride_k * size) % 16 == 0:
+        return False
+    return None
+
+
+def _tma_layouts(a, b, M, N, K, strides, interleave) -> tuple[bool, bool] | None:
+    """(A_K_CONTIG, B_K_CONTIG) when the TMA path can run these operands, else None."""
+    if tensor_descriptor_class() is None:
+        return None
+    if a.dtype != b.dtype or a.dtype not in (torch.bfloat16, torch.float16):
+        return None
+    if min(M, N, K) <= 0:
+        return None
+    if not interpreting():
+        if not (a.is_cuda and b.is_cuda):
+            return None
+        if _device_info(a.device.index or 0)[2][0] < 9:
+            return None
+    stride_am, stride_ak, stride_bk, stride_bn = strides
+    a_k = _operand_layout(a, stride_am, stride_ak)
+    b_k = _operand_layout(b, stride_bn, stride_bk)
+    if a_k is None or b_k is None:
+        return None
+    return a_k, b_k
+
+
+def _tma_fits(cfg: GemmConfig, interleave: int, bn_multiple_of: int, bm_multiple_of: int) -> bool:
+    if cfg.bn % bn_multiple_of or cfg.bm % bm_multiple_of:
+        return False
+    if interleave and ((2 * interleave) % cfg.bn or cfg.bn < 32):
+        return False
+    features = _range_features()
+    if cfg.flatten and "flatten" not in features:
+        return False
+    if cfg.warp_specialize and "warp_specialize" not in features:
+        return False
+    return True
+
+
+# Hopper candidates, best guesses first (the first is used when tuning is off).
+TMA_CANDIDATES: tuple[GemmConfig, ...] = (
+    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True),
+    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True, flatten=True),
+    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=4, tma=True),
+    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True, warp_specialize=True),
+    GemmConfig(128, 128, 64, 8, num_warps=8, num_stages=4, tma=True),
+    GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4, tma=True),
+    GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4, tma=True, flatten=True),
+    GemmConfig(256, 128, 64, 8, num_warps=8, num_stages=3, tma=True),
+)
+
+# Portable-path candidates (tile widths are rounded up to the required multiples).
+PORTABLE_CANDIDATES_16: tuple[GemmConfig, ...] = (
+    GemmConfig(128, 128, 64, 8, num_warps=8, num_stages=3),
+    GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4),
+    GemmConfig(128, 64, 64, 8, num_warps=4, num_stages=4),
+)
+PORTABLE_CANDIDATES_32: tuple[GemmConfig, ...] = (
+    GemmConfig(64, 64, 32, 8, num_warps=4, num_stages=3),
+    GemmConfig(128, 64, 32, 8, num_warps=8, num_stages=3),
+)
+
+
+def tma_candidates(interleave=0, bn_multiple_of=1, bm_multiple_of=1) -> list[GemmConfig]:
+    override = os.environ.get("CODA_TMA_CANDIDATES")  # "i,j,..." indices, for experiments
+    pool = TMA_CANDIDATES
+    if override:
+        pool = tuple(TMA_CANDIDATES[int(i)] for i in override.split(","))
+    return [c for c in pool if _tma_fits(c, interleave, bn_multiple_of, bm_multiple_of)]
+
+
+def portable_candidates(dtype, bn_multiple_of=1, bm_multiple_of=1) -> list[GemmConfig]:
+    pool = PORTABLE_CANDIDATES_32 if dtype == torch.float32 else PORTABLE_CANDIDATES_16
+    out: list[GemmConfig] = []
+    for c in pool:
+        c = dataclasses.replace(
+            c,
+            bm=_round_up_pow2_multiple(c.bm, bm_multiple_of),
+            bn=_round_up_pow2_multiple(c.bn, bn_multiple_of),
+        )
+        if c not in out:
+            out.append(c)
+    return out
+
+
+# ----------------------------------------------------------------------------- disk cache
+
+
+def cache_path() -> Path:
+    root = os.environ.get("CODA_CACHE_DIR")
+    base = Path(root) if root else Path.home() / ".cache" / "coda-ir"
+    return base / "autotune.json"
+
+
+_MEMO: dict[str, GemmConfig] = {}
+
+
+def _load_disk() -> dict:
+    try:
+        return json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _store_disk(key: str, entry: dict) -> None:
+    path = cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = _load_disk()
+        data[key] = entry
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".autotune.", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home only costs re-tuning
+
+
+def _kernel_identity(kernel, key: str) -> str:
+    if key:
+        return key
+    src = getattr(kernel, "src", None) or getattr(getattr(kernel, "fn", None), "__name__", "")
+    name = getattr(getattr(kernel, "fn", None), "__name__", "kernel")
+    return f"{name}:{hashlib.sha256(str(src).encode()).hexdigest()[:16]}"
+
+
+def _tuning_key(kernel, key, a, b, M, N, K, transpose_a, transpose_b, interleave,
+                bn_multiple_of, bm_multiple_of, path, layouts) -> str:
+    gpu = _device_info(a.device.index or 0)[0] if a.is_cuda else "cpu"
+    parts = [
+        _kernel_identity(kernel, key), f"M={M}", f"N={N}", f"K={K}",
+        f"a={a.dtype}", f"b={b.dtype}", f"tA={int(transpose_a)}", f"tB={int(transpose_b)}",
+        f"il={interleave}", f"bn%{bn_multiple_of}", f"bm%{bm_multiple_of}",
+        f"path={path}", f"layout={layouts}", f"gpu={gpu}", f"triton={triton.__version__}",
+    ]
+    return "|".join(parts)
+
+
+# ----------------------------------------------------------------------------- launch
+
+
+def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, layouts, upcast):
+    stride_am, stride_ak, stride_bk, stride_bn = strides
+    common = dict(
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, INTERLEAVE=interleave,
+        UPCAST=upcast, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    if cfg.tma and layouts is not None:
+        desc = tensor_descriptor_class()
+        a_k, b_k = layouts
+        b_rows = cfg.bn // 2 if interleave else cfg.bn
+        if a_k:
+            a_arg = desc(a, [M, K], [stride_am, 1], [cfg.bm, cfg.bk])
+        else:
+            a_arg = desc(a, [K, M], [stride_ak, 1], [cfg.bk, cfg.bm])
+        if b_k:
+            b_arg = desc(b, [N, K], [stride_bn, 1], [b_rows, cfg.bk])
+        else:
+            b_arg = desc(b, [K, N], [stride_bk, 1], [cfg.bk, b_rows])
+        num_tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
+        num_sms = 2 if interpreting() else _device_info(a.device.index or 0)[1]
+        num_sms = max(1, min(num_sms, num_tiles))
+        extra_flags = {}
+        if cfg.flatten:
+            extra_flags["FLATTEN"] = True
+        if cfg.warp_specialize:
+            extra_flags["WARP_SPECIALIZE"] = True
+        compiled = kernel[(num_sms,)](
+            a_arg, b_arg, *extra, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+            USE_TMA=1, A_K_CONTIG=a_k, B_K_CONTIG=b_k, NUM_SMS=num_sms, **extra_flags, **common,
+        )
+        path = "tma"
+    else:
+        grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn),)
+        compiled = kernel[grid](
+            a, b, *extra, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, **common
+        )
+        path = "portable"
+    LAST_LAUNCH.update(config=cfg, path=path, compiled=compiled)
+    return compiled
+
+
+def _autotune(run_with, candidates: list[GemmConfig], extra_args_for) -> tuple[GemmConfig, dict]:
+    from triton.testing import do_bench
+
+    timings: dict[str, object] = {}
+    best, best_ms = None, float("inf")
+    for cfg in candidates:
+        label = json.dumps(dataclasses.asdict(cfg), sort_keys=True)
+        try:
+            extra = list(extra_args_for(cfg))
+            run_with(cfg, extra)  # compile (may raise OutOfResources and the like)
+            ms = do_bench(lambda: run_with(cfg, extra), warmup=10, rep=40, return_mode="median")
+        except Exception as exc:  # a candidate that cannot compile or run is skipped
+            timings[label] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            continue
+        timings[label] = ms
+        if ms < best_ms:
+            best, best_ms = cfg, ms
+    if best is None:
+        raise RuntimeError(f"no GEMM configuration could run: {timings}")
+    return best, timings
 
 
 def launch_gemm(
@@ -67,32 +341,52 @@ def launch_gemm(
 
     `extra_args_for(config)` builds the epilogue's arguments (inputs and freshly allocated
     outputs: partials have one column per tile, so their shape depends on the config).
+    `key` names the kernel and its epilogue for the autotune cache (default: a hash of the
+    kernel's source).
     """
-    if config is None:
-        config = interpreter_config(bn_multiple_of, bm_multiple_of)
     stride_am, stride_ak = (a.stride(1), a.stride(0)) if transpose_a else (a.stride(0), a.stride(1))
     stride_bk, stride_bn = (b.stride(1), b.stride(0)) if transpose_b else (b.stride(0), b.stride(1))
-    extra = list(extra_args_for(config))
-    grid = (triton.cdiv(M, config.bm) * triton.cdiv(N, config.bn),)
+    strides = (stride_am, stride_ak, stride_bk, stride_bn)
     upcast = interpreting() and a.dtype == torch.bfloat16
-    kernel[grid](
-        a,
-        b,
-        *extra,
-        M,
-        N,
-        K,
-        stride_am,
-        stride_ak,
-        stride_bk,
-        stride_bn,
-        BM=config.bm,
-        BN=config.bn,
-        BK=config.bk,
-        GROUP_M=config.group_m,
-        INTERLEAVE=interleave,
-        UPCAST=upcast,
-        num_warps=config.num_warps,
-        num_stages=config.num_stages,
-    )
+    override = _path_override()
+    layouts = None
+    if override != "portable" and (override == "tma" or not interpreting()):
+        layouts = _tma_layouts(a, b, M, N, K, strides, interleave)
+
+    def run_with(cfg: GemmConfig, extra):
+        use = layouts if (cfg.tma and _tma_fits(cfg, interleave, bn_multiple_of, bm_multiple_of)) else None
+        return _launch(kernel, a, b, extra, M, N, K, strides, cfg, interleave, use, upcast)
+
+    if config is None:
+        if interpreting():
+            config = interpreter_config(bn_multiple_of, bm_multiple_of)
+            if layouts is not None:
+                tma_cfg = dataclasses.replace(config, tma=True)
+                if _tma_fits(tma_cfg, interleave, bn_multiple_of, bm_multiple_of):
+                    config = tma_cfg
+        else:
+            candidates = tma_candidates(interleave, bn_multiple_of, bm_multiple_of) if layouts else []
+            path = "tma" if candidates else "portable"
+            if not candidates:
+                candidates = portable_candidates(a.dtype, bn_multiple_of, bm_multiple_of)
+            tune_key = _tuning_key(kernel, key, a, b, M, N, K, transpose_a, transpose_b,
+                                   interleave, bn_multiple_of, bm_multiple_of, path, layouts)
+            config = _MEMO.get(tune_key)
+            if config is None:
+                entry = _load_disk().get(tune_key)
+                if entry is not None:
+                    try:
+                        config = GemmConfig(**entry["config"])
+                    except (TypeError, KeyError):
+                        config = None
+                if config is None:
+                    tune = os.environ.get("CODA_AUTOTUNE", "1") not in ("0", "")
+                    if tune and len(candidates) > 1:
+                        config, timings = _autotune(run_with, candidates, extra_args_for)
+                        _store_disk(tune_key, {"config": dataclasses.asdict(config), "timings_ms": timings})
+                    else:
+                        config = candidates[0]
+                _MEMO[tune_key] = config
+    extra = list(extra_args_for(config))
+    run_with(config, extra)
     return config, extra

@@ -16,14 +16,28 @@ Contract with the epilogue code generator (coda_ir/lowering/triton.py):
   `perm(c)`, where within each group of `2h` columns `c = 2i + j` maps to `i + j * h`.
   `natural_column(offs_n, h)` in generated code is `interleave_rows` below.
 
-Two paths come from one template, picked at run time by `gemm_launch`: the portable
-pointer-based tiled `tl.dot` loop (what the CPU interpreter runs) and, on Hopper with a
-Triton that has tensor descriptors, a persistent TMA mainloop (`USE_TMA`).
+Two paths come from one template, picked at run time by `gemm_launch` through the
+constexpr `USE_TMA`:
+
+* `USE_TMA = 0`: the portable pointer-based tiled `tl.dot` loop, one program per output
+  tile in grouped order (what the CPU interpreter runs, and the fallback anywhere).
+* `USE_TMA = 1` (Hopper, a Triton with host-side tensor descriptors): `a_ptr`/`b_ptr` are
+  `triton.tools.tensor_descriptor.TensorDescriptor`s built by `launch_gemm`; a persistent
+  grid of `NUM_SMS` programs walks the tiles in the same grouped order, loading operand tiles
+  with TMA (out-of-bounds rows/columns read as zero, so ragged M, N, K need no masks) and
+  running the epilogue inside the tile loop. `A_K_CONTIG` / `B_K_CONTIG` say whether K is the
+  contiguous dimension of the stored operand (B's weight layout [N, K] is K-contiguous); the
+  other layout is loaded as stored and transposed with `.T`. With `INTERLEAVE = h` (and BN
+  dividing 2h) the BN interleaved columns of a tile are weight rows `r0 + [0, BN/2)` and
+  `r0 + h + [0, BN/2)`: two half-width B tiles, two dots, and
+  `tl.join(acc_lo, acc_hi).reshape(BM, BN)` yields the interleaved accumulator.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
+from functools import lru_cache
 
 INDENT = "    "
 
@@ -39,38 +53,37 @@ def interleave_rows_source() -> list[str]:
     ]
 
 
-def emit_gemm_kernel(
-    name: str,
-    extra_params: Sequence[str],
-    epilogue: Sequence[str],
-    *,
-    float32_operands: bool,
-) -> list[str]:
-    """Source lines of a GEMM kernel with `epilogue` (already indented by one level) spliced in."""
-    precision = ', input_precision="ieee"' if float32_operands else ""
-    params = ", ".join(
-        [
-            "a_ptr",
-            "b_ptr",
-            *extra_params,
-            "M",
-            "N",
-            "K",
-            "stride_am",
-            "stride_ak",
-            "stride_bk",
-            "stride_bn",
-            "BM: tl.constexpr",
-            "BN: tl.constexpr",
-            "BK: tl.constexpr",
-            "GROUP_M: tl.constexpr",
-            "INTERLEAVE: tl.constexpr",
-            "UPCAST: tl.constexpr",
-        ]
-    )
-    lines = [
-        "@triton.jit",
-        f"def {name}({params}):",
+@lru_cache(maxsize=None)
+def range_features() -> frozenset[str]:
+    """Keyword arguments of `tl.range` that the installed Triton understands (of those we use)."""
+    try:
+        import triton.language as tl
+
+        params = inspect.signature(tl.range.__init__).parameters
+    except Exception:  # pragma: no cover - Triton without tl.range
+        return frozenset()
+    return frozenset(p for p in ("flatten", "warp_specialize") if p in params)
+
+
+def _indent(lines: Sequence[str], levels: int) -> list[str]:
+    pad = INDENT * levels
+    return [pad + line if line.strip() else line for line in lines]
+
+
+def _tile_loop_header() -> str:
+    kwargs = []
+    features = range_features()
+    if "flatten" in features:
+        kwargs.append("flatten=FLATTEN")
+    if "warp_specialize" in features:
+        kwargs.append("warp_specialize=WARP_SPECIALIZE")
+    extra = "".join(", " + k for k in kwargs)
+    return f"for tile_id in tl.range(start_pid, num_tiles, NUM_SMS{extra}):"
+
+
+def _portable_body(precision: str) -> list[str]:
+    """The pointer-based loop, at function-body indentation (one level)."""
+    return [
         "    pid = tl.program_id(0)",
         "    num_pid_m = tl.cdiv(M, BM)",
         "    num_pid_n = tl.cdiv(N, BN)",
@@ -104,5 +117,133 @@ def emit_gemm_kernel(
         "        a_ptrs += BK * stride_ak",
         "        b_ptrs += BK * stride_bk",
     ]
-    lines.extend(epilogue)
+
+
+def _tma_a_load() -> list[str]:
+    """Load the A tile at (off_m, off_k) as `a`, [BM, BK]."""
+    return [
+        "if A_K_CONTIG:",
+        "    a = a_ptr.load([off_m, off_k])",
+        "else:",
+        "    a = a_ptr.load([off_k, off_m]).T",
+        "if UPCAST:",
+        "    a = a.to(tl.float32)",
+    ]
+
+
+def _tma_b_load(rows: str, out: str) -> list[str]:
+    """Load B's weight rows starting at `rows` (K-slice off_k) as `out`, [BK, rows]."""
+    return [
+        "if B_K_CONTIG:",
+        f"    {out} = b_ptr.load([{rows}, off_k]).T",
+        "else:",
+        f"    {out} = b_ptr.load([off_k, {rows}])",
+        "if UPCAST:",
+        f"    {out} = {out}.to(tl.float32)",
+    ]
+
+
+def _tma_body(precision: str, epilogue: Sequence[str]) -> list[str]:
+    """The persistent TMA loop, at function-body indentation, with the epilogue in the tile loop."""
+    plain_k = [
+        "for ki in range(k_tiles):",
+        "    off_k = ki * BK",
+        *_indent(_tma_a_load(), 1),
+        *_indent(_tma_b_load("off_n", "b"), 1),
+        f"    acc = tl.dot(a, b, acc{precision})",
+    ]
+    split_k = [
+        "for ki in range(k_tiles):",
+        "    off_k = ki * BK",
+        *_indent(_tma_a_load(), 1),
+        *_indent(_tma_b_load("b_row", "b_lo"), 1),
+        *_indent(_tma_b_load("b_row + INTERLEAVE", "b_hi"), 1),
+        f"    acc_lo = tl.dot(a, b_lo, acc_lo{precision})",
+        f"    acc_hi = tl.dot(a, b_hi, acc_hi{precision})",
+    ]
+    tile = [
+        "first_m = (tile_id // group_size) * GROUP_M",
+        "rows_in_group = min(num_pid_m - first_m, GROUP_M)",
+        "pid_m = first_m + (tile_id % group_size) % rows_in_group",
+        "pid_n = (tile_id % group_size) // rows_in_group",
+        "off_m = pid_m * BM",
+        "off_n = pid_n * BN",
+        "if INTERLEAVE > 0:",
+        "    # BN divides 2h: the tile's columns 2i + j are weight rows b_row + i + j * h.",
+        "    b_row = (off_n // (2 * INTERLEAVE)) * (2 * INTERLEAVE) + (off_n % (2 * INTERLEAVE)) // 2",
+        "    acc_lo = tl.zeros((BM, BN // 2), dtype=tl.float32)",
+        "    acc_hi = tl.zeros((BM, BN // 2), dtype=tl.float32)",
+        *_indent(split_k, 1),
+        "    acc = tl.join(acc_lo, acc_hi).reshape(BM, BN)",
+        "else:",
+        "    acc = tl.zeros((BM, BN), dtype=tl.float32)",
+        *_indent(plain_k, 1),
+        "offs_m = off_m + tl.arange(0, BM)",
+        "offs_n = off_n + tl.arange(0, BN)",
+        "mask_m = offs_m < M",
+        "mask_n = offs_n < N",
+    ]
+    body = [
+        "start_pid = tl.program_id(0)",
+        "num_pid_m = tl.cdiv(M, BM)",
+        "num_pid_n = tl.cdiv(N, BN)",
+        "num_tiles = num_pid_m * num_pid_n",
+        "k_tiles = tl.cdiv(K, BK)",
+        "# Grouped ordering: GROUP_M row-tiles share each B column-tile while it is in L2.",
+        "group_size = GROUP_M * num_pid_n",
+        _tile_loop_header(),
+        *_indent(tile, 1),
+    ]
+    # The epilogue arrives at function-body indentation; it runs inside the tile loop.
+    return _indent(body, 1) + _indent(epilogue, 1)
+
+
+def emit_gemm_kernel(
+    name: str,
+    extra_params: Sequence[str],
+    epilogue: Sequence[str],
+    *,
+    float32_operands: bool,
+) -> list[str]:
+    """Source lines of a GEMM kernel with `epilogue` (already indented by one level) spliced in.
+
+    The epilogue appears twice in the source: once after the portable loop and once inside
+    the persistent TMA tile loop (re-indented); the constexpr `USE_TMA` keeps one of them.
+    """
+    precision = ', input_precision="ieee"' if float32_operands else ""
+    params = ", ".join(
+        [
+            "a_ptr",
+            "b_ptr",
+            *extra_params,
+            "M",
+            "N",
+            "K",
+            "stride_am",
+            "stride_ak",
+            "stride_bk",
+            "stride_bn",
+            "BM: tl.constexpr",
+            "BN: tl.constexpr",
+            "BK: tl.constexpr",
+            "GROUP_M: tl.constexpr",
+            "INTERLEAVE: tl.constexpr",
+            "UPCAST: tl.constexpr",
+            "USE_TMA: tl.constexpr = 0",
+            "A_K_CONTIG: tl.constexpr = True",
+            "B_K_CONTIG: tl.constexpr = True",
+            "NUM_SMS: tl.constexpr = 1",
+            "FLATTEN: tl.constexpr = False",
+            "WARP_SPECIALIZE: tl.constexpr = False",
+        ]
+    )
+    lines = [
+        "@triton.jit",
+        f"def {name}({params}):",
+        "    if USE_TMA:",
+        *_indent(_tma_body(precision, epilogue), 1),
+        "    else:",
+        *_indent(_portable_body(precision), 1),
+        *_indent(epilogue, 1),
+    ]
     return lines
