@@ -1,0 +1,315 @@
+"""`convert-nn-to-coda`: the baseline lowering of every `nn` op to standalone coda kernels.
+
+This is the fallback that must always be correct: each `nn` op becomes its own kernels,
+with no fusion between ops (the `coda-fuse` pass merges them afterwards).
+
+| nn op | kernels |
+|---|---|
+| linear / matmul | `coda.gemm` (transpose_b for linear) with a plain epilogue |
+| add / mul | `coda.elementwise`: accumulate / map, or shift / scale cols for a rank-1 rhs |
+| silu / relu / gelu | `coda.elementwise` with a `coda.map` |
+| rms_norm | elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
+| layer_norm | elementwise sum and sum-of-squares partials, fold -> (rstd, -mean), elementwise apply |
+| swiglu / geglu | elementwise [M, F] over the 2F-wide z tile: `coda.pair_map stride F` (2 -> 1) |
+| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1) |
+| head_rms_norm | elementwise: `coda.segment_reduce sumsq width hd`, map |
+| cross_entropy | elementwise LSE partials + target `coda.select`, one fold with a finalize |
+
+Pairs at stride F (swiglu) or hd/2 (rope) are tile-local in a standalone elementwise kernel
+only when its column tile holds whole pair groups; `coda-legalize` records that as a tile
+constraint on the kernel (`coda.constraints`), which the lowering honours by its choice of
+BN (a standalone kernel may always pick a tile covering the whole row).
+"""
+
+from __future__ import annotations
+
+import math as pymath
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, f32
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from coda_ir.dialects import nn
+from coda_ir.dialects.coda import Axis, ReduceKind
+from coda_ir.transforms._build import Epilogue, Scalar, elementwise, elt_of, fold, gemm, shape_of, stamp
+
+ORIGIN = "coda.origin"
+"""Discardable attribute naming the nn op a kernel came from (for remarks and FileCheck)."""
+
+
+def _prop(op: Operation, name: str):
+    attr = op.properties[name]
+    if isinstance(attr, (IntegerAttr, FloatAttr)):
+        return attr.value.data
+    assert isinstance(attr, StringAttr)
+    return attr.data
+
+
+def _origin(kernel: Operation, op: Operation, role: str | None = None) -> Operation:
+    kernel.attributes[ORIGIN] = StringAttr(op.name + (f".{role}" if role else ""))
+    return stamp(kernel, op.location)
+
+
+# ----------------------------------------------------------------------------- per-op lowerings
+
+
+def lower_linear(op: nn.LinearOp | nn.MatmulOp) -> tuple[list[Operation], SSAValue]:
+    a, b = op.operands
+    k = gemm(a, b, [], lambda e, acc: [acc], [elt_of(op.results[0])], transpose_b=isinstance(op, nn.LinearOp))
+    return [_origin(k, op)], k.results[0]
+
+
+def lower_binary(op: nn.AddOp | nn.MulOp) -> tuple[list[Operation], SSAValue]:
+    lhs, rhs = op.lhs, op.rhs
+    is_add = isinstance(op, nn.AddOp)
+    if len(shape_of(rhs)) == 1:
+        def build(e: Epilogue, a, v):
+            t = e.load(a)
+            return [e.shift(t, v, Axis.COLS) if is_add else e.scale(t, v, Axis.COLS)]
+    elif is_add:
+        def build(e: Epilogue, a, b):
+            return [e.accumulate(e.load(a), b)]
+    else:
+        def build(e: Epilogue, a, b):
+            return [e.map1([e.load(a), e.load(b)], lambda s, x, y: s.mul(x, y))]
+    k = elementwise(shape_of(lhs), [lhs, rhs], build, [elt_of(op.results[0])])
+    return [_origin(k, op)], k.results[0]
+
+
+def unary_fn(op: Operation) -> Callable:
+    if isinstance(op, nn.SiluOp):
+        return lambda s, x: s.silu(x)
+    if isinstance(op, nn.ReluOp):
+        return lambda s, x: s.relu(x)
+    assert isinstance(op, nn.GeluOp)
+    approximate = _prop(op, "approximate")
+    return lambda s, x: s.gelu(x, approximate)
+
+
+def lower_unary(op: nn.SiluOp | nn.ReluOp | nn.GeluOp) -> tuple[list[Operation], SSAValue]:
+    fn = unary_fn(op)
+    k = elementwise(shape_of(op.x), [op.x], lambda e, x: [e.map1([e.load(x)], fn)], [elt_of(op.results[0])])
+    return [_origin(k, op)], k.results[0]
+
+
+def rms_stats(op: Operation, x: SSAValue, eps: float) -> list[Operation]:
+    """Partials of sum(x^2) and the fold to rstd (shared with coda-defer-norms)."""
+    m, d = shape_of(x)
+    stats = elementwise((m, d), [x], lambda e, t: [e.reduce(ReduceKind.SUMSQ, e.load(t), 1)], [None])
+    inv_d = 1.0 / d
+    r = fold(
+        [stats.results[0]], [], [TensorType(f32, [m])],
+        lambda s, ss: s.rsqrt(s.add(s.mul(ss, s.const(inv_d)), s.const(eps))),
+    )
+    return [_origin(stats, op, "stats"), _origin(r, op, "rstd")]
+
+
+def ln_stats(op: Operation, x: SSAValue, eps: float) -> list[Operation]:
+    """Partials of sum(x) and sum(x^2), folded to (rstd, -mean, rstd * mean)."""
+    m, d = shape_of(x)
+
+    def build(e: Epilogue, t):
+        tile = e.load(t)
+        return [e.reduce(ReduceKind.SUM, tile, 1), e.reduce(ReduceKind.SUMSQ, tile, 1)]
+
+    stats = elementwise((m, d), [x], build, [None, None])
+    inv_d = 1.0 / d
+
+    def body(s: Scalar, sm, ss):
+        mu = s.mul(sm, s.const(inv_d))
+        var = s.max(s.sub(s.mul(ss, s.const(inv_d)), s.mul(mu, mu)), s.const(0.0))
+        r = s.rsqrt(s.add(var, s.const(eps)))
+        return [r, s.neg(mu), s.mul(r, mu)]
+
+    vec = TensorType(f32, [m])
+    r = fold(list(stats.results), [], [vec, vec, vec], body)
+    return [_origin(stats, op, "stats"), _origin(r, op, "rstd")]
+
+
+def lower_rms_norm(op: nn.RMSNormOp) -> tuple[list[Operation], SSAValue]:
+    ops = rms_stats(op, op.x, _prop(op, "eps"))
+    rstd = ops[-1].results[0]
+
+    def build(e: Epilogue, x, r, w):
+        return [e.scale(e.scale(e.load(x), r, Axis.ROWS), w, Axis.COLS)]
+
+    apply = elementwise(shape_of(op.x), [op.x, rstd, op.w], build, [elt_of(op.results[0])])
+    return [*ops, _origin(apply, op, "apply")], apply.results[0]
+
+
+def lower_layer_norm(op: nn.LayerNormOp) -> tuple[list[Operation], SSAValue]:
+    ops = ln_stats(op, op.x, _prop(op, "eps"))
+    rstd, negmu = ops[-1].results[0], ops[-1].results[1]
+
+    def build(e: Epilogue, x, nm, r, w, b):
+        t = e.scale(e.shift(e.load(x), nm, Axis.ROWS), r, Axis.ROWS)
+        return [e.shift(e.scale(t, w, Axis.COLS), b, Axis.COLS)]
+
+    apply = elementwise(shape_of(op.x), [op.x, negmu, rstd, op.w, op.b], build, [elt_of(op.results[0])])
+    return [*ops, _origin(apply, op, "apply")], apply.results[0]
+
+
+def gated_fn(op: Operation) -> Callable:
+    if isinstance(op, nn.SwiGLUOp):
+        return lambda s, g, u: s.mul(s.silu(g), u)
+    approximate = _prop(op, "approximate")
+    return lambda s, g, u: s.mul(s.gelu(g, approximate), u)
+
+
+def lower_gated(op: nn.SwiGLUOp | nn.GeGLUOp) -> tuple[list[Operation], SSAValue]:
+    m, two_f = shape_of(op.z)
+    f = two_f // 2
+    fn = gated_fn(op)
+
+    def build(e: Epilogue, z):
+        return e.pair_map([e.load(z)], [(m, f)], fn, stride=f, wide=[True])
+
+    k = elementwise((m, f), [op.z], build, [elt_of(op.results[0])])
+    return [_origin(k, op)], k.results[0]
+
+
+def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation) -> SSAValue:
+    """RoPE of `tile` (an N-wide tile) by the angles of `op` (shared with the fuser)."""
+    hd, heads = _prop(op, "head_dim"), _prop(op, "rotary_heads")
+    theta, style = _prop(op, "theta"), _prop(op, "style")
+    m, n = tile.type.get_shape()  # type: ignore[attr-defined]
+    k = -2.0 * pymath.log(theta) / hd
+    limit = heads * hd
+    cols = e.index(Axis.COLS, tile)
+    rows = e.broadcast(pos, Axis.ROWS, tile)
+
+    def angle(s: Scalar, c, p):
+        j = s.remi(c, s.iconst(hd))
+        i = s.remi(j, s.iconst(hd // 2)) if style == "half" else s.divi(j, s.iconst(2))
+        a = s.mul(s.to_f32(p), s.exp(s.mul(s.to_f32(i), s.const(k))))
+        return s.select(s.cmpi("slt", c, s.iconst(limit)), a, s.const(0.0))
+
+    ang = e.map1([cols, rows], angle)
+
+    def rotate(s: Scalar, x1, x2, a1, a2):
+        c, sn = s.cos(a1), s.sin(a1)
+        return [s.sub(s.mul(x1, c), s.mul(x2, sn)), s.add(s.mul(x2, c), s.mul(x1, sn))]
+
+    stride = hd // 2 if style == "half" else 1
+    return e.pair_map([tile, ang], [(m, n)], rotate, stride=stride, wide=[True, True])[0]
+
+
+def lower_rope(op: nn.RoPEOp) -> tuple[list[Operation], SSAValue]:
+    k = elementwise(
+        shape_of(op.x), [op.x, op.pos], lambda e, x, p: [rope_epilogue(e, e.load(x), p, op)], [elt_of(op.results[0])]
+    )
+    return [_origin(k, op)], k.results[0]
+
+
+def head_norm_epilogue(e: Epilogue, tile: SSAValue, w: SSAValue, op: Operation) -> SSAValue:
+    hd, heads, eps = _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps")
+    ss = e.segment_reduce(ReduceKind.SUMSQ, tile, hd)
+    cols = e.index(Axis.COLS, tile)
+    wt = e.broadcast(w, Axis.COLS, tile)
+    limit = heads * hd
+
+    def body(s: Scalar, x, q, c, g):
+        y = s.mul(s.mul(x, s.rsqrt(s.add(s.mul(q, s.const(1.0 / hd)), s.const(eps)))), g)
+        return s.select(s.cmpi("slt", c, s.iconst(limit)), y, x)
+
+    return e.map1([tile, ss, cols, wt], body)
+
+
+def lower_head_rms_norm(op: nn.HeadRMSNormOp) -> tuple[list[Operation], SSAValue]:
+    k = elementwise(
+        shape_of(op.x), [op.x, op.w], lambda e, x, w: [head_norm_epilogue(e, e.load(x), w, op)], [elt_of(op.results[0])]
+    )
+    return [_origin(k, op)], k.results[0]
+
+
+def lower_cross_entropy(op: nn.CrossEntropyOp) -> tuple[list[Operation], SSAValue]:
+    m, _ = shape_of(op.logits)
+
+    def build(e: Epilogue, logits, targets):
+        t = e.load(logits)
+        return [e.reduce(ReduceKind.LSE, t, 1), e.select(t, targets)]
+
+    parts = elementwise(shape_of(op.logits), [op.logits, op.targets], build, [None, None])
+    ops, loss = ce_fold(op, parts.results[0], parts.results[1])
+    return [_origin(parts, op, "lse"), *ops], loss
+
+
+def ce_fold(op: nn.CrossEntropyOp, lse: SSAValue, sel: SSAValue) -> tuple[list[Operation], SSAValue]:
+    ignore, reduction = _prop(op, "ignore_index"), _prop(op, "reduction")
+
+    def body(s: Scalar, l, t, tgt):
+        keep = s.cmpi("ne", tgt, s.iconst(ignore))
+        return [s.select(keep, s.sub(l, t), s.const(0.0)), s.select(keep, s.const(1.0), s.const(0.0))]
+
+    def finalize(s: Scalar, total, count):
+        return [s.div(total, count) if reduction == "mean" else total, count]
+
+    scalar = TensorType(f32, [])
+    k = fold([lse, sel], [op.targets], [scalar, scalar], body, finalize)
+    return [_origin(k, op, "loss")], k.results[0]
+
+
+LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue]]] = {
+    nn.LinearOp: lower_linear,
+    nn.MatmulOp: lower_linear,
+    nn.AddOp: lower_binary,
+    nn.MulOp: lower_binary,
+    nn.SiluOp: lower_unary,
+    nn.ReluOp: lower_unary,
+    nn.GeluOp: lower_unary,
+    nn.RMSNormOp: lower_rms_norm,
+    nn.LayerNormOp: lower_layer_norm,
+    nn.SwiGLUOp: lower_gated,
+    nn.GeGLUOp: lower_gated,
+    nn.RoPEOp: lower_rope,
+    nn.HeadRMSNormOp: lower_head_rms_norm,
+    nn.CrossEntropyOp: lower_cross_entropy,
+}
+
+
+class LowerNNOp(RewritePattern):
+    """Any nn op -> its standalone kernels (LOWERINGS)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self,
+        op: nn.LinearOp
+        | nn.MatmulOp
+        | nn.AddOp
+        | nn.MulOp
+        | nn.SiluOp
+        | nn.ReluOp
+        | nn.GeluOp
+        | nn.RMSNormOp
+        | nn.LayerNormOp
+        | nn.SwiGLUOp
+        | nn.GeGLUOp
+        | nn.RoPEOp
+        | nn.HeadRMSNormOp
+        | nn.CrossEntropyOp,
+        rewriter: PatternRewriter,
+    ) -> None:
+        ops, result = LOWERINGS[type(op)](op)
+        rewriter.replace(op, ops, [result])
+
+
+@dataclass(frozen=True)
+class ConvertNNToCodaPass(ModulePass):
+    """Lower every remaining nn op to standalone coda kernels (no fusion)."""
+
+    name = "convert-nn-to-coda"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([LowerNNOp()], dce_enabled=False), apply_recursively=False
+        ).rewrite_module(op)
