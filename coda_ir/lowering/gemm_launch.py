@@ -277,13 +277,15 @@ def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, 
             b_arg = desc(b, [K, N], [stride_bk, 1], [cfg.bk, b_rows])
         num_tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
         num_sms = 2 if interpreting() else _device_info(a.device.index or 0)[1]
-        num_sms = max(1, min(num_sms, num_tiles))
+        # NUM_SMS (the tile stride, a constexpr) stays the SM count so that small problems
+        # reuse the compiled kernel; a grid of fewer programs still covers every tile.
+        grid = (max(1, min(num_sms, num_tiles)),)
         extra_flags = {}
         if cfg.flatten:
             extra_flags["FLATTEN"] = True
         if cfg.warp_specialize:
             extra_flags["WARP_SPECIALIZE"] = True
-        compiled = kernel[(num_sms,)](
+        compiled = kernel[grid](
             a_arg, b_arg, *extra, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
             USE_TMA=1, A_K_CONTIG=a_k, B_K_CONTIG=b_k, NUM_SMS=num_sms, **extra_flags, **common,
         )

@@ -1,0 +1,477 @@
+"""GPU benchmark of the coda GEMM mainloop (issue 3): correctness first, then timings.
+
+    python bench/bench_mainloop.py            # on the GPU: checks, then the tables
+    python bench/bench_mainloop.py --smoke    # CPU interpreter, tiny shapes, checks only
+    python bench/bench_mainloop.py --coda     # also the coda-lowered kernels, when available
+
+Part 1 checks every kernel against torch float64 of the same (bf16) inputs on fresh random
+data, with outputs poisoned to NaN first, including ragged, transposed, unaligned (portable
+fallback) and interleaved cases. Part 2 times, side by side in one run, the plain mainloop (an
+epilogue that stores acc as bf16) against cuBLAS (`torch.matmul(x, w.T)`, nn.Linear layout)
+at the LLaMA-8B shapes. Part 3 times hand-written fused epilogues on the same template
+(residual add + sum-of-squares partials; interleaved SwiGLU 2 -> 1) against the plain cuBLAS
+GEMM of the same shape and against the same computation unfused in eager PyTorch.
+Everything goes through `launch_gemm` (autotuned, cached under $CODA_CACHE_DIR). Full
+numbers go to $OUT/bench_mainloop.json (or --out), the table is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SHAPES_8B = [(8192, 4096, 4096), (8192, 28672, 4096), (8192, 4096, 14336), (8192, 6144, 4096)]
+
+PLAIN = [
+    "    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]",
+    "    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])",
+]
+# TMA-store variant (TMA path only): how much the pointer store costs.
+PLAIN_TMA_STORE = [
+    "    c_ptr.store([pid_m * BM, pid_n * BN], acc.to(c_ptr.dtype))",
+]
+RESIDUAL_SUMSQ = [
+    "    mask = mask_m[:, None] & mask_n[None, :]",
+    "    r = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0)",
+    "    y = (acc + r.to(tl.float32)).to(out_ptr.dtype.element_ty)",
+    "    tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], y, mask=mask)",
+    "    yf = tl.where(mask, y.to(tl.float32), 0.0)",
+    "    tl.store(part_ptr + offs_m * stride_pm + pid_n, tl.sum(yf * yf, axis=1), mask=mask_m)",
+]
+SWIGLU = [
+    "    g, u = tl.split(tl.reshape(acc, (BM, BN // 2, 2)))",
+    "    y = g * tl.sigmoid(g) * u",
+    "    offs_h = pid_n * (BN // 2) + tl.arange(0, BN // 2)",
+    "    mask_h = offs_h < N // 2",
+    "    tl.store(o_ptr + offs_m[:, None] * stride_om + offs_h[None, :],",
+    "             y.to(o_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_h[None, :])",
+]
+KERNELS = {
+    "plain": (["c_ptr", "stride_cm"], PLAIN),
+    "plain_tmastore": (["c_ptr"], PLAIN_TMA_STORE),
+    "residual_sumsq": (["res_ptr", "out_ptr", "part_ptr", "stride_rm", "stride_om", "stride_pm"], RESIDUAL_SUMSQ),
+    "swiglu": (["o_ptr", "stride_om"], SWIGLU),
+}
+
+
+def build_kernels(tmpdir: Path) -> dict:
+    from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
+
+    lines = ["import triton", "import triton.language as tl", "", *interleave_rows_source(), ""]
+    for name, (params, epi) in KERNELS.items():
+        lines += [*emit_gemm_kernel(f"bench_{name}", params, epi, float32_operands=False), ""]
+    modname = f"coda_bench_{uuid.uuid4().hex[:8]}"
+    path = tmpdir / f"{modname}.py"
+    path.write_text("\n".join(lines))
+    spec = importlib.util.spec_from_file_location(modname, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = mod
+    spec.loader.exec_module(mod)
+    return {name: getattr(mod, f"bench_{name}") for name in KERNELS}
+
+
+# ------------------------------------------------------------------------------ runners
+
+
+def run_plain(k, x, w, M, N, K, *, transpose_a=False, transpose_b=True):
+    import torch
+
+    from coda_ir.lowering.gemm_launch import launch_gemm
+
+    def extra(cfg):
+        c = torch.empty(M, N, device=x.device, dtype=x.dtype)
+        return [c, c.stride(0)]
+
+    cfg, ex = launch_gemm(k, x, w, extra, M=M, N=N, K=K, transpose_a=transpose_a,
+                          transpose_b=transpose_b, key="bench_plain")
+    return ex[0]
+
+
+def run_plain_tmastore(k, x, w, M, N, K):
+    import torch
+
+    from coda_ir.lowering.gemm_launch import launch_gemm, tensor_descriptor_class
+
+    desc = tensor_descriptor_class()
+
+    def extra(cfg):
+        c = torch.empty(M, N, device=x.device, dtype=x.dtype)
+        run_plain_tmastore.out = c
+        return [desc(c, [M, N], [c.stride(0), 1], [cfg.bm, cfg.bn])]
+
+    launch_gemm(k, x, w, extra, M=M, N=N, K=K, transpose_a=False, transpose_b=True,
+                key="bench_plain_tmastore")
+    return run_plain_tmastore.out
+
+
+def run_residual(k, x, w, res, M, N, K):
+    import torch
+
+    from coda_ir.lowering.gemm_launch import launch_gemm
+
+    def extra(cfg):
+        out = torch.empty(M, N, device=x.device, dtype=x.dtype)
+        part = torch.empty(M, -(-N // cfg.bn), device=x.device, dtype=torch.float32)
+        return [res, out, part, res.stride(0), out.stride(0), part.stride(0)]
+
+    _, ex = launch_gemm(k, x, w, extra, M=M, N=N, K=K, transpose_a=False, transpose_b=True,
+                        key="bench_residual_sumsq")
+    return ex[1], ex[2]
+
+
+def run_swiglu(k, x, w, M, N, K):
+    import torch
+
+    from coda_ir.lowering.gemm_launch import launch_gemm
+
+    h = N // 2
+
+    def extra(cfg):
+        o = torch.empty(M, h, device=x.device, dtype=x.dtype)
+        return [o, o.stride(0)]
+
+    _, ex = launch_gemm(k, x, w, extra, M=M, N=N, K=K, transpose_a=False, transpose_b=True,
+                        interleave=h, bn_multiple_of=2, key="bench_swiglu")
+    return ex[0]
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def rel_err(out, ref) -> float:
+    import torch
+
+    out = out.double()
+    if torch.isnan(out).any():
+        return float("nan")
+    return ((out - ref).norm() / ref.norm()).item()
+
+
+def checks(ks, dev, dtype, shapes, ragged, log) -> list[dict]:
+    import torch
+
+    from coda_ir.lowering import gemm_launch
+
+    results = []
+    tol = 1e-2
+
+    def record(name, err, path=None, extra=None):
+        row = {"check": name, "rel_err": err, "path": path or gemm_launch.LAST_LAUNCH.get("path"),
+               "ok": bool(err == err and err < tol)}
+        if extra:
+            row.update(extra)
+        results.append(row)
+        log(f"check {name:48s} path={row['path']:9s} rel_err={err:.2e} {'ok' if row['ok'] else 'FAIL'}")
+
+    def poison(t):
+        # Poison the allocator's next blocks so unwritten outputs show as NaN.
+        torch.empty(t, device=dev, dtype=dtype).fill_(float("nan"))
+
+    g = torch.Generator(device=dev).manual_seed(int(time.time()))
+    rnd = lambda *s: torch.randn(*s, device=dev, generator=g).to(dtype)  # noqa: E731
+    for M, N, K in shapes:
+        x, w = rnd(M, K), rnd(N, K)
+        ref = x.double() @ w.double().T
+        poison((M, N))
+        record(f"plain {M}x{N}x{K}", rel_err(run_plain(ks["plain"], x, w, M, N, K), ref))
+        if dev != "cpu":
+            record(f"cublas {M}x{N}x{K}", rel_err(x @ w.T, ref), path="cublas")
+        del ref
+    old = os.environ.get("CODA_AUTOTUNE")
+    os.environ["CODA_AUTOTUNE"] = "0"  # edge cases: correctness only, first candidate
+    try:
+        for (M, N, K), ta, tb in ragged:
+            a = rnd(K, M) if ta else rnd(M, K)
+            b = rnd(N, K) if tb else rnd(K, N)
+            ref = (a.double().T if ta else a.double()) @ (b.double().T if tb else b.double())
+            poison((M, N))
+            out = run_plain(ks["plain"], a, b, M, N, K, transpose_a=ta, transpose_b=tb)
+            record(f"ragged {M}x{N}x{K} tA={int(ta)} tB={int(tb)}", rel_err(out, ref))
+    finally:
+        if old is None:
+            os.environ.pop("CODA_AUTOTUNE")
+        else:
+            os.environ["CODA_AUTOTUNE"] = old
+    return results
+
+
+def fused_checks(ks, dev, dtype, M, N_res, K_res, N_glu, K_glu, log, results):
+    import torch
+
+    g = torch.Generator(device=dev).manual_seed(int(time.time()) + 1)
+    rnd = lambda *s: torch.randn(*s, device=dev, generator=g).to(dtype)  # noqa: E731
+    tol = 1e-2
+    x, w, res = rnd(M, K_res), rnd(N_res, K_res), rnd(M, N_res)
+    y_ref = res.double() + x.double() @ w.double().T
+    out, part = run_residual(ks["residual_sumsq"], x, w, res, M, N_res, K_res)
+    e1 = rel_err(out, y_ref)
+    e2 = rel_err(part.sum(1), (out.double() ** 2).sum(1))
+    for name, e in ((f"residual {M}x{N_res}x{K_res} out", e1), (f"residual {M}x{N_res}x{K_res} sumsq", e2)):
+        results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
+        log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'}")
+    x, w = rnd(M, K_glu), rnd(N_glu, K_glu)
+    h = N_glu // 2
+    gte = x.double() @ w[:h].double().T
+    up = x.double() @ w[h:].double().T
+    ref = gte * torch.sigmoid(gte) * up
+    e = rel_err(run_swiglu(ks["swiglu"], x, w, M, N_glu, K_glu), ref)
+    name = f"swiglu {M}x{N_glu}x{K_glu}"
+    results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
+    log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'}")
+
+
+# ------------------------------------------------------------------------------ timing
+
+
+def resources(compiled) -> dict:
+    out = {}
+    for attr in ("n_regs", "n_spills"):
+        out[attr] = getattr(compiled, attr, None)
+    md = getattr(compiled, "metadata", None)
+    out["shared_bytes"] = getattr(md, "shared", None)
+    try:
+        sass = compiled.asm["sass"]
+        out["sass_hgmma"] = sass.count("HGMMA")
+        out["sass_hmma"] = sass.count("HMMA")
+        out["sass_local"] = sass.count("LDL") + sass.count("STL")
+    except Exception as exc:  # nvdisasm missing, or the Triton lacks asm['sass']
+        out["sass"] = f"unavailable: {type(exc).__name__}"
+    return out
+
+
+def bench(fn, reps: int = 200) -> float:
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=25, rep=reps, return_mode="median")
+
+
+def timings(ks, dev, dtype, log, quick=False) -> dict:
+    import dataclasses
+
+    import torch
+
+    from coda_ir.lowering import gemm_launch
+
+    g = torch.Generator(device=dev).manual_seed(1234)
+    rnd = lambda *s: torch.randn(*s, device=dev, generator=g).to(dtype)  # noqa: E731
+    rep = 100 if quick else 200
+    rows = {"plain": [], "fused": []}
+    for M, N, K in SHAPES_8B:
+        x, w = rnd(M, K), rnd(N, K)
+        flops = 2.0 * M * N * K
+        t0 = time.time()
+        run_plain(ks["plain"], x, w, M, N, K)  # tunes once (cached)
+        tune_s = time.time() - t0
+        info = dict(gemm_launch.LAST_LAUNCH)
+        t_cub = bench(lambda: torch.matmul(x, w.T), rep)
+        t_our = bench(lambda: run_plain(ks["plain"], x, w, M, N, K), rep)
+        t_cub2 = bench(lambda: torch.matmul(x, w.T), rep)  # spread: cuBLAS timed twice
+        row = {
+            "shape": [M, N, K], "cublas_ms": t_cub, "cublas_ms_again": t_cub2, "coda_ms": t_our,
+            "cublas_tflops": flops / t_cub / 1e9, "coda_tflops": flops / t_our / 1e9,
+            "ratio_throughput": t_cub / t_our, "path": info.get("path"),
+            "config": dataclasses.asdict(info["config"]), "tune_s": tune_s,
+            "resources": resources(info.get("compiled")),
+        }
+        if not quick:
+            saved = os.environ.get("CODA_TMA_CANDIDATES")
+            os.environ["CODA_TMA_CANDIDATES"] = "0,1,2"  # a diagnostic: fewer compiles
+            try:
+                run_plain_tmastore(ks["plain_tmastore"], x, w, M, N, K)
+                row["coda_tmastore_ms"] = bench(lambda: run_plain_tmastore(ks["plain_tmastore"], x, w, M, N, K), rep)
+                row["tmastore_config"] = dataclasses.asdict(gemm_launch.LAST_LAUNCH["config"])
+            except Exception as exc:
+                row["coda_tmastore_ms"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            finally:
+                if saved is None:
+                    os.environ.pop("CODA_TMA_CANDIDATES", None)
+                else:
+                    os.environ["CODA_TMA_CANDIDATES"] = saved
+        rows["plain"].append(row)
+        log(f"plain {M}x{N}x{K}: cublas {t_cub:.3f}/{t_cub2:.3f} ms, coda {t_our:.3f} ms "
+            f"({row['ratio_throughput']:.3f}x), {row['config']}, {row['resources']}, tmastore={row.get('coda_tmastore_ms')}")
+        del x, w
+        torch.cuda.empty_cache()
+
+    # Fused epilogues vs the plain cuBLAS GEMM of the same shape, and vs eager unfused.
+    M = 8192
+    for N, K in ((4096, 4096), (4096, 14336)):
+        x, w, res = rnd(M, K), rnd(N, K), rnd(M, N)
+        run_residual(ks["residual_sumsq"], x, w, res, M, N, K)
+        info = dict(gemm_launch.LAST_LAUNCH)
+
+        def eager():
+            y = res + x @ w.T
+            return y, y.float().pow(2).sum(1)
+
+        t_cub = bench(lambda: torch.matmul(x, w.T), rep)
+        t_f = bench(lambda: run_residual(ks["residual_sumsq"], x, w, res, M, N, K), rep)
+        t_e = bench(eager, rep)
+        rows["fused"].append({
+            "kernel": "residual+sumsq", "shape": [M, N, K], "cublas_ms": t_cub, "fused_ms": t_f,
+            "eager_ms": t_e, "ratio_vs_cublas_time": t_f / t_cub, "path": info.get("path"),
+            "config": dataclasses.asdict(info["config"]), "resources": resources(info.get("compiled")),
+        })
+        log(f"residual {M}x{N}x{K}: cublas {t_cub:.3f} fused {t_f:.3f} ({t_f / t_cub:.3f}x) eager {t_e:.3f}")
+        del x, w, res
+    N, K = 28672, 4096
+    x, w = rnd(M, K), rnd(N, K)
+    run_swiglu(ks["swiglu"], x, w, M, N, K)
+    info = dict(gemm_launch.LAST_LAUNCH)
+
+    def eager_glu():
+        gu = x @ w.T
+        gte, up = gu[:, : N // 2], gu[:, N // 2 :]
+        return torch.nn.functional.silu(gte) * up
+
+    t_cub = bench(lambda: torch.matmul(x, w.T), rep)
+    t_f = bench(lambda: run_swiglu(ks["swiglu"], x, w, M, N, K), rep)
+    t_e = bench(eager_glu, rep)
+    rows["fused"].append({
+        "kernel": "swiglu (interleaved 2->1)", "shape": [M, N, K], "cublas_ms": t_cub, "fused_ms": t_f,
+        "eager_ms": t_e, "ratio_vs_cublas_time": t_f / t_cub, "path": info.get("path"),
+        "config": dataclasses.asdict(info["config"]), "resources": resources(info.get("compiled")),
+    })
+    log(f"swiglu {M}x{N}x{K}: cublas {t_cub:.3f} fused {t_f:.3f} ({t_f / t_cub:.3f}x) eager {t_e:.3f}")
+    return rows
+
+
+def bench_coda(log) -> list[dict]:
+    """Coda-lowered kernels at 8B shapes: runs once `coda_ir.compile` exists."""
+    try:
+        import coda_ir
+    except Exception as exc:
+        log(f"--coda: coda_ir not importable ({exc})")
+        return []
+    if not hasattr(coda_ir, "compile"):
+        log("--coda: coda_ir.compile not available yet; skipped")
+        return []
+    programs = sorted((ROOT / "tests" / "programs" / "coda").glob("*.mlir"))
+    out = []
+    for p in programs:
+        try:
+            mod = coda_ir.compile(p.read_text())
+            out.append({"program": p.name, "compiled": True, "source_lines": len(mod.source.splitlines())})
+        except Exception as exc:
+            out.append({"program": p.name, "compiled": False, "error": str(exc)[:300]})
+        log(f"--coda {out[-1]}")
+    return out
+
+
+def probe_warp_specialize(log) -> bool:
+    """Compile and run the warp-specialized candidate in a child process (a crash stays there)."""
+    code = (
+        "import os,sys,tempfile,pathlib,torch;sys.path.insert(0,%r);"
+        "os.environ['CODA_TMA_CANDIDATES']='3';os.environ['CODA_AUTOTUNE']='0';"
+        "import bench.bench_mainloop as b;from coda_ir.lowering import gemm_launch as gl;"
+        "ks=b.build_kernels(pathlib.Path(tempfile.mkdtemp()));"
+        "x=torch.randn(1024,512,device='cuda').bfloat16();w=torch.randn(768,512,device='cuda').bfloat16();"
+        "c=b.run_plain(ks['plain'],x,w,1024,768,512);"
+        "e=b.rel_err(c,x.double()@w.double().T);print('WSPROBE',gl.LAST_LAUNCH['config'].warp_specialize,e);"
+        "sys.exit(0 if gl.LAST_LAUNCH['config'].warp_specialize and e<1e-2 else 3)" % str(ROOT)
+    )
+    env = dict(os.environ, CODA_CACHE_DIR=tempfile.mkdtemp())
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
+        ok = r.returncode == 0
+        log(f"warp_specialize probe: rc={r.returncode} {r.stdout.strip()[-200:]} {r.stderr.strip()[-600:] if not ok else ''}")
+    except subprocess.TimeoutExpired:
+        ok = False
+        log("warp_specialize probe: timed out")
+    return ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes, checks only")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions, no TMA-store variant")
+    ap.add_argument("--coda", action="store_true", help="also the coda-lowered kernels")
+    ap.add_argument("--no-ws-probe", action="store_true")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    if args.smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+        os.environ.setdefault("CODA_GEMM_PATH", "tma")
+    import torch
+    import triton
+
+    from coda_ir.lowering import gemm_launch
+    from coda_ir.lowering.mainloop import range_features
+
+    lines: list[str] = []
+
+    def log(msg):
+        print(msg, flush=True)
+        lines.append(msg)
+
+    dev = "cpu" if args.smoke else "cuda"
+    env = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "torch": torch.__version__, "triton": triton.__version__,
+        "gpu": torch.cuda.get_device_name() if dev == "cuda" else "cpu (interpreter)",
+        "tensor_descriptor": gemm_launch.tensor_descriptor_class() is not None,
+        "range_features": sorted(range_features()),
+        "cache": str(gemm_launch.cache_path()),
+    }
+    log(json.dumps(env))
+    if dev == "cuda" and not args.no_ws_probe and "warp_specialize" in range_features():
+        if not probe_warp_specialize(log):
+            keep = [str(i) for i, c in enumerate(gemm_launch.TMA_CANDIDATES) if not c.warp_specialize]
+            os.environ["CODA_TMA_CANDIDATES"] = ",".join(keep)
+            env["warp_specialize"] = "disabled: probe failed"
+    ks = build_kernels(Path(tempfile.mkdtemp()))
+    dtype = torch.bfloat16
+    if args.smoke:
+        shapes = [(96, 64, 80)]
+        ragged = [((37, 40, 24), False, True), ((40, 24, 32), True, False), ((33, 35, 29), False, True)]
+        results = checks(ks, dev, dtype, shapes, ragged, log)
+        fused_checks(ks, dev, dtype, 72, 64, 48, 128, 40, log, results)
+        report = {"env": env, "checks": results}
+    else:
+        ragged = [((1000, 1000, 1064), False, True), ((1000, 1000, 1064), True, False),
+                  ((1000, 1000, 1064), True, True), ((1000, 1000, 1064), False, False),
+                  ((777, 1000, 1001), False, True), ((8192, 4096, 4096 + 8), False, True)]
+        results = checks(ks, dev, dtype, SHAPES_8B, ragged, log)
+        fused_checks(ks, dev, dtype, 8192, 4096, 4096, 28672, 4096, log, results)
+        report = {"env": env, "checks": results}
+        if not all(r["ok"] for r in results):
+            log("CORRECTNESS FAILURES: timings still run, but do not trust them")
+        report["timings"] = timings(ks, dev, dtype, log, quick=args.quick)
+    if args.coda:
+        report["coda"] = bench_coda(log)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench_mainloop.json").write_text(json.dumps(report, indent=1, default=str))
+    (out_dir / "bench_mainloop.log").write_text("\n".join(lines) + "\n")
+    cache = gemm_launch.cache_path()
+    if cache.exists():
+        (out_dir / "autotune.json").write_text(cache.read_text())
+    # The short table, last.
+    print(f"\n{env['gpu']} torch {env['torch']} triton {env['triton']} {env['date_utc']}")
+    bad = [r["check"] for r in results if not r["ok"]]
+    print(f"checks: {len(results) - len(bad)}/{len(results)} ok" + (f"; FAILED: {bad}" if bad else ""))
+    if "timings" in report:
+        print(f"{'M x N x K':22s} {'cuBLAS ms':>10s} {'coda ms':>9s} {'cuBLAS TF/s':>11s} {'coda TF/s':>9s} {'ratio':>6s}  config")
+        for r in report["timings"]["plain"]:
+            c = r["config"]
+            cfg = f"{c['bm']}x{c['bn']}x{c['bk']} w{c['num_warps']} s{c['num_stages']}" + (" fl" if c["flatten"] else "") + (" ws" if c["warp_specialize"] else "")
+            print(f"{'x'.join(map(str, r['shape'])):22s} {r['cublas_ms']:10.3f} {r['coda_ms']:9.3f} {r['cublas_tflops']:11.0f} {r['coda_tflops']:9.0f} {r['ratio_throughput']:6.3f}  {cfg} {r['path']}")
+        print(f"{'fused kernel':30s} {'M x N x K':18s} {'cuBLAS ms':>9s} {'fused ms':>9s} {'eager ms':>9s} {'fused/cuBLAS':>12s}")
+        for r in report["timings"]["fused"]:
+            print(f"{r['kernel']:30s} {'x'.join(map(str, r['shape'])):18s} {r['cublas_ms']:9.3f} {r['fused_ms']:9.3f} {r['eager_ms']:9.3f} {r['ratio_vs_cublas_time']:12.3f}")
+    return 0 if not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
