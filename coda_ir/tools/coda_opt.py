@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
 from io import StringIO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -29,9 +31,9 @@ coda-opt: parse, verify, transform and lower coda-ir programs.
 Input is MLIR text using the `nn` dialect (tensor-level Transformer operators) and/or the
 `coda` dialect (GEMM + epilogue kernels), with builtin/func/arith/math.
 
-Passes (-p, comma separated, options in braces):
+Passes (-p, comma separated, options in braces, e.g. -p 'nn-to-coda,cse'):
   nn-to-coda        the whole pipeline from nn to coda kernels
-  (see the list under --passes-help... every registered pass is in the -p choices below)
+  (every registered pass is listed under -p below)
 
 Targets (-t):
   mlir              print the IR (default; --print-op-generic for the generic form)
@@ -142,6 +144,9 @@ class CodaOptMain(xDSLOptMain):
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
         super().register_all_arguments(arg_parser)
         arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        # Usage errors (unknown target, bad option) are one line and exit status 1, like
+        # every other bad-input error, instead of argparse's usage dump and status 2.
+        arg_parser.error = _usage_error  # type: ignore[method-assign]
         arg_parser.add_argument(
             "--debug-traceback",
             action="store_true",
@@ -155,19 +160,33 @@ class CodaOptMain(xDSLOptMain):
         parser = LocatingParser(self.ctx, text, self.get_input_name(), line_offset=start_offset)
         return parser.parse_module(not self.args.no_implicit_module)
 
+    def get_input_stream(self):
+        # coda-opt has one frontend: read any file (`x.mlir`, `x.txt`, a lit `%t`) as MLIR.
+        stream, extension = super().get_input_stream()
+        return stream, extension if extension in self.available_frontends else "mlir"
+
     def setup_pipeline(self):
-        super().setup_pipeline()
+        unknown = [spec.name for spec in parse_pipeline(self.args.passes) if spec.name not in self.available_passes]
+        if unknown:
+            raise ValueError(
+                f"unknown pass '{unknown[0]}' (available: {', '.join(sorted(self.available_passes))})"
+            )
         verify_between = not self.args.disable_verify
+        start = time.perf_counter()
 
         def callback(previous_pass, module, next_pass):
+            nonlocal start
+            if self.args.time_passes and previous_pass is not None:
+                print(f"Pass {previous_pass.name} took {time.perf_counter() - start} seconds")
             if verify_between and previous_pass is not None:
                 diagnostics = verify_module(module)
                 if diagnostics:
                     raise _Diagnostics(diagnostics, after=previous_pass.name)
             if previous_pass and next_pass and self.args.print_between_passes:
                 print(f"IR after {previous_pass.name}:\n{module}\n\n")
+            start = time.perf_counter()
 
-        self.pipeline = type(self.pipeline)(self.pipeline.passes, callback)
+        self.pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes, callback)
 
     def run(self):  # noqa: C901 - one place that turns every failure into a diagnostic
         chunks, file_extension = self.prepare_input()
@@ -187,13 +206,13 @@ class CodaOptMain(xDSLOptMain):
                 self.apply_passes(module)
                 output.write(self.output_resulting_program(module))
             except ParseError as error:
-                failed |= self._report([_parse_error_text(error, offset)], parse=True)
+                failed |= self._report(output, [_parse_error_text(error, offset)])
             except _Diagnostics as error:
-                failed |= self._report([str(d) for d in error.diagnostics])
+                failed |= self._report(output, [str(d) for d in error.diagnostics])
             except CompilerError as error:
-                failed |= self._report([str(error)])
+                failed |= self._report(output, [str(error)])
             except (VerifyException, DiagnosticException) as error:
-                failed |= self._report([str(Diagnostic(None, _first_line(error)))])
+                failed |= self._report(output, [str(Diagnostic(None, _first_line(error)))])
             finally:
                 chunk.close()
         stream = self.prepare_output()
@@ -204,12 +223,16 @@ class CodaOptMain(xDSLOptMain):
         if failed:
             sys.exit(1)
 
-    def _report(self, lines: list[str], parse: bool = False) -> bool:
-        """Print diagnostics; return whether they make the run fail."""
-        expected = self.args.verify_diagnostics and (not parse or self.args.parsing_diagnostics or True)
-        if expected:
+    def _report(self, output: StringIO, lines: list[str]) -> bool:
+        """Print diagnostics; return whether they make the run fail.
+
+        With --verify-diagnostics (parse errors included, so --parsing-diagnostics is implied)
+        they are expected: they go to the output in place of the chunk's IR, so that each
+        chunk's diagnostic sits between its `// -----` separators, and the run succeeds.
+        """
+        if self.args.verify_diagnostics:
             for line in lines:
-                print(line)
+                output.write(line + "\n")
             return False
         for line in lines:
             print(line, file=sys.stderr)
@@ -230,13 +253,33 @@ def _first_line(error: Exception) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
+def _usage_error(message: str) -> None:
+    print(f"coda-opt: error: {message} (see coda-opt --help)", file=sys.stderr)
+    sys.exit(1)
+
+
 def _parse_error_text(error: ParseError, line_offset: int) -> str:
     """`file:line:col: error: message`, then the source line with carets under the span."""
     span = error.span
     loc = span.get_location()
     context = span.print_with_context(None).splitlines()[1:]
-    lines = [f"{loc.file}:{loc.line + line_offset}:{loc.col}: error: {error.msg}", *context]
+    if not context or not context[0].strip():  # the span is on an empty line (end of input)
+        context = []
+    message = error.msg
+    if message.startswith(" in "):  # xDSL's bare context messages, e.g. " in block definition"
+        message = f"unexpected '{span.text}'{message}"
+    lines = [f"{loc.file}:{loc.line + line_offset}:{loc.col}: error: {message}", *context]
     return "\n".join(line for line in lines if line.strip())
+
+
+def _pipeline_error_text(error: BaseException) -> str:
+    """One line from xDSL's multi-line pipeline error (header, `pass-pipeline:1:COL`, the spec,
+    a caret line, the message)."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if len(lines) >= 4 and lines[1].startswith("pass-pipeline:"):
+        column = lines[1].rsplit(":", 1)[-1]
+        return f"{lines[-1].strip()} at column {column} of '{lines[2].strip()}'"
+    return " ".join(line.strip() for line in lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -245,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except ArgSpecParseError as error:
-        print(f"coda-opt: error: invalid pass pipeline: {error}", file=sys.stderr)
+        print(f"coda-opt: error: invalid pass pipeline: {_pipeline_error_text(error)}", file=sys.stderr)
         sys.exit(1)
     except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as error:
         print(f"coda-opt: error: {error}", file=sys.stderr)

@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Operation
-from xdsl.parser import Parser
-from xdsl.utils.exceptions import DiagnosticException, VerifyException
+from xdsl.ir import Attribute, AttributeInvT, Operation, SSAValue
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.lexer import Span
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 
 class CompilerError(Exception):
@@ -27,11 +29,14 @@ class CompilerError(Exception):
 
 
 class LocatingParser(Parser):
-    """A Parser that stamps every parsed op with a FileLineColLoc of where it starts."""
+    """A Parser that stamps every parsed op with a FileLineColLoc of where it starts, and
+    locates the errors that xDSL's parser reports without a useful position (attribute
+    verification failures, undefined values, empty input)."""
 
     def __init__(self, *args, line_offset: int = 0, **kwargs):
         super().__init__(*args, **kwargs)
         self._line_offset = line_offset
+        self._first_uses: dict[str, Span] = {}
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
@@ -42,6 +47,45 @@ class LocatingParser(Parser):
                 StringAttr(start.input.name), IntAttr(line + self._line_offset), IntAttr(column)
             )
         return op
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        if self._current_token.kind == MLIRTokenKind.EOF:
+            self.raise_error("empty input: expected at least one operation")
+        try:
+            return super().parse_module(allow_implicit_module)
+        except ParseError as error:
+            # xDSL reports undefined values at the end of the input; point at the first use.
+            undefined = [self._first_uses[n] for n in self.forward_ssa_references if n in self._first_uses]
+            if not error.msg.startswith("values used but not defined") or not undefined:
+                raise
+            use = min(undefined, key=lambda span: span.start)
+            raise ParseError(use, f"use of undefined value '{use.text}'") from None
+
+    def resolve_operand(self, operand: UnresolvedOperand, type: AttributeInvT) -> SSAValue[AttributeInvT]:
+        if operand.operand_name not in self.ssa_values:
+            self._first_uses.setdefault(operand.operand_name, operand.span)
+        return super().resolve_operand(operand, type)
+
+    def _parse_extended_type_or_attribute(self, attr_or_dialect_name: str, is_type: bool) -> Attribute:
+        # A dialect type/attribute whose parameters do not verify (`!coda.tile<0x4xf32>`,
+        # `#coda.config<bm = 48, ...>`) raises VerifyException while it is being built;
+        # report it as a parse error at the attribute, not as an unlocated error.
+        start = self._current_token.span.start
+        try:
+            return super()._parse_extended_type_or_attribute(attr_or_dialect_name, is_type)  # type: ignore[call-overload]
+        except VerifyException as error:
+            content = self.lexer.input.content
+            spelled = ("!" if is_type else "#") + attr_or_dialect_name
+            begin = start - len(spelled) if content[max(start - len(spelled), 0) : start] == spelled else start
+            end = max(self.pos, begin)
+            while end > begin and content[end - 1].isspace():
+                end -= 1
+            self.raise_error(_first_line(error), begin, end)
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
