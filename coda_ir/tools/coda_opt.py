@@ -19,6 +19,7 @@ from io import StringIO
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.printer import Printer
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
@@ -183,7 +184,9 @@ class CodaOptMain(xDSLOptMain):
                 if diagnostics:
                     raise _Diagnostics(diagnostics, after=previous_pass.name)
             if previous_pass and next_pass and self.args.print_between_passes:
-                print(f"IR after {previous_pass.name}:\n{module}\n\n")
+                print(f"IR after {previous_pass.name}:")
+                Printer(stream=sys.stdout, print_generic_format=self.args.print_op_generic).print_op(module)
+                print("\n\n")
             start = time.perf_counter()
 
         self.pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes, callback)
@@ -295,6 +298,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:  # `coda-opt ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except Exception as error:  # an internal bug, not bad input: say so without a traceback
         if os.environ.get("CODA_DEBUG") or "--debug-traceback" in sys.argv:
             raise
