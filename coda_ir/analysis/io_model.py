@@ -1,0 +1,843 @@
+"""IO-aware cost model for GEMM-plus-epilogue programs (plain Python, no xDSL imports).
+
+The model follows "FlashAttention on a Napkin" (layouts_napkin.md section 3): for every kernel
+it counts the bytes crossing each memory level and the arithmetic it does, and bounds the
+kernel's time by its slowest resource.
+
+Data
+----
+* `Tensor(name, shape, dtype, role)`: a tensor a kernel reads or writes. `role` is
+  "weight" (parameters: GEMM weights, norm weights, biases), "activation" (anything
+  indexed by tokens: activations, row vectors such as rstd, positions, targets),
+  "partials" (per-tile partial reductions, fp32) or "scalar".
+* `Tile(bm, bn, bk, warps, stages, group_m)`: a GEMM tile configuration (the coda.gemm
+  `config` property). Without one, `default_tile` picks the first entry of `DEFAULT_TILES`
+  (128x256x64, 8 warps, 3 stages on Hopper, then smaller ones) whose shared memory and
+  registers fit the GPU with the kernel's epilogue.
+* `GemmSpec(m, n, k, dtype, a, b)`: the mainloop of a GEMM kernel.
+* `Kernel(name, kind, reads, writes, gemm=None, tile=None, epilogue_flops, sfu_ops,
+  live_tiles, ops, notes)`: one GPU launch. `reads`/`writes` are every tensor besides the
+  GEMM operands, counted once each; `live_tiles` is the peak number of fp32 values per
+  accumulator element live in the epilogue (1 = the accumulator alone).
+* `GPU`: per-GPU constants (bandwidths, tensor/ALU/SFU throughput, launch overhead, limits);
+  `load_gpu("h100" | "h200")` reads `gpu_constants.json` next to this file (or the path
+  in `$CODA_GPU_CONSTANTS`), `load_calibration(path)` reads the JSON `bench/calibrate.py`
+  writes.
+
+Cost of one kernel (`kernel_cost(kernel, gpu) -> KernelCost`)
+--------------------------------------------------------------
+* FLOPs: GEMM `2 M N K`; epilogue FLOPs and SFU ops (exp, rsqrt, sin, ...) separately.
+* Device-memory bytes, three numbers:
+  - `hbm_unique`: every operand, epilogue input (vectors, matrix tiles, partials) and output
+    counted once (the "ideal one-kernel" count; for `nn` ops it is the PyTorch op's traffic);
+  - `hbm_bytes`: `hbm_unique` plus the re-reads of a tiled GEMM that miss L2. Tiles run in
+    waves of `sms` CTAs in grouped order (`group_m` rows of tiles, `sms / group_m` columns),
+    so A's row band is re-read once per wave column chunk and B once per band of
+    `group_m` tile rows; an operand (or A's band) that fits in `l2_reuse_fraction` of L2 is
+    read once;
+  - `l2_bytes`: L2 -> SM traffic: A once per column of tiles, B once per row of tiles, plus
+    everything else once.
+* On-chip footprint: shared memory `stages (BM + BN) BK bytes`; registers per thread
+  `live_tiles BM BN / threads + REG_OVERHEAD`, against `smem_per_block` and
+  `regs_per_thread`. A kernel that does not fit is flagged (`fits=False`, "spills").
+* Time: `max(t_mma, t_hbm, t_l2, t_alu) + launch_s` where `t_mma` counts whole waves of
+  tiles (`ceil(tiles / sms)` waves of `2 BM BN K / (tensor_flops / sms)`), `t_hbm =
+  hbm_bytes / hbm_bw`, `t_l2 = l2_bytes / l2_bw` and `t_alu = epilogue_flops / simt_flops
+  + sfu_ops / sfu_rate`. It is a lower bound (no latency, perfect overlap); calibrate the
+  constants with `bench/calibrate.py` on the GPU.
+
+`program_cost(kernels, gpu) -> ProgramCost` sums kernels (time, bytes by level, weight vs
+activation bytes).
+
+Unfused `nn` ops
+----------------
+`nn_op_kernel(op, inputs, output, **props)` is the kernel PyTorch eager would run for one
+`nn` op: it reads each input once and writes its output once (linear/matmul: a GEMM with
+the default tile). `llama_block_unfused` / `llama_block_fused` build the LLaMA block of
+NN_DIALECT.md one-op-per-kernel and as the 4 GEMM-epilogue kernels + 2 rstd folds of
+EPILOGUES.md / coda_digest section 4.
+
+Decision API for the passes
+---------------------------
+Each returns a `Decision(choice, costs, reason)` where `costs` maps every plan considered to
+its `PlanCost` (predicted time, bytes, kernels), so a pass can print why it chose.
+
+* `stats_plan(M, D, *, K=None, dtype="bf16", gpu=None, tile=None, residual=True)
+  -> Decision[choice in {"producer_epilogue", "row_kernel"}]`: compute a norm's row
+  statistics in the epilogue of the GEMM producing x (partials + a fold, and the aux store
+  h = x*w) or in a small row kernel reading x again. `K` is the producer GEMM's contraction
+  size; `K=None` means there is no producer GEMM (first layer), so "row_kernel".
+* `store_or_recompute(M, N, *, dtype="bf16", gpu=None, recompute_flops_per_element,
+  recompute_sfu_per_element=0.0, recompute_extra_read_bytes=0, uses=1, fwd_host=None,
+  bwd_host=None) -> Decision[choice in {"store", "recompute"}]`: keep an [M, N]
+  activation for backward (write it in forward, read it `uses` times in backward) or
+  recompute it in the backward kernel(s) that need it. `fwd_host`/`bwd_host` are the
+  kernels whose epilogues would do the store / the recompute (default: memory-bound
+  elementwise kernels touching the same [M, N] tensor); extra bytes and FLOPs are added to
+  them, so in a compute-bound GEMM host they may be free.
+* `qk_norm_tile_width(head_dim, N, *, M, K, heads=None, dtype="bf16", gpu=None,
+  widths=(64, 128, 256, 512)) -> Decision[choice = BN (int)]`: the tile width of a GEMM
+  followed by a per-head RMSNorm over `heads` heads of `head_dim` columns. `BN % head_dim
+  == 0` keeps whole heads in one tile (segment reduction in the epilogue, one kernel);
+  otherwise the GEMM emits per-head partials and an elementwise kernel normalises
+  (one more read + write of [M, N], one more launch). Costs are keyed "bn=<width>".
+
+All three take `gpu` as a `GPU` or a name ("h100", "h200"); `None` means "h100".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+# ============================================================================ basic data
+
+DTYPE_BYTES: dict[str, int] = {"f64": 8, "f32": 4, "bf16": 2, "f16": 2, "i64": 8, "i32": 4, "i1": 1}
+
+REG_OVERHEAD = 32
+"""Registers per thread besides the epilogue's tile values (addresses, indices, loop state)."""
+
+AUX_STORE_LIVE = 0.5
+"""Live fp32 tile values (in accumulator tiles) each extra stored tile adds: elementwise
+epilogue code is fused per element by the compiler, so an auxiliary output is computed and
+stored while the main value is held, costing about half a tile of staging registers."""
+
+CONSTANTS_PATH = Path(__file__).with_name("gpu_constants.json")
+
+
+def dtype_bytes(dtype: str) -> int:
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown element type '{dtype}' (expected one of {', '.join(DTYPE_BYTES)})") from None
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "bf16"
+    role: str = "activation"
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * dtype_bytes(self.dtype)
+
+    def describe(self) -> str:
+        dims = "x".join(map(str, self.shape)) if self.shape else "scalar"
+        return f"{self.name} {self.dtype}[{dims}]"
+
+
+@dataclass(frozen=True)
+class Tile:
+    bm: int = 128
+    bn: int = 256
+    bk: int = 64
+    warps: int = 8
+    stages: int = 3
+    group_m: int = 8
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    def describe(self) -> str:
+        return f"{self.bm}x{self.bn}x{self.bk}/w{self.warps}s{self.stages}"
+
+
+DEFAULT_TILES: tuple[Tile, ...] = (
+    Tile(128, 256, 64, 8, 3),
+    Tile(128, 128, 64, 8, 4),
+    Tile(128, 128, 32, 8, 3),
+    Tile(64, 128, 64, 4, 4),
+    Tile(64, 64, 32, 4, 3),
+)
+"""Hopper defaults, best first; `default_tile` takes the first that fits."""
+
+ELEMENTWISE_TILE = Tile(64, 256, 0, 4, 1)
+"""Tile of coda.elementwise kernels without a config (only BM/BN matter: partial counts)."""
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    m: int
+    n: int
+    k: int
+    a: Tensor
+    b: Tensor
+
+    @property
+    def dtype(self) -> str:
+        return self.a.dtype
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    kind: str  # "gemm", "elementwise", "fold", "reduction", or an nn op name for unfused ops
+    reads: tuple[Tensor, ...] = ()
+    writes: tuple[Tensor, ...] = ()
+    gemm: GemmSpec | None = None
+    tile: Tile | None = None
+    epilogue_flops: float = 0.0
+    sfu_ops: float = 0.0
+    live_tiles: float = 1.0
+    ops: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def all_reads(self) -> tuple[Tensor, ...]:
+        if self.gemm is None:
+            return self.reads
+        return (self.gemm.a, self.gemm.b, *self.reads)
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    hbm_bw: float  # B/s, device copy bandwidth (read + write counted)
+    l2_bw: float  # B/s, L2 -> SM read bandwidth
+    tensor_flops: Mapping[str, float]  # FLOP/s of dense GEMMs by operand dtype
+    simt_flops: float  # FLOP/s of fp32 CUDA-core arithmetic (FMA = 2)
+    sfu_rate: float  # transcendental ops / s
+    launch_s: float  # per-kernel launch overhead on a busy stream
+    sms: int = 132
+    l2_bytes: int = 50 * 2**20
+    smem_per_block: int = 227 * 1024
+    regs_per_thread: int = 255
+    regs_per_sm: int = 65536
+    l2_reuse_fraction: float = 0.5
+    source: str = ""
+
+    def gemm_rate(self, dtype: str) -> float:
+        if dtype in self.tensor_flops:
+            return self.tensor_flops[dtype]
+        if dtype == "f32":  # ieee fp32: CUDA cores
+            return self.simt_flops
+        return self.tensor_flops.get("bf16", self.simt_flops)
+
+    def describe(self) -> str:
+        return (
+            f"{self.name}: hbm {self.hbm_bw / 1e12:.2f} TB/s, l2 {self.l2_bw / 1e12:.1f} TB/s, "
+            f"bf16 {self.gemm_rate('bf16') / 1e12:.0f} TFLOP/s, launch {self.launch_s * 1e6:.1f} us "
+            f"({self.source or 'unknown source'})"
+        )
+
+
+# ============================================================================ GPU constants
+
+_GPU_FIELDS = {
+    "hbm_bw", "l2_bw", "tensor_flops", "simt_flops", "sfu_rate", "launch_s", "sms", "l2_bytes",
+    "smem_per_block", "regs_per_thread", "regs_per_sm", "l2_reuse_fraction", "source",
+}
+
+
+def gpu_from_dict(name: str, data: Mapping[str, object], base: GPU | None = None) -> GPU:
+    """A `GPU` from a JSON entry; fields missing from `data` come from `base`."""
+    values = {k: v for k, v in data.items() if k in _GPU_FIELDS}
+    if "tensor_flops" in values:
+        values["tensor_flops"] = dict(values["tensor_flops"])  # type: ignore[arg-type]
+    if base is not None:
+        merged = dict(base.tensor_flops)
+        merged.update(values.get("tensor_flops", {}))  # type: ignore[arg-type]
+        values["tensor_flops"] = merged
+        return replace(base, name=name, **values)  # type: ignore[arg-type]
+    missing = {"hbm_bw", "l2_bw", "tensor_flops", "simt_flops", "sfu_rate", "launch_s"} - values.keys()
+    if missing:
+        raise ValueError(f"GPU constants for '{name}' lack {', '.join(sorted(missing))}")
+    return GPU(name=name, **values)  # type: ignore[arg-type]
+
+
+def load_gpu_table(path: str | os.PathLike[str] | None = None) -> dict[str, GPU]:
+    path = Path(path or os.environ.get("CODA_GPU_CONSTANTS") or CONSTANTS_PATH)
+    data = json.loads(path.read_text())
+    return {name: gpu_from_dict(name, entry) for name, entry in data.items() if not name.startswith("_")}
+
+
+def load_gpu(name: str = "h100", path: str | os.PathLike[str] | None = None) -> GPU:
+    """The constants of GPU `name` ("h100", "h200") from gpu_constants.json."""
+    table = load_gpu_table(path)
+    key = name.lower()
+    if key not in table:
+        raise ValueError(f"unknown GPU '{name}' (known: {', '.join(sorted(table))})")
+    return table[key]
+
+
+def load_calibration(path: str | os.PathLike[str], base: GPU | str | None = None) -> GPU:
+    """A `GPU` from the JSON written by bench/calibrate.py (measured fields override `base`,
+    which defaults to the gpu_constants.json entry named by the file's "gpu" key)."""
+    data = json.loads(Path(path).read_text())
+    entry = data.get("constants", data)
+    name = str(data.get("gpu", entry.get("gpu", "h100"))).lower()
+    if base is None:
+        try:
+            base = load_gpu(name)
+        except ValueError:
+            base = None
+    elif isinstance(base, str):
+        base = load_gpu(base)
+    return gpu_from_dict(name, entry, base)
+
+
+def as_gpu(gpu: GPU | str | None) -> GPU:
+    if gpu is None:
+        return load_gpu("h100")
+    if isinstance(gpu, str):
+        return load_gpu(gpu)
+    return gpu
+
+
+# ============================================================================ the cost of one kernel
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    kernel: Kernel
+    tile: Tile | None
+    gemm_flops: float
+    epilogue_flops: float
+    sfu_ops: float
+    read_bytes: int  # unique
+    write_bytes: int  # unique
+    weight_bytes: int  # unique bytes of role "weight"
+    hbm_bytes: float  # with tiled re-reads that miss L2
+    l2_bytes: float  # L2 -> SM traffic
+    smem_bytes: int
+    regs_per_thread: int
+    fits: bool
+    times: Mapping[str, float]
+    launch_s: float
+
+    @property
+    def hbm_unique(self) -> int:
+        return self.read_bytes + self.write_bytes
+
+    @property
+    def activation_bytes(self) -> int:
+        return self.hbm_unique - self.weight_bytes
+
+    @property
+    def flops(self) -> float:
+        return self.gemm_flops + self.epilogue_flops
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.hbm_bytes if self.hbm_bytes else 0.0
+
+    @property
+    def bound(self) -> str:
+        """The resource with the largest time: "compute" (tensor cores), "memory" (device
+        memory), "l2", "alu" (epilogue arithmetic) or "launch"."""
+        resource = max(self.times, key=lambda r: self.times[r])
+        if self.times[resource] < self.launch_s:
+            return "launch"
+        return {"mma": "compute", "hbm": "memory"}.get(resource, resource)
+
+    @property
+    def time_s(self) -> float:
+        return max(self.times.values()) + self.launch_s
+
+
+def _tile_footprint(tile: Tile, dtype: str, live_tiles: float) -> tuple[int, int]:
+    smem = tile.stages * (tile.bm + tile.bn) * tile.bk * dtype_bytes(dtype)
+    regs = math.ceil(live_tiles * tile.bm * tile.bn / tile.threads) + REG_OVERHEAD
+    return smem, regs
+
+
+def tile_fits(tile: Tile, dtype: str, live_tiles: float, gpu: GPU) -> bool:
+    smem, regs = _tile_footprint(tile, dtype, live_tiles)
+    return smem <= gpu.smem_per_block and regs <= gpu.regs_per_thread
+
+
+def default_tile(kernel: Kernel, gpu: GPU, candidates: Sequence[Tile] = DEFAULT_TILES) -> Tile:
+    """The first candidate whose shared memory and registers fit with this epilogue."""
+    dtype = kernel.gemm.dtype if kernel.gemm else "bf16"
+    for tile in candidates:
+        if tile_fits(tile, dtype, kernel.live_tiles, gpu):
+            return tile
+    return candidates[-1]
+
+
+def gemm_hbm_bytes(gemm: GemmSpec, tile: Tile, gpu: GPU) -> tuple[float, float]:
+    """(device-memory bytes, L2 -> SM bytes) of the A and B operands of a tiled GEMM."""
+    a_bytes, b_bytes = gemm.a.nbytes, gemm.b.nbytes
+    tm, tn = math.ceil(gemm.m / tile.bm), math.ceil(gemm.n / tile.bn)
+    l2_traffic = float(a_bytes * tn + b_bytes * tm)
+    room = gpu.l2_reuse_fraction * gpu.l2_bytes
+    g = min(tile.group_m, tm)
+    wave_cols = max(1, min(tn, gpu.sms // g))
+    band_a = g * tile.bm * gemm.k * dtype_bytes(gemm.dtype)
+    if a_bytes + b_bytes <= room:
+        hbm = float(a_bytes + b_bytes)
+    else:
+        a_reads = 1 if (a_bytes <= room or band_a <= room) else math.ceil(tn / wave_cols)
+        b_reads = 1 if b_bytes <= room else math.ceil(tm / g)
+        hbm = float(a_bytes * a_reads + b_bytes * b_reads)
+    return min(hbm, l2_traffic), l2_traffic
+
+
+def kernel_cost(kernel: Kernel, gpu: GPU | str | None = None) -> KernelCost:
+    gpu = as_gpu(gpu)
+    reads = kernel.all_reads()
+    read_bytes = sum(t.nbytes for t in reads)
+    write_bytes = sum(t.nbytes for t in kernel.writes)
+    weight_bytes = sum(t.nbytes for t in (*reads, *kernel.writes) if t.role == "weight")
+    side_bytes = sum(t.nbytes for t in kernel.reads) + write_bytes
+    times: dict[str, float] = {}
+    alu = kernel.epilogue_flops / gpu.simt_flops + kernel.sfu_ops / gpu.sfu_rate
+    if kernel.gemm is not None:
+        gemm = kernel.gemm
+        tile = kernel.tile or default_tile(kernel, gpu)
+        smem, regs = _tile_footprint(tile, gemm.dtype, kernel.live_tiles)
+        fits = smem <= gpu.smem_per_block and regs <= gpu.regs_per_thread
+        hbm_ab, l2_ab = gemm_hbm_bytes(gemm, tile, gpu)
+        hbm = hbm_ab + side_bytes
+        l2 = l2_ab + side_bytes
+        tiles = math.ceil(gemm.m / tile.bm) * math.ceil(gemm.n / tile.bn)
+        waves = math.ceil(tiles / gpu.sms)
+        per_sm = gpu.gemm_rate(gemm.dtype) / gpu.sms
+        times["mma"] = waves * 2.0 * tile.bm * tile.bn * gemm.k / per_sm
+        gemm_flops = gemm.flops
+    else:
+        tile = None
+        smem, regs, fits = 0, 0, True
+        hbm = l2 = float(read_bytes + write_bytes)
+        gemm_flops = 0.0
+    times["hbm"] = hbm / gpu.hbm_bw
+    times["l2"] = l2 / gpu.l2_bw
+    times["alu"] = alu
+    return KernelCost(
+        kernel=kernel,
+        tile=tile,
+        gemm_flops=gemm_flops,
+        epilogue_flops=kernel.epilogue_flops,
+        sfu_ops=kernel.sfu_ops,
+        read_bytes=read_bytes,
+        write_bytes=write_bytes,
+        weight_bytes=weight_bytes,
+        hbm_bytes=hbm,
+        l2_bytes=l2,
+        smem_bytes=smem,
+        regs_per_thread=regs,
+        fits=fits,
+        times=times,
+        launch_s=gpu.launch_s,
+    )
+
+
+@dataclass(frozen=True)
+class ProgramCost:
+    kernels: tuple[KernelCost, ...]
+
+    @property
+    def time_s(self) -> float:
+        return sum(k.time_s for k in self.kernels)
+
+    @property
+    def hbm_unique(self) -> int:
+        return sum(k.hbm_unique for k in self.kernels)
+
+    @property
+    def hbm_bytes(self) -> float:
+        return sum(k.hbm_bytes for k in self.kernels)
+
+    @property
+    def l2_bytes(self) -> float:
+        return sum(k.l2_bytes for k in self.kernels)
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(k.weight_bytes for k in self.kernels)
+
+    @property
+    def activation_bytes(self) -> int:
+        return sum(k.activation_bytes for k in self.kernels)
+
+    @property
+    def gemm_flops(self) -> float:
+        return sum(k.gemm_flops for k in self.kernels)
+
+    @property
+    def epilogue_flops(self) -> float:
+        return sum(k.epilogue_flops for k in self.kernels)
+
+    @property
+    def launches(self) -> int:
+        return len(self.kernels)
+
+
+def program_cost(kernels: Iterable[Kernel], gpu: GPU | str | None = None) -> ProgramCost:
+    gpu = as_gpu(gpu)
+    return ProgramCost(tuple(kernel_cost(k, gpu) for k in kernels))
+
+
+# ============================================================================ unfused nn ops
+
+# Per-element costs of the PyTorch eager kernels (fp32 math): (flops, sfu ops).
+_ELEMENTWISE_COST: dict[str, tuple[float, float]] = {
+    "nn.add": (1, 0),
+    "nn.mul": (1, 0),
+    "nn.relu": (1, 0),
+    "nn.silu": (4, 2),  # x / (1 + exp(-x)): neg, exp, add, rcp, mul
+    "nn.gelu": (8, 1),  # erf or tanh
+}
+
+
+def nn_op_kernel(op: str, inputs: Sequence[Tensor], output: Tensor, name: str | None = None, **props: object) -> Kernel:
+    """The kernel PyTorch eager runs for one nn op: each input read once, the output written
+    once. `props` are the op's properties (head_dim, heads, rotary_heads, ...)."""
+    label = name or output.name
+    ops = (f"{op}:{output.name}",)
+    if op in ("nn.linear", "nn.matmul"):
+        x, w = inputs[0], inputs[1]
+        m, k = x.shape
+        n = w.shape[0] if op == "nn.linear" else w.shape[1]
+        return Kernel(label, "gemm", writes=(output,), gemm=GemmSpec(m, n, k, x, w), ops=ops)
+    elems = output.numel
+    if op in _ELEMENTWISE_COST:
+        flops, sfu = _ELEMENTWISE_COST[op]
+        return Kernel(label, op, tuple(inputs), (output,), epilogue_flops=flops * elems, sfu_ops=sfu * elems, ops=ops)
+    if op in ("nn.rms_norm", "nn.head_rms_norm"):
+        rows = output.shape[0]
+        groups = rows
+        if op == "nn.head_rms_norm":
+            groups = rows * int(props.get("heads", output.shape[1] // int(props.get("head_dim", output.shape[1]))))
+        # x^2 and sum (2), scale by rstd and weight (2); one rsqrt per row (or head)
+        return Kernel(label, op, tuple(inputs), (output,), epilogue_flops=4.0 * elems, sfu_ops=groups, ops=ops)
+    if op == "nn.layer_norm":
+        rows = output.shape[0]
+        return Kernel(label, op, tuple(inputs), (output,), epilogue_flops=8.0 * elems, sfu_ops=rows, ops=ops)
+    if op in ("nn.swiglu", "nn.geglu"):
+        flops, sfu = (5, 2) if op == "nn.swiglu" else (9, 1)
+        return Kernel(label, op, tuple(inputs), (output,), epilogue_flops=flops * elems, sfu_ops=sfu * elems, ops=ops)
+    if op == "nn.rope":
+        rows, cols = output.shape
+        hd = int(props.get("head_dim", cols))
+        rotated = rows * hd * int(props.get("rotary_heads", cols // hd))
+        # angle (1 mul), 2 mul + 1 add per element; sin and cos once per pair
+        return Kernel(label, op, tuple(inputs), (output,), epilogue_flops=4.0 * rotated, sfu_ops=float(rotated), ops=ops)
+    if op == "nn.cross_entropy":
+        logits = inputs[0]
+        n = logits.numel
+        # max, subtract, exp, sum (4); one log per row
+        return Kernel(label, op, tuple(inputs), (output,), epilogue_flops=4.0 * n, sfu_ops=n + logits.shape[0], ops=ops)
+    # Unknown op: a memory-bound pass over its operands.
+    return Kernel(label, op, tuple(inputs), (output,), epilogue_flops=float(elems), ops=ops)
+
+
+# ============================================================================ reference LLaMA plans
+
+
+def llama_block_unfused(M: int = 8192, D: int = 4096, F: int = 14336, Q: int = 6144, dtype: str = "bf16",
+                        head_dim: int = 128, rotary_heads: int | None = None) -> list[Kernel]:
+    """The NN_DIALECT.md LLaMA block (out-proj .. next QKV + RoPE), one kernel per nn op."""
+    act = lambda name, cols: Tensor(name, (M, cols), dtype)  # noqa: E731
+    wt = lambda name, *shape: Tensor(name, tuple(shape), dtype, "weight")  # noqa: E731
+    x0, y0 = act("x0", D), act("y0", D)
+    wo, wn0, wgu, wd, wn1, wqkv = wt("wo", D, D), wt("wn0", D), wt("wgu", 2 * F, D), wt("wd", D, F), wt("wn1", D), wt("wqkv", Q, D)
+    pos = Tensor("pos", (M,), "i32")
+    a, x1, h1, z, g, d, x2, h2, q, r = (
+        act("a", D), act("x1", D), act("h1", D), act("z", 2 * F), act("g", F), act("d", D), act("x2", D),
+        act("h2", D), act("q", Q), act("r", Q),
+    )
+    heads = rotary_heads if rotary_heads is not None else Q // head_dim
+    return [
+        nn_op_kernel("nn.linear", [y0, wo], a),
+        nn_op_kernel("nn.add", [x0, a], x1),
+        nn_op_kernel("nn.rms_norm", [x1, wn0], h1),
+        nn_op_kernel("nn.linear", [h1, wgu], z),
+        nn_op_kernel("nn.swiglu", [z], g),
+        nn_op_kernel("nn.linear", [g, wd], d),
+        nn_op_kernel("nn.add", [x1, d], x2),
+        nn_op_kernel("nn.rms_norm", [x2, wn1], h2),
+        nn_op_kernel("nn.linear", [h2, wqkv], q),
+        nn_op_kernel("nn.rope", [q, pos], r, head_dim=head_dim, rotary_heads=heads),
+    ]
+
+
+def llama_block_fused(M: int = 8192, D: int = 4096, F: int = 14336, Q: int = 6144, dtype: str = "bf16",
+                      store_preactivation: bool = False, tile: Tile | None = None, gpu: GPU | str | None = None,
+                      head_dim: int = 128) -> list[Kernel]:
+    """The compiled forward of EPILOGUES.md / coda_digest section 4: 4 GEMM-epilogue kernels
+    and 2 rstd folds. `store_preactivation` also stores z (gate/up pre-activation) for
+    backward, as CODA's training forward does."""
+    gpu = as_gpu(gpu)
+    act = lambda name, cols, dt=dtype: Tensor(name, (M, cols), dt)  # noqa: E731
+    wt = lambda name, *shape: Tensor(name, tuple(shape), dtype, "weight")  # noqa: E731
+    x0, y0 = act("x0", D), act("y0", D)
+    wo, wn0, wgu, wd, wn1, wqkv = wt("wo", D, D), wt("wn0", D), wt("wgu", 2 * F, D), wt("wd", D, F), wt("wn1", D), wt("wqkv", Q, D)
+    pos = Tensor("pos", (M,), "i32")
+    inv_freq = Tensor("inv_freq", (head_dim // 2,), "f32", "weight")
+
+    def partials(name: str, kernel: Kernel) -> Tensor:
+        t = tile or default_tile(kernel, gpu)
+        return Tensor(name, (M, math.ceil(D / t.bn)), "f32", "partials")
+
+    def producer(name: str, a: Tensor, w: Tensor, res: Tensor, wn: Tensor, x: str, h: str, s: str, ops: tuple[str, ...]):
+        base = Kernel(name, "gemm", gemm=GemmSpec(M, D, a.shape[1], a, w), tile=tile, live_tiles=1.0 + AUX_STORE_LIVE)
+        part = partials(s, base)
+        # accumulate (1), h = x*w (1), x^2 and sum (2) per element
+        return replace(base, reads=(res, wn), writes=(act(x, D), act(h, D), part), epilogue_flops=4.0 * M * D,
+                       ops=ops, notes=("partial sumsq", "aux store h = x*w")), part
+
+    def fold(name: str, part: Tensor, r: str, ops: tuple[str, ...]) -> Kernel:
+        return Kernel(name, "fold", (part,), (Tensor(r, (M,), "f32"),),
+                      epilogue_flops=float(part.numel + 2 * M), sfu_ops=float(M), ops=ops, notes=("fold partials",))
+
+    f1, s1 = producer("F1", y0, wo, x0, wn0, "x1", "h1", "S1", ("nn.linear:a", "nn.add:x1", "nn.rms_norm:h1/stats"))
+    k1 = fold("rstd1", s1, "rstd1", ("nn.rms_norm:h1/fold",))
+    rstd1 = k1.writes[0]
+    f2_writes = (act("z", 2 * F), act("g", F)) if store_preactivation else (act("g", F),)
+    f2 = Kernel("F2", "gemm", (rstd1,), f2_writes, gemm=GemmSpec(M, 2 * F, D, act("h1", D), wgu), tile=tile,
+                epilogue_flops=(1 + 5 / 2) * M * 2 * F, sfu_ops=2.0 * M * F,
+                live_tiles=1.0 + (AUX_STORE_LIVE * 0.5 if store_preactivation else 0.0),
+                ops=("nn.rms_norm:h1/scale", "nn.linear:z", "nn.swiglu:g"), notes=("deferred rstd scale",))
+    f3, s2 = producer("F3", act("g", F), wd, act("x1", D), wn1, "x2", "h2", "S2", ("nn.linear:d", "nn.add:x2", "nn.rms_norm:h2/stats"))
+    k2 = fold("rstd2", s2, "rstd2", ("nn.rms_norm:h2/fold",))
+    rstd2 = k2.writes[0]
+    rotated = M * head_dim * (Q // head_dim)
+    f4 = Kernel("F4", "gemm", (rstd2, pos, inv_freq), (act("r", Q),), gemm=GemmSpec(M, Q, D, act("h2", D), wqkv), tile=tile,
+                epilogue_flops=M * Q + 4.0 * rotated, sfu_ops=float(rotated), live_tiles=1.0,
+                ops=("nn.rms_norm:h2/scale", "nn.linear:q", "nn.rope:r"), notes=("deferred rstd scale",))
+    return [f1, k1, f2, f3, k2, f4]
+
+
+# ============================================================================ decisions for the passes
+
+
+@dataclass(frozen=True)
+class PlanCost:
+    kernels: tuple[KernelCost, ...]
+    note: str = ""
+
+    @property
+    def time_s(self) -> float:
+        return sum(k.time_s for k in self.kernels)
+
+    @property
+    def hbm_bytes(self) -> float:
+        return sum(k.hbm_bytes for k in self.kernels)
+
+    @property
+    def fits(self) -> bool:
+        return all(k.fits for k in self.kernels)
+
+
+@dataclass(frozen=True)
+class Decision:
+    choice: object
+    costs: Mapping[str, PlanCost]
+    reason: str = ""
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{name} {cost.time_s * 1e6:.1f} us" for name, cost in self.costs.items())
+        return f"{self.choice} ({parts}){': ' + self.reason if self.reason else ''}"
+
+
+def _cheapest(costs: Mapping[str, PlanCost]) -> str:
+    feasible = {k: v for k, v in costs.items() if v.fits} or dict(costs)
+    return min(feasible, key=lambda k: (feasible[k].time_s, list(costs).index(k)))
+
+
+def _decide(costs: Mapping[str, PlanCost]) -> tuple[str, str]:
+    """(the cheapest plan that fits, a one-line reason naming the runner-up)."""
+    choice = _cheapest(costs)
+    others = [k for k in costs if k != choice]
+    if not others:
+        return choice, costs[choice].note
+    spilling = [k for k in others if not costs[k].fits and costs[choice].fits]
+    if spilling:
+        return choice, f"{', '.join(spilling)} does not fit on chip (registers or shared memory)"
+    runner = min(others, key=lambda k: costs[k].time_s)
+    saved = costs[runner].time_s - costs[choice].time_s
+    return choice, f"{saved * 1e6:.1f} us faster than {runner}"
+
+
+def _best_tile_cost(kernel: Kernel, gpu: GPU, candidates: Sequence[Tile] = DEFAULT_TILES) -> KernelCost:
+    """The kernel at the cheapest fitting tile among `candidates` (its own tile if it has one)."""
+    if kernel.tile is not None:
+        return kernel_cost(kernel, gpu)
+    costs = [kernel_cost(replace(kernel, tile=t), gpu) for t in candidates]
+    fitting = [c for c in costs if c.fits] or costs
+    return min(fitting, key=lambda c: c.time_s)
+
+
+def stats_plan(M: int, D: int, *, K: int | None = None, dtype: str = "bf16", gpu: GPU | str | None = None,
+               tile: Tile | None = None, residual: bool = True, producer_live_tiles: float = 1.0) -> Decision:
+    """Where to compute RMSNorm statistics of x [M, D] (x produced by a GEMM with contraction K).
+
+    "producer_epilogue": the producer GEMM's epilogue also stores h = x*w and per-tile
+    partial sums of squares [M, ceil(D/BN)] fp32, then a fold
+    kernel turns them into rstd [M]. "row_kernel": the producer stores x only and a row kernel
+    reads x, writes h and rstd. Both plans pick their cheapest tile that fits (or use `tile`).
+    `producer_live_tiles` is the live state of the producer's epilogue before the stats (1 =
+    the accumulator); the aux store of h adds `AUX_STORE_LIVE`. A plan whose pinned `tile`
+    does not fit is only chosen when no plan fits.
+    """
+    gpu = as_gpu(gpu)
+    x = Tensor("x", (M, D), dtype)
+    h = Tensor("h", (M, D), dtype)
+    w = Tensor("w", (D,), dtype, "weight")
+    rstd = Tensor("rstd", (M,), "f32")
+    row = Kernel("row_stats", "reduction", (x, w), (h, rstd), epilogue_flops=4.0 * M * D, sfu_ops=float(M))
+    if K is None:
+        costs = {"row_kernel": PlanCost((kernel_cost(row, gpu),), "no producer GEMM")}
+        return Decision("row_kernel", costs, "no GEMM produces x")
+    a = Tensor("a", (M, K), dtype)
+    wp = Tensor("w_producer", (D, K), dtype, "weight")
+    res = (Tensor("residual", (M, D), dtype),) if residual else ()
+    plain = Kernel("producer", "gemm", res, (x,), gemm=GemmSpec(M, D, K, a, wp), tile=tile,
+                   epilogue_flops=float(M * D) if residual else 0.0, live_tiles=producer_live_tiles)
+    plain_cost = _best_tile_cost(plain, gpu)
+    fused = replace(plain, reads=(*res, w), epilogue_flops=plain.epilogue_flops + 3.0 * M * D,
+                    live_tiles=producer_live_tiles + AUX_STORE_LIVE)
+    fused_cost = _best_tile_cost(fused, gpu)
+    assert fused_cost.tile is not None
+    partials = Tensor("partials", (M, math.ceil(D / fused_cost.tile.bn)), "f32", "partials")
+    fused = replace(fused, tile=fused_cost.tile, writes=(x, h, partials))
+    fold = Kernel("fold", "fold", (partials,), (rstd,), epilogue_flops=float(partials.numel + 2 * M), sfu_ops=float(M))
+    costs = {
+        "producer_epilogue": PlanCost((kernel_cost(fused, gpu), kernel_cost(fold, gpu)),
+                                      f"producer tile {fused_cost.tile.describe()}"),
+        "row_kernel": PlanCost((plain_cost, kernel_cost(row, gpu)),
+                               f"producer tile {plain_cost.tile.describe() if plain_cost.tile else '-'}"),
+    }
+    choice, reason = _decide(costs)
+    return Decision(choice, costs, reason)
+
+
+def store_or_recompute(M: int, N: int, *, dtype: str = "bf16", gpu: GPU | str | None = None,
+                       recompute_flops_per_element: float = 0.0, recompute_sfu_per_element: float = 0.0,
+                       recompute_extra_read_bytes: int = 0, uses: int = 1,
+                       fwd_host: Kernel | None = None, bwd_host: Kernel | None = None) -> Decision:
+    """Store an activation y [M, N] in forward for backward, or recompute it in backward.
+
+    "store": `fwd_host` also writes y; each of the `uses` backward hosts reads it.
+    "recompute": each backward host recomputes y (extra FLOPs/SFU per element and
+    `recompute_extra_read_bytes` of inputs it would not otherwise read).
+    Hosts default to memory-bound elementwise kernels over an [M, N] tensor of `dtype`.
+    """
+    gpu = as_gpu(gpu)
+    y = Tensor("y", (M, N), dtype)
+    base_in = Tensor("host_in", (M, N), dtype)
+    base_out = Tensor("host_out", (M, N), dtype)
+    fwd = fwd_host or Kernel("fwd_host", "elementwise", (base_in,), (base_out,), epilogue_flops=float(M * N))
+    bwd = bwd_host or Kernel("bwd_host", "elementwise", (base_in,), (base_out,), epilogue_flops=float(M * N))
+    fwd_store = replace(fwd, writes=(*fwd.writes, y))
+    bwd_load = replace(bwd, reads=(*bwd.reads, y))
+    extra = (Tensor("recompute_inputs", (recompute_extra_read_bytes,), "i1"),) if recompute_extra_read_bytes else ()
+    bwd_recompute = replace(
+        bwd,
+        reads=(*bwd.reads, *extra),
+        epilogue_flops=bwd.epilogue_flops + recompute_flops_per_element * M * N,
+        sfu_ops=bwd.sfu_ops + recompute_sfu_per_element * M * N,
+        live_tiles=bwd.live_tiles + (AUX_STORE_LIVE if bwd.gemm is not None else 0.0),
+    )
+    costs = {
+        "store": PlanCost((kernel_cost(fwd_store, gpu), *[kernel_cost(bwd_load, gpu)] * uses),
+                          f"keeps {y.nbytes / 1e6:.1f} MB alive until backward"),
+        "recompute": PlanCost((kernel_cost(fwd, gpu), *[kernel_cost(bwd_recompute, gpu)] * uses)),
+    }
+    choice, reason = _decide(costs)
+    return Decision(choice, costs, reason)
+
+
+def qk_norm_tile_width(head_dim: int, N: int, *, M: int, K: int, heads: int | None = None, dtype: str = "bf16",
+                       gpu: GPU | str | None = None, widths: Sequence[int] = (64, 128, 256, 512),
+                       bms: Sequence[int] = (128, 64), warps: int = 8) -> Decision:
+    """The tile width BN for a GEMM [M, N] = [M, K] @ W.T followed by a per-head RMSNorm of the
+    first `heads` heads of `head_dim` columns (QK-norm).
+
+    BN % head_dim == 0: whole heads per tile, the norm runs in the epilogue (segment
+    reduction over the accumulator, normalised in place) and the GEMM writes the
+    normalised output. Otherwise: the GEMM writes the raw output and per-head partial sums of
+    squares, and an elementwise kernel reads both and writes the normalised output.
+    For each width, BM is the largest of `bms` whose tile fits. Costs keyed "bn=<width>".
+    """
+    gpu = as_gpu(gpu)
+    heads = heads if heads is not None else N // head_dim
+    a = Tensor("a", (M, K), dtype)
+    w = Tensor("w", (N, K), dtype, "weight")
+    wn = Tensor("w_norm", (head_dim,), dtype, "weight")
+    out = Tensor("out", (M, N), dtype)
+    costs: dict[str, PlanCost] = {}
+    for bn in widths:
+        in_tile = bn % head_dim == 0
+        live = 1.0
+        tile = None
+        for bm in bms:
+            for bk, stages in ((64, 3), (32, 3)):
+                cand = Tile(bm, bn, bk, warps, stages)
+                if tile_fits(cand, dtype, live, gpu):
+                    tile = cand
+                    break
+            if tile is not None:
+                break
+        if tile is None:
+            tile = Tile(bms[-1], bn, 32, warps, 2)
+        elems = M * head_dim * heads
+        if in_tile:
+            k = Kernel("gemm_qknorm", "gemm", (wn,), (out,), gemm=GemmSpec(M, N, K, a, w), tile=tile,
+                       epilogue_flops=4.0 * elems, sfu_ops=float(M * heads), live_tiles=live)
+            costs[f"bn={bn}"] = PlanCost((kernel_cost(k, gpu),), f"whole heads in tile {tile.describe()}")
+        else:
+            segments = math.ceil(head_dim / bn)
+            raw = Tensor("raw", (M, N), dtype)
+            part = Tensor("head_partials", (M, heads * segments), "f32", "partials")
+            k = Kernel("gemm_head_partials", "gemm", (), (raw, part), gemm=GemmSpec(M, N, K, a, w), tile=tile,
+                       epilogue_flops=2.0 * elems, live_tiles=live)
+            e = Kernel("head_norm", "elementwise", (raw, part, wn), (out,), epilogue_flops=2.0 * elems + part.numel,
+                       sfu_ops=float(M * heads))
+            costs[f"bn={bn}"] = PlanCost((kernel_cost(k, gpu), kernel_cost(e, gpu)),
+                                         f"per-head partials, tile {tile.describe()}")
+    best, reason = _decide(costs)
+    return Decision(int(best.split("=")[1]), costs, f"{costs[best].note}; {reason}")
+
+
+# ============================================================================ calibration files
+
+
+def merge_calibration(calibration: str | os.PathLike[str], constants: str | os.PathLike[str] | None = None) -> str:
+    """Write the measured fields of a bench/calibrate.py JSON into gpu_constants.json (or
+    `constants`) under the calibrated GPU's name; returns that name."""
+    target = Path(constants or CONSTANTS_PATH)
+    table = json.loads(target.read_text())
+    gpu = load_calibration(calibration, base=None)
+    data = json.loads(Path(calibration).read_text())
+    entry = dict(table.get(gpu.name, {}))
+    measured = {k: v for k, v in data.get("constants", data).items() if k in _GPU_FIELDS}
+    if "tensor_flops" in measured:
+        merged = dict(entry.get("tensor_flops", {}))
+        merged.update(measured["tensor_flops"])
+        measured["tensor_flops"] = merged
+    entry.update(measured)
+    table[gpu.name] = entry
+    target.write_text(json.dumps(table, indent=2) + "\n")
+    return gpu.name
+
+
+if __name__ == "__main__":  # python -m coda_ir.analysis.io_model --merge calib.json
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--merge", metavar="CALIBRATION_JSON", help="merge bench/calibrate.py output into gpu_constants.json")
+    parser.add_argument("--gpu", default="h100")
+    args = parser.parse_args()
+    if args.merge:
+        print(f"updated {merge_calibration(args.merge)} in {CONSTANTS_PATH}")
+    gpu = load_gpu(args.gpu)
+    print(gpu.describe())
+    unfused, fused = program_cost(llama_block_unfused(), gpu), program_cost(llama_block_fused(gpu=gpu), gpu)
+    print(f"LLaMA-8B block forward: unfused {unfused.time_s * 1e3:.3f} ms ({unfused.hbm_unique / 1e9:.3f} GB), "
+          f"fused {fused.time_s * 1e3:.3f} ms ({fused.hbm_unique / 1e9:.3f} GB)")
