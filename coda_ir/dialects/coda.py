@@ -25,7 +25,12 @@ kernel's column tile `[n0, n0 + BN)` covers columns `[n0 * W / N, (n0 + BN) * W 
 and stores of W-wide matrices use those columns. With `interleave = h` on a gemm, accumulator
 column `c` holds the product with weight row `perm(c)`, where within each group of `2h`
 columns `c = 2i + j` maps to `i + j * h` (pairs that were `h` apart become adjacent); N-wide
-tensors are loaded and stored at `perm(c)` so users see their own layout.
+tensors are loaded and stored at `perm(c)` so users see their own layout. With
+`interleave_wide = h`, the same permutation applies to the 2N-wide column space instead: 2N-wide
+tensors (the wide side of 1 -> 2 pair maps) are loaded and stored at `perm(c)`, c in [0, 2N), so
+the adjacent pair (2i, 2i + 1) of a wide tile is stored columns (i, i + h) (e.g. h = N: the
+[gate | up] halves of a saved SwiGLU pre-activation, read by the SwiGLU backward whose
+accumulator is N wide); the accumulator and N-wide tensors keep the natural order.
 
 Primitives (the epilogue vocabulary of EPILOGUES.md):
 
@@ -915,6 +920,7 @@ class GemmOp(IRDLOperation):
     transpose_a = opt_prop_def(UnitAttr)
     transpose_b = opt_prop_def(UnitAttr)
     interleave = opt_prop_def(IntegerAttr)
+    interleave_wide = opt_prop_def(IntegerAttr)
     config = opt_prop_def(TileConfigAttr)
     epilogue = region_def("single_block")
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -932,6 +938,7 @@ class GemmOp(IRDLOperation):
         transpose_b: bool = False,
         interleave: int | None = None,
         config: TileConfigAttr | None = None,
+        interleave_wide: int | None = None,
     ):
         props: dict[str, Attribute] = {}
         if transpose_a:
@@ -940,6 +947,8 @@ class GemmOp(IRDLOperation):
             props["transpose_b"] = UnitAttr()
         if interleave is not None:
             props["interleave"] = IntegerAttr(interleave, i64)
+        if interleave_wide is not None:
+            props["interleave_wide"] = IntegerAttr(interleave_wide, i64)
         if config is not None:
             props["config"] = config
         super().__init__(operands=[a, b, inputs], result_types=[result_types], regions=[epilogue], properties=props)
@@ -974,6 +983,12 @@ class GemmOp(IRDLOperation):
             half = self.interleave.value.data
             if half <= 0 or n % (2 * half):
                 raise VerifyException(f"interleave {half} needs N ({n}) to be a multiple of {2 * half}")
+        if self.interleave_wide is not None:
+            half = self.interleave_wide.value.data
+            if half <= 0 or (2 * n) % (2 * half):
+                raise VerifyException(
+                    f"interleave_wide {half} needs 2N ({2 * n}) to be a multiple of {2 * half}"
+                )
         _verify_epilogue_inputs(self, block, self.inputs, 1)
         _verify_kernel_yield(self, block, self.outputs)
 
@@ -984,12 +999,14 @@ class GemmOp(IRDLOperation):
         ub = parser.parse_unresolved_operand()
         props: dict[str, Attribute] = {}
         while True:
-            keyword = parser.parse_optional_keyword_in(("transpose_a", "transpose_b", "interleave", "config"))
+            keyword = parser.parse_optional_keyword_in(
+                ("transpose_a", "transpose_b", "interleave", "interleave_wide", "config")
+            )
             if keyword is None:
                 break
             if keyword in ("transpose_a", "transpose_b"):
                 props[keyword] = UnitAttr()
-            elif keyword == "interleave":
+            elif keyword in ("interleave", "interleave_wide"):
                 props[keyword] = IntegerAttr(parser.parse_integer(allow_boolean=False, allow_negative=False), i64)
             else:
                 config = parser.parse_attribute()
@@ -1027,6 +1044,8 @@ class GemmOp(IRDLOperation):
             printer.print_string(" transpose_b")
         if self.interleave is not None:
             printer.print_string(f" interleave {self.interleave.value.data}")
+        if self.interleave_wide is not None:
+            printer.print_string(f" interleave_wide {self.interleave_wide.value.data}")
         if self.config is not None:
             printer.print_string(" config ")
             printer.print_attribute(self.config)
