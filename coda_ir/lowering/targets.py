@@ -7,3 +7,12 @@ from collections.abc import Callable
 from xdsl.utils.target import Target
 
 TARGETS: dict[str, Callable[[], type[Target]]] = {}
+
+
+def _triton_target() -> type[Target]:
+    from coda_ir.lowering.triton import TritonTarget
+
+    return TritonTarget
+
+
+TARGETS["triton"] = _triton_target

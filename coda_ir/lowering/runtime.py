@@ -1,0 +1,304 @@
+"""Run generated Triton modules: loading, caching, argument checks and small launch helpers.
+
+* Generated modules call `check_arguments`, `device_of`, `launch_elementwise` and
+  `launch_fold` from here (GEMM kernels go through `gemm_launch.launch_gemm`).
+* `CompiledModule` (returned by `coda_ir.compile`) holds the source. The source is written
+  once to a cache directory named by its content hash (`$CODA_CACHE_DIR`, else
+  `~/.cache/coda-ir`) and imported from there with importlib, so Triton can read the kernels'
+  source. Whether kernels run compiled (GPU) or interpreted (CPU) is decided per call from
+  the tensors' device: `@triton.jit` reads `TRITON_INTERPRET` when a kernel is decorated, so
+  the module is imported lazily, once per mode, with the variable set accordingly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+# `@triton.jit` picks interpreter or compiler when a function is decorated, Triton's own
+# standard library (tl.sum, tl.cdiv, ...) included, when `triton.language` is first imported.
+# On a machine without a GPU kernels can only be interpreted: say so before Triton loads.
+if "triton.language" not in sys.modules and "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import triton  # noqa: E402
+
+# ============================================================================ used by generated code
+
+
+class ArgumentError(TypeError):
+    """A host function was called with the wrong number, shapes, dtypes or devices of tensors."""
+
+
+def check_arguments(name: str, args: Sequence[object], signature: Sequence[tuple[str, tuple[int, ...], torch.dtype]]) -> None:
+    if len(args) != len(signature):
+        expected = ", ".join(f"{n}: {_describe(s, d)}" for n, s, d in signature)
+        raise ArgumentError(f"{name}() takes {len(signature)} tensors ({expected}), got {len(args)}")
+    device = None
+    for i, (arg, (pname, shape, dtype)) in enumerate(zip(args, signature)):
+        if not isinstance(arg, torch.Tensor):
+            raise ArgumentError(f"{name}(): argument #{i} '{pname}' must be a torch.Tensor, got {type(arg).__name__}")
+        if tuple(arg.shape) != tuple(shape) or arg.dtype != dtype:
+            raise ArgumentError(
+                f"{name}(): argument #{i} '{pname}' must be {_describe(shape, dtype)}, "
+                f"got {_describe(tuple(arg.shape), arg.dtype)}"
+            )
+        if device is None:
+            device = arg.device
+        elif arg.device != device:
+            raise ArgumentError(f"{name}(): argument #{i} '{pname}' is on {arg.device}, the others on {device}")
+
+
+def _describe(shape: Sequence[int], dtype: torch.dtype) -> str:
+    dims = "x".join(map(str, shape)) if len(shape) else "0-d"
+    return f"{dims} {str(dtype).removeprefix('torch.')}"
+
+
+def device_of(args: Sequence[torch.Tensor]) -> torch.device:
+    if args:
+        return args[0].device
+    return torch.device("cuda") if torch.cuda.is_available() and not interpreting() else torch.device("cpu")
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    bm: int
+    bn: int
+    num_warps: int = 4
+
+
+def _pow2_at_least(value: int) -> int:
+    p = 1
+    while p < value:
+        p *= 2
+    return p
+
+
+def elementwise_config(M: int, N: int, bn_multiple_of: int = 1) -> TileConfig:
+    if interpreting():
+        # Few, large programs: the interpreter's cost is per program instance.
+        bn = max(min(_pow2_at_least(N), 128), bn_multiple_of, 16)
+        bm = max(min(_pow2_at_least(M), 4096 // bn), 16)
+        return TileConfig(bm, bn)
+    bn = max(min(_pow2_at_least(N), 128), bn_multiple_of, 16)
+    bm = max(min(_pow2_at_least(M), 8192 // bn), 16)
+    return TileConfig(bm, bn, num_warps=4 if bm * bn <= 4096 else 8)
+
+
+def launch_elementwise(
+    kernel, extra_args_for: Callable[[TileConfig], Sequence[object]], *, M: int, N: int, bn_multiple_of: int = 1
+) -> tuple[TileConfig, Sequence[object]]:
+    """Launch a `coda.elementwise` kernel over the tiles of an M x N space."""
+    config = elementwise_config(M, N, bn_multiple_of)
+    extra = list(extra_args_for(config))
+    grid = (triton.cdiv(M, config.bm) * triton.cdiv(N, config.bn),)
+    kernel[grid](*extra, M, N, BM=config.bm, BN=config.bn, num_warps=config.num_warps)
+    return config, extra
+
+
+FOLD_BLOCK = 256
+
+
+def launch_fold(
+    kernel,
+    partials: Sequence[torch.Tensor],
+    inputs: Sequence[torch.Tensor],
+    outputs: Sequence[torch.Tensor],
+    *,
+    L: int,
+    sums: bool,
+) -> tuple[torch.Tensor, ...]:
+    """Launch a `coda.fold` row kernel. With rank-0 (summed) results one program walks all
+    rows in order, so the sum is deterministic; otherwise one program per block of rows."""
+    block = min(FOLD_BLOCK, max(16, _pow2_at_least(L)))
+    blocks = triton.cdiv(L, block)
+    grid, iters = ((1,), blocks) if sums else ((blocks,), 1)
+    tiles = [p.shape[1] for p in partials]
+    kernel[grid](*partials, *inputs, *outputs, L, *tiles, iters, BLOCK=block)
+    return tuple(outputs)
+
+
+# ============================================================================ loading and caching
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("CODA_CACHE_DIR")
+    path = Path(root) if root else Path.home() / ".cache" / "coda-ir"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.touch()
+    except OSError:
+        path = Path(tempfile.gettempdir()) / "coda-ir-cache"
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:24]
+
+
+def write_source(source: str) -> Path:
+    """Write `source` to the cache under its content hash (atomically; reused when present)."""
+    digest = source_hash(source)
+    path = cache_dir() / f"coda_{digest}.py"
+    if not path.exists() or path.read_text() != source:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".py.tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    return path
+
+
+@contextlib.contextmanager
+def interpret_mode(interpret: bool) -> Iterator[None]:
+    """Set TRITON_INTERPRET for the duration (launch helpers read it at call time too)."""
+    old = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = old
+
+
+_LOCK = threading.RLock()
+_STDLIB_SWAPS: dict[tuple[int, bool], object] = {}
+
+
+@contextlib.contextmanager
+def stdlib_mode(interpret: bool) -> Iterator[None]:
+    """Make Triton's standard-library jit functions match the mode of this call.
+
+    They were decorated once, in the mode of the first import of `triton.language`; when a call
+    needs the other mode (CPU tensors in a GPU process, or the reverse) they are swapped for
+    the duration of the call."""
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    wrong = JITFunction if interpret else InterpretedFunction
+    modules = {id(m): m for m in (tl, tl.core, tl.standard, tl.math, getattr(tl, "random", None)) if m is not None}
+    saved: list[tuple[object, str, object]] = []
+    with _LOCK:
+        for module in modules.values():
+            for name, value in list(vars(module).items()):
+                if isinstance(value, wrong):
+                    key = (id(value), interpret)
+                    swapped = _STDLIB_SWAPS.get(key)
+                    if swapped is None:
+                        swapped = InterpretedFunction(value.fn) if interpret else JITFunction(value.fn)
+                        _STDLIB_SWAPS[key] = swapped
+                    saved.append((module, name, value))
+                    setattr(module, name, swapped)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            for module, name, value in saved:
+                setattr(module, name, value)
+
+
+_MODULES: dict[tuple[str, bool], ModuleType] = {}
+
+
+def load_module(source: str, interpret: bool) -> ModuleType:
+    """Import generated source (cached by content hash and mode)."""
+    key = (source_hash(source), interpret)
+    with _LOCK:
+        module = _MODULES.get(key)
+        if module is not None:
+            return module
+        path = write_source(source)
+        mod_name = f"coda_generated_{key[0]}_{'interp' if interpret else 'gpu'}"
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        with interpret_mode(interpret):
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[mod_name]
+                raise
+        _MODULES[key] = module
+        return module
+
+
+def _wants_interpreter(args: Sequence[object]) -> bool:
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            return arg.device.type == "cpu"
+    return not torch.cuda.is_available()
+
+
+class CompiledModule:
+    """The result of `coda_ir.compile`: `.source`, `.<function>(*tensors)`, `.kernel_count(name)`.
+
+    Calling a function with CPU tensors runs its kernels through the Triton interpreter; with
+    CUDA tensors they are compiled for the GPU.
+    """
+
+    def __init__(self, source: str, kernel_counts: dict[str, int], ir: object | None = None):
+        self.source = source
+        self._kernel_counts = dict(kernel_counts)
+        self.ir = ir  # the coda-level xDSL ModuleOp that was lowered (for inspection)
+
+    @property
+    def functions(self) -> list[str]:
+        return list(self._kernel_counts)
+
+    @property
+    def path(self) -> Path:
+        """Where the generated source lives in the cache."""
+        return write_source(self.source)
+
+    def kernel_count(self, name: str) -> int:
+        """The number of GPU kernel launches one call of `name` makes."""
+        try:
+            return self._kernel_counts[name]
+        except KeyError:
+            raise AttributeError(f"no function '{name}' (functions: {', '.join(self._kernel_counts)})") from None
+
+    def module(self, interpret: bool) -> ModuleType:
+        return load_module(self.source, interpret)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name not in self.__dict__.get("_kernel_counts", {}):
+            raise AttributeError(
+                f"compiled module has no function '{name}' "
+                f"(functions: {', '.join(self.__dict__.get('_kernel_counts', {}))})"
+            )
+
+        def call(*args):
+            interpret = _wants_interpreter(args)
+            host = getattr(self.module(interpret), name)
+            with interpret_mode(interpret), stdlib_mode(interpret):
+                return host(*args)
+
+        call.__name__ = name
+        call.__doc__ = f"Run @{name} ({self._kernel_counts[name]} kernel launches)."
+        return call
+
+    def __dir__(self):
+        return [*super().__dir__(), *self._kernel_counts]
+
+    def __repr__(self) -> str:
+        return f"<CompiledModule functions={self.functions}>"

@@ -1,0 +1,1120 @@
+"""`-t triton`: lower coda kernels to one Python module of Triton kernels and host functions.
+
+The emitted module has, in order:
+
+* imports, and a small prelude of `@triton.jit` helpers (`_coda_interleave_rows` from the
+  mainloop, `_coda_tanh`, `_coda_pow`, `_coda_round_bf16`) plus two constexpr switches fixed
+  when the module is imported: `_CODA_INTERPRETING` (TRITON_INTERPRET was set: round bf16
+  stores by integer arithmetic, because the interpreter truncates) and `_CODA_LIBDEVICE`
+  (libdevice's tanh/pow are callable: on a GPU, not under the interpreter);
+* one `@triton.jit` kernel per coda kernel: `coda.gemm` is the fixed mainloop of
+  `mainloop.emit_gemm_kernel` with the epilogue spliced after the K loop; `coda.elementwise`
+  is the same epilogue over a tile loop without a mainloop; `coda.fold` is a row kernel that
+  folds partials in a fixed order;
+* one host function per `func.func`, same name, taking torch tensors in argument order: it
+  checks the arguments, allocates outputs (partials per tile configuration), launches the
+  kernels in program order and returns a tensor or a tuple.
+
+Epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`); the
+scalar bodies of `coda.map` / `coda.pair_map` / `coda.fold` become Triton expressions on whole
+tiles (`_ScalarEmitter`). Everything that cannot be lowered raises a located `CompilerError`.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.utils.target import Target
+
+from coda_ir.dialects import coda
+from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
+from coda_ir.tools.diagnostics import CompilerError
+
+IND = "    "
+
+# ============================================================================ types
+
+
+def torch_dtype(elt: Attribute) -> str:
+    if isinstance(elt, Float32Type):
+        return "torch.float32"
+    if isinstance(elt, BFloat16Type):
+        return "torch.bfloat16"
+    if isinstance(elt, Float16Type):
+        return "torch.float16"
+    if isinstance(elt, Float64Type):
+        return "torch.float64"
+    if isinstance(elt, IntegerType):
+        return {1: "torch.bool", 8: "torch.int8", 16: "torch.int16", 32: "torch.int32", 64: "torch.int64"}[
+            elt.width.data
+        ]
+    raise ValueError(f"no torch dtype for {elt}")
+
+
+def tl_dtype(elt: Attribute) -> str:
+    if isinstance(elt, Float32Type):
+        return "tl.float32"
+    if isinstance(elt, BFloat16Type):
+        return "tl.bfloat16"
+    if isinstance(elt, Float16Type):
+        return "tl.float16"
+    if isinstance(elt, Float64Type):
+        return "tl.float64"
+    if isinstance(elt, IndexType):
+        return "tl.int64"
+    if isinstance(elt, IntegerType):
+        return {1: "tl.int1", 8: "tl.int8", 16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}[elt.width.data]
+    raise ValueError(f"no Triton dtype for {elt}")
+
+
+def _is_float(elt: Attribute) -> bool:
+    return isinstance(elt, (Float32Type, BFloat16Type, Float16Type, Float64Type))
+
+
+def _store_cast(expr: str, elt: Attribute) -> str:
+    """Round an fp32 (or i32) value once to the stored element type."""
+    if isinstance(elt, Float32Type):
+        return expr
+    if isinstance(elt, BFloat16Type):
+        return f"_coda_round_bf16({expr})"
+    return f"({expr}).to({tl_dtype(elt)})"
+
+
+# ============================================================================ prelude
+
+PRELUDE = '''\
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from coda_ir.lowering import runtime as _rt
+from coda_ir.lowering.gemm_launch import launch_gemm
+
+try:
+    from triton.language.extra import libdevice
+except ImportError:  # pragma: no cover - very old Triton
+    libdevice = None
+
+# Fixed when this module is imported (the runtime imports it once per mode).
+_CODA_INTERPRETING = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"))
+_CODA_LIBDEVICE = tl.constexpr(
+    not _CODA_INTERPRETING and libdevice is not None and hasattr(libdevice, "tanh") and hasattr(libdevice, "pow")
+)
+
+
+@triton.jit
+def _coda_round_bf16(x):
+    if _CODA_INTERPRETING:
+        # The interpreter truncates fp32 -> bf16; round to nearest even by hand (NaN/inf kept).
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = bits + 0x7FFF + ((bits >> 16) & 1)
+        bits = bits & 0xFFFF0000
+        return bits.to(tl.float32, bitcast=True).to(tl.bfloat16)
+    else:
+        return x.to(tl.bfloat16)
+
+
+@triton.jit
+def _coda_tanh(x):
+    if _CODA_LIBDEVICE:
+        return libdevice.tanh(x)
+    else:
+        ax = tl.abs(x)
+        e = tl.exp(-2.0 * ax)
+        big = (1.0 - e) / (1.0 + e)
+        x2 = x * x
+        # odd Taylor series for |x| < 0.4 (no cancellation), error < 1e-9
+        small = ax * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (
+            62.0 / 2835.0 + x2 * (-1382.0 / 155925.0 + x2 * (21844.0 / 6081075.0)))))))
+        r = tl.where(ax < 0.4, small, big)
+        return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def _coda_pow(x, y):
+    if _CODA_LIBDEVICE:
+        return libdevice.pow(x, y)
+    else:
+        r = tl.exp2(y * tl.log2(tl.abs(x)))
+        yi = tl.floor(y)
+        is_int = yi == y
+        odd = is_int & ((yi - 2.0 * tl.floor(yi * 0.5)) == 1.0)
+        r = tl.where(x < 0, tl.where(is_int, tl.where(odd, -r, r), float("nan")), r)
+        return tl.where(y == 0, 1.0, r)
+'''
+
+
+# ============================================================================ scalar bodies
+
+
+CMPF = {
+    "oeq": "({a} == {b})",
+    "ogt": "({a} > {b})",
+    "oge": "({a} >= {b})",
+    "olt": "({a} < {b})",
+    "ole": "({a} <= {b})",
+    "one": "(({a} != {b}) & ({a} == {a}) & ({b} == {b}))",
+    "ord": "(({a} == {a}) & ({b} == {b}))",
+    "ueq": "(({a} == {b}) | ({a} != {a}) | ({b} != {b}))",
+    "ugt": "(({a} > {b}) | ({a} != {a}) | ({b} != {b}))",
+    "uge": "(({a} >= {b}) | ({a} != {a}) | ({b} != {b}))",
+    "ult": "(({a} < {b}) | ({a} != {a}) | ({b} != {b}))",
+    "ule": "(({a} <= {b}) | ({a} != {a}) | ({b} != {b}))",
+    "une": "({a} != {b})",
+    "uno": "(({a} != {a}) | ({b} != {b}))",
+}
+CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=", "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+
+BINARY = {
+    "arith.addf": "+",
+    "arith.subf": "-",
+    "arith.mulf": "*",
+    "arith.divf": "/",
+    "arith.addi": "+",
+    "arith.subi": "-",
+    "arith.muli": "*",
+    "arith.andi": "&",
+    "arith.ori": "|",
+    "arith.xori": "^",
+    "arith.shli": "<<",
+    "arith.shrsi": ">>",
+    "arith.divsi": "//",
+    "arith.remsi": "%",
+}
+CALL2 = {
+    "arith.maximumf": "tl.maximum",
+    "arith.minimumf": "tl.minimum",
+    "arith.maxnumf": "tl.maximum",
+    "arith.minnumf": "tl.minimum",
+    "arith.maxsi": "tl.maximum",
+    "arith.minsi": "tl.minimum",
+    "math.powf": "_coda_pow",
+}
+CALL1 = {
+    "math.exp": "tl.exp",
+    "math.exp2": "tl.exp2",
+    "math.log": "tl.log",
+    "math.log2": "tl.log2",
+    "math.sqrt": "tl.sqrt_rn",
+    "math.rsqrt": "tl.rsqrt",
+    "math.absf": "tl.abs",
+    "math.absi": "tl.abs",
+    "math.sin": "tl.sin",
+    "math.cos": "tl.cos",
+    "math.floor": "tl.floor",
+    "math.ceil": "tl.ceil",
+    "math.erf": "tl.erf",
+    "math.tanh": "_coda_tanh",
+}
+# expressions in terms of {a}
+EXPR1 = {
+    "arith.negf": "(-{a})",
+    "math.log10": "(tl.log2({a}) * 0.30102999566398120)",
+    "math.log1p": "tl.log(1.0 + {a})",
+    "math.expm1": "(tl.exp({a}) - 1.0)",
+    "math.tan": "(tl.sin({a}) / tl.cos({a}))",
+    "math.trunc": "tl.where({a} < 0, tl.ceil({a}), tl.floor({a}))",
+    "math.sinh": "((tl.exp({a}) - tl.exp(-{a})) * 0.5)",
+    "math.cosh": "((tl.exp({a}) + tl.exp(-{a})) * 0.5)",
+}
+CASTS = {
+    "arith.sitofp",
+    "arith.uitofp",
+    "arith.fptosi",
+    "arith.fptoui",
+    "arith.extf",
+    "arith.truncf",
+    "arith.extsi",
+    "arith.extui",
+    "arith.trunci",
+    "arith.index_cast",
+}
+
+
+def _float_literal(value: float) -> str:
+    if math.isnan(value):
+        return 'float("nan")'
+    if math.isinf(value):
+        return 'float("inf")' if value > 0 else '(-float("inf"))'
+    text = repr(float(value))
+    return f"({text})" if text.startswith("-") else text
+
+
+@dataclass
+class _ScalarEmitter:
+    """Emits the arith/math ops of a scalar body as Triton expressions over whole tensors."""
+
+    out: list[str]
+    names: dict[SSAValue, str]
+    fresh: Callable[[str], str]
+    indent: str
+    consts: set[str] = field(default_factory=set)
+
+    def value(self, v: SSAValue) -> str:
+        try:
+            return self.names[v]
+        except KeyError:
+            raise CompilerError(v.owner if isinstance(v.owner, Operation) else None, "value used before it is defined") from None
+
+    def emit_op(self, op: Operation) -> None:
+        name = op.name
+        operands = [self.value(o) for o in op.operands]
+        const = all(o in self.consts for o in operands)
+        if name == "arith.constant":
+            attr = op.properties.get("value") or op.attributes.get("value")
+            if isinstance(attr, FloatAttr):
+                expr = _float_literal(attr.value.data)
+            elif isinstance(attr, IntegerAttr):
+                width = attr.type.width.data if isinstance(attr.type, IntegerType) else 64
+                expr = ("True" if attr.value.data else "False") if width == 1 else str(attr.value.data)
+                if expr.startswith("-"):
+                    expr = f"({expr})"
+            else:
+                raise CompilerError(op, "only scalar float and integer constants can be lowered to Triton")
+            self.names[op.results[0]] = expr
+            self.consts.add(expr)
+            return
+        if name in BINARY:
+            expr = f"({operands[0]} {BINARY[name]} {operands[1]})"
+        elif name in CALL2:
+            expr = f"{CALL2[name]}({operands[0]}, {operands[1]})"
+        elif name in CALL1:
+            expr = f"{CALL1[name]}({operands[0]})"
+            const = False
+        elif name in EXPR1:
+            expr = EXPR1[name].format(a=operands[0])
+            const = const and name == "arith.negf"
+        elif name == "math.fma":
+            expr = f"tl.fma({operands[0]}, {operands[1]}, {operands[2]})"
+            const = False
+        elif name == "arith.select":
+            expr = f"tl.where({operands[0]}, {operands[1]}, {operands[2]})"
+            const = False
+        elif name == "arith.cmpf":
+            pred = coda_cmp_name(op, "f")
+            if pred == "false" or pred == "true":
+                expr = f"({operands[0]} != {operands[0]}) & ({operands[0]} == {operands[0]})"
+                if pred == "true":
+                    expr = f"(({operands[0]} == {operands[0]}) | ({operands[0]} != {operands[0]}))"
+            else:
+                expr = CMPF[pred].format(a=operands[0], b=operands[1])
+        elif name == "arith.cmpi":
+            pred = coda_cmp_name(op, "i")
+            expr = f"({operands[0]} {CMPI[pred]} {operands[1]})"
+        elif name in CASTS:
+            target = tl_dtype(op.results[0].type)
+            expr = f"({operands[0]}).to({target})" if not const else operands[0]
+            if const and name in ("arith.sitofp", "arith.uitofp"):
+                expr = f"float({operands[0]})"
+            elif const and name in ("arith.fptosi", "arith.fptoui"):
+                expr = f"int({operands[0]})"
+        else:
+            raise CompilerError(op, f"'{name}' has no Triton lowering in coda bodies")
+        result = op.results[0]
+        if const:
+            self.names[result] = expr
+            self.consts.add(expr)
+            return
+        var = self.fresh("s")
+        self.out.append(f"{self.indent}{var} = {expr}")
+        self.names[result] = var
+
+    def emit_block(self, block: Block, args: Sequence[str]) -> list[str]:
+        """Emit a scalar body with `args` bound to its block arguments; return the yielded expressions."""
+        for arg, expr in zip(block.args, args):
+            self.names[arg] = expr
+        yielded: list[str] = []
+        for op in block.ops:
+            if isinstance(op, coda.YieldOp):
+                yielded = [self.value(v) for v in op.values]
+            else:
+                self.emit_op(op)
+        return yielded
+
+
+def coda_cmp_name(op: Operation, kind: str) -> str:
+    from xdsl.dialects.arith import CMPF_COMPARISON_OPERATIONS, CMPI_COMPARISON_OPERATIONS
+
+    pred = op.properties["predicate"]
+    assert isinstance(pred, IntegerAttr)
+    table = CMPF_COMPARISON_OPERATIONS if kind == "f" else CMPI_COMPARISON_OPERATIONS
+    return table[pred.value.data]
+
+
+# ============================================================================ epilogues
+
+
+def _pow2_ratio(width: int, n: int) -> bool:
+    r = Fraction(width, n)
+    return r.numerator & (r.numerator - 1) == 0 and r.denominator & (r.denominator - 1) == 0
+
+
+@dataclass
+class _Cols:
+    """The columns of a W-wide tile at this program's column tile."""
+
+    cols: str  # [TW] global column indices (natural layout of the W-wide tensor)
+    mask: str  # [TW] column mask
+    mask2: str  # [BM, TW] element mask
+    tw: str  # constexpr expression of the tile width
+
+
+class _EpilogueEmitter:
+    """Emit the body of an epilogue region (gemm or elementwise) as straight-line Triton."""
+
+    def __init__(self, kernel: Operation, n: int, interleave: int, params: dict[SSAValue, str], fresh):
+        self.kernel = kernel
+        self.n = n
+        self.h = interleave
+        self.params = params  # block argument (tensor) -> pointer parameter name
+        self.fresh = fresh
+        self.lines: list[str] = []
+        self.names: dict[SSAValue, str] = {}
+        self.col_cache: dict[int, _Cols] = {}
+        self.scalars = _ScalarEmitter(self.lines, self.names, fresh, IND)
+        self.bn_multiple_of = 1
+        self.rows64 = False
+
+    # -------------------------------------------------------------- helpers
+    def emit(self, text: str) -> None:
+        self.lines.append(IND + text)
+
+    def need_bn(self, op: Operation, multiple: Fraction | int) -> None:
+        multiple = Fraction(multiple)
+        if multiple.denominator != 1:
+            multiple = Fraction(multiple.numerator)
+        value = int(multiple)
+        if value & (value - 1):
+            raise CompilerError(
+                op,
+                f"needs the column tile to be a multiple of {value}, which is not a power of two "
+                "(Triton tiles are powers of two); use a power-of-two width",
+            )
+        self.bn_multiple_of = max(self.bn_multiple_of, value)
+
+    def row_offsets(self) -> str:
+        if not self.rows64:
+            self.emit("rows64 = offs_m.to(tl.int64)")
+            self.rows64 = True
+        return "rows64"
+
+    def cols(self, op: Operation, width: int) -> _Cols:
+        if width in self.col_cache:
+            return self.col_cache[width]
+        n = self.n
+        if not _pow2_ratio(width, n):
+            raise CompilerError(
+                op, f"a tile {width} columns wide cannot be laid out on a kernel with {n} columns (ratio must be a power of two)"
+            )
+        r = Fraction(width, n)
+        if r.denominator > 1:
+            self.need_bn(op, r.denominator)
+        if width == n:
+            tw = "BN"
+            if self.h:
+                self.emit(f"cols_n = _coda_interleave_rows(offs_n, {self.h})")
+                cols = "cols_n"
+            else:
+                cols = "offs_n"
+            mask = "mask_n"
+            mask2 = "mask_mn"
+            self.emit("mask_mn = mask_m[:, None] & mask_n[None, :]")
+        else:
+            tw = f"(BN * {r.numerator})" if r.denominator == 1 else f"(BN // {r.denominator})"
+            if r.numerator != 1 and r.denominator != 1:
+                tw = f"(BN * {r.numerator} // {r.denominator})"
+            tag = f"w{width}"
+            cols, mask, mask2 = f"cols_{tag}", f"mask_{tag}", f"mask_m{tag}"
+            self.emit(f"{cols} = pid_n * {tw} + tl.arange(0, {tw})")
+            self.emit(f"{mask} = {cols} < {width}")
+            self.emit(f"{mask2} = mask_m[:, None] & {mask}[None, :]")
+        c = _Cols(cols, mask, mask2, tw)
+        self.col_cache[width] = c
+        return c
+
+    def tile_shape(self, op: Operation, ty: Attribute) -> str:
+        assert isinstance(ty, coda.TileType)
+        return f"(BM, {self.cols(op, ty.cols).tw})"
+
+    def ptr(self, op: Operation, value: SSAValue) -> str:
+        if value not in self.params:
+            raise CompilerError(op, "reads a tensor that is not an input of its kernel")
+        return self.params[value]
+
+    def name_for(self, value: SSAValue, prefix: str = "t") -> str:
+        hint = value.name_hint
+        if hint and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", hint):
+            return self.fresh(f"{prefix}_{hint}")
+        return self.fresh(prefix)
+
+    def load_matrix(self, op: Operation, matrix: SSAValue) -> str:
+        ty = matrix.type
+        assert isinstance(ty, TensorType)
+        _, width = ty.get_shape()
+        c = self.cols(op, width)
+        rows = self.row_offsets()
+        expr = (
+            f"tl.load({self.ptr(op, matrix)} + {rows}[:, None] * {width} + {c.cols}[None, :], "
+            f"mask={c.mask2}, other=0)"
+        )
+        if _is_float(ty.get_element_type()):
+            expr += ".to(tl.float32)"
+        return expr
+
+    def load_vector(self, op: Operation, vector: SSAValue, axis: coda.Axis, width: int) -> str:
+        """The vector as a [BM, 1] (rows), [1, TW] (cols) or scalar operand."""
+        ty = vector.type
+        assert isinstance(ty, TensorType)
+        conv = ".to(tl.float32)" if _is_float(ty.get_element_type()) else ""
+        p = self.ptr(op, vector)
+        if axis == coda.Axis.SCALAR:
+            return f"tl.load({p}){conv}"
+        if axis == coda.Axis.ROWS:
+            return f"tl.load({p} + offs_m, mask=mask_m, other=0){conv}[:, None]"
+        c = self.cols(op, width)
+        (length,) = ty.get_shape()
+        idx = c.cols if length == width else f"{c.cols} % {length}"
+        return f"tl.load({p} + {idx}, mask={c.mask}, other=0){conv}[None, :]"
+
+    def assign(self, value: SSAValue, expr: str, prefix: str = "t") -> str:
+        var = self.name_for(value, prefix)
+        self.emit(f"{var} = {expr}")
+        self.names[value] = var
+        return var
+
+    def full(self, expr: str, shape: str, elt: Attribute) -> str:
+        return f"tl.full({shape}, {expr}, {tl_dtype(elt)})"
+
+    def get(self, op: Operation, value: SSAValue) -> str:
+        if value in self.names:
+            return self.names[value]
+        raise CompilerError(op, "uses a value that has no Triton lowering here")
+
+    # -------------------------------------------------------------- primitives
+    def emit_op(self, op: Operation) -> None:
+        if isinstance(op, coda.LoadOp):
+            self.emit(f"# {op.name}")
+            self.assign(op.result, self.load_matrix(op, op.source))
+        elif isinstance(op, coda.BroadcastOp):
+            ty = op.result.type
+            assert isinstance(ty, coda.TileType)
+            shape = self.tile_shape(op, ty)
+            vec = self.load_vector(op, op.source, op.axis.data, ty.cols)
+            self.emit(f"# {op.name} {op.axis.data.value}")
+            self.assign(op.result, f"tl.broadcast_to({vec}, {shape})")
+        elif isinstance(op, coda.IndexOp):
+            ty = op.result.type
+            assert isinstance(ty, coda.TileType)
+            shape = self.tile_shape(op, ty)
+            c = self.cols(op, ty.cols)
+            src = "offs_m[:, None]" if op.axis.data == coda.Axis.ROWS else f"{c.cols}[None, :]"
+            self.emit(f"# {op.name} {op.axis.data.value}")
+            self.assign(op.result, f"tl.broadcast_to(({src}).to(tl.int32), {shape})")
+        elif isinstance(op, (coda.ScaleOp, coda.ShiftOp)):
+            ty = op.tile.type
+            assert isinstance(ty, coda.TileType)
+            vec = self.load_vector(op, op.vector, op.axis.data, ty.cols)
+            sym = "*" if isinstance(op, coda.ScaleOp) else "+"
+            self.emit(f"# {op.name} {op.axis.data.value}")
+            self.assign(op.result, f"{self.get(op, op.tile)} {sym} {vec}")
+        elif isinstance(op, coda.AccumulateOp):
+            self.emit(f"# {op.name}")
+            self.assign(op.result, f"{self.get(op, op.tile)} + {self.load_matrix(op, op.matrix)}")
+        elif isinstance(op, coda.MapOp):
+            self.emit_map(op)
+        elif isinstance(op, coda.PairMapOp):
+            self.emit_pair_map(op)
+        elif isinstance(op, coda.ReduceOp):
+            self.emit_reduce(op)
+        elif isinstance(op, coda.SegmentReduceOp):
+            self.emit_segment_reduce(op)
+        elif isinstance(op, coda.SelectOp):
+            self.emit_select(op)
+        elif op.name.split(".")[0] in ("arith", "math"):
+            self.scalars.emit_op(op)
+        else:
+            raise CompilerError(op, "is not an epilogue primitive with a Triton lowering")
+
+    def emit_map(self, op: coda.MapOp) -> None:
+        self.emit(f"# {op.name}")
+        args = [self.get(op, v) for v in op.inputs]
+        yielded = self.scalars.emit_block(op.body.blocks[0], args)
+        for result, expr in zip(op.outputs, yielded):
+            ty = result.type
+            assert isinstance(ty, coda.TileType)
+            if expr in self.scalars.consts:
+                expr = self.full(expr, self.tile_shape(op, ty), ty.element_type)
+            self.assign(result, expr)
+
+    def emit_pair_map(self, op: coda.PairMapOp) -> None:
+        stride = op.stride.value.data
+        pairs = op.pair_count()
+        wide_width = 2 * pairs
+        wide_cols = self.cols(op, wide_width)
+        # groups of 2*stride columns must not straddle tiles: BN * W / N % (2 s) == 0
+        self.need_bn(op, Fraction(2 * stride * self.n, wide_width))
+        if self.h and stride != 1 and any(
+            isinstance(v.type, coda.TileType) and v.type.cols == self.n for v in [*op.inputs, *op.outputs]
+        ):
+            pass  # pairs live in the interleaved accumulator column space, as the dialect defines
+        groups = f"({wide_cols.tw} // {2 * stride})"
+        self.emit(f"# {op.name} stride {stride}")
+        args: list[str] = []
+        for value in op.inputs:
+            src = self.get(op, value)
+            if op.is_wide(value):
+                grouped = self.fresh("pw")
+                self.emit(
+                    f"{grouped} = tl.permute(tl.reshape({src}, (BM, {groups}, 2, {stride})), (0, 1, 3, 2))"
+                )
+                first, second = self.fresh("pa"), self.fresh("pb")
+                self.emit(f"{first}, {second} = tl.split({grouped})")
+                args += [first, second]
+            else:
+                narrow = self.fresh("pn")
+                self.emit(f"{narrow} = tl.reshape({src}, (BM, {groups}, {stride}))")
+                args.append(narrow)
+        yielded = self.scalars.emit_block(op.body.blocks[0], args)
+        pshape = f"(BM, {groups}, {stride})"
+        i = 0
+        for result in op.outputs:
+            ty = result.type
+            assert isinstance(ty, coda.TileType)
+            def piece(expr: str) -> str:
+                if expr in self.scalars.consts:
+                    return self.full(expr, pshape, ty.element_type)
+                return expr
+            shape = self.tile_shape(op, ty)
+            if op.is_wide(result):
+                a, b = piece(yielded[i]), piece(yielded[i + 1])
+                i += 2
+                self.assign(result, f"tl.reshape(tl.permute(tl.join({a}, {b}), (0, 1, 3, 2)), {shape})")
+            else:
+                a = piece(yielded[i])
+                i += 1
+                self.assign(result, f"tl.reshape({a}, {shape})")
+
+    def _masked(self, op: Operation, x: str, ty: coda.TileType, kind: coda.ReduceKind) -> str:
+        c = self.cols(op, ty.cols)
+        if kind == coda.ReduceKind.SUM:
+            return f"tl.where({c.mask2}, {x}, 0.0)"
+        if kind == coda.ReduceKind.SUMSQ:
+            return f"tl.where({c.mask2}, {x} * {x}, 0.0)"
+        return f'tl.where({c.mask2}, {x}, -float("inf"))'
+
+    def emit_reduce(self, op: coda.ReduceOp) -> None:
+        ty = op.tile.type
+        assert isinstance(ty, coda.TileType)
+        kind = op.kind.data
+        dim = op.dim.value.data
+        x = self.get(op, op.tile)
+        self.emit(f"# {op.name} {kind.value} dim {dim}")
+        masked = self.fresh("rm")
+        self.emit(f"{masked} = {self._masked(op, x, ty, kind)}")
+        if kind in (coda.ReduceKind.SUM, coda.ReduceKind.SUMSQ):
+            self.assign(op.result, f"tl.sum({masked}, axis={dim})", "p")
+        elif kind == coda.ReduceKind.MAX:
+            self.assign(op.result, f"tl.max({masked}, axis={dim})", "p")
+        else:
+            mx = self.fresh("lse_max")
+            self.emit(f"{mx} = tl.max({masked}, axis={dim})")
+            safe = self.fresh("lse_ref")
+            self.emit(f'{safe} = tl.where({mx} == -float("inf"), 0.0, {mx})')
+            bcast = f"{safe}[:, None]" if dim == 1 else f"{safe}[None, :]"
+            # exp(-inf) = 0: masked elements do not contribute; an all-masked partial is -inf
+            self.assign(op.result, f"{safe} + tl.log(tl.sum(tl.exp({masked} - {bcast}), axis={dim}))", "p")
+
+    def emit_segment_reduce(self, op: coda.SegmentReduceOp) -> None:
+        ty = op.tile.type
+        assert isinstance(ty, coda.TileType)
+        kind = op.kind.data
+        w = op.width.value.data
+        if self.h and ty.cols == self.n and w % (2 * self.h):
+            raise CompilerError(
+                op,
+                f"segment width {w} is not a multiple of the interleave group {2 * self.h}: segments "
+                "would mix interleaved columns",
+            )
+        c = self.cols(op, ty.cols)
+        self.need_bn(op, Fraction(w * self.n, ty.cols))
+        x = self.get(op, op.tile)
+        self.emit(f"# {op.name} {kind.value} width {w}")
+        seg = self.fresh("seg")
+        self.emit(f"{seg} = tl.reshape({self._masked(op, x, ty, kind)}, (BM, {c.tw} // {w}, {w}))")
+        red = "tl.max" if kind == coda.ReduceKind.MAX else "tl.sum"
+        self.assign(
+            op.result,
+            f"tl.reshape(tl.broadcast_to({red}({seg}, axis=2)[:, :, None], (BM, {c.tw} // {w}, {w})), (BM, {c.tw}))",
+        )
+
+    def emit_select(self, op: coda.SelectOp) -> None:
+        ty = op.tile.type
+        assert isinstance(ty, coda.TileType)
+        c = self.cols(op, ty.cols)
+        x = self.get(op, op.tile)
+        self.emit(f"# {op.name}")
+        idx = self.fresh("sel_idx")
+        self.emit(f"{idx} = tl.load({self.ptr(op, op.indices)} + offs_m, mask=mask_m, other=-1)")
+        hit = f"{c.mask2} & ({c.cols}[None, :] == {idx}[:, None])"
+        self.assign(op.result, f"tl.sum(tl.where({hit}, {x}, 0.0), axis=1)", "p")
+
+    # -------------------------------------------------------------- stores
+    def emit_yield(self, op: coda.YieldOp, outputs: Sequence[tuple[SSAValue, str]]) -> None:
+        """`outputs`: (kernel result, pointer parameter) per yielded value."""
+        for value, (result, ptr) in zip(op.values, outputs):
+            x = self.get(op, value)
+            rty = result.type
+            if isinstance(value.type, coda.PartialsType):
+                pty = value.type
+                src = value.owner
+                assert isinstance(src, Operation)
+                if pty.axis == coda.Axis.ROWS:
+                    self.emit(f"# store partials [M, tiles_n] at [m, pid_n]")
+                    rows = self.row_offsets()
+                    self.emit(f"tl.store({ptr} + {rows} * tl.cdiv(N, BN) + pid_n, {x}, mask=mask_m)")
+                else:
+                    tile = src.operands[0].type
+                    assert isinstance(tile, coda.TileType)
+                    c = self.cols(op, tile.cols)
+                    self.emit(f"# store partials [L, tiles_m] at [n, pid_m]")
+                    self.emit(f"tl.store({ptr} + {c.cols}.to(tl.int64) * tl.cdiv(M, BM) + pid_m, {x}, mask={c.mask})")
+            else:
+                ty = value.type
+                assert isinstance(ty, coda.TileType) and isinstance(rty, TensorType)
+                c = self.cols(op, ty.cols)
+                rows = self.row_offsets()
+                val = _store_cast(x, rty.get_element_type())
+                self.emit(
+                    f"tl.store({ptr} + {rows}[:, None] * {ty.cols} + {c.cols}[None, :], {val}, mask={c.mask2})"
+                )
+
+    def emit_region(self, block: Block, args: Sequence[str], outputs: Sequence[tuple[SSAValue, str]]) -> list[str]:
+        for arg, name in zip(block.args, args):
+            self.names[arg] = name
+        for op in block.ops:
+            if isinstance(op, coda.YieldOp):
+                self.emit_yield(op, outputs)
+            else:
+                self.emit_op(op)
+        return self.lines
+
+
+# ============================================================================ kernels
+
+
+class _Names:
+    def __init__(self, reserved: Sequence[str] = ()):
+        self.used: set[str] = set(reserved)
+
+    def __call__(self, base: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", base) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        if base not in self.used and not keyword.iskeyword(base):
+            self.used.add(base)
+            return base
+        i = 0
+        while f"{base}{i}" in self.used:
+            i += 1
+        self.used.add(f"{base}{i}")
+        return f"{base}{i}"
+
+
+KERNEL_SCOPE = (
+    "acc a b a_ptr b_ptr a_ptrs b_ptrs b_cols offs_m offs_n offs_k mask_m mask_n pid pid_m pid_n M N K BM BN BK "
+    "GROUP_M INTERLEAVE UPCAST num_pid_m num_pid_n group_size first_m rows_in_group k0 k_mask stride_am stride_ak "
+    "stride_bk stride_bn rows64 cols_n mask_mn tl triton torch libdevice it rows mask L ITERS BLOCK t "
+    "USE_TMA A_K_CONTIG B_K_CONTIG NUM_SMS FLATTEN WARP_SPECIALIZE start_pid num_tiles k_tiles tile_id off_m off_n "
+    "off_k ki b_row acc_lo acc_hi b_lo b_hi min max range float int"
+).split()
+
+
+@dataclass
+class KernelInfo:
+    """What the host side needs to launch one kernel."""
+
+    op: Operation
+    name: str
+    kind: str  # gemm | elementwise | fold
+    bn_multiple_of: int = 1
+    source: list[str] = field(default_factory=list)
+
+    @property
+    def digest(self) -> str:
+        """A hash of the kernel's source (the autotune cache key: same name, other epilogue)."""
+        import hashlib
+
+        return hashlib.sha256("\n".join(self.source).encode()).hexdigest()[:12]
+
+
+def _param_names(names: _Names, values: Sequence[SSAValue], default: str) -> list[str]:
+    out = []
+    for i, v in enumerate(values):
+        hint = v.name_hint if v.name_hint and re.fullmatch(r"[A-Za-z_]\w*", v.name_hint) else f"{default}{i}"
+        out.append(names(f"{hint}_ptr"))
+    return out
+
+
+def emit_gemm(op: coda.GemmOp, name: str) -> KernelInfo:
+    names = _Names(KERNEL_SCOPE)
+    block = op.epilogue.blocks[0]
+    in_params = _param_names(names, block.args[1:], "in")
+    out_params = _param_names(names, op.outputs, "out")
+    m, n, _ = op.problem_shape()
+    h = op.interleave.value.data if op.interleave is not None else 0
+    em = _EpilogueEmitter(op, n, h, dict(zip(block.args[1:], in_params)), names)
+    em.emit("# ---- epilogue ----")
+    em.emit_region(block, ["acc", *in_params], list(zip(op.outputs, out_params)))
+    elt = op.a.type.get_element_type()  # type: ignore[union-attr]
+    src = emit_gemm_kernel(name, [*in_params, *out_params], em.lines, float32_operands=isinstance(elt, Float32Type))
+    return KernelInfo(op, name, "gemm", em.bn_multiple_of, src)
+
+
+def emit_elementwise(op: coda.ElementwiseOp, name: str) -> KernelInfo:
+    names = _Names(KERNEL_SCOPE)
+    block = op.body.blocks[0]
+    in_params = _param_names(names, block.args, "in")
+    out_params = _param_names(names, op.outputs, "out")
+    _, n = op.iteration_shape()
+    em = _EpilogueEmitter(op, n, 0, dict(zip(block.args, in_params)), names)
+    em.emit_region(block, in_params, list(zip(op.outputs, out_params)))
+    params = ", ".join([*in_params, *out_params, "M", "N", "BM: tl.constexpr", "BN: tl.constexpr"])
+    src = [
+        "@triton.jit",
+        f"def {name}({params}):",
+        "    pid = tl.program_id(0)",
+        "    num_pid_n = tl.cdiv(N, BN)",
+        "    pid_m = pid // num_pid_n",
+        "    pid_n = pid % num_pid_n",
+        "    offs_m = pid_m * BM + tl.arange(0, BM)",
+        "    offs_n = pid_n * BN + tl.arange(0, BN)",
+        "    mask_m = offs_m < M",
+        "    mask_n = offs_n < N",
+        *em.lines,
+    ]
+    return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src)
+
+
+def emit_fold(op: coda.FoldOp, name: str) -> KernelInfo:
+    names = _Names(KERNEL_SCOPE)
+    p_params = _param_names(names, op.partials, "part")
+    in_params = _param_names(names, op.inputs, "in")
+    out_params = _param_names(names, op.outputs, "out")
+    t_params = [names(f"T{i}") for i in range(len(op.partials))]
+    params = ", ".join([*p_params, *in_params, *out_params, "L", *t_params, "ITERS", "BLOCK: tl.constexpr"])
+    lines = ["@triton.jit", f"def {name}({params}):", IND + "pid = tl.program_id(0)"]
+    I2 = IND * 2
+    sums = [i for i, r in enumerate(op.outputs) if not r.type.get_shape()]  # type: ignore[union-attr]
+    sum_vars = {}
+    for i in sums:
+        rty = op.outputs[i].type
+        assert isinstance(rty, TensorType)
+        acc_ty = "tl.float32" if _is_float(rty.get_element_type()) else "tl.int32"
+        sum_vars[i] = names(f"sum{i}")
+        lines.append(f"{IND}{sum_vars[i]} = tl.zeros((BLOCK,), dtype={acc_ty})")
+    lines += [
+        f"{IND}for it in range(0, ITERS):",
+        f"{I2}rows = (pid * ITERS + it) * BLOCK + tl.arange(0, BLOCK)",
+        f"{I2}mask = rows < L",
+        f"{I2}rows64 = rows.to(tl.int64)",
+    ]
+    args: list[str] = []
+    for value, p, t in zip(op.partials, p_params, t_params):
+        pty = value.type
+        assert isinstance(pty, coda.PartialsType)
+        f = names("folded")
+        base = f"{p} + rows64 * {t}"
+        combine = pty.combine_kind
+        lines.append(f"{I2}# fold partials ({combine.value}) over tiles in order")
+        if combine == coda.Combine.SUM:
+            lines += [
+                f"{I2}{f} = tl.zeros((BLOCK,), dtype=tl.float32)",
+                f"{I2}for t in range(0, {t}):",
+                f"{I2}{IND}{f} += tl.load({base} + t, mask=mask, other=0.0)",
+            ]
+        else:
+            mx = names("fmax")
+            lines += [
+                f'{I2}{mx} = tl.full((BLOCK,), -float("inf"), tl.float32)',
+                f"{I2}for t in range(0, {t}):",
+                f'{I2}{IND}{mx} = tl.maximum({mx}, tl.load({base} + t, mask=mask, other=-float("inf")))',
+            ]
+            if combine == coda.Combine.MAX:
+                lines.append(f"{I2}{f} = {mx}")
+            else:
+                ref, s = names("fref"), names("fsum")
+                lines += [
+                    f'{I2}{ref} = tl.where({mx} == -float("inf"), 0.0, {mx})',
+                    f"{I2}{s} = tl.zeros((BLOCK,), dtype=tl.float32)",
+                    f"{I2}for t in range(0, {t}):",
+                    f'{I2}{IND}{s} += tl.exp(tl.load({base} + t, mask=mask, other=-float("inf")) - {ref})',
+                    f"{I2}{f} = {ref} + tl.log({s})",
+                ]
+        args.append(f)
+    for value, p in zip(op.inputs, in_params):
+        ty = value.type
+        assert isinstance(ty, TensorType)
+        conv = ".to(tl.float32)" if _is_float(ty.get_element_type()) else ""
+        v = names("v")
+        if ty.get_shape():
+            lines.append(f"{I2}{v} = tl.load({p} + rows, mask=mask, other=0){conv}")
+        else:
+            lines.append(f"{I2}{v} = tl.load({p}){conv}")
+        args.append(v)
+    body_lines: list[str] = []
+    scal = _ScalarEmitter(body_lines, {}, names, I2)
+    yielded = scal.emit_block(op.body.blocks[0], args)
+    lines += body_lines
+    for i, (result, expr, ptr) in enumerate(zip(op.outputs, yielded, out_params)):
+        rty = result.type
+        assert isinstance(rty, TensorType)
+        if expr in scal.consts:
+            expr = f"tl.full((BLOCK,), {expr}, {'tl.float32' if _is_float(rty.get_element_type()) else 'tl.int32'})"
+        if i in sum_vars:
+            lines.append(f"{I2}{sum_vars[i]} += tl.where(mask, {expr}, 0)")
+        else:
+            lines.append(f"{I2}tl.store({ptr} + rows, {_store_cast(expr, rty.get_element_type())}, mask=mask)")
+    if sums:
+        lines.append(f"{IND}# rank-0 results: the per-lane sums, reduced in a fixed order")
+        totals = []
+        for i in sums:
+            tvar = names(f"total{i}")
+            lines.append(f"{IND}{tvar} = tl.sum({sum_vars[i]}, axis=0)")
+            totals.append(tvar)
+        if op.finalize.blocks:
+            fin_lines: list[str] = []
+            fin = _ScalarEmitter(fin_lines, {}, names, IND)
+            totals = fin.emit_block(op.finalize.blocks[0], totals)
+            lines += fin_lines
+        for i, expr in zip(sums, totals):
+            rty = op.outputs[i].type
+            assert isinstance(rty, TensorType)
+            lines.append(f"{IND}tl.store({out_params[i]}, {_store_cast(expr, rty.get_element_type())})")
+    return KernelInfo(op, name, "fold", 1, lines)
+
+
+# ============================================================================ host functions
+
+
+def _shape_elt(ty: Attribute) -> tuple[tuple[int, ...], Attribute]:
+    if isinstance(ty, TensorType):
+        return tuple(ty.get_shape()), ty.get_element_type()
+    raise ValueError(ty)
+
+
+def count_kernels(fn: func.FuncOp) -> int:
+    """GPU kernel launches one call of the function makes."""
+    return sum(1 for _ in coda.kernels(fn))
+
+
+class _HostEmitter:
+    def __init__(self, fn: func.FuncOp, kernel_infos: dict[Operation, KernelInfo]):
+        self.fn = fn
+        self.infos = kernel_infos
+        self.names = _Names(["torch", "triton", "tl", "os", "launch_gemm", "libdevice", "_rt", "_dev", "_cfg", "_e"])
+        self.vals: dict[SSAValue, str] = {}
+        self.lines: list[str] = []
+
+    def emit(self, text: str) -> None:
+        self.lines.append(IND + text)
+
+    def var(self, value: SSAValue, default: str) -> str:
+        hint = value.name_hint if value.name_hint and re.fullmatch(r"[A-Za-z_]\w*", value.name_hint) else default
+        name = self.names(hint)
+        self.vals[value] = name
+        return name
+
+    def get(self, op: Operation, value: SSAValue) -> str:
+        if value not in self.vals:
+            raise CompilerError(op, "uses a value that the host function does not hold")
+        return self.vals[value]
+
+    def alloc(self, ty: Attribute, tiles_expr: str | None = None) -> str:
+        if isinstance(ty, coda.PartialsType):
+            return f"torch.empty(({ty.length.data}, {tiles_expr}), dtype=torch.float32, device=_dev)"
+        shape, elt = _shape_elt(ty)
+        return f"torch.empty({shape!r}, dtype={torch_dtype(elt)}, device=_dev)"
+
+    def partials_tiles(self, ty: coda.PartialsType, m: int, n: int) -> str:
+        return f"triton.cdiv({n}, _cfg.bn)" if ty.axis == coda.Axis.ROWS else f"triton.cdiv({m}, _cfg.bm)"
+
+    def emit_function(self) -> list[str]:
+        fn = self.fn
+        name = fn.sym_name.data
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise CompilerError(fn, f"function name '{name}' is not a Python identifier")
+        self.names.used.add(name)
+        block = fn.body.blocks[0]
+        params = []
+        sig = []
+        for i, arg in enumerate(block.args):
+            if not isinstance(arg.type, TensorType):
+                raise CompilerError(fn, f"argument #{i} must be a tensor to be passed from torch, got {arg.type}")
+            p = self.var(arg, f"arg{i}")
+            params.append(p)
+            shape, elt = _shape_elt(arg.type)
+            sig.append(f"({p!r}, {shape!r}, {torch_dtype(elt)})")
+        sig_name = f"_SIG_{name}"
+        head = [f"{sig_name} = ({', '.join(sig)}{',' if len(sig) == 1 else ''})", "", ""]
+        head.append(f"def {name}({', '.join(params)}):")
+        head.append(f'{IND}"""Host function for @{name}: {count_kernels(fn)} kernel launch(es)."""')
+        self.emit(f"_rt.check_arguments({name!r}, ({', '.join(params)}{',' if len(params) == 1 else ''}), {sig_name})")
+        self.emit(f"_dev = _rt.device_of(({', '.join(params)}{',' if len(params) == 1 else ''}))")
+        # tensors read by epilogues/folds are read with contiguous row-major strides
+        dense: set[SSAValue] = set()
+        for k in coda.kernels(fn):
+            if isinstance(k, coda.GemmOp):
+                dense.update(k.inputs)
+            elif isinstance(k, (coda.ElementwiseOp, coda.FoldOp)):
+                dense.update(k.operands)
+        for arg in block.args:
+            if arg in dense:
+                self.emit(f"{self.vals[arg]} = {self.vals[arg]}.contiguous()")
+        for op in block.ops:
+            if op in self.infos:
+                self.emit_launch(op, self.infos[op])
+            elif isinstance(op, func.ReturnOp):
+                results = [self.get(op, v) for v in op.arguments]
+                if not results:
+                    self.emit("return None")
+                elif len(results) == 1:
+                    self.emit(f"return {results[0]}")
+                else:
+                    self.emit(f"return ({', '.join(results)})")
+            else:
+                raise CompilerError(
+                    op,
+                    "has no Triton lowering at function level (only coda.gemm, coda.elementwise, coda.fold "
+                    "and func.return; run the nn-to-coda pipeline first for nn ops)",
+                )
+        return head + self.lines
+
+    def emit_launch(self, op: Operation, info: KernelInfo) -> None:
+        outs = [self.var(r, f"r{i}") for i, r in enumerate(op.results)]
+        if isinstance(op, coda.GemmOp):
+            m, n, k = op.problem_shape()
+            ins = [self.get(op, v) for v in op.inputs]
+            allocs = [self.alloc(r.type, self.partials_tiles(r.type, m, n) if isinstance(r.type, coda.PartialsType) else None) for r in op.outputs]
+            h = op.interleave.value.data if op.interleave is not None else 0
+            self.emit(f"# {info.name}: coda.gemm {m}x{n}x{k}")
+            self.emit(
+                f"_cfg, _e = launch_gemm({info.name}, {self.get(op, op.a)}, {self.get(op, op.b)}, "
+                f"lambda _cfg: ({', '.join([*ins, *allocs])}{',' if len(ins) + len(allocs) == 1 else ''}), "
+                f"M={m}, N={n}, K={k}, transpose_a={op.transpose_a is not None}, "
+                f"transpose_b={op.transpose_b is not None}, interleave={h}, bn_multiple_of={info.bn_multiple_of}, "
+                f"key={info.name + ':' + info.digest!r})"
+            )
+            self.emit_unpack(outs, len(ins))
+        elif isinstance(op, coda.ElementwiseOp):
+            m, n = op.iteration_shape()
+            ins = [self.get(op, v) for v in op.inputs]
+            allocs = [self.alloc(r.type, self.partials_tiles(r.type, m, n) if isinstance(r.type, coda.PartialsType) else None) for r in op.outputs]
+            self.emit(f"# {info.name}: coda.elementwise {m}x{n}")
+            self.emit(
+                f"_cfg, _e = _rt.launch_elementwise({info.name}, "
+                f"lambda _cfg: ({', '.join([*ins, *allocs])}{',' if len(ins) + len(allocs) == 1 else ''}), "
+                f"M={m}, N={n}, bn_multiple_of={info.bn_multiple_of})"
+            )
+            self.emit_unpack(outs, len(ins))
+        else:
+            assert isinstance(op, coda.FoldOp)
+            parts = [self.get(op, v) for v in op.partials]
+            ins = [self.get(op, v) for v in op.inputs]
+            allocs = [self.alloc(r.type) for r in op.outputs]
+            sums = any(not r.type.get_shape() for r in op.outputs)  # type: ignore[union-attr]
+
+            def tup(xs: list[str]) -> str:
+                return f"({', '.join(xs)}{',' if len(xs) == 1 else ''})"
+
+            self.emit(f"# {info.name}: coda.fold over {op.length()} rows")
+            self.emit(
+                f"_e = _rt.launch_fold({info.name}, {tup(parts)}, {tup(ins)}, {tup(allocs)}, "
+                f"L={op.length()}, sums={sums})"
+            )
+            if outs:
+                self.emit(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = _e")
+
+    def emit_unpack(self, outs: list[str], n_ins: int) -> None:
+        if outs:
+            self.emit(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = _e[{n_ins}:]")
+
+
+# ============================================================================ module
+
+
+def function_ops(module: ModuleOp) -> list[func.FuncOp]:
+    return [op for op in module.walk() if isinstance(op, func.FuncOp) and op.body.blocks]
+
+
+def emit_module(module: ModuleOp) -> str:
+    """The Triton source of a whole module (see the module docstring for its layout)."""
+    out: list[str] = [
+        '"""Generated by coda-ir (coda -> Triton). Host functions: '
+        + ", ".join(f.sym_name.data for f in function_ops(module))
+        + '."""',
+        PRELUDE,
+        "",
+        *interleave_rows_source(),
+    ]
+    kernel_names = _Names()
+    for fn in function_ops(module):
+        kernel_names.used.add(fn.sym_name.data)
+    host_parts: list[list[str]] = []
+    for fn in function_ops(module):
+        infos: dict[Operation, KernelInfo] = {}
+        for i, k in enumerate(coda.kernels(fn)):
+            kind = k.name.split(".")[1]
+            name = kernel_names(f"_{fn.sym_name.data}_k{i}_{kind}")
+            if isinstance(k, coda.GemmOp):
+                info = emit_gemm(k, name)
+            elif isinstance(k, coda.ElementwiseOp):
+                info = emit_elementwise(k, name)
+            else:
+                assert isinstance(k, coda.FoldOp)
+                info = emit_fold(k, name)
+            infos[k] = info
+            out += ["", ""] + info.source
+        host_parts.append(_HostEmitter(fn, infos).emit_function())
+    for part in host_parts:
+        out += ["", ""] + part
+    for op in module.ops:
+        if not isinstance(op, func.FuncOp):
+            raise CompilerError(op, "only func.func ops can be lowered at module level")
+    return "\n".join(out) + "\n"
+
+
+def kernel_counts(module: ModuleOp) -> dict[str, int]:
+    return {fn.sym_name.data: count_kernels(fn) for fn in function_ops(module)}
+
+
+@dataclass(frozen=True)
+class TritonTarget(Target):
+    """`coda-opt FILE -t triton`: print one Python module of Triton kernels and host functions."""
+
+    name = "triton"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        output.write(emit_module(module))
