@@ -16,3 +16,19 @@ def _lower_nn():
 
 
 PASSES["convert-nn-to-coda"] = _lower_nn
+
+
+def _lazy(module: str, cls: str) -> Callable[[], type[ModulePass]]:
+    def load() -> type[ModulePass]:
+        import importlib
+
+        return getattr(importlib.import_module(f"coda_ir.transforms.{module}"), cls)
+
+    return load
+
+
+PASSES["coda-defer-norms"] = _lazy("defer_norms", "DeferNormsPass")
+PASSES["coda-fuse"] = _lazy("fuse", "FusePass")
+PASSES["coda-interleave"] = _lazy("interleave", "InterleavePass")
+PASSES["coda-legalize"] = _lazy("legalize", "LegalizePass")
+PASSES["nn-to-coda"] = _lazy("pipeline", "NNToCodaPass")

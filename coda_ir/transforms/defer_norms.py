@@ -1,0 +1,166 @@
+"""`coda-defer-norms`: move RMSNorm / LayerNorm row scales across the GEMMs that consume them.
+
+For a row x with `r = rsqrt(mean(x^2) + eps)`: `rms_norm(x, g) @ W.T = r * ((x * g) @ W.T)`.
+So instead of normalising x before the GEMM we compute
+
+* the statistics as per-tile partials (`coda.reduce sumsq`) in an elementwise kernel over x,
+  folded by a small row kernel (`coda.fold` -> rstd per row);
+* the pre-scaled input `h' = x * g` (an elementwise kernel over x);
+* the GEMM on `h'`, whose epilogue scales the accumulator by `r[m]` (`coda.scale rows`).
+
+The two elementwise kernels over x are then absorbed by `coda-fuse` into the epilogue of the
+GEMM that produces x (partials + an extra output), or merged into one small row kernel when no
+GEMM produces x: no standalone norm kernel touches [M, D] when a GEMM does.
+
+LayerNorm: `layer_norm(x, g, b) @ W.T = r * ((x * g) @ W.T) - (r * mu) * c + e` with the
+column vectors `c = g @ W.T` and `e = b @ W.T`. The statistics are partial sums of x and x^2
+(one fold gives r and r * mu); c and e are computed once per weight by a GEMV: an elementwise
+kernel over W with two partial row reductions (`sum_k W[n, k] g[k]`, `sum_k W[n, k] b[k]`)
+and a fold (2 small kernels per weight, independent of the tokens; count them when counting).
+
+A norm is deferred for each of its users that is the activation operand of an `nn.linear` /
+`nn.matmul`; when it has other users too, the `nn` op stays for them (lowered by
+`convert-nn-to-coda`). A norm with no GEMM user is left alone, with a remark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from coda_ir.dialects import nn
+from coda_ir.dialects.coda import Axis, ReduceKind
+from coda_ir.transforms import remarks
+from coda_ir.transforms._build import Epilogue, elementwise, elt_of, fold, gemm, shape_of
+from coda_ir.transforms.lower_nn import _origin, _prop, ln_stats, rms_stats
+
+
+def _gemm_users(value: SSAValue) -> list[Operation]:
+    users = []
+    for use in value.uses:
+        op = use.operation
+        if isinstance(op, (nn.LinearOp, nn.MatmulOp)) and use.index == 0:
+            if op not in users:
+                users.append(op)
+    return users
+
+
+def ln_column_vectors(norm: nn.LayerNormOp, w: SSAValue, transposed: bool) -> list[Operation]:
+    """`c = g @ W.T`, `e = b @ W.T` (per output column n) as a GEMV kernel + fold."""
+    g, b = norm.w, norm.b
+    if transposed:  # nn.linear weight [N, D]: reduce each row of W
+        n, d = shape_of(w)
+
+        def build(e: Epilogue, wt, gv, bv):
+            t = e.load(wt)
+            return [e.reduce(ReduceKind.SUM, e.scale(t, gv, Axis.COLS), 1),
+                    e.reduce(ReduceKind.SUM, e.scale(t, bv, Axis.COLS), 1)]
+
+        gemv = elementwise((n, d), [w, g, b], build, [None, None])
+    else:  # nn.matmul operand [D, N]: reduce each column
+        d, n = shape_of(w)
+
+        def build(e: Epilogue, wt, gv, bv):
+            t = e.load(wt)
+            return [e.reduce(ReduceKind.SUM, e.scale(t, gv, Axis.ROWS), 0),
+                    e.reduce(ReduceKind.SUM, e.scale(t, bv, Axis.ROWS), 0)]
+
+        gemv = elementwise((d, n), [w, g, b], build, [None, None])
+    vec = TensorType(f32, [n])
+    ce = fold(list(gemv.results), [], [vec, vec], lambda s, c, e: [c, e])
+    return [_origin(gemv, norm, "colvec"), _origin(ce, norm, "colvec_fold")]
+
+
+class DeferNorm(RewritePattern):
+    def __init__(self, remarks_as_errors: bool = False):
+        self.remarks_as_errors = remarks_as_errors
+        self.reported: set[int] = set()
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: nn.RMSNormOp | nn.LayerNormOp, rewriter: PatternRewriter) -> None:
+        users = _gemm_users(op.results[0])
+        if not users:
+            if id(op) not in self.reported:
+                self.reported.add(id(op))
+                kinds = sorted({use.operation.name for use in op.results[0].uses}) or ["nothing"]
+                remarks.emit_remark(
+                    op,
+                    f"row scale not deferred: no GEMM consumes the normalized value (used by {', '.join(kinds)}); "
+                    "it runs as a standalone norm",
+                    as_error=self.remarks_as_errors,
+                )
+            return
+        x, g = op.x, op.w
+        eps = _prop(op, "eps")
+        is_ln = isinstance(op, nn.LayerNormOp)
+        new_ops: list[Operation] = list(ln_stats(op, x, eps) if is_ln else rms_stats(op, x, eps))
+        stats = new_ops[-1]
+        rstd = stats.results[0]
+        scaled = elementwise(
+            shape_of(x), [x, g], lambda e, xt, gv: [e.scale(e.load(xt), gv, Axis.COLS)], [elt_of(x)]
+        )
+        new_ops.append(_origin(scaled, op, "prescale"))
+        rewriter.insert_op(new_ops, _before(op))
+        for user in users:
+            transposed = isinstance(user, nn.LinearOp)
+            w = user.operands[1]
+            before: list[Operation] = []
+            if is_ln:
+                before = ln_column_vectors(op, w, transposed)
+                c, e_vec = before[-1].results
+                rmu = stats.results[2]
+
+                def build(e: Epilogue, acc, r, rm, cv, ev):
+                    t = e.scale(acc, r, Axis.ROWS)
+                    t = e.map1(
+                        [t, e.broadcast(rm, Axis.ROWS, t), e.broadcast(cv, Axis.COLS, t)],
+                        lambda s, a, p, q: s.sub(a, s.mul(p, q)),
+                    )
+                    return [e.shift(t, ev, Axis.COLS)]
+
+                ins = [rstd, rmu, c, e_vec]
+            else:
+                def build(e: Epilogue, acc, r):
+                    return [e.scale(acc, r, Axis.ROWS)]
+
+                ins = [rstd]
+            k = gemm(scaled.results[0], w, ins, build, [elt_of(user.results[0])], transpose_b=transposed)
+            _origin(k, user)
+            k.location = user.location
+            rewriter.replace(user, [*before, k], [k.results[0]])
+        if not op.results[0].uses:
+            rewriter.erase(op)
+        else:
+            rewriter.notify_op_modified(op)
+
+
+def _before(op: Operation):
+    from xdsl.rewriter import InsertPoint
+
+    return InsertPoint.before(op)
+
+
+@dataclass(frozen=True)
+class DeferNormsPass(ModulePass):
+    """Defer RMSNorm / LayerNorm row scales into the consuming GEMMs' epilogues."""
+
+    name = "coda-defer-norms"
+
+    remarks_as_errors: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([DeferNorm(self.remarks_as_errors)], dce_enabled=False),
+            apply_recursively=False,
+        ).rewrite_module(op)

@@ -1,0 +1,348 @@
+"""`coda-fuse`: absorb standalone kernels into the epilogues of the kernels that produce
+their inputs.
+
+The function's kernels form a dataflow graph (networkx `DiGraph`, producer -> consumer through
+the tensors they pass). A `coda.elementwise` kernel E that loads a tensor t produced by a
+kernel P (a gemm, or another elementwise kernel over the same rows) is inlined into P's region:
+E's `coda.load %t` becomes the tile P yields for t, `coda.accumulate %x, %t` becomes an
+add of that tile, and E's other inputs join P's `ins`. P keeps storing t only when t has users
+besides E ("storing extra outputs when a value has other users"); otherwise the [M, N]
+round trip disappears. This one rule covers residual adds (accumulate), biases (shift cols),
+activations (map), gated activations and RoPE (pair_map), QK-norm (segment_reduce), norm
+statistics (reduce -> partials) and the cross-entropy LSE partials + target select.
+
+Two elementwise kernels over the same iteration space that read the same tensor and do not
+depend on each other are merged too (sibling fusion: one pass over a tensor instead of two).
+
+Every merge is a proof obligation: the merged kernel must pass `legality.prove_kernel`
+(directly, or after `coda-interleave` would interleave its columns). When it does not, the
+kernels stay separate and a remark names the op and the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.passes import ModulePass
+
+from coda_ir.dialects import coda
+from coda_ir.transforms import remarks
+from coda_ir.transforms._build import Scalar, scalar_body
+from coda_ir.transforms.interleave import apply_interleave, interleave_plan
+from coda_ir.transforms.legality import describe_failure, prove_kernel
+from coda_ir.transforms.lower_nn import ORIGIN
+
+EPILOGUE_KERNELS = (coda.GemmOp, coda.ElementwiseOp)
+
+
+def _block(kernel: Operation) -> Block:
+    return kernel.regions[0].blocks[0]
+
+
+def _arg_offset(kernel: Operation) -> int:
+    return 1 if isinstance(kernel, coda.GemmOp) else 0
+
+
+def _rows(kernel: Operation) -> int:
+    if isinstance(kernel, coda.GemmOp):
+        return kernel.problem_shape()[0]
+    assert isinstance(kernel, coda.ElementwiseOp)
+    return kernel.iteration_shape()[0]
+
+
+def dataflow_graph(block: Block) -> nx.DiGraph:
+    """Kernels (and other ops) of a function body, with an edge per tensor passed."""
+    graph = nx.DiGraph()
+    for op in block.ops:
+        graph.add_node(op)
+        for operand in op.operands:
+            if isinstance(operand, OpResult) and operand.op.parent_block() is block:
+                graph.add_edge(operand.op, op, value=operand)
+    return graph
+
+
+@dataclass
+class Candidate:
+    kernel: Operation
+    replaced: list[tuple[Operation, list[SSAValue]]]  # (old op, its results -> new values)
+
+
+def _only_loaded(e: Operation, arg: BlockArgument) -> bool:
+    for use in arg.uses:
+        user = use.operation
+        if isinstance(user, coda.LoadOp):
+            continue
+        if isinstance(user, coda.AccumulateOp) and use.index == 1:
+            continue
+        return False
+    return True
+
+
+def build_merged(p: Operation, e: Operation) -> tuple[Operation, list[int]] | None:
+    """P's region followed by E's body, as a new (detached) kernel of P's kind.
+
+    Returns the kernel and the indices of P's results it still yields (first, in order; E's
+    results follow). None when E reads one of P's results other than through load/accumulate.
+    """
+    p_results = {r: i for i, r in enumerate(p.results)}
+    e_block = _block(e)
+    from_p: dict[int, int] = {}
+    for j, v in enumerate(e.operands):
+        if v in p_results:
+            if not _only_loaded(e, e_block.args[j]):
+                return None
+            from_p[j] = p_results[v]
+
+    region = p.regions[0].clone()
+    block = region.blocks[0]
+    offset = _arg_offset(p)
+    p_yield = block.last_op
+    assert isinstance(p_yield, coda.YieldOp)
+    p_values = list(p_yield.values)
+    inputs = list(p.operands[2:] if isinstance(p, coda.GemmOp) else p.operands)
+
+    mapping: dict[SSAValue, SSAValue] = {}
+    tiles: dict[BlockArgument, SSAValue] = {}
+    for j, arg in enumerate(e_block.args):
+        v = e.operands[j]
+        if j in from_p:
+            tiles[arg] = p_values[from_p[j]]
+        elif v in inputs:
+            mapping[arg] = block.args[offset + inputs.index(v)]
+        else:
+            inputs.append(v)
+            mapping[arg] = block.insert_arg(v.type, len(block.args))
+    p_yield.detach()
+    p_yield.erase()
+
+    # loads already present at the top level of P's region, to reuse
+    loaded: dict[SSAValue, SSAValue] = {}
+    for op in block.ops:
+        if isinstance(op, coda.LoadOp):
+            loaded.setdefault(op.source, op.result)
+
+    for op in e_block.ops:
+        if op is e_block.last_op:
+            continue
+        if isinstance(op, coda.LoadOp) and op.source in tiles:
+            mapping[op.result] = tiles[op.source]  # type: ignore[index]
+            continue
+        if isinstance(op, coda.LoadOp) and mapping.get(op.source) in loaded:
+            mapping[op.result] = loaded[mapping[op.source]]
+            continue
+        if isinstance(op, coda.AccumulateOp) and op.matrix in tiles:
+            src = op.tile.owner
+            if isinstance(src, coda.LoadOp) and src.source not in tiles:
+                # load(C) + P's tile  ->  accumulate(P's tile, C): a residual add
+                new = coda.AccumulateOp(tiles[op.matrix], mapping[src.source])  # type: ignore[index]
+                new.location = op.location
+                block.add_op(new)
+                mapping[op.result] = new.result
+                continue
+            body = scalar_body([*([op.tile.type.element_type] * 2)], lambda s, x, y: s.add(x, y))  # type: ignore[attr-defined]
+            new = coda.MapOp([mapping.get(op.tile, op.tile), tiles[op.matrix]], [op.result.type], body)  # type: ignore[index]
+            new.location = op.location
+        else:
+            new = op.clone(value_mapper=mapping)
+        block.add_op(new)
+        for old, fresh in zip(op.results, new.results):
+            mapping[old] = fresh
+
+    e_yield = e_block.last_op
+    assert isinstance(e_yield, coda.YieldOp)
+    e_values = [mapping.get(v, v) for v in e_yield.values]
+    kept = [i for i, r in enumerate(p.results) if any(use.operation is not e for use in r.uses)]
+    block.add_op(coda.YieldOp(*[p_values[i] for i in kept], *e_values))
+    _dce(block)
+    types = [p.results[i].type for i in kept] + [r.type for r in e.results]
+
+    props = dict(p.properties)
+    props.pop("operandSegmentSizes", None)
+    if isinstance(p, coda.GemmOp):
+        from coda_ir.dialects.coda import _segments  # the gemm's operand segments
+
+        props["operandSegmentSizes"] = _segments(1, 1, len(inputs))
+        operands = [p.a, p.b, *inputs]
+    else:
+        operands = inputs
+    merged = type(p).create(operands=operands, result_types=types, properties=props, regions=[region])
+    merged.attributes.update(p.attributes)
+    origins = [o.data for o in (p.attributes.get(ORIGIN), e.attributes.get(ORIGIN)) if isinstance(o, StringAttr)]
+    if origins:
+        merged.attributes[ORIGIN] = StringAttr("+".join(origins))
+    merged.location = p.location
+    return merged, kept
+
+
+def _dce(block: Block) -> None:
+    """Drop epilogue ops whose results nothing uses (e.g. a load an accumulate replaced)."""
+    for op in reversed(list(block.ops)):
+        if op is block.last_op or not op.results:
+            continue
+        if all(not r.uses for r in op.results):
+            op.detach()
+            op.erase()
+
+
+def _prove_or_interleave(kernel: Operation) -> tuple[bool, Operation | None, str]:
+    """Whether the kernel is legal as is, or after interleaving its columns."""
+    proof = prove_kernel(kernel)
+    if proof.ok:
+        return True, None, ""
+    if isinstance(kernel, coda.GemmOp):
+        plan = interleave_plan(kernel)
+        if plan.half is not None:
+            trial = kernel.clone()
+            apply_interleave(trial, interleave_plan(trial))
+            ok = prove_kernel(trial).ok
+            trial.erase()
+            if ok:
+                return True, None, ""
+        op, reason = describe_failure(proof)
+        if plan.half is None and plan.pair_maps == [] and "stride" in reason:
+            reason += f"; interleaving the columns is not possible: {plan.reason}"
+        return False, op, reason
+    op, reason = describe_failure(proof)
+    return False, op, reason
+
+
+class Fuser:
+    def __init__(self, block: Block, remarks_as_errors: bool, siblings: bool):
+        self.block = block
+        self.as_error = remarks_as_errors
+        self.siblings = siblings
+        self.refused: set[tuple[int, int]] = set()
+
+    def order(self) -> dict[Operation, int]:
+        return {op: i for i, op in enumerate(self.block.ops)}
+
+    def placement(self, p: Operation, e: Operation, kept: list[int]) -> Operation | None:
+        """Where the merged kernel can go: before P, or before E (None: neither keeps the
+        program in dataflow order)."""
+        pos = self.order()
+        p_results = set(p.results)
+        ok_at_p = True
+        for v in e.operands:
+            if v in p_results or isinstance(v, BlockArgument):
+                continue
+            owner = v.owner
+            if not isinstance(owner, Operation) or pos.get(owner, -1) >= pos[p]:
+                ok_at_p = False
+                break
+        if ok_at_p:
+            return p
+        for i in kept:
+            for use in p.results[i].uses:
+                user = use.operation
+                while user.parent_block() is not self.block:
+                    user = user.parent_op()  # type: ignore[assignment]
+                if pos[user] < pos[e]:
+                    return None
+        return e
+
+    def try_merge(self, p: Operation, e: Operation) -> bool:
+        if (id(p), id(e)) in self.refused:
+            return False
+        if _rows(p) != _rows(e):
+            return False
+        if isinstance(p, coda.GemmOp) and p.interleave is not None:
+            return False
+        built = build_merged(p, e)
+        if built is None:
+            return False
+        merged, kept = built
+        where = self.placement(p, e, kept)
+        if where is None:
+            merged.erase()
+            return False
+        ok, bad, reason = _prove_or_interleave(merged)
+        if not ok:
+            self.refused.add((id(p), id(e)))
+            target = _origin(p)
+            # blame the op of E that the proof rejected (its clone carries E's location)
+            blame = _original_of(bad, e) if bad is not None else e
+            merged.erase()
+            remarks.emit_remark(
+                blame, f"not fused into the epilogue of {target}: {reason}; it stays a separate kernel",
+                as_error=self.as_error,
+            )
+            return False
+        self.block.insert_op_before(merged, where)
+        n_kept = len(kept)
+        for k, i in enumerate(kept):
+            p.results[i].replace_all_uses_with(merged.results[k])
+        for j, r in enumerate(e.results):
+            r.replace_all_uses_with(merged.results[n_kept + j])
+        for old in (e, p):
+            old.detach()
+            old.erase()
+        return True
+
+    def step(self) -> bool:
+        graph = dataflow_graph(self.block)
+        pos = self.order()
+        for e in list(self.block.ops):
+            if not isinstance(e, coda.ElementwiseOp):
+                continue
+            producers = [p for p in graph.predecessors(e) if isinstance(p, EPILOGUE_KERNELS)]
+            producers.sort(key=lambda p: (isinstance(p, coda.GemmOp), pos[p]), reverse=True)
+            for p in producers:
+                if self.try_merge(p, e):
+                    return True
+        if not self.siblings:
+            return False
+        for e in list(self.block.ops):
+            if not isinstance(e, coda.ElementwiseOp):
+                continue
+            for p in list(self.block.ops):
+                if p is e:
+                    break
+                if not isinstance(p, coda.ElementwiseOp) or p.iteration_shape() != e.iteration_shape():
+                    continue
+                if not set(p.operands) & set(e.operands):
+                    continue
+                if nx.has_path(graph, p, e):
+                    continue
+                if self.try_merge(p, e):
+                    return True
+        return False
+
+    def run(self) -> None:
+        while self.step():
+            pass
+
+
+def _origin(op: Operation) -> str:
+    attr = op.attributes.get(ORIGIN)
+    name = attr.data if isinstance(attr, StringAttr) else op.name
+    from coda_ir.tools.diagnostics import location_of
+
+    return f"'{name.split('+')[0]}' ({location_of(op)})"
+
+
+def _original_of(clone_op: Operation, e: Operation) -> Operation:
+    """E's op matching a clone inside a merged kernel (same name and location), for remarks."""
+    for op in _block(e).ops:
+        if op.name == clone_op.name and op.location == clone_op.location:
+            return op
+    return e
+
+
+@dataclass(frozen=True)
+class FusePass(ModulePass):
+    """Absorb elementwise kernels into the epilogues of their producers (see module doc)."""
+
+    name = "coda-fuse"
+
+    remarks_as_errors: bool = False
+    siblings: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for f in op.walk():
+            if isinstance(f, func.FuncOp) and f.body.blocks:
+                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings).run()

@@ -1,0 +1,116 @@
+"""`coda-interleave`: make paired columns adjacent by interleaving a gemm's output columns.
+
+A gated activation fused into its producer is `coda.pair_map stride F` on the 2F-wide
+accumulator: column j pairs with j + F, never in one tile. With `interleave F` on the gemm,
+accumulator column `c = 2i + j` (within each group of 2F) holds weight row `i + j * F`, so
+the pair becomes (2i, 2i + 1): `coda.pair_map stride 1`, THREAD-local on every MMA layout.
+The user's weight stays in its own layout: the lowering applies the permutation through the
+B-tile load addresses, and loads / stores N-wide tensors at the permuted columns. The narrow
+(F-wide) result of a 2 -> 1 pair_map is unchanged: pair i is column i either way.
+
+The rewrite is only valid when nothing else in the epilogue depends on which user column an
+accumulator column is: refused (`interleave_plan` says why) when an N-wide tile meets a
+column vector (`broadcast/scale/shift cols`), a column index (`coda.index cols`), a column
+gather (`coda.select`), a segment reduction, column partials (`coda.reduce dim 0`) or a
+pair_map of another stride.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from coda_ir.dialects import coda
+from coda_ir.dialects.coda import Axis, TileType
+
+
+@dataclass
+class InterleavePlan:
+    half: int | None
+    pair_maps: list[coda.PairMapOp]
+    reason: str = ""
+
+
+def _n_wide(value, n: int) -> bool:
+    return isinstance(value.type, TileType) and value.type.cols == n
+
+
+def interleave_plan(gemm: coda.GemmOp) -> InterleavePlan:
+    """Which stride the gemm's pair_maps need interleaved, or why that is not possible."""
+    _, n, _ = gemm.problem_shape()
+    block = gemm.epilogue.blocks[0]
+    strided = [
+        op for op in block.ops
+        if isinstance(op, coda.PairMapOp) and op.stride.value.data > 1
+        and any(_n_wide(v, n) for v in [*op.inputs, *op.outputs])
+    ]
+    if not strided:
+        return InterleavePlan(None, [], "no pair_map on the accumulator's columns needs a stride")
+    strides = {op.stride.value.data for op in strided}
+    if len(strides) > 1:
+        return InterleavePlan(None, [], f"pair_maps of different strides {sorted(strides)} on the same columns")
+    half = strides.pop()
+    if gemm.interleave is not None and gemm.interleave.value.data != half:
+        return InterleavePlan(None, [], f"the gemm is already interleaved by {gemm.interleave.value.data}")
+    if n % (2 * half):
+        return InterleavePlan(None, [], f"N = {n} is not a multiple of 2 x {half}")
+    for op in block.ops:
+        touches = any(_n_wide(v, n) for v in [*op.operands, *op.results])
+        if not touches:
+            continue
+        if isinstance(op, (coda.BroadcastOp, coda.ScaleOp, coda.ShiftOp)) and op.axis.data == Axis.COLS:
+            return InterleavePlan(None, [], f"'{op.name}' applies a column vector to the permuted columns")
+        if isinstance(op, coda.IndexOp) and op.axis.data == Axis.COLS:
+            return InterleavePlan(None, [], "'coda.index cols' reads the column index of permuted columns")
+        if isinstance(op, (coda.SelectOp, coda.SegmentReduceOp)):
+            return InterleavePlan(None, [], f"'{op.name}' depends on the column order")
+        if isinstance(op, coda.ReduceOp) and op.dim.value.data == 0:
+            return InterleavePlan(None, [], "column partials ('coda.reduce dim 0') would come out permuted")
+        if isinstance(op, coda.PairMapOp) and op not in strided and op.stride.value.data != 1:
+            return InterleavePlan(None, [], "another pair_map uses a different stride")
+        if isinstance(op, coda.PairMapOp) and op not in strided:
+            return InterleavePlan(None, [], "a stride-1 pair_map already pairs adjacent columns")
+    return InterleavePlan(half, strided)
+
+
+def apply_interleave(gemm: coda.GemmOp, plan: InterleavePlan) -> None:
+    assert plan.half is not None
+    gemm.properties["interleave"] = IntegerAttr(plan.half, i64)
+    for op in plan.pair_maps:
+        op.properties["stride"] = IntegerAttr(1, i64)
+
+
+class InterleaveGemm(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: coda.GemmOp, rewriter: PatternRewriter) -> None:
+        plan = interleave_plan(op)
+        if plan.half is None:
+            return
+        apply_interleave(op, plan)
+        for pm in plan.pair_maps:
+            rewriter.notify_op_modified(pm)
+        rewriter.notify_op_modified(op)
+
+
+@dataclass(frozen=True)
+class InterleavePass(ModulePass):
+    """Set `interleave h` on gemms whose epilogue pairs columns h apart (swiglu, geglu)."""
+
+    name = "coda-interleave"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([InterleaveGemm()], dce_enabled=False), apply_recursively=False
+        ).rewrite_module(op)

@@ -1,0 +1,52 @@
+"""`nn-to-coda`: the whole pipeline from an `nn` program to coda GEMM-epilogue kernels.
+
+    coda-defer-norms      reparameterize: norm row scales move into the consuming GEMMs
+    convert-nn-to-coda    every remaining nn op -> standalone kernels (the always-correct baseline)
+    coda-fuse             absorb kernels into their producers' epilogues (proof-gated)
+    coda-interleave       interleave gemm columns so gated pairs are adjacent
+    coda-legalize         prove every epilogue op tile-local; record tile constraints
+
+Options (`-p 'nn-to-coda{fuse=false remarks-as-errors=true}'`): `defer-norms`, `fuse`,
+`interleave` (each true by default) switch a stage off (the result is still a correct,
+less fused program); `remarks-as-errors` turns every "did not fuse" remark into an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from coda_ir.transforms.defer_norms import DeferNormsPass
+from coda_ir.transforms.fuse import FusePass
+from coda_ir.transforms.interleave import InterleavePass
+from coda_ir.transforms.legalize import LegalizePass
+from coda_ir.transforms.lower_nn import ConvertNNToCodaPass
+
+
+@dataclass(frozen=True)
+class NNToCodaPass(ModulePass):
+    name = "nn-to-coda"
+
+    defer_norms: bool = True
+    fuse: bool = True
+    interleave: bool = True
+    remarks_as_errors: bool = False
+
+    def stages(self) -> list[ModulePass]:
+        stages: list[ModulePass] = []
+        if self.defer_norms:
+            stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors))
+        stages.append(ConvertNNToCodaPass())
+        if self.fuse:
+            stages.append(FusePass(remarks_as_errors=self.remarks_as_errors))
+        if self.interleave:
+            stages.append(InterleavePass())
+        stages.append(LegalizePass(remarks_as_errors=self.remarks_as_errors))
+        return stages
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for stage in self.stages():
+            stage.apply(ctx, op)
