@@ -263,6 +263,8 @@ def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, 
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, INTERLEAVE=interleave,
         UPCAST=upcast, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
+    if not interpreting() and "L2_PREFETCH" in getattr(kernel, "arg_names", ()):
+        common["L2_PREFETCH"] = True  # the prologue's _coda_prefetch_l2 (inline PTX) is live
     if cfg.tma and layouts is not None:
         desc = tensor_descriptor_class()
         a_k, b_k = layouts

@@ -11,7 +11,17 @@ Contract with the epilogue code generator (coda_ir/lowering/triton.py):
   the GEMM's own -- possibly interleaved -- column space), `mask_m = offs_m < M`,
   `mask_n = offs_n < N`, `pid_m`, `pid_n` (tile coordinates), `M`, `N`, `K`, and the
   constexprs `BM`, `BN`, `BK`, `INTERLEAVE` (0, or the interleave half-width h).
-  The epilogue does its own masked stores.
+  The epilogue does its own masked stores. With `INTERLEAVE > 0`, `acc_lo` and `acc_hi`
+  ([BM, BN // 2]) are also in scope: the even and the odd accumulator columns (on the TMA
+  path they are the two dots themselves, so a 2 -> 1 epilogue that uses them skips the
+  interleaving shuffle; `acc` is then dead code).
+* An optional `prologue` (same indentation as the epilogue) runs once per output tile
+  before the K loop, with `offs_m`, `offs_n`, `mask_m`, `mask_n`, `pid_m`, `pid_n` in scope:
+  the place to start the epilogue's memory traffic early, e.g.
+  `_coda_prefetch_l2(ptrs, mask, L2_PREFETCH)` (from `prefetch_l2_source()`) on one pointer
+  per 128-byte line of an auxiliary tile, so that the epilogue's loads hit L2 instead of
+  DRAM. `L2_PREFETCH` is a constexpr that `launch_gemm` sets on a GPU (the interpreter has no
+  inline assembly).
 * With `INTERLEAVE = h`, accumulator column `c` holds the product with weight row
   `perm(c)`, where within each group of `2h` columns `c = 2i + j` maps to `i + j * h`.
   `natural_column(offs_n, h)` in generated code is `interleave_rows` below.
@@ -53,6 +63,18 @@ def interleave_rows_source() -> list[str]:
     ]
 
 
+def prefetch_l2_source() -> list[str]:
+    """A jit helper: prefetch into L2 the lines at `ptrs` where `mask` holds (no-op unless ENABLE)."""
+    return [
+        "@triton.jit",
+        "def _coda_prefetch_l2(ptrs, mask, ENABLE: tl.constexpr):",
+        "    if ENABLE:",
+        "        tl.inline_asm_elementwise(",
+        '            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",',
+        '            "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)',
+    ]
+
+
 @lru_cache(maxsize=None)
 def range_features() -> frozenset[str]:
     """Keyword arguments of `tl.range` that the installed Triton understands (of those we use)."""
@@ -66,6 +88,12 @@ def range_features() -> frozenset[str]:
 
 
 def _indent(lines: Sequence[str], levels: int) -> list[str]:
+    if levels < 0:
+        cut = len(INDENT) * -levels
+        for line in lines:
+            if line.strip() and not line.startswith(INDENT * -levels):
+                raise ValueError(f"spliced line is not indented by {-levels} level(s): {line!r}")
+        return [line[cut:] for line in lines]
     pad = INDENT * levels
     return [pad + line if line.strip() else line for line in lines]
 
@@ -81,7 +109,7 @@ def _tile_loop_header() -> str:
     return f"for tile_id in tl.range(start_pid, num_tiles, NUM_SMS{extra}):"
 
 
-def _portable_body(precision: str) -> list[str]:
+def _portable_body(precision: str, prologue: Sequence[str]) -> list[str]:
     """The pointer-based loop, at function-body indentation (one level)."""
     return [
         "    pid = tl.program_id(0)",
@@ -102,6 +130,7 @@ def _portable_body(precision: str) -> list[str]:
         "        b_cols = _coda_interleave_rows(offs_n, INTERLEAVE)",
         "    else:",
         "        b_cols = offs_n",
+        *prologue,
         "    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak",
         "    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + b_cols[None, :] * stride_bn",
         "    acc = tl.zeros((BM, BN), dtype=tl.float32)",
@@ -116,6 +145,8 @@ def _portable_body(precision: str) -> list[str]:
         f"        acc = tl.dot(a, b, acc{precision})",
         "        a_ptrs += BK * stride_ak",
         "        b_ptrs += BK * stride_bk",
+        "    if INTERLEAVE > 0:",
+        "        acc_lo, acc_hi = tl.split(tl.reshape(acc, (BM, BN // 2, 2)))",
     ]
 
 
@@ -143,7 +174,7 @@ def _tma_b_load(rows: str, out: str) -> list[str]:
     ]
 
 
-def _tma_body(precision: str, epilogue: Sequence[str]) -> list[str]:
+def _tma_body(precision: str, epilogue: Sequence[str], prologue: Sequence[str]) -> list[str]:
     """The persistent TMA loop, at function-body indentation, with the epilogue in the tile loop."""
     plain_k = [
         "for ki in range(k_tiles):",
@@ -168,6 +199,11 @@ def _tma_body(precision: str, epilogue: Sequence[str]) -> list[str]:
         "pid_n = (tile_id % group_size) // rows_in_group",
         "off_m = pid_m * BM",
         "off_n = pid_n * BN",
+        "offs_m = off_m + tl.arange(0, BM)",
+        "offs_n = off_n + tl.arange(0, BN)",
+        "mask_m = offs_m < M",
+        "mask_n = offs_n < N",
+        *_indent(prologue, -1),
         "if INTERLEAVE > 0:",
         "    # BN divides 2h: the tile's columns 2i + j are weight rows b_row + i + j * h.",
         "    b_row = (off_n // (2 * INTERLEAVE)) * (2 * INTERLEAVE) + (off_n % (2 * INTERLEAVE)) // 2",
@@ -178,10 +214,6 @@ def _tma_body(precision: str, epilogue: Sequence[str]) -> list[str]:
         "else:",
         "    acc = tl.zeros((BM, BN), dtype=tl.float32)",
         *_indent(plain_k, 1),
-        "offs_m = off_m + tl.arange(0, BM)",
-        "offs_n = off_n + tl.arange(0, BN)",
-        "mask_m = offs_m < M",
-        "mask_n = offs_n < N",
     ]
     body = [
         "start_pid = tl.program_id(0)",
@@ -204,6 +236,7 @@ def emit_gemm_kernel(
     epilogue: Sequence[str],
     *,
     float32_operands: bool,
+    prologue: Sequence[str] = (),
 ) -> list[str]:
     """Source lines of a GEMM kernel with `epilogue` (already indented by one level) spliced in.
 
@@ -235,15 +268,16 @@ def emit_gemm_kernel(
             "NUM_SMS: tl.constexpr = 1",
             "FLATTEN: tl.constexpr = False",
             "WARP_SPECIALIZE: tl.constexpr = False",
+            "L2_PREFETCH: tl.constexpr = False",
         ]
     )
     lines = [
         "@triton.jit",
         f"def {name}({params}):",
         "    if USE_TMA:",
-        *_indent(_tma_body(precision, epilogue), 1),
+        *_indent(_tma_body(precision, epilogue, prologue), 1),
         "    else:",
-        *_indent(_portable_body(precision), 1),
+        *_indent(_portable_body(precision, prologue), 1),
         *_indent(epilogue, 1),
     ]
     return lines

@@ -16,7 +16,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from coda_ir.lowering import gemm_launch  # noqa: E402
-from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source  # noqa: E402
+from coda_ir.lowering.mainloop import (  # noqa: E402
+    emit_gemm_kernel,
+    interleave_rows_source,
+    prefetch_l2_source,
+)
 
 STORE_EPILOGUE = [
     "    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]",
@@ -33,7 +37,25 @@ PAIR_EPILOGUE = [
 ]
 
 
-def _build(epilogue, float32_operands, tmp_path_factory):
+# The 2 -> 1 epilogue again, on the even/odd column halves the mainloop exposes.
+PAIR_SPLIT_EPILOGUE = [
+    "    offs_h = pid_n * (BN // 2) + tl.arange(0, BN // 2)",
+    "    o_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_h[None, :]",
+    "    tl.store(o_ptrs, acc_lo * acc_hi, mask=mask_m[:, None] & (offs_h < N // 2)[None, :])",
+]
+
+# A prologue (before the K loop) that prefetches and loads a per-column vector; c = acc + v[n].
+BIAS_PROLOGUE = [
+    "    _coda_prefetch_l2(v_ptr + offs_n, mask_n, L2_PREFETCH)",
+    "    v = tl.load(v_ptr + offs_n, mask=mask_n, other=0.0)",
+]
+BIAS_EPILOGUE = [
+    "    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]",
+    "    tl.store(c_ptrs, acc + v[None, :], mask=mask_m[:, None] & mask_n[None, :])",
+]
+
+
+def _build(epilogue, float32_operands, tmp_path_factory, params=("c_ptr", "stride_cm"), prologue=()):
     name = f"k_{uuid.uuid4().hex[:8]}"
     lines = [
         "import triton",
@@ -41,7 +63,9 @@ def _build(epilogue, float32_operands, tmp_path_factory):
         "",
         *interleave_rows_source(),
         "",
-        *emit_gemm_kernel(name, ["c_ptr", "stride_cm"], epilogue, float32_operands=float32_operands),
+        *prefetch_l2_source(),
+        "",
+        *emit_gemm_kernel(name, list(params), epilogue, float32_operands=float32_operands, prologue=prologue),
         "",
     ]
     path = tmp_path_factory.mktemp("kernels") / f"{name}.py"
@@ -59,6 +83,8 @@ def kernels(tmp_path_factory):
         ("store", False): _build(STORE_EPILOGUE, False, tmp_path_factory),
         ("store", True): _build(STORE_EPILOGUE, True, tmp_path_factory),
         ("pair", False): _build(PAIR_EPILOGUE, False, tmp_path_factory),
+        ("pair_split", False): _build(PAIR_SPLIT_EPILOGUE, False, tmp_path_factory),
+        ("bias", False): _build(BIAS_EPILOGUE, False, tmp_path_factory, ("v_ptr", "c_ptr", "stride_cm"), BIAS_PROLOGUE),
     }
 
 
@@ -137,7 +163,8 @@ def test_interleave_store(kernels, monkeypatch, path, transpose_b):
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_interleave_pairs(kernels, monkeypatch, path):
+@pytest.mark.parametrize("which", ["pair", "pair_split"])
+def test_interleave_pairs(kernels, monkeypatch, path, which):
     """A 2 -> 1 epilogue on interleaved columns: out = (x @ W_g^T) * (x @ W_u^T)."""
     monkeypatch.setenv("CODA_GEMM_PATH", path)
     h, M, K = 64, 35, 48
@@ -146,13 +173,29 @@ def test_interleave_pairs(kernels, monkeypatch, path):
     w = torch.randn(2 * h, K, generator=gen).to(torch.bfloat16)  # [gate; up] rows
     out = torch.full((M, h), float("nan"), dtype=torch.float32)
     gemm_launch.launch_gemm(
-        kernels[("pair", False)], x, w, lambda cfg: [out, out.stride(0)], M=M, N=2 * h, K=K,
+        kernels[(which, False)], x, w, lambda cfg: [out, out.stride(0)], M=M, N=2 * h, K=K,
         transpose_a=False, transpose_b=True, interleave=h, bn_multiple_of=2,
     )
     assert gemm_launch.LAST_LAUNCH["path"] == path
     ref = (x.double() @ w[:h].double().T) * (x.double() @ w[h:].double().T)
     assert not torch.isnan(out).any()
     assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-5
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_prologue(kernels, monkeypatch, path):
+    monkeypatch.setenv("CODA_GEMM_PATH", path)
+    M, N, K = 70, 72, 40
+    gen = torch.Generator().manual_seed(5)
+    a, b = _operands(M, N, K, torch.float16, False, True, gen)
+    v = torch.randn(N, generator=gen)
+    out = torch.full((M, N), float("nan"), dtype=torch.float32)
+    gemm_launch.launch_gemm(
+        kernels[("bias", False)], a, b, lambda cfg: [v, out, out.stride(0)], M=M, N=N, K=K,
+        transpose_a=False, transpose_b=True,
+    )
+    assert gemm_launch.LAST_LAUNCH["path"] == path
+    _check(out, _reference(a, b, False, True) + v.double()[None, :], torch.float16)
 
 
 def test_persistent_loop_covers_many_tiles(kernels, monkeypatch):
