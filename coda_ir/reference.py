@@ -1,0 +1,364 @@
+"""Reference interpreter for `nn` programs, in PyTorch.
+
+It executes a `func.func` of the nn dialect op by op exactly as NN_DIALECT.md defines every op,
+and is the oracle of the numerics bar
+
+    max|out - ref64| <= 2 * max|ref_T - ref64| + 1e-6 * max|ref64|
+
+(`coda_ir.testing.check_close`): `ref64` is this interpreter with `compute_dtype=torch.float64`
+and `ref_T` the same with the program's element type.
+
+Rounding model (the contract):
+
+* `compute_dtype=torch.float64`: every float input is converted to float64, every op computes in
+  float64 and every result stays float64 (no rounding anywhere, the op-by-op "exact" answer).
+* any other `compute_dtype` (bf16, f16, f32): every op upcasts its operands to fp32, computes in
+  fp32 and rounds its result once to the element type. The element type of a float value is
+  `compute_dtype` (so a bf16 program can also be run "at f32"); `compute_dtype=None` keeps the
+  element types written in the IR. `nn.cross_entropy` always gives an f32 scalar (its IR type).
+* integer tensors (`i32` positions and targets) are used as integers.
+
+Conventions of individual ops (all from NN_DIALECT.md):
+
+* `nn.rope`: `inv_freq[i] = theta ** (-2i / hd)` (in float64, rounded to fp32 when computing in
+  fp32), `angle = pos[m] * inv_freq[i]` (fp32 or float64), style "half" rotates `(i, i + hd/2)`,
+  "interleaved" rotates `(2i, 2i + 1)`; heads `>= rotary_heads` pass through unchanged.
+* `nn.head_rms_norm`: only the first `heads` heads are normalised; the rest pass through.
+* `nn.layer_norm`: biased variance, `(x - mean) * rsqrt(var + eps) * w + b`.
+* `nn.gelu` / `nn.geglu`: PyTorch `F.gelu` with the same `approximate` ("none" or "tanh").
+* `nn.cross_entropy`: `lse(logits[m]) - logits[m, t[m]]` summed over rows with
+  `t[m] != ignore_index`; "mean" divides by their count (0/0 = nan, as PyTorch).
+* `eps` and `theta` are `f32` attributes: their value is the f32 number (e.g. `1e-5` is used as
+  `float(np.float32(1e-5))` even by the float64 reference).
+
+Public API: `run_reference`, `reference_pair`, `load_func`, `element_dtype`, `torch_dtype`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+
+__all__ = [
+    "run_reference",
+    "reference_pair",
+    "load_func",
+    "element_dtype",
+    "torch_dtype",
+    "program_dtype",
+    "f32_value",
+]
+
+
+# ----------------------------------------------------------------------------- IR helpers
+
+
+def torch_dtype(attr: Attribute) -> torch.dtype:
+    """The torch dtype of an xDSL element type."""
+    if isinstance(attr, BFloat16Type):
+        return torch.bfloat16
+    if isinstance(attr, Float16Type):
+        return torch.float16
+    if isinstance(attr, Float32Type):
+        return torch.float32
+    if isinstance(attr, Float64Type):
+        return torch.float64
+    if isinstance(attr, IntegerType):
+        return {1: torch.bool, 32: torch.int32, 64: torch.int64}[attr.width.data]
+    raise TypeError(f"no torch dtype for {attr}")
+
+
+def element_dtype(value_or_type: SSAValue | Attribute) -> torch.dtype:
+    ty = value_or_type.type if isinstance(value_or_type, SSAValue) else value_or_type
+    assert isinstance(ty, TensorType), ty
+    return torch_dtype(ty.get_element_type())
+
+
+def _is_float(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point
+
+
+def f32_value(x: float) -> float:
+    """The float32 number nearest to x, as a Python float (f32 attributes hold f32 numbers)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def load_func(source: ModuleOp | func.FuncOp | str | os.PathLike, func_name: str | None = None) -> func.FuncOp:
+    """The `func.func` named `func_name` (default: the first one) of a module, MLIR text or file."""
+    if isinstance(source, func.FuncOp):
+        if func_name is not None and source.sym_name.data != func_name:
+            raise ValueError(f"function is @{source.sym_name.data}, not @{func_name}")
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        text = str(source)
+        if "func.func" not in text and os.path.exists(text):
+            with open(text) as handle:
+                text = handle.read()
+        from coda_ir.tools.coda_opt import make_context
+        from xdsl.parser import Parser
+
+        module = Parser(make_context(), text).parse_module()
+        module.verify()
+        source = module
+    funcs = [op for op in source.walk() if isinstance(op, func.FuncOp)]
+    if not funcs:
+        raise ValueError("no func.func in the module")
+    if func_name is None:
+        return funcs[0]
+    for f in funcs:
+        if f.sym_name.data == func_name:
+            return f
+    raise ValueError(f"no func.func @{func_name} (have {', '.join('@' + f.sym_name.data for f in funcs)})")
+
+
+def program_dtype(fn: func.FuncOp) -> torch.dtype:
+    """The program's float element type: that of its first float argument (else float32)."""
+    for arg in fn.body.blocks[0].args:
+        if isinstance(arg.type, TensorType):
+            dt = element_dtype(arg)
+            if _is_float(dt):
+                return dt
+    return torch.float32
+
+
+def _prop(op: Operation, name: str):
+    attr = op.properties.get(name)
+    if attr is None:
+        # irdl default values live on the op definition; reading the accessor applies them
+        attr = getattr(op, name)
+    if isinstance(attr, IntegerAttr):
+        return attr.value.data
+    if isinstance(attr, FloatAttr):
+        return f32_value(attr.value.data) if isinstance(attr.type, Float32Type) else attr.value.data
+    if isinstance(attr, StringAttr):
+        return attr.data
+    raise TypeError(f"unsupported property {name} = {attr}")
+
+
+# ----------------------------------------------------------------------------- the ops
+
+
+class _Ctx:
+    def __init__(self, compute_dtype: torch.dtype | None):
+        self.exact = compute_dtype == torch.float64
+        self.override = compute_dtype
+        self.internal = torch.float64 if self.exact else torch.float32
+
+    def up(self, t: torch.Tensor) -> torch.Tensor:
+        return t.to(self.internal) if _is_float(t.dtype) else t
+
+    def result_dtype(self, op: Operation, index: int = 0) -> torch.dtype:
+        ir = element_dtype(op.results[index])
+        if self.exact:
+            return torch.float64
+        if self.override is not None and _is_float(ir) and op.name != "nn.cross_entropy":
+            return self.override
+        return ir
+
+
+def _rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * w
+
+
+def _rope(ctx: _Ctx, x: torch.Tensor, pos: torch.Tensor, hd: int, heads: int, theta: float, style: str) -> torch.Tensor:
+    m, n = x.shape
+    half = hd // 2
+    i = torch.arange(half, dtype=torch.float64)
+    inv_freq = (theta ** (-2.0 * i / hd)).to(ctx.internal)  # float64, then rounded to fp32
+    angle = pos.to(ctx.internal)[:, None] * inv_freq[None, :]  # [M, hd/2]
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    out = x.clone()
+    rot = x[:, : heads * hd].reshape(m, heads, hd)
+    if style == "half":
+        a, b = rot[..., :half], rot[..., half:]
+    else:
+        a, b = rot[..., 0::2], rot[..., 1::2]
+    c, s = cos[:, None, :], sin[:, None, :]
+    oa = a * c - b * s
+    ob = b * c + a * s
+    if style == "half":
+        rotated = torch.cat([oa, ob], dim=-1)
+    else:
+        rotated = torch.stack([oa, ob], dim=-1).reshape(m, heads, hd)
+    out[:, : heads * hd] = rotated.reshape(m, heads * hd)
+    return out
+
+
+def _head_rms_norm(x: torch.Tensor, w: torch.Tensor, hd: int, heads: int, eps: float) -> torch.Tensor:
+    m, _ = x.shape
+    out = x.clone()
+    part = x[:, : heads * hd].reshape(m, heads, hd)
+    out[:, : heads * hd] = _rms_norm(part, w, eps).reshape(m, heads * hd)
+    return out
+
+
+def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, reduction: str) -> torch.Tensor:
+    m, v = logits.shape
+    t = targets.to(torch.int64)
+    keep = t != ignore_index
+    bad = keep & ((t < 0) | (t >= v))
+    if bool(bad.any()):
+        raise ValueError(f"cross_entropy target out of range [0, {v}) at rows {bad.nonzero().flatten().tolist()[:8]}")
+    lse = torch.logsumexp(logits, dim=-1)
+    picked = logits.gather(1, torch.where(keep, t, 0)[:, None])[:, 0]
+    losses = torch.where(keep, lse - picked, torch.zeros((), dtype=logits.dtype))
+    total = losses.sum()
+    if reduction == "sum":
+        return total
+    return total / keep.sum().to(logits.dtype)
+
+
+def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
+    a = [ctx.up(t) for t in args]
+    name = op.name
+    if name == "nn.linear":
+        return a[0] @ a[1].T
+    if name == "nn.matmul":
+        return a[0] @ a[1]
+    if name == "nn.add":
+        return a[0] + a[1]
+    if name == "nn.mul":
+        return a[0] * a[1]
+    if name == "nn.silu":
+        return a[0] * torch.sigmoid(a[0])
+    if name == "nn.relu":
+        return torch.clamp_min(a[0], 0)
+    if name == "nn.gelu":
+        return F.gelu(a[0], approximate=_prop(op, "approximate"))
+    if name == "nn.rms_norm":
+        return _rms_norm(a[0], a[1], _prop(op, "eps"))
+    if name == "nn.layer_norm":
+        x = a[0]
+        mean = x.mean(dim=-1, keepdim=True)
+        var = (x - mean).pow(2).mean(dim=-1, keepdim=True)
+        return (x - mean) * torch.rsqrt(var + _prop(op, "eps")) * a[1] + a[2]
+    if name in ("nn.swiglu", "nn.geglu"):
+        z = a[0]
+        f = z.shape[1] // 2
+        gate, up = z[:, :f], z[:, f:]
+        act = gate * torch.sigmoid(gate) if name == "nn.swiglu" else F.gelu(gate, approximate=_prop(op, "approximate"))
+        return act * up
+    if name == "nn.rope":
+        return _rope(
+            ctx, a[0], args[1], _prop(op, "head_dim"), _prop(op, "rotary_heads"), _prop(op, "theta"), _prop(op, "style")
+        )
+    if name == "nn.head_rms_norm":
+        return _head_rms_norm(a[0], a[1], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"))
+    if name == "nn.cross_entropy":
+        return _cross_entropy(a[0], args[1], _prop(op, "ignore_index"), _prop(op, "reduction"))
+    raise NotImplementedError(f"the reference interpreter has no rule for '{name}'")
+
+
+NN_OPS = (
+    "nn.linear",
+    "nn.matmul",
+    "nn.add",
+    "nn.mul",
+    "nn.silu",
+    "nn.relu",
+    "nn.gelu",
+    "nn.rms_norm",
+    "nn.layer_norm",
+    "nn.swiglu",
+    "nn.geglu",
+    "nn.rope",
+    "nn.head_rms_norm",
+    "nn.cross_entropy",
+)
+
+
+def _convert_input(ctx: _Ctx, arg: SSAValue, value: torch.Tensor, index: int) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"input #{index} must be a torch.Tensor, got {type(value).__name__}")
+    ty = arg.type
+    assert isinstance(ty, TensorType)
+    shape = tuple(ty.get_shape())
+    if tuple(value.shape) != shape:
+        raise ValueError(f"input #{index} has shape {tuple(value.shape)}, the function expects {shape}")
+    ir = element_dtype(arg)
+    if _is_float(ir):
+        if not _is_float(value.dtype):
+            raise TypeError(f"input #{index} must be a float tensor, got {value.dtype}")
+        if ctx.exact:
+            return value.to(torch.float64)
+        return value.to(ctx.override if ctx.override is not None else ir)
+    if _is_float(value.dtype):
+        raise TypeError(f"input #{index} must be an integer tensor ({ir}), got {value.dtype}")
+    return value.to(torch.int64)
+
+
+def run_reference(
+    module_or_func: ModuleOp | func.FuncOp | str | os.PathLike,
+    inputs: Sequence[torch.Tensor],
+    compute_dtype: torch.dtype | None = None,
+    *,
+    func_name: str | None = None,
+    trace: Callable[[Operation, torch.Tensor], None] | None = None,
+) -> list[torch.Tensor]:
+    """Run an nn function op by op and return its results (on the inputs' device).
+
+    `module_or_func`: an xDSL ModuleOp (its first func.func, or `func_name`), a FuncOp, MLIR
+    text or a path. `inputs`: one tensor per argument, in order. `compute_dtype`: see the module
+    docstring (float64 = exact reference; bf16/f16/f32 = fp32 compute, one rounding per op;
+    None = the IR's element types). `trace(op, result)` is called after every op.
+    Autograd flows through the float64 reference (inputs that require grad keep their graph).
+    """
+    fn = load_func(module_or_func, func_name)
+    ctx = _Ctx(compute_dtype)
+    block = fn.body.blocks[0]
+    if len(inputs) != len(block.args):
+        raise ValueError(f"@{fn.sym_name.data} takes {len(block.args)} inputs, got {len(inputs)}")
+    env: dict[SSAValue, torch.Tensor] = {}
+    for i, (arg, value) in enumerate(zip(block.args, inputs)):
+        env[arg] = _convert_input(ctx, arg, value, i)
+    for op in block.ops:
+        if isinstance(op, func.ReturnOp):
+            return [env[v] for v in op.arguments]
+        if op.name not in NN_OPS:
+            raise NotImplementedError(f"the reference interpreter runs nn ops only, found '{op.name}'")
+        args = [env[v] for v in op.operands]
+        out = _eval(ctx, op, args).to(ctx.result_dtype(op))
+        env[op.results[0]] = out
+        if trace is not None:
+            trace(op, out)
+    raise ValueError(f"@{fn.sym_name.data} has no func.return")
+
+
+def reference_pair(
+    module_or_func: ModuleOp | func.FuncOp | str | os.PathLike,
+    inputs: Sequence[torch.Tensor],
+    dtype: torch.dtype | None = None,
+    *,
+    func_name: str | None = None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """`(ref64, ref_T)`: the float64 reference and the reference in the program's element type
+    (`dtype`, default: the type of the function's first float argument)."""
+    fn = load_func(module_or_func, func_name)
+    ref64 = run_reference(fn, inputs, torch.float64)
+    ref_t = run_reference(fn, inputs, dtype if dtype is not None else program_dtype(fn))
+    return ref64, ref_t
+
+
+def rope_inv_freq(head_dim: int, theta: float, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """`theta ** (-2i / hd)` for i in [0, hd/2), computed in float64 and rounded to `dtype`."""
+    i = torch.arange(head_dim // 2, dtype=torch.float64)
+    return (f32_value(theta) ** (-2.0 * i / head_dim)).to(dtype)
+

@@ -1,0 +1,302 @@
+"""Test helpers: the numerics bar of NN_DIALECT.md and random inputs for a function signature.
+
+The bar. A compiled program is correct when, for every output,
+
+    max|out - ref64| <= 2 * max|ref_T - ref64| + 1e-6 * max|ref64|
+
+where `ref64` is the op-by-op reference in float64 and `ref_T` the op-by-op reference in the
+program's element type (`coda_ir.reference.reference_pair`). `check_close` computes exactly this
+(in float64); `assert_matches` checks a list of outputs and raises an AssertionError with a
+table naming every output, its error, its bound and whether it passed.
+
+NaNs: where `ref64` is NaN the output must be NaN too (those positions are then left out of the
+maxima); a NaN or inf in the output anywhere else fails.
+
+Random inputs. `random_inputs(func)` makes one fresh tensor per argument, scaled by the role
+the argument plays (found from its uses, then from its name):
+
+| role | values |
+|---|---|
+| activation (default) | `randn` (std 1) |
+| weight of `nn.linear` / `coda.gemm ... transpose_b` (N x K) | `randn / sqrt(K)` |
+| `nn.matmul` right operand (K x N) | `randn / sqrt(K)` |
+| norm weight (`rms_norm`, `layer_norm`, `head_rms_norm` w; `nn.mul` by a vector) | `1 + 0.1 randn` |
+| bias (`layer_norm` b, `nn.add` of a vector) | `0.1 randn` |
+| positions (`nn.rope` pos, i32) | integers in `[0, max_position)` (default 4096) |
+| targets (`nn.cross_entropy`, i32) | integers in `[0, V)`, about `ignore_fraction` of rows (at least one when M >= 4) set to the op's `ignore_index` |
+| rstd-like f32 vectors named `rstd*` / `r*` | uniform in `[0.5, 2)` |
+
+Public API: `check_close`, `assert_matches`, `check_against_reference`, `random_inputs`,
+`argument_roles`, `Mismatch`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import SSAValue
+
+from coda_ir.reference import element_dtype, load_func, program_dtype, reference_pair
+
+__all__ = [
+    "check_close",
+    "assert_matches",
+    "check_against_reference",
+    "random_inputs",
+    "argument_roles",
+    "Mismatch",
+    "CheckResult",
+]
+
+REL_FLOOR = 1e-6
+
+
+# ----------------------------------------------------------------------------- the bar
+
+
+def _as64(t: torch.Tensor) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        t = torch.as_tensor(t)
+    return t.detach().to(device="cpu", dtype=torch.float64)
+
+
+def _max_abs(t: torch.Tensor) -> float:
+    return float(t.abs().max()) if t.numel() else 0.0
+
+
+def check_close(out: torch.Tensor, ref64: torch.Tensor, ref_T: torch.Tensor) -> tuple[bool, float, float]:
+    """`(ok, error, bound)` with `error = max|out - ref64|` and
+    `bound = 2 * max|ref_T - ref64| + 1e-6 * max|ref64|`, all computed in float64."""
+    o, r, t = _as64(out), _as64(ref64), _as64(ref_T)
+    if tuple(o.shape) != tuple(r.shape) or tuple(t.shape) != tuple(r.shape):
+        return False, math.inf, math.nan
+    ref_nan = torch.isnan(r)
+    if bool(ref_nan.any()):
+        if not bool(torch.isnan(o)[ref_nan].all()):
+            return False, math.inf, math.nan
+        keep = ~ref_nan
+        o, r, t = o[keep], r[keep], t[keep]
+    t = torch.where(torch.isnan(t), r, t)  # a NaN in ref_T where ref64 is finite: no slack from it
+    diff = (o - r).abs()
+    error = math.inf if bool((~torch.isfinite(o)).any()) else _max_abs(diff)
+    bound = 2.0 * _max_abs(t - r) + REL_FLOOR * _max_abs(r)
+    return error <= bound, error, bound
+
+
+@dataclass
+class CheckResult:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    ok: bool
+    error: float
+    bound: float
+
+    @property
+    def ratio(self) -> float:
+        if self.bound > 0:
+            return self.error / self.bound
+        return 0.0 if self.error == 0 else math.inf
+
+
+class Mismatch(AssertionError):
+    """Raised by `assert_matches`; `.results` holds one CheckResult per output."""
+
+    def __init__(self, message: str, results: list[CheckResult]):
+        super().__init__(message)
+        self.results = results
+
+
+def format_table(results: Sequence[CheckResult]) -> str:
+    header = ("output", "shape", "dtype", "max|out-ref64|", "bound", "error/bound", "")
+    rows = [header]
+    for r in results:
+        rows.append(
+            (
+                r.name,
+                "x".join(map(str, r.shape)) or "scalar",
+                r.dtype,
+                f"{r.error:.3e}",
+                f"{r.bound:.3e}",
+                f"{r.ratio:.3f}",
+                "ok" if r.ok else "FAIL",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def assert_matches(
+    outputs: Sequence[torch.Tensor],
+    ref64s: Sequence[torch.Tensor],
+    refTs: Sequence[torch.Tensor],
+    names: Sequence[str] | None = None,
+) -> list[CheckResult]:
+    """Check every output against the bar; raise `Mismatch` (an AssertionError) with a table if any
+    fails. Returns the per-output results when all pass."""
+    outputs, ref64s, refTs = list(outputs), list(ref64s), list(refTs)
+    if not (len(outputs) == len(ref64s) == len(refTs)):
+        raise Mismatch(
+            f"{len(outputs)} outputs but {len(ref64s)} float64 and {len(refTs)} low-precision references", []
+        )
+    names = list(names) if names is not None else [f"#{i}" for i in range(len(outputs))]
+    results = []
+    for name, out, r64, rt in zip(names, outputs, ref64s, refTs):
+        out_t = out if isinstance(out, torch.Tensor) else torch.as_tensor(out)
+        ok, error, bound = check_close(out_t, r64, rt)
+        if tuple(out_t.shape) != tuple(r64.shape):
+            name = f"{name} (shape {tuple(out_t.shape)} != {tuple(r64.shape)})"
+        results.append(CheckResult(name, tuple(r64.shape), str(out_t.dtype).replace("torch.", ""), ok, error, bound))
+    if not all(r.ok for r in results):
+        failed = ", ".join(r.name for r in results if not r.ok)
+        raise Mismatch(
+            "outputs outside the bar max|out - ref64| <= 2 * max|ref_T - ref64| + 1e-6 * max|ref64|: "
+            f"{failed}\n{format_table(results)}",
+            results,
+        )
+    return results
+
+
+def check_against_reference(
+    module_or_func: ModuleOp | func.FuncOp | str | os.PathLike,
+    inputs: Sequence[torch.Tensor],
+    outputs: Sequence[torch.Tensor] | torch.Tensor,
+    *,
+    func_name: str | None = None,
+    dtype: torch.dtype | None = None,
+) -> list[CheckResult]:
+    """Run `reference_pair` on an nn function and `assert_matches` its results against `outputs`
+    (a tensor or a sequence, as a compiled host function returns them); names are `#i`."""
+    fn = load_func(module_or_func, func_name)
+    ref64, ref_t = reference_pair(fn, inputs, dtype)
+    if isinstance(outputs, torch.Tensor):
+        outputs = [outputs]
+    names = [f"@{fn.sym_name.data} result #{i}" for i in range(len(ref64))]
+    return assert_matches(list(outputs), ref64, ref_t, names)
+
+
+# ----------------------------------------------------------------------------- random inputs
+
+
+@dataclass
+class Role:
+    kind: str  # activation | weight | norm_weight | bias | positions | targets | rstd
+    fan_in: int = 1
+    vocab: int = 0
+    ignore_index: int = -100
+
+
+def _name(arg: SSAValue) -> str:
+    return (arg.name_hint or "").lower()
+
+
+def argument_roles(fn: func.FuncOp) -> list[Role]:
+    """The role of each argument of `fn` (see the module docstring)."""
+    args = list(fn.body.blocks[0].args)
+    roles: dict[SSAValue, Role] = {}
+    for arg in args:
+        for use in arg.uses:
+            op, idx = use.operation, use.index
+            shape = tuple(arg.type.get_shape()) if isinstance(arg.type, TensorType) else ()
+            role = None
+            if op.name == "nn.linear" and idx == 1:
+                role = Role("weight", fan_in=shape[1])
+            elif op.name == "nn.matmul" and idx == 1:
+                role = Role("weight", fan_in=shape[0])
+            elif op.name in ("nn.rms_norm", "nn.head_rms_norm") and idx == 1:
+                role = Role("norm_weight")
+            elif op.name == "nn.layer_norm" and idx in (1, 2):
+                role = Role("norm_weight" if idx == 1 else "bias")
+            elif op.name in ("nn.add", "nn.mul") and idx == 1 and len(shape) == 1:
+                role = Role("bias" if op.name == "nn.add" else "norm_weight")
+            elif op.name == "nn.rope" and idx == 1:
+                role = Role("positions")
+            elif op.name == "nn.cross_entropy" and idx == 1:
+                logits = op.operands[0].type
+                assert isinstance(logits, TensorType)
+                role = Role("targets", vocab=logits.get_shape()[1], ignore_index=op.ignore_index.value.data)
+            elif op.name == "coda.gemm" and idx == 1:
+                role = Role("weight", fan_in=shape[1] if "transpose_b" in op.properties else shape[0])
+            if role is not None:
+                roles.setdefault(arg, role)
+    out = []
+    for arg in args:
+        if arg in roles:
+            out.append(roles[arg])
+            continue
+        name = _name(arg)
+        shape = tuple(arg.type.get_shape()) if isinstance(arg.type, TensorType) else ()
+        is_int = isinstance(arg.type, TensorType) and not element_dtype(arg).is_floating_point
+        if is_int:
+            out.append(Role("targets", vocab=1000) if "target" in name or "label" in name else Role("positions"))
+        elif len(shape) == 1 and (name.startswith("rstd") or name in ("r", "rs", "rstd")):
+            out.append(Role("rstd"))
+        elif len(shape) == 1 and (name.startswith("wn") or name.startswith("g") or name.startswith("ln")):
+            out.append(Role("norm_weight"))
+        elif len(shape) == 1 and name.startswith("b"):
+            out.append(Role("bias"))
+        elif len(shape) == 2 and name.startswith("w"):
+            out.append(Role("weight", fan_in=shape[1]))
+        else:
+            out.append(Role("activation"))
+    return out
+
+
+def random_inputs(
+    module_or_func: ModuleOp | func.FuncOp | str | os.PathLike,
+    seed: int = 0,
+    *,
+    func_name: str | None = None,
+    dtype: torch.dtype | None = None,
+    ignore_fraction: float = 0.1,
+    max_position: int = 4096,
+    device: str | torch.device = "cpu",
+) -> list[torch.Tensor]:
+    """Fresh random inputs for every argument of a function, scaled by role (module docstring).
+
+    Float tensors get `dtype` (default: the element type written in the IR); i32 tensors stay i32.
+    Values are drawn in float64 from a generator seeded with `seed`, then rounded.
+    """
+    fn = load_func(module_or_func, func_name)
+    gen = torch.Generator().manual_seed(seed)
+    result = []
+    for arg, role in zip(fn.body.blocks[0].args, argument_roles(fn)):
+        ty = arg.type
+        if not isinstance(ty, TensorType):
+            raise TypeError(f"argument {arg.name_hint or ''} is not a tensor: {ty}")
+        shape = tuple(ty.get_shape())
+        ir = element_dtype(arg)
+        if not ir.is_floating_point:
+            if role.kind == "targets":
+                t = torch.randint(0, max(role.vocab, 1), shape, generator=gen, dtype=torch.int64)
+                m = t.numel()
+                if m and ignore_fraction > 0:
+                    n_ignore = max(1 if m >= 4 else 0, int(round(ignore_fraction * m)))
+                    rows = torch.randperm(m, generator=gen)[:n_ignore]
+                    t.view(-1)[rows] = role.ignore_index
+            else:
+                t = torch.randint(0, max_position, shape, generator=gen, dtype=torch.int64)
+            result.append(t.to(ir).to(device))
+            continue
+        x = torch.randn(shape, generator=gen, dtype=torch.float64)
+        if role.kind == "weight":
+            x = x / math.sqrt(max(role.fan_in, 1))
+        elif role.kind == "norm_weight":
+            x = 1.0 + 0.1 * x
+        elif role.kind == "bias":
+            x = 0.1 * x
+        elif role.kind == "rstd":
+            x = 0.5 + 1.5 * torch.rand(shape, generator=gen, dtype=torch.float64)
+        target = dtype if dtype is not None else ir
+        result.append(x.to(target).to(device))
+    return result
+
+
+def program_dtype_of(module_or_func, func_name: str | None = None) -> torch.dtype:
+    return program_dtype(load_func(module_or_func, func_name))
