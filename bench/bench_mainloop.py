@@ -57,20 +57,39 @@ SWIGLU = [
     "    tl.store(o_ptr + offs_m[:, None] * stride_om + offs_h[None, :],",
     "             y.to(o_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_h[None, :])",
 ]
+# The same, with the residual tile prefetched into L2 by the prologue (before the K loop).
+RESIDUAL_PREFETCH = [
+    "    pf_cols = pid_n * BN + tl.arange(0, (BN + 63) // 64) * 64",
+    "    _coda_prefetch_l2(res_ptr + offs_m[:, None] * stride_rm + pf_cols[None, :],",
+    "                      mask_m[:, None] & (pf_cols < N)[None, :], L2_PREFETCH)",
+]
+# SwiGLU on the even/odd halves the mainloop exposes (no interleaving shuffle).
+SWIGLU_SPLIT = [
+    "    y = acc_lo * tl.sigmoid(acc_lo) * acc_hi",
+    "    offs_h = pid_n * (BN // 2) + tl.arange(0, BN // 2)",
+    "    mask_h = offs_h < N // 2",
+    "    tl.store(o_ptr + offs_m[:, None] * stride_om + offs_h[None, :],",
+    "             y.to(o_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_h[None, :])",
+]
+RES_PARAMS = ["res_ptr", "out_ptr", "part_ptr", "stride_rm", "stride_om", "stride_pm"]
 KERNELS = {
     "plain": (["c_ptr", "stride_cm"], PLAIN),
     "plain_tmastore": (["c_ptr"], PLAIN_TMA_STORE),
-    "residual_sumsq": (["res_ptr", "out_ptr", "part_ptr", "stride_rm", "stride_om", "stride_pm"], RESIDUAL_SUMSQ),
+    "residual_sumsq": (RES_PARAMS, RESIDUAL_SUMSQ),
+    "residual_sumsq_pf": (RES_PARAMS, RESIDUAL_SUMSQ, RESIDUAL_PREFETCH),
     "swiglu": (["o_ptr", "stride_om"], SWIGLU),
+    "swiglu_split": (["o_ptr", "stride_om"], SWIGLU_SPLIT),
 }
 
 
 def build_kernels(tmpdir: Path) -> dict:
-    from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
+    from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source, prefetch_l2_source
 
-    lines = ["import triton", "import triton.language as tl", "", *interleave_rows_source(), ""]
-    for name, (params, epi) in KERNELS.items():
-        lines += [*emit_gemm_kernel(f"bench_{name}", params, epi, float32_operands=False), ""]
+    lines = ["import triton", "import triton.language as tl", "", *interleave_rows_source(), "",
+             *prefetch_l2_source(), ""]
+    for name, (params, epi, *pro) in KERNELS.items():
+        lines += [*emit_gemm_kernel(f"bench_{name}", params, epi, float32_operands=False,
+                                    prologue=pro[0] if pro else ()), ""]
     modname = f"coda_bench_{uuid.uuid4().hex[:8]}"
     path = tmpdir / f"{modname}.py"
     path.write_text("\n".join(lines))
@@ -115,7 +134,7 @@ def run_plain_tmastore(k, x, w, M, N, K):
     return run_plain_tmastore.out
 
 
-def run_residual(k, x, w, res, M, N, K):
+def run_residual(k, x, w, res, M, N, K, key="bench_residual_sumsq"):
     import torch
 
     from coda_ir.lowering.gemm_launch import launch_gemm
@@ -125,12 +144,11 @@ def run_residual(k, x, w, res, M, N, K):
         part = torch.empty(M, -(-N // cfg.bn), device=x.device, dtype=torch.float32)
         return [res, out, part, res.stride(0), out.stride(0), part.stride(0)]
 
-    _, ex = launch_gemm(k, x, w, extra, M=M, N=N, K=K, transpose_a=False, transpose_b=True,
-                        key="bench_residual_sumsq")
+    _, ex = launch_gemm(k, x, w, extra, M=M, N=N, K=K, transpose_a=False, transpose_b=True, key=key)
     return ex[1], ex[2]
 
 
-def run_swiglu(k, x, w, M, N, K):
+def run_swiglu(k, x, w, M, N, K, key="bench_swiglu"):
     import torch
 
     from coda_ir.lowering.gemm_launch import launch_gemm
@@ -142,7 +160,7 @@ def run_swiglu(k, x, w, M, N, K):
         return [o, o.stride(0)]
 
     _, ex = launch_gemm(k, x, w, extra, M=M, N=N, K=K, transpose_a=False, transpose_b=True,
-                        interleave=h, bn_multiple_of=2, key="bench_swiglu")
+                        interleave=h, bn_multiple_of=2, key=key)
     return ex[0]
 
 
@@ -220,15 +238,23 @@ def fused_checks(ks, dev, dtype, M, N_res, K_res, N_glu, K_glu, log, results):
     for name, e in ((f"residual {M}x{N_res}x{K_res} out", e1), (f"residual {M}x{N_res}x{K_res} sumsq", e2)):
         results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
         log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'}")
+    out, part = run_residual(ks["residual_sumsq_pf"], x, w, res, M, N_res, K_res, key="bench_residual_sumsq_pf")
+    for name, e in ((f"residual_pf {M}x{N_res}x{K_res} out", rel_err(out, y_ref)),
+                    (f"residual_pf {M}x{N_res}x{K_res} sumsq", rel_err(part.sum(1), (out.double() ** 2).sum(1)))):
+        results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
+        log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'}")
+    del y_ref
     x, w = rnd(M, K_glu), rnd(N_glu, K_glu)
     h = N_glu // 2
     gte = x.double() @ w[:h].double().T
     up = x.double() @ w[h:].double().T
     ref = gte * torch.sigmoid(gte) * up
-    e = rel_err(run_swiglu(ks["swiglu"], x, w, M, N_glu, K_glu), ref)
-    name = f"swiglu {M}x{N_glu}x{K_glu}"
-    results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
-    log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'}")
+    del gte, up
+    for variant in ("swiglu", "swiglu_split"):
+        e = rel_err(run_swiglu(ks[variant], x, w, M, N_glu, K_glu, key=f"bench_{variant}"), ref)
+        name = f"{variant} {M}x{N_glu}x{K_glu}"
+        results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
+        log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'}")
 
 
 # ------------------------------------------------------------------------------ timing
@@ -250,57 +276,77 @@ def resources(compiled) -> dict:
     return out
 
 
-def bench(fn, reps: int = 200) -> float:
+def side_by_side(fns: dict, rounds: int = 5, rep: int = 60) -> dict:
+    """Median over `rounds` of each fn's do_bench median, the order rotating every round (a
+    hot GPU's clocks drift: back-to-back blocks would favour whoever runs first)."""
     from triton.testing import do_bench
 
-    return do_bench(fn, warmup=25, rep=reps, return_mode="median")
+    names = list(fns)
+    per: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for n in order:
+            per[n].append(do_bench(fns[n], warmup=10, rep=rep, return_mode="median"))
+    out = {n: sorted(v)[len(v) // 2] for n, v in per.items()}
+    out["_rounds"] = per
+    return out
+
+
+def ratio_median(per: dict, num: str, den: str) -> float:
+    """Median over rounds of num/den (times), each pair taken in the same round."""
+    rs = sorted(a / b for a, b in zip(per[num], per[den]))
+    return rs[len(rs) // 2]
+
+
+def _cfg_dict(info):
+    import dataclasses
+
+    return dataclasses.asdict(info["config"])
 
 
 def timings(ks, dev, dtype, log, quick=False) -> dict:
-    import dataclasses
-
     import torch
 
     from coda_ir.lowering import gemm_launch
 
     g = torch.Generator(device=dev).manual_seed(1234)
     rnd = lambda *s: torch.randn(*s, device=dev, generator=g).to(dtype)  # noqa: E731
-    rep = 100 if quick else 200
+    rounds = 3 if quick else 7
     rows = {"plain": [], "fused": []}
     for M, N, K in SHAPES_8B:
         x, w = rnd(M, K), rnd(N, K)
         flops = 2.0 * M * N * K
         t0 = time.time()
         run_plain(ks["plain"], x, w, M, N, K)  # tunes once (cached)
-        tune_s = time.time() - t0
+        row = {"shape": [M, N, K], "tune_s": time.time() - t0}
         info = dict(gemm_launch.LAST_LAUNCH)
-        t_cub = bench(lambda: torch.matmul(x, w.T), rep)
-        t_our = bench(lambda: run_plain(ks["plain"], x, w, M, N, K), rep)
-        t_cub2 = bench(lambda: torch.matmul(x, w.T), rep)  # spread: cuBLAS timed twice
-        row = {
-            "shape": [M, N, K], "cublas_ms": t_cub, "cublas_ms_again": t_cub2, "coda_ms": t_our,
-            "cublas_tflops": flops / t_cub / 1e9, "coda_tflops": flops / t_our / 1e9,
-            "ratio_throughput": t_cub / t_our, "path": info.get("path"),
-            "config": dataclasses.asdict(info["config"]), "tune_s": tune_s,
-            "resources": resources(info.get("compiled")),
-        }
+        fns = {"cublas": lambda: torch.matmul(x, w.T),
+               "coda": lambda: run_plain(ks["plain"], x, w, M, N, K)}
         if not quick:
             saved = os.environ.get("CODA_TMA_CANDIDATES")
             os.environ["CODA_TMA_CANDIDATES"] = "0,1,2"  # a diagnostic: fewer compiles
             try:
                 run_plain_tmastore(ks["plain_tmastore"], x, w, M, N, K)
-                row["coda_tmastore_ms"] = bench(lambda: run_plain_tmastore(ks["plain_tmastore"], x, w, M, N, K), rep)
-                row["tmastore_config"] = dataclasses.asdict(gemm_launch.LAST_LAUNCH["config"])
+                row["tmastore_config"] = _cfg_dict(gemm_launch.LAST_LAUNCH)
+                fns["coda_tmastore"] = lambda: run_plain_tmastore(ks["plain_tmastore"], x, w, M, N, K)
             except Exception as exc:
-                row["coda_tmastore_ms"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                row["coda_tmastore"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             finally:
                 if saved is None:
                     os.environ.pop("CODA_TMA_CANDIDATES", None)
                 else:
                     os.environ["CODA_TMA_CANDIDATES"] = saved
+        t = side_by_side(fns, rounds)
+        row.update({
+            "cublas_ms": t["cublas"], "coda_ms": t["coda"], "coda_tmastore_ms": t.get("coda_tmastore"),
+            "cublas_tflops": flops / t["cublas"] / 1e9, "coda_tflops": flops / t["coda"] / 1e9,
+            "ratio_throughput": 1.0 / ratio_median(t["_rounds"], "coda", "cublas"),
+            "rounds_ms": t["_rounds"], "path": info.get("path"), "config": _cfg_dict(info),
+            "resources": resources(info.get("compiled")),
+        })
         rows["plain"].append(row)
-        log(f"plain {M}x{N}x{K}: cublas {t_cub:.3f}/{t_cub2:.3f} ms, coda {t_our:.3f} ms "
-            f"({row['ratio_throughput']:.3f}x), {row['config']}, {row['resources']}, tmastore={row.get('coda_tmastore_ms')}")
+        log(f"plain {M}x{N}x{K}: cublas {t['cublas']:.3f} ms, coda {t['coda']:.3f} ms "
+            f"({row['ratio_throughput']:.3f}x), tmastore {t.get('coda_tmastore')}, {row['config']}, {row['resources']}")
         del x, w
         torch.cuda.empty_cache()
 
@@ -308,42 +354,53 @@ def timings(ks, dev, dtype, log, quick=False) -> dict:
     M = 8192
     for N, K in ((4096, 4096), (4096, 14336)):
         x, w, res = rnd(M, K), rnd(N, K), rnd(M, N)
-        run_residual(ks["residual_sumsq"], x, w, res, M, N, K)
-        info = dict(gemm_launch.LAST_LAUNCH)
+        fns = {"cublas": lambda: torch.matmul(x, w.T)}
+        infos = {}
+        for variant in ("residual_sumsq", "residual_sumsq_pf"):
+            run_residual(ks[variant], x, w, res, M, N, K, key=f"bench_{variant}")
+            infos[variant] = dict(gemm_launch.LAST_LAUNCH)
+            fns[variant] = (lambda v: lambda: run_residual(ks[v], x, w, res, M, N, K, key=f"bench_{v}"))(variant)
 
         def eager():
             y = res + x @ w.T
             return y, y.float().pow(2).sum(1)
 
-        t_cub = bench(lambda: torch.matmul(x, w.T), rep)
-        t_f = bench(lambda: run_residual(ks["residual_sumsq"], x, w, res, M, N, K), rep)
-        t_e = bench(eager, rep)
-        rows["fused"].append({
-            "kernel": "residual+sumsq", "shape": [M, N, K], "cublas_ms": t_cub, "fused_ms": t_f,
-            "eager_ms": t_e, "ratio_vs_cublas_time": t_f / t_cub, "path": info.get("path"),
-            "config": dataclasses.asdict(info["config"]), "resources": resources(info.get("compiled")),
-        })
-        log(f"residual {M}x{N}x{K}: cublas {t_cub:.3f} fused {t_f:.3f} ({t_f / t_cub:.3f}x) eager {t_e:.3f}")
+        fns["eager"] = eager
+        t = side_by_side(fns, rounds)
+        for variant, info in infos.items():
+            rows["fused"].append({
+                "kernel": variant, "shape": [M, N, K], "cublas_ms": t["cublas"], "fused_ms": t[variant],
+                "eager_ms": t["eager"], "ratio_vs_cublas_time": ratio_median(t["_rounds"], variant, "cublas"),
+                "rounds_ms": t["_rounds"], "path": info.get("path"), "config": _cfg_dict(info),
+                "resources": resources(info.get("compiled")),
+            })
+            log(f"{variant} {M}x{N}x{K}: cublas {t['cublas']:.3f} fused {t[variant]:.3f} "
+                f"({rows['fused'][-1]['ratio_vs_cublas_time']:.3f}x) eager {t['eager']:.3f} {rows['fused'][-1]['config']}")
         del x, w, res
     N, K = 28672, 4096
     x, w = rnd(M, K), rnd(N, K)
-    run_swiglu(ks["swiglu"], x, w, M, N, K)
-    info = dict(gemm_launch.LAST_LAUNCH)
+    fns = {"cublas": lambda: torch.matmul(x, w.T)}
+    infos = {}
+    for variant in ("swiglu", "swiglu_split"):
+        run_swiglu(ks[variant], x, w, M, N, K, key=f"bench_{variant}")
+        infos[variant] = dict(gemm_launch.LAST_LAUNCH)
+        fns[variant] = (lambda v: lambda: run_swiglu(ks[v], x, w, M, N, K, key=f"bench_{v}"))(variant)
 
     def eager_glu():
         gu = x @ w.T
-        gte, up = gu[:, : N // 2], gu[:, N // 2 :]
-        return torch.nn.functional.silu(gte) * up
+        return torch.nn.functional.silu(gu[:, : N // 2]) * gu[:, N // 2 :]
 
-    t_cub = bench(lambda: torch.matmul(x, w.T), rep)
-    t_f = bench(lambda: run_swiglu(ks["swiglu"], x, w, M, N, K), rep)
-    t_e = bench(eager_glu, rep)
-    rows["fused"].append({
-        "kernel": "swiglu (interleaved 2->1)", "shape": [M, N, K], "cublas_ms": t_cub, "fused_ms": t_f,
-        "eager_ms": t_e, "ratio_vs_cublas_time": t_f / t_cub, "path": info.get("path"),
-        "config": dataclasses.asdict(info["config"]), "resources": resources(info.get("compiled")),
-    })
-    log(f"swiglu {M}x{N}x{K}: cublas {t_cub:.3f} fused {t_f:.3f} ({t_f / t_cub:.3f}x) eager {t_e:.3f}")
+    fns["eager"] = eager_glu
+    t = side_by_side(fns, rounds)
+    for variant, info in infos.items():
+        rows["fused"].append({
+            "kernel": variant + " (interleaved 2->1)", "shape": [M, N, K], "cublas_ms": t["cublas"],
+            "fused_ms": t[variant], "eager_ms": t["eager"],
+            "ratio_vs_cublas_time": ratio_median(t["_rounds"], variant, "cublas"), "rounds_ms": t["_rounds"],
+            "path": info.get("path"), "config": _cfg_dict(info), "resources": resources(info.get("compiled")),
+        })
+        log(f"{variant} {M}x{N}x{K}: cublas {t['cublas']:.3f} fused {t[variant]:.3f} "
+            f"({rows['fused'][-1]['ratio_vs_cublas_time']:.3f}x) eager {t['eager']:.3f} {rows['fused'][-1]['config']}")
     return rows
 
 
@@ -462,14 +519,14 @@ def main() -> int:
     bad = [r["check"] for r in results if not r["ok"]]
     print(f"checks: {len(results) - len(bad)}/{len(results)} ok" + (f"; FAILED: {bad}" if bad else ""))
     if "timings" in report:
-        print(f"{'M x N x K':22s} {'cuBLAS ms':>10s} {'coda ms':>9s} {'cuBLAS TF/s':>11s} {'coda TF/s':>9s} {'ratio':>6s}  config")
+        print(f"{'M x N x K':22s} {'cuBLAS ms':>10s} {'coda ms':>9s} {'cuBLAS TF/s':>11s} {'coda TF/s':>9s} {'ratio':>6s}  config (ratio: cuBLAS time / coda time, median of rounds)")
         for r in report["timings"]["plain"]:
             c = r["config"]
             cfg = f"{c['bm']}x{c['bn']}x{c['bk']} w{c['num_warps']} s{c['num_stages']}" + (" fl" if c["flatten"] else "") + (" ws" if c["warp_specialize"] else "")
             print(f"{'x'.join(map(str, r['shape'])):22s} {r['cublas_ms']:10.3f} {r['coda_ms']:9.3f} {r['cublas_tflops']:11.0f} {r['coda_tflops']:9.0f} {r['ratio_throughput']:6.3f}  {cfg} {r['path']}")
-        print(f"{'fused kernel':30s} {'M x N x K':18s} {'cuBLAS ms':>9s} {'fused ms':>9s} {'eager ms':>9s} {'fused/cuBLAS':>12s}")
+        print(f"{'fused kernel':36s} {'M x N x K':18s} {'cuBLAS ms':>9s} {'fused ms':>9s} {'eager ms':>9s} {'fused/cuBLAS':>12s}")
         for r in report["timings"]["fused"]:
-            print(f"{r['kernel']:30s} {'x'.join(map(str, r['shape'])):18s} {r['cublas_ms']:9.3f} {r['fused_ms']:9.3f} {r['eager_ms']:9.3f} {r['ratio_vs_cublas_time']:12.3f}")
+            print(f"{r['kernel']:36s} {'x'.join(map(str, r['shape'])):18s} {r['cublas_ms']:9.3f} {r['fused_ms']:9.3f} {r['eager_ms']:9.3f} {r['ratio_vs_cublas_time']:12.3f}")
     return 0 if not bad else 1
 
 

@@ -161,6 +161,7 @@ TMA_CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True, flatten=True),
     GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=4, tma=True),
     GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True, warp_specialize=True),
+    GemmConfig(128, 256, 64, 16, num_warps=8, num_stages=3, tma=True, flatten=True),
     GemmConfig(128, 128, 64, 8, num_warps=8, num_stages=4, tma=True),
     GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4, tma=True),
     GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4, tma=True, flatten=True),
@@ -321,6 +322,23 @@ def _autotune(run_with, candidates: list[GemmConfig], extra_args_for) -> tuple[G
             best, best_ms = cfg, ms
     if best is None:
         raise RuntimeError(f"no GEMM configuration could run: {timings}")
+    # Clocks drift while a hot GPU runs back to back: time the best three again, in reverse
+    # order, and keep each one's faster reading.
+    def label_of(cfg):
+        return json.dumps(dataclasses.asdict(cfg), sort_keys=True)
+
+    timed = [c for c in candidates if isinstance(timings.get(label_of(c)), float)]
+    finalists = sorted(timed, key=lambda c: timings[label_of(c)])[:3]
+    if len(finalists) > 1:
+        best, best_ms = None, float("inf")
+        for cfg in reversed(finalists):
+            label = label_of(cfg)
+            extra = list(extra_args_for(cfg))
+            again = do_bench(lambda: run_with(cfg, extra), warmup=10, rep=40, return_mode="median")
+            ms = min(timings[label], again)
+            timings[label] = [timings[label], again]
+            if ms < best_ms:
+                best, best_ms = cfg, ms
     return best, timings
 
 
