@@ -151,14 +151,18 @@ class NNOperation(IRDLOperation):
         )
         properties = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
+        types_start = parser.pos
         operand_types = parser.parse_comma_separated_list(
             parser.Delimiter.NONE, parser.parse_type
         )
+        types_end = parser.pos
         parser.parse_punctuation("->")
         result_type = parser.parse_type()
         if len(operand_types) != len(unresolved):
             parser.raise_error(
-                f"expected {len(unresolved)} operand types, got {len(operand_types)}"
+                f"expected {len(unresolved)} operand types, got {len(operand_types)}",
+                types_start,
+                types_end,
             )
         operands = parser.resolve_operands(unresolved, operand_types, parser.pos)
         return cls.create(

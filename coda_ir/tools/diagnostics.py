@@ -116,10 +116,17 @@ class Diagnostic:
 
 
 def _clean(error: Exception) -> str:
-    cause = error.__cause__ if isinstance(error, DiagnosticException) and error.__cause__ else error
-    text = str(cause.args[0]) if cause.args else str(cause)
+    """The verifier's message on one line. xDSL's own (IRDL) messages put the detail on a
+    second line after a colon ("operand 'x' at position 0 does not verify:\nf32 should be
+    ..."): keep both parts."""
+    text = str(error.args[0]) if error.args else str(error)
     text = text.removeprefix("Operation does not verify: ")
-    return text.strip().splitlines()[0] if text.strip() else type(cause).__name__
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]
 
 
 def verify_module(module: ModuleOp) -> list[Diagnostic]:
