@@ -16,3 +16,19 @@ def _triton_target() -> type[Target]:
 
 
 TARGETS["triton"] = _triton_target
+
+
+def _io_report_target() -> type[Target]:
+    from coda_ir.lowering.report_targets import IOReportTarget
+
+    return IOReportTarget
+
+
+def _fusion_plan_target() -> type[Target]:
+    from coda_ir.lowering.report_targets import FusionPlanTarget
+
+    return FusionPlanTarget
+
+
+TARGETS["io-report"] = _io_report_target
+TARGETS["fusion-plan"] = _fusion_plan_target
