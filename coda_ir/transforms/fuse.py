@@ -250,7 +250,7 @@ class Fuser:
             return False
         if _rows(p) != _rows(e):
             return False
-        if isinstance(p, coda.GemmOp) and p.interleave is not None:
+        if isinstance(p, coda.GemmOp) and (p.interleave is not None or p.interleave_wide is not None):
             return False
         built = build_merged(p, e)
         if built is None:

@@ -178,12 +178,44 @@ def lower_gated(op: nn.SwiGLUOp | nn.GeGLUOp) -> tuple[list[Operation], SSAValue
     return [_origin(k, op)], k.results[0]
 
 
+def _f32(x: float) -> float:
+    import struct
+
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def _table(s: Scalar, idx: SSAValue, values: list[float]) -> SSAValue:
+    """`values[idx]` for a small integer tile, as a chain of selects."""
+    out = s.const(values[0])
+    for k in range(1, len(values)):
+        out = s.select(s.cmpi("eq", idx, s.iconst(k)), s.const(values[k]), out)
+    return out
+
+
+def inv_freq(s: Scalar, i: SSAValue, hd: int, theta: float) -> SSAValue:
+    """`theta ** (-2 i / hd)` in fp32 for an integer i in [0, hd/2).
+
+    Computing it as `exp(i * k)` loses ~8 ulp (the rounding of the exponent), which the
+    angle `pos * inv_freq` multiplies by up to thousands of radians. Instead, with
+    `i = a * S + b`, it is `T1[a] * T2[b]` from two tables of fp32 constants rounded from
+    float64 (`S ~ sqrt(hd/2)`, so about 2 sqrt(hd/2) selects): at most ~1.5 ulp."""
+    half = hd // 2
+    theta = _f32(theta)
+    if half <= 8:
+        return _table(s, i, [_f32(theta ** (-2.0 * t / hd)) for t in range(half)])
+    step = 1 << ((half - 1).bit_length() + 1) // 2
+    hi = s.divi(i, s.iconst(step))
+    lo = s.remi(i, s.iconst(step))
+    t1 = _table(s, hi, [_f32(theta ** (-2.0 * step * a / hd)) for a in range(-(-half // step))])
+    t2 = _table(s, lo, [_f32(theta ** (-2.0 * b / hd)) for b in range(step)])
+    return s.mul(t1, t2)
+
+
 def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation) -> SSAValue:
     """RoPE of `tile` (an N-wide tile) by the angles of `op` (shared with the fuser)."""
     hd, heads = _prop(op, "head_dim"), _prop(op, "rotary_heads")
     theta, style = _prop(op, "theta"), _prop(op, "style")
     m, n = tile.type.get_shape()  # type: ignore[attr-defined]
-    k = -2.0 * pymath.log(theta) / hd
     limit = heads * hd
     cols = e.index(Axis.COLS, tile)
     rows = e.broadcast(pos, Axis.ROWS, tile)
@@ -191,7 +223,7 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation) -> 
     def angle(s: Scalar, c, p):
         j = s.remi(c, s.iconst(hd))
         i = s.remi(j, s.iconst(hd // 2)) if style == "half" else s.divi(j, s.iconst(2))
-        a = s.mul(s.to_f32(p), s.exp(s.mul(s.to_f32(i), s.const(k))))
+        a = s.mul(s.to_f32(p), inv_freq(s, i, hd, theta))
         return s.select(s.cmpi("slt", c, s.iconst(limit)), a, s.const(0.0))
 
     ang = e.map1([cols, rows], angle)
