@@ -284,7 +284,9 @@ class _ScalarEmitter:
         operands = [self.value(o) for o in op.operands]
         const = all(o in self.consts for o in operands)
         if name == "arith.constant":
-            attr = op.properties.get("value") or op.attributes.get("value")
+            attr = op.properties.get("value")
+            if attr is None:
+                attr = op.attributes.get("value")
             if isinstance(attr, FloatAttr):
                 expr = _float_literal(attr.value.data)
             elif isinstance(attr, IntegerAttr):
