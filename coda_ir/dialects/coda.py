@@ -730,6 +730,18 @@ class PairMapOp(_ScalarBodyTileOp):
         arity = [2 if self.is_wide(v) else 1 for v in self.inputs]
         yields = sum(2 if self.is_wide(v) else 1 for v in self.outputs)
         _verify_scalar_body(self, self.body, sum(arity), yields, "coda.pair_map")
+        block = self.body.blocks[0]
+        arg_types = [t.element_type for v, t in zip(self.inputs, tiles) for _ in range(2 if self.is_wide(v) else 1)]
+        for arg, expected in zip(block.args, arg_types):
+            if arg.type != expected:
+                raise VerifyException(f"body argument {arg.type} does not match tile element type {expected}")
+        terminator = block.last_op
+        assert isinstance(terminator, YieldOp)
+        out_tiles = tiles[len(self.inputs) :]
+        yield_types = [t.element_type for v, t in zip(self.outputs, out_tiles) for _ in range(2 if self.is_wide(v) else 1)]
+        for yielded, expected in zip(terminator.values, yield_types):
+            if yielded.type != expected:
+                raise VerifyException(f"body yields {yielded.type} for a tile of {expected}")
 
 
 @irdl_op_definition
@@ -880,6 +892,15 @@ def _verify_epilogue_inputs(kernel: Operation, block: Block, inputs: Sequence[SS
             raise VerifyException(f"'{inner.name}' on tiles must be wrapped in coda.map")
 
 
+def _verify_tile_rows(block: Block, m: int) -> None:
+    """Every tile of a kernel is a slice of the kernel's own M rows: a tile with other rows
+    would read (or write) another tile's values."""
+    for inner in block.ops:
+        for result in inner.results:
+            if isinstance(result.type, TileType) and result.type.rows != m:
+                raise VerifyException(f"tiles of this kernel must have {m} rows, '{inner.name}' gives {result.type}")
+
+
 def _parse_ins(parser: Parser) -> list[SSAValue]:
     if parser.parse_optional_keyword("ins") is None:
         return []
@@ -990,6 +1011,7 @@ class GemmOp(IRDLOperation):
                     f"interleave_wide {half} needs 2N ({2 * n}) to be a multiple of {2 * half}"
                 )
         _verify_epilogue_inputs(self, block, self.inputs, 1)
+        _verify_tile_rows(block, m)
         _verify_kernel_yield(self, block, self.outputs)
 
     @classmethod
@@ -1103,12 +1125,9 @@ class ElementwiseOp(IRDLOperation):
             raise VerifyException(f"shape must be two positive extents [M, N], got {dims}")
         block = self.body.blocks[0]
         _verify_epilogue_inputs(self, block, self.inputs, 0)
-        _verify_kernel_yield(self, block, self.outputs)
         m, _ = self.iteration_shape()
-        for inner in block.ops:
-            for result in inner.results:
-                if isinstance(result.type, TileType) and result.type.rows != m:
-                    raise VerifyException(f"tiles of this kernel must have {m} rows, '{inner.name}' gives {result.type}")
+        _verify_tile_rows(block, m)
+        _verify_kernel_yield(self, block, self.outputs)
 
     @classmethod
     def parse(cls, parser: Parser) -> ElementwiseOp:
@@ -1212,10 +1231,17 @@ class FoldOp(IRDLOperation):
             elif shape != (length,):
                 raise VerifyException(f"result #{i} must have shape {length} (per row) or be 0-d (summed), got {_fmt(shape)}")
         _verify_scalar_body(self, self.body, len(self.partials) + len(self.inputs), len(self.outputs), "coda.fold")
+        arg_types = [f32] * len(self.partials) + [_fold_scalar(v.type, f"input #{i}") for i, v in enumerate(self.inputs)]
+        result_types = [_fold_scalar(r.type, f"result #{i}") for i, r in enumerate(self.outputs)]
+        _verify_body_types(self.body, arg_types, result_types, "body")
         if self.finalize.blocks:
+            if len(self.finalize.blocks) != 1:
+                raise VerifyException("the finalize region must have a single block")
             if n_sums == 0:
                 raise VerifyException("a finalize region needs at least one 0-d (summed) result")
             _verify_scalar_body(self, self.finalize, n_sums, n_sums, "coda.fold finalize")
+            sums = [t for t, r in zip(result_types, self.outputs) if tensor_shape(r.type) == ()]
+            _verify_body_types(self.finalize, sums, sums, "finalize")
 
     @classmethod
     def parse(cls, parser: Parser) -> FoldOp:
@@ -1260,6 +1286,27 @@ class FoldOp(IRDLOperation):
         if self.finalize.blocks:
             printer.print_string(" finalize ")
             printer.print_region(self.finalize)
+
+
+def _fold_scalar(ty: Attribute, what: str) -> Attribute:
+    """The scalar a fold body sees for one element of a tensor: f32 for floats, i32 for i32."""
+    if _is_i32_tensor(ty):
+        return i32
+    if _is_float_tensor(ty):
+        return f32
+    raise VerifyException(f"{what} must have a float or i32 element type, got {ty}")
+
+
+def _verify_body_types(body: Region, arg_types: Sequence[Attribute], yield_types: Sequence[Attribute], what: str) -> None:
+    block = body.blocks[0]
+    for i, (arg, expected) in enumerate(zip(block.args, arg_types)):
+        if arg.type != expected:
+            raise VerifyException(f"{what} argument #{i} must be {expected}, got {arg.type}")
+    terminator = block.last_op
+    assert isinstance(terminator, YieldOp)
+    for i, (value, expected) in enumerate(zip(terminator.values, yield_types)):
+        if value.type != expected:
+            raise VerifyException(f"{what} must yield {expected} as value #{i}, got {value.type}")
 
 
 KERNEL_OPS = (GemmOp, ElementwiseOp, FoldOp)
