@@ -189,12 +189,12 @@ def _dce(block: Block) -> None:
             op.erase()
 
 
-def _prove_or_interleave(kernel: Operation) -> tuple[bool, Operation | None, str]:
+def _prove_or_interleave(kernel: Operation, allow_interleave: bool = True) -> tuple[bool, Operation | None, str]:
     """Whether the kernel is legal as is, or after interleaving its columns."""
     proof = prove_kernel(kernel)
     if proof.ok:
         return True, None, ""
-    if isinstance(kernel, coda.GemmOp):
+    if isinstance(kernel, coda.GemmOp) and allow_interleave:
         plan = interleave_plan(kernel)
         if plan.half is not None:
             trial = kernel.clone()
@@ -212,8 +212,9 @@ def _prove_or_interleave(kernel: Operation) -> tuple[bool, Operation | None, str
 
 
 class Fuser:
-    def __init__(self, block: Block, remarks_as_errors: bool, siblings: bool):
+    def __init__(self, block: Block, remarks_as_errors: bool, siblings: bool, interleave: bool = True):
         self.block = block
+        self.interleave = interleave
         self.as_error = remarks_as_errors
         self.siblings = siblings
         self.refused: set[tuple[int, int]] = set()
@@ -260,7 +261,7 @@ class Fuser:
         if where is None:
             merged.erase()
             return False
-        ok, bad, reason = _prove_or_interleave(merged)
+        ok, bad, reason = _prove_or_interleave(merged, self.interleave)
         if not ok:
             self.refused.add((id(p), id(e)))
             target = _origin(p)
@@ -341,8 +342,10 @@ class FusePass(ModulePass):
 
     remarks_as_errors: bool = False
     siblings: bool = True
+    interleave: bool = True
+    """Count a merge as legal when interleaving the gemm's columns (coda-interleave) makes it so."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in op.walk():
             if isinstance(f, func.FuncOp) and f.body.blocks:
-                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings).run()
+                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings, self.interleave).run()

@@ -41,7 +41,7 @@ class NNToCodaPass(ModulePass):
             stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors))
         stages.append(ConvertNNToCodaPass())
         if self.fuse:
-            stages.append(FusePass(remarks_as_errors=self.remarks_as_errors))
+            stages.append(FusePass(remarks_as_errors=self.remarks_as_errors, interleave=self.interleave))
         if self.interleave:
             stages.append(InterleavePass())
         stages.append(LegalizePass(remarks_as_errors=self.remarks_as_errors))
