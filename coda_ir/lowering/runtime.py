@@ -289,7 +289,9 @@ class CompiledModule:
 
         def call(*args):
             interpret = _wants_interpreter(args)
-            host = getattr(self.module(interpret), name)
+            module = self.module(interpret)
+            host = getattr(module, name)
+            check_arguments(name, args, getattr(module, f"_SIG_{name}"))
             with interpret_mode(interpret), stdlib_mode(interpret):
                 return host(*args)
 
