@@ -7,6 +7,7 @@ not only a dump of the whole module) is named in the message.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
@@ -40,7 +41,22 @@ class LocatingParser(Parser):
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except VerifyException as error:
+            # Some custom syntaxes check type constraints while parsing (e.g. `arith.addf` on
+            # a !coda.tile): report that at the op, as a parse error, not unlocated.
+            text = start.input.content[start.start :]
+            name = re.match(r'\s*(?:[%\w#:,\s]*=\s*)?"?([\w.$-]+)', text)
+            subject = f"'{name.group(1)}' op " if name else ""
+            end = max(self.pos, start.end)
+            content = start.input.content
+            while end > start.start and content[end - 1].isspace():
+                end -= 1
+            message = _first_line(error)
+            if name and name.group(1).split(".")[0] in _SCALAR_DIALECTS and "!coda.tile" in content[start.start : end]:
+                message = _TILE_MATH
+            self.raise_error(subject + message, start.start, end)
         if isinstance(op.location, UnknownLoc):
             line, column = _line_col(start.input.content, start.start)
             op.location = FileLineColLoc(
@@ -86,6 +102,15 @@ class LocatingParser(Parser):
 def _first_line(error: Exception) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+_SCALAR_DIALECTS = ("arith", "math")
+_TILE_MATH = "cannot take !coda.tile values: elementwise math on tiles must be wrapped in coda.map"
+
+
+def _touches_tiles(op: Operation) -> bool:
+    types = [v.type for v in (*op.operands, *op.results)]
+    return any(getattr(t, "name", None) == "coda.tile" for t in types)
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
@@ -140,7 +165,10 @@ def verify_module(module: ModuleOp) -> list[Diagnostic]:
         try:
             op.verify(verify_nested_ops=False)
         except (VerifyException, DiagnosticException) as error:
-            diagnostics.append(Diagnostic(op, _clean(error)))
+            message = _clean(error)
+            if op.name.split(".")[0] in _SCALAR_DIALECTS and _touches_tiles(op):
+                message = _TILE_MATH
+            diagnostics.append(Diagnostic(op, message))
             failed.add(id(op))
     return diagnostics
 
