@@ -71,12 +71,25 @@ SWIGLU_SPLIT = [
     "    tl.store(o_ptr + offs_m[:, None] * stride_om + offs_h[None, :],",
     "             y.to(o_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_h[None, :])",
 ]
+# The same, with the residual tile loaded by the prologue (before the K loop): its DRAM latency
+# hides under the mainloop, at the price of holding it in registers.
+RESIDUAL_EARLY_PROLOGUE = [
+    "    r_early = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :],",
+    "                      mask=mask_m[:, None] & mask_n[None, :], other=0.0)",
+]
+RESIDUAL_EARLY = [
+    "    mask = mask_m[:, None] & mask_n[None, :]",
+    "    y = (acc + r_early.to(tl.float32)).to(out_ptr.dtype.element_ty)",
+    *RESIDUAL_SUMSQ[3:],
+]
 RES_PARAMS = ["res_ptr", "out_ptr", "part_ptr", "stride_rm", "stride_om", "stride_pm"]
 KERNELS = {
     "plain": (["c_ptr", "stride_cm"], PLAIN),
     "plain_tmastore": (["c_ptr"], PLAIN_TMA_STORE),
     "residual_sumsq": (RES_PARAMS, RESIDUAL_SUMSQ),
     "residual_sumsq_pf": (RES_PARAMS, RESIDUAL_SUMSQ, RESIDUAL_PREFETCH),
+    "residual_sumsq_early": (RES_PARAMS, RESIDUAL_EARLY, RESIDUAL_EARLY_PROLOGUE),
+    "plain_il": (["c_ptr", "stride_cm"], PLAIN),
     "swiglu": (["o_ptr", "stride_om"], SWIGLU),
     "swiglu_split": (["o_ptr", "stride_om"], SWIGLU_SPLIT),
 }
@@ -132,6 +145,21 @@ def run_plain_tmastore(k, x, w, M, N, K):
     launch_gemm(k, x, w, extra, M=M, N=N, K=K, transpose_a=False, transpose_b=True,
                 key="bench_plain_tmastore")
     return run_plain_tmastore.out
+
+
+def run_plain_il(k, x, w, M, N, K):
+    """The plain store with interleave h = N / 2: the interleaved mainloop's own cost."""
+    import torch
+
+    from coda_ir.lowering.gemm_launch import launch_gemm
+
+    def extra(cfg):
+        c = torch.empty(M, N, device=x.device, dtype=x.dtype)
+        return [c, c.stride(0)]
+
+    _, ex = launch_gemm(k, x, w, extra, M=M, N=N, K=K, transpose_a=False, transpose_b=True,
+                        interleave=N // 2, bn_multiple_of=2, key="bench_plain_il")
+    return ex[0]
 
 
 def run_residual(k, x, w, res, M, N, K, key="bench_residual_sumsq"):
@@ -224,8 +252,16 @@ def checks(ks, dev, dtype, shapes, ragged, log) -> list[dict]:
     return results
 
 
+RESIDUAL_VARIANTS = ("residual_sumsq", "residual_sumsq_early")
+
+
 def fused_checks(ks, dev, dtype, M, N_res, K_res, N_glu, K_glu, log, results):
     import torch
+
+    from coda_ir.lowering import gemm_launch
+
+    def poison(shape):
+        torch.empty(shape, device=dev, dtype=dtype).fill_(float("nan"))
 
     g = torch.Generator(device=dev).manual_seed(int(time.time()) + 1)
     rnd = lambda *s: torch.randn(*s, device=dev, generator=g).to(dtype)  # noqa: E731
@@ -238,11 +274,12 @@ def fused_checks(ks, dev, dtype, M, N_res, K_res, N_glu, K_glu, log, results):
     for name, e in ((f"residual {M}x{N_res}x{K_res} out", e1), (f"residual {M}x{N_res}x{K_res} sumsq", e2)):
         results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
         log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'}")
-    out, part = run_residual(ks["residual_sumsq_pf"], x, w, res, M, N_res, K_res, key="bench_residual_sumsq_pf")
-    for name, e in ((f"residual_pf {M}x{N_res}x{K_res} out", rel_err(out, y_ref)),
-                    (f"residual_pf {M}x{N_res}x{K_res} sumsq", rel_err(part.sum(1), (out.double() ** 2).sum(1)))):
-        results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
-        log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'}")
+    for v in RESIDUAL_VARIANTS[1:]:
+        out, part = run_residual(ks[v], x, w, res, M, N_res, K_res, key=f"bench_{v}")
+        for name, e in ((f"{v} {M}x{N_res}x{K_res} out", rel_err(out, y_ref)),
+                        (f"{v} {M}x{N_res}x{K_res} sumsq", rel_err(part.sum(1), (out.double() ** 2).sum(1)))):
+            results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
+            log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'}")
     del y_ref
     x, w = rnd(M, K_glu), rnd(N_glu, K_glu)
     h = N_glu // 2
@@ -250,6 +287,34 @@ def fused_checks(ks, dev, dtype, M, N_res, K_res, N_glu, K_glu, log, results):
     up = x.double() @ w[h:].double().T
     ref = gte * torch.sigmoid(gte) * up
     del gte, up
+    natural = x.double() @ w.double().T
+    cols = torch.arange(N_glu, device=dev)
+    perm = (cols // (2 * h)) * (2 * h) + (cols % (2 * h)) // 2 + (cols % 2) * h
+    poison((M, N_glu))
+    e = rel_err(run_plain_il(ks["plain_il"], x, w, M, N_glu, K_glu), natural[:, perm])
+    del natural
+    name = f"plain_il {M}x{N_glu}x{K_glu}"
+    results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
+    log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'} {gemm_launch.LAST_LAUNCH['config']}")
+    if dev != "cpu":
+        # Both interleave mainloops explicitly, whatever the tuner picks: two half dots, and
+        # the rank-4 paired descriptor; ragged M and K.
+        from coda_ir.lowering.gemm_launch import GemmConfig, launch_gemm
+
+        hh, Mr, Kr = 1024, 1000, 1064
+        xr, wr = rnd(Mr, Kr), rnd(2 * hh, Kr)
+        nat = xr.double() @ wr.double().T
+        c2 = torch.arange(2 * hh, device=dev)
+        ref_il = nat[:, (c2 % 2) * hh + c2 // 2]
+        for pairs in (False, True):
+            cfg = GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True, b_pairs=pairs)
+            c = torch.full((Mr, 2 * hh), float("nan"), device=dev, dtype=dtype)
+            launch_gemm(ks["plain_il"], xr, wr, lambda cfg: [c, c.stride(0)], M=Mr, N=2 * hh, K=Kr,
+                        transpose_a=False, transpose_b=True, interleave=hh, bn_multiple_of=2, config=cfg)
+            e = rel_err(c, ref_il)
+            name = f"plain_il {Mr}x{2 * hh}x{Kr} b_pairs={int(pairs)}"
+            results.append({"check": name, "rel_err": e, "ok": bool(e == e and e < tol)})
+            log(f"check {name:48s} rel_err={e:.2e} {'ok' if e == e and e < tol else 'FAIL'}")
     for variant in ("swiglu", "swiglu_split"):
         e = rel_err(run_swiglu(ks[variant], x, w, M, N_glu, K_glu, key=f"bench_{variant}"), ref)
         name = f"{variant} {M}x{N_glu}x{K_glu}"
@@ -356,7 +421,7 @@ def timings(ks, dev, dtype, log, quick=False) -> dict:
         x, w, res = rnd(M, K), rnd(N, K), rnd(M, N)
         fns = {"cublas": lambda: torch.matmul(x, w.T)}
         infos = {}
-        for variant in ("residual_sumsq", "residual_sumsq_pf"):
+        for variant in RESIDUAL_VARIANTS:
             run_residual(ks[variant], x, w, res, M, N, K, key=f"bench_{variant}")
             infos[variant] = dict(gemm_launch.LAST_LAUNCH)
             fns[variant] = (lambda v: lambda: run_residual(ks[v], x, w, res, M, N, K, key=f"bench_{v}"))(variant)
@@ -381,6 +446,12 @@ def timings(ks, dev, dtype, log, quick=False) -> dict:
     x, w = rnd(M, K), rnd(N, K)
     fns = {"cublas": lambda: torch.matmul(x, w.T)}
     infos = {}
+    run_plain(ks["plain"], x, w, M, N, K)
+    infos["plain"] = dict(gemm_launch.LAST_LAUNCH)
+    fns["plain"] = lambda: run_plain(ks["plain"], x, w, M, N, K)
+    run_plain_il(ks["plain_il"], x, w, M, N, K)
+    infos["plain_il"] = dict(gemm_launch.LAST_LAUNCH)
+    fns["plain_il"] = lambda: run_plain_il(ks["plain_il"], x, w, M, N, K)
     for variant in ("swiglu", "swiglu_split"):
         run_swiglu(ks[variant], x, w, M, N, K, key=f"bench_{variant}")
         infos[variant] = dict(gemm_launch.LAST_LAUNCH)
@@ -394,7 +465,7 @@ def timings(ks, dev, dtype, log, quick=False) -> dict:
     t = side_by_side(fns, rounds)
     for variant, info in infos.items():
         rows["fused"].append({
-            "kernel": variant + " (interleaved 2->1)", "shape": [M, N, K], "cublas_ms": t["cublas"],
+            "kernel": variant + ("" if variant.startswith("plain") else " (interleaved 2->1)"), "shape": [M, N, K], "cublas_ms": t["cublas"],
             "fused_ms": t[variant], "eager_ms": t["eager"],
             "ratio_vs_cublas_time": ratio_median(t["_rounds"], variant, "cublas"), "rounds_ms": t["_rounds"],
             "path": info.get("path"), "config": _cfg_dict(info), "resources": resources(info.get("compiled")),

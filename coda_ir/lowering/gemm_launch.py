@@ -48,6 +48,7 @@ class GemmConfig:
     tma: bool = False  # persistent tensor-descriptor path (USE_TMA=1) when it can run
     flatten: bool = False  # tl.range(flatten=...) on the persistent tile loop
     warp_specialize: bool = False  # tl.range(warp_specialize=...) on the persistent tile loop
+    b_pairs: bool = False  # interleaved B through one rank-4 descriptor (B_PAIRED) when possible
 
 
 # What the latest launch used: {"config", "path", "compiled"} (the CompiledKernel, when the
@@ -185,6 +186,10 @@ def tma_candidates(interleave=0, bn_multiple_of=1, bm_multiple_of=1) -> list[Gem
     pool = TMA_CANDIDATES
     if override:
         pool = tuple(TMA_CANDIDATES[int(i)] for i in override.split(","))
+    if interleave and not override:
+        # Interleaved kernels also try B through one rank-4 descriptor (one full-width dot).
+        pool = pool + tuple(dataclasses.replace(c, b_pairs=True) for c in pool
+                            if c.bn == 256 and not c.flatten and c.num_stages == 3)
     return [c for c in pool if _tma_fits(c, interleave, bn_multiple_of, bm_multiple_of)]
 
 
@@ -274,7 +279,12 @@ def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, 
             a_arg = desc(a, [M, K], [stride_am, 1], [cfg.bm, cfg.bk])
         else:
             a_arg = desc(a, [K, M], [stride_ak, 1], [cfg.bk, cfg.bm])
-        if b_k:
+        paired = bool(cfg.b_pairs and interleave and b_k and N % (2 * interleave) == 0)
+        if paired:
+            h = interleave
+            b_arg = desc(b, [N // (2 * h), h, 2, K], [2 * h * stride_bn, stride_bn, h * stride_bn, 1],
+                         [1, cfg.bn // 2, 2, cfg.bk])
+        elif b_k:
             b_arg = desc(b, [N, K], [stride_bn, 1], [b_rows, cfg.bk])
         else:
             b_arg = desc(b, [K, N], [stride_bk, 1], [cfg.bk, b_rows])
@@ -288,6 +298,8 @@ def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, 
             extra_flags["FLATTEN"] = True
         if cfg.warp_specialize:
             extra_flags["WARP_SPECIALIZE"] = True
+        if paired:
+            extra_flags["B_PAIRED"] = True
         compiled = kernel[grid](
             a_arg, b_arg, *extra, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
             USE_TMA=1, A_K_CONTIG=a_k, B_K_CONTIG=b_k, NUM_SMS=num_sms, **extra_flags, **common,

@@ -40,7 +40,10 @@ constexpr `USE_TMA`:
   other layout is loaded as stored and transposed with `.T`. With `INTERLEAVE = h` (and BN
   dividing 2h) the BN interleaved columns of a tile are weight rows `r0 + [0, BN/2)` and
   `r0 + h + [0, BN/2)`: two half-width B tiles, two dots, and
-  `tl.join(acc_lo, acc_hi).reshape(BM, BN)` yields the interleaved accumulator.
+  `tl.join(acc_lo, acc_hi).reshape(BM, BN)` yields the interleaved accumulator. With
+  `B_PAIRED` (K-contiguous B, N a multiple of 2h) B is instead a rank-4 descriptor over the
+  weight viewed as [N / 2h, h, 2, K] with strides (2hK, K, hK, 1): its box [1, BN/2, 2, BK]
+  arrives in interleaved row order, so one full-width dot (N = BN) does the tile.
 """
 
 from __future__ import annotations
@@ -192,6 +195,15 @@ def _tma_body(precision: str, epilogue: Sequence[str], prologue: Sequence[str]) 
         f"    acc_lo = tl.dot(a, b_lo, acc_lo{precision})",
         f"    acc_hi = tl.dot(a, b_hi, acc_hi{precision})",
     ]
+    paired_k = [
+        "for ki in range(k_tiles):",
+        "    off_k = ki * BK",
+        *_indent(_tma_a_load(), 1),
+        "    b = b_ptr.load([b_group, b_row, 0, off_k]).reshape(BN, BK).T",
+        "    if UPCAST:",
+        "        b = b.to(tl.float32)",
+        f"    acc = tl.dot(a, b, acc{precision})",
+    ]
     tile = [
         "first_m = (tile_id // group_size) * GROUP_M",
         "rows_in_group = min(num_pid_m - first_m, GROUP_M)",
@@ -204,7 +216,15 @@ def _tma_body(precision: str, epilogue: Sequence[str], prologue: Sequence[str]) 
         "mask_m = offs_m < M",
         "mask_n = offs_n < N",
         *_indent(prologue, -1),
-        "if INTERLEAVE > 0:",
+        "if INTERLEAVE > 0 and B_PAIRED:",
+        "    # b_ptr views the weight as [groups, h, 2, K] (strides 2hK, K, hK, 1): one TMA box",
+        "    # [1, BN/2, 2, BK] lands the tile's rows already in interleaved order 2i + j.",
+        "    b_group = off_n // (2 * INTERLEAVE)",
+        "    b_row = (off_n % (2 * INTERLEAVE)) // 2",
+        "    acc = tl.zeros((BM, BN), dtype=tl.float32)",
+        *_indent(paired_k, 1),
+        "    acc_lo, acc_hi = tl.split(tl.reshape(acc, (BM, BN // 2, 2)))",
+        "elif INTERLEAVE > 0:",
         "    # BN divides 2h: the tile's columns 2i + j are weight rows b_row + i + j * h.",
         "    b_row = (off_n // (2 * INTERLEAVE)) * (2 * INTERLEAVE) + (off_n % (2 * INTERLEAVE)) // 2",
         "    acc_lo = tl.zeros((BM, BN // 2), dtype=tl.float32)",
@@ -269,6 +289,7 @@ def emit_gemm_kernel(
             "FLATTEN: tl.constexpr = False",
             "WARP_SPECIALIZE: tl.constexpr = False",
             "L2_PREFETCH: tl.constexpr = False",
+            "B_PAIRED: tl.constexpr = False",
         ]
     )
     lines = [

@@ -3,6 +3,7 @@ bf16/f16/f32, transposed operands, interleaved columns, a persistent tile loop."
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -198,6 +199,30 @@ def test_prologue(kernels, monkeypatch, path):
     _check(out, _reference(a, b, False, True) + v.double()[None, :], torch.float16)
 
 
+@pytest.mark.parametrize("which", ["store", "pair", "pair_split"])
+def test_interleave_paired_descriptor(kernels, monkeypatch, which):
+    """B_PAIRED: the weight as a rank-4 [N/2h, h, 2, K] descriptor, one dot per tile."""
+    monkeypatch.setenv("CODA_GEMM_PATH", "tma")
+    h, groups, M, K = 32, 2, 40, 56
+    N = 2 * h * groups
+    gen = torch.Generator().manual_seed(13)
+    a, b = _operands(M, N, K, torch.bfloat16, False, True, gen)
+    width = N if which == "store" else N // 2
+    out = torch.full((M, width), float("nan"), dtype=torch.float32)
+    cfg = dataclasses.replace(gemm_launch.interpreter_config(2), tma=True, b_pairs=True)
+    gemm_launch.launch_gemm(
+        kernels[("store" if which == "store" else which, False)], a, b, lambda cfg: [out, out.stride(0)],
+        M=M, N=N, K=K, transpose_a=False, transpose_b=True, interleave=h, bn_multiple_of=2, config=cfg,
+    )
+    assert gemm_launch.LAST_LAUNCH["path"] == "tma"
+    natural = _reference(a, b, False, True)
+    cols = torch.arange(N)
+    perm = (cols // (2 * h)) * (2 * h) + (cols % (2 * h)) // 2 + (cols % 2) * h
+    inter = natural[:, perm]
+    ref = inter if which == "store" else inter[:, 0::2] * inter[:, 1::2]
+    _check(out, ref, torch.bfloat16)
+
+
 def test_persistent_loop_covers_many_tiles(kernels, monkeypatch):
     """More tiles than programs: each TMA program walks several tiles (grouped order)."""
     monkeypatch.setenv("CODA_GEMM_PATH", "tma")
@@ -213,7 +238,7 @@ def test_emitted_source_has_both_paths():
     src = "\n".join(emit_gemm_kernel("k", ["c_ptr"], ["    pass"], float32_operands=True))
     assert "USE_TMA: tl.constexpr = 0" in src
     assert "tl.range(start_pid, num_tiles, NUM_SMS" in src
-    assert src.count('input_precision="ieee"') == 4  # portable, TMA plain, TMA lo/hi
+    assert src.count('input_precision="ieee"') == 5  # portable, TMA plain, paired, lo/hi
     assert "tl.join(acc_lo, acc_hi).reshape(BM, BN)" in src
 
 
