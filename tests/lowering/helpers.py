@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 from xdsl.dialects import func
 
@@ -9,6 +11,9 @@ import coda_ir
 from coda_ir.dialects import coda
 
 from .coda_ref import dtype_of, fold_partials, run_coda
+
+# CODA_TEST_DEVICE=cuda runs the same checks on the GPU (compiled kernels instead of the interpreter).
+DEVICE = os.environ.get("CODA_TEST_DEVICE", "cpu")
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -55,9 +60,10 @@ def check(text: str, inputs: list[torch.Tensor] | None = None, seed: int = 0, in
     fn = the_func(cm, name)
     if inputs is None:
         inputs = random_inputs(fn, seed, int_high)
-    outs = getattr(cm, fn.sym_name.data)(*inputs)
+    outs = getattr(cm, fn.sym_name.data)(*[x.to(DEVICE) for x in inputs])
     if not isinstance(outs, tuple):
         outs = (outs,)
+    outs = tuple(o.cpu() for o in outs)
     ref64 = run_coda(fn, inputs, torch.float64)
     ref_t = run_coda(fn, inputs, torch.float32)
     types = list(fn.function_type.outputs.data)
