@@ -477,3 +477,56 @@ def extract_function(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> Functio
 def extract_module(module: ModuleOp, gpu: m.GPU | str | None = None) -> list[FunctionPlan]:
     gpu = m.as_gpu(gpu)
     return [extract_function(op, gpu) for op in module.walk() if isinstance(op, func.FuncOp)]
+
+
+# ============================================================================ decisions on nn programs
+
+
+def _gemm_producer(value: SSAValue) -> tuple[int | None, bool]:
+    """(K of the GEMM producing `value`, whether a residual add sits in between)."""
+    owner = value.owner
+    if isinstance(owner, Operation) and owner.name in ("nn.linear", "nn.matmul"):
+        ty = owner.operands[0].type
+        assert isinstance(ty, TensorType)
+        return ty.get_shape()[1], False
+    if isinstance(owner, Operation) and owner.name == "nn.add":
+        for operand in owner.operands:
+            k, _ = _gemm_producer(operand)
+            if k is not None and operand.owner is not None and getattr(operand.owner, "name", "") != "nn.add":
+                return k, True
+    return None, False
+
+
+def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[str, m.Decision]]:
+    """What the decision API of io_model says for the choices this nn function offers:
+    `stats_plan` per RMSNorm, `qk_norm_tile_width` per head RMSNorm fed by a GEMM, and
+    `store_or_recompute` (for backward) per gated activation. Each entry: (call, decision)."""
+    gpu = m.as_gpu(gpu)
+    names = _Names()
+    out: list[tuple[str, m.Decision]] = []
+    for op in fn.body.ops if fn.body.blocks else []:
+        result = op.results[0] if op.results else None
+        ty = result.type if result is not None else None
+        if not isinstance(ty, TensorType) or len(ty.get_shape()) != 2:
+            continue
+        rows, cols = ty.get_shape()
+        dtype = dtype_name(ty.get_element_type())
+        label = names(result)  # type: ignore[arg-type]
+        if op.name == "nn.rms_norm":
+            k, residual = _gemm_producer(op.operands[0])
+            d = m.stats_plan(rows, cols, K=k, dtype=dtype, gpu=gpu, residual=residual)
+            out.append((f"stats_plan({label}: M={rows}, D={cols}, K={k})", d))
+        elif op.name == "nn.head_rms_norm":
+            k, _ = _gemm_producer(op.operands[0])
+            if k is None:
+                continue
+            hd = op.properties["head_dim"].value.data  # type: ignore[attr-defined]
+            heads = op.properties["heads"].value.data  # type: ignore[attr-defined]
+            d = m.qk_norm_tile_width(hd, cols, M=rows, K=k, heads=heads, dtype=dtype, gpu=gpu)
+            out.append((f"qk_norm_tile_width({label}: head_dim={hd}, heads={heads}, N={cols}, M={rows}, K={k})", d))
+        elif op.name in ("nn.swiglu", "nn.geglu"):
+            flops, sfu = (5, 2) if op.name == "nn.swiglu" else (9, 1)
+            d = m.store_or_recompute(rows, cols, dtype=dtype, gpu=gpu, recompute_flops_per_element=flops,
+                                     recompute_sfu_per_element=sfu)
+            out.append((f"store_or_recompute({label}: M={rows}, N={cols}, from the saved pre-activation)", d))
+    return out

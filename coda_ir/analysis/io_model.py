@@ -763,7 +763,8 @@ def qk_norm_tile_width(head_dim: int, N: int, *, M: int, K: int, heads: int | No
     reduction over the accumulator, normalised in place) and the GEMM writes the
     normalised output. Otherwise: the GEMM writes the raw output and per-head partial sums of
     squares, and an elementwise kernel reads both and writes the normalised output.
-    For each width, BM is the largest of `bms` whose tile fits. Costs keyed "bn=<width>".
+    For each width, BM is the largest of `bms` (at most M rounded up to a power of two, and
+    at least 64) whose tile fits. Costs keyed "bn=<width>".
     """
     gpu = as_gpu(gpu)
     heads = heads if heads is not None else N // head_dim
@@ -776,7 +777,8 @@ def qk_norm_tile_width(head_dim: int, N: int, *, M: int, K: int, heads: int | No
         in_tile = bn % head_dim == 0
         live = 1.0
         tile = None
-        for bm in bms:
+        cap = max(64, 1 << max(0, (M - 1).bit_length()))  # no taller tiles than the problem needs
+        for bm in [b for b in bms if b <= cap] or list(bms):
             for bk, stages in ((64, 3), (32, 3)):
                 cand = Tile(bm, bn, bk, warps, stages)
                 if tile_fits(cand, dtype, live, gpu):

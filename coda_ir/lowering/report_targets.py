@@ -1,13 +1,15 @@
 """coda-opt targets that report on a program instead of lowering it.
 
-* `-t io-report{gpu=h100 pipeline="nn-to-coda" constants=""}`: per function, a table of its
+* `-t io-report{gpu=h100 pipeline="nn-to-coda" constants="" decisions=false}`: per function, a table of its
   kernels from the IO model (coda_ir/analysis/io_model.py): FLOPs (GEMM and epilogue),
   device-memory bytes (read and written once each; with the tiled GEMM's re-reads that miss
   L2; L2 -> SM), arithmetic intensity, on-chip footprint, the bounding resource and the
   predicted time. For `nn` input it also runs `pipeline` (when its passes are registered) on
   a copy and prints the compiled `coda` program's table and a comparison of the two.
   `gpu` picks the constants in gpu_constants.json (h100, h200); `constants` names a JSON
-  written by bench/calibrate.py to use instead.
+  written by bench/calibrate.py to use instead. `decisions=true` adds, for nn functions, what
+  the model's decision API (stats_plan, qk_norm_tile_width, store_or_recompute) chooses for
+  each choice the function offers, with both plans' predicted times.
 * `-t fusion-plan{format=dot gpu=h100 pipeline="nn-to-coda"}`: the fusion plan as a Graphviz
   graph (coda_ir/analysis/fusion_plan.py); `format=svg` pipes it through `dot -Tsvg` when
   Graphviz is installed.
@@ -108,9 +110,12 @@ class IOReportTarget(Target):
     gpu: str = "h100"
     pipeline: str = "nn-to-coda"
     constants: str = ""
+    decisions: bool = False
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from coda_ir.analysis.io_extract import extract_module
+        from xdsl.dialects import func
+
+        from coda_ir.analysis.io_extract import extract_module, nn_decisions
 
         gpu = _gpu(self.gpu, self.constants)
         print(f"// io-report on {gpu.describe()}", file=output)
@@ -132,6 +137,11 @@ class IOReportTarget(Target):
                     _table(f"compiled by '{self.pipeline}'", ccost, output)
                     rows.append(("compiled coda", ccost))
             _summary(rows, output)
+            if self.decisions and plan.is_nn:
+                fn = next(op for op in module.walk() if isinstance(op, func.FuncOp) and op.sym_name.data == plan.name)
+                print("// decisions (coda_ir.analysis.io_model):", file=output)
+                for call, decision in nn_decisions(fn, gpu):
+                    print(f"//   {call} -> {decision.summary()}", file=output)
 
 
 @dataclass(frozen=True)

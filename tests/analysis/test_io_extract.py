@@ -9,7 +9,7 @@ from coda_ir.analysis import io_extract as x
 from coda_ir.analysis import io_model as m
 from coda_ir.tools.coda_opt import coda_passes, make_context
 
-from test_io_model import hand_count_unfused  # tests/analysis is on sys.path (pytest prepend mode)
+from test_io_model import H100_ANCHOR, hand_count_unfused  # tests/analysis is on sys.path (pytest prepend mode)
 
 LLAMA_8B = """
 func.func @llama_block(%x0: tensor<8192x4096xbf16>, %y0: tensor<8192x4096xbf16>, %wo: tensor<4096x4096xbf16>,
@@ -66,7 +66,7 @@ def parse(text: str):
 
 @pytest.fixture(scope="module")
 def h100() -> m.GPU:
-    return m.load_gpu("h100")
+    return H100_ANCHOR
 
 
 def test_unfused_llama_from_ir_matches_hand_count(h100):

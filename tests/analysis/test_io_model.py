@@ -64,9 +64,15 @@ def hand_count_fused(store_preactivation: bool = False) -> int:
     return f1 + fold + f2 + f3 + fold + f4
 
 
+# Fixed constants (the H100 anchors), so that calibrating gpu_constants.json cannot flip
+# the decisions these tests pin.
+H100_ANCHOR = m.GPU(name="h100-anchor", hbm_bw=3.0e12, l2_bw=10.0e12, tensor_flops={"bf16": 7.3e14, "f16": 7.3e14},
+                    simt_flops=5.9e13, sfu_rate=3.7e12, launch_s=3.0e-6, source="test anchor")
+
+
 @pytest.fixture(scope="module")
 def h100() -> m.GPU:
-    return m.load_gpu("h100")
+    return H100_ANCHOR
 
 
 def test_unfused_llama_bytes_match_hand_count(h100):
@@ -169,7 +175,7 @@ def test_unfused_op_kernels_count_each_tensor_once():
         "nn.cross_entropy": ([x, pos], m.Tensor("loss", (), "f32"), 64 * 256 * 2 + 64 * 4 + 4),
     }
     for op, (ins, out, expected) in cases.items():
-        c = m.kernel_cost(m.nn_op_kernel(op, ins, out, head_dim=64, rotary_heads=4), "h100")
+        c = m.kernel_cost(m.nn_op_kernel(op, ins, out, head_dim=64, rotary_heads=4), H100_ANCHOR)
         assert c.hbm_unique == expected, op
 
 
@@ -234,6 +240,9 @@ def test_qk_norm_tile_width_flips(h100):
     d = m.qk_norm_tile_width(512, 4096, M=M, K=D, gpu=h100)
     assert d.choice == 256 and "partials" in d.costs["bn=256"].note
     assert d.costs["bn=512"].time_s > d.costs["bn=256"].time_s
-    # Decode-sized M: a single row of tiles; narrow tiles fill more SMs.
+    # Decode-sized M: a single row of tiles; narrow tiles fill more SMs. 64-wide heads fit a
+    # 64-wide tile; 256-wide heads would need BN = 256 (a quarter of the CTAs), so partials win.
     d = m.qk_norm_tile_width(64, 4096, M=64, K=D, gpu=h100)
-    assert d.choice == 64
+    assert d.choice == 64 and "whole heads" in d.costs["bn=64"].note
+    d = m.qk_norm_tile_width(256, 4096, M=64, K=D, gpu=h100)
+    assert d.choice == 64 and "partials" in d.costs["bn=64"].note
