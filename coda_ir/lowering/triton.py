@@ -92,6 +92,11 @@ def _is_float(elt: Attribute) -> bool:
     return isinstance(elt, (Float32Type, BFloat16Type, Float16Type, Float64Type))
 
 
+def _to_f32(elt: Attribute) -> str:
+    """The conversion of a loaded element to the fp32 epilogue arithmetic ('' when none)."""
+    return ".to(tl.float32)" if _is_float(elt) and not isinstance(elt, Float32Type) else ""
+
+
 def _store_cast(expr: str, elt: Attribute) -> str:
     """Round an fp32 (or i32) value once to the stored element type."""
     if isinstance(elt, Float32Type):
@@ -482,15 +487,13 @@ class _EpilogueEmitter:
             f"tl.load({self.ptr(op, matrix)} + {rows}[:, None] * {width} + {c.cols}[None, :], "
             f"mask={c.mask2}, other=0)"
         )
-        if _is_float(ty.get_element_type()):
-            expr += ".to(tl.float32)"
-        return expr
+        return expr + _to_f32(ty.get_element_type())
 
     def load_vector(self, op: Operation, vector: SSAValue, axis: coda.Axis, width: int) -> str:
         """The vector as a [BM, 1] (rows), [1, TW] (cols) or scalar operand."""
         ty = vector.type
         assert isinstance(ty, TensorType)
-        conv = ".to(tl.float32)" if _is_float(ty.get_element_type()) else ""
+        conv = _to_f32(ty.get_element_type())
         p = self.ptr(op, vector)
         if axis == coda.Axis.SCALAR:
             return f"tl.load({p}){conv}"
@@ -879,7 +882,7 @@ def emit_fold(op: coda.FoldOp, name: str) -> KernelInfo:
     for value, p in zip(op.inputs, in_params):
         ty = value.type
         assert isinstance(ty, TensorType)
-        conv = ".to(tl.float32)" if _is_float(ty.get_element_type()) else ""
+        conv = _to_f32(ty.get_element_type())
         v = names("v")
         if ty.get_shape():
             lines.append(f"{I2}{v} = tl.load({p} + rows, mask=mask, other=0){conv}")

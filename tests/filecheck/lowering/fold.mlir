@@ -1,0 +1,65 @@
+// RUN: coda-opt %s -t triton | filecheck %s
+// coda.fold: partials folded over tiles in a fixed order (sum, max, log-sum-exp), the body mapped
+// per row, rank-0 results summed by one program in order, then the finalize region.
+
+func.func @loss(%l: tensor<37x100xbf16>, %w: tensor<8x100xbf16>, %t: tensor<37xi32>, %s: tensor<f32>) -> (tensor<37xf32>, tensor<f32>) {
+  %lse, %mx, %sel = coda.gemm %l, %w transpose_b ins(%t : tensor<37xi32>) : tensor<37x100xbf16>, tensor<8x100xbf16>
+      -> (!coda.partials<rows, 37, lse>, !coda.partials<rows, 37, max>, !coda.partials<rows, 37, sum>) {
+  ^bb0(%acc: !coda.tile<37x8xf32>, %ti: tensor<37xi32>):
+    %p = coda.reduce lse %acc dim 1 : !coda.tile<37x8xf32> -> !coda.partials<rows, 37, lse>
+    %q = coda.reduce max %acc dim 1 : !coda.tile<37x8xf32> -> !coda.partials<rows, 37, max>
+    %x = coda.select %acc, %ti : !coda.tile<37x8xf32>, tensor<37xi32> -> !coda.partials<rows, 37, sum>
+    coda.yield %p, %q, %x : !coda.partials<rows, 37, lse>, !coda.partials<rows, 37, max>, !coda.partials<rows, 37, sum>
+  }
+  %row, %total = coda.fold %lse, %mx, %sel : !coda.partials<rows, 37, lse>, !coda.partials<rows, 37, max>, !coda.partials<rows, 37, sum>
+      ins(%t, %s : tensor<37xi32>, tensor<f32>) -> (tensor<37xf32>, tensor<f32>) {
+  ^bb0(%a: f32, %m: f32, %x: f32, %tt: i32, %sc: f32):
+    %d = arith.subf %a, %x : f32
+    %e = arith.mulf %d, %sc : f32
+    coda.yield %d, %e : f32, f32
+  } finalize {
+  ^bb0(%sum: f32):
+    %n = arith.constant 37.0 : f32
+    %mean = arith.divf %sum, %n : f32
+    coda.yield %mean : f32
+  }
+  func.return %row, %total : tensor<37xf32>, tensor<f32>
+}
+
+// CHECK-LABEL: def _loss_k1_fold(lse_ptr, mx_ptr, sel_ptr, t_ptr, s_ptr, row_ptr, total_ptr, L, T0, T1, T2, ITERS, BLOCK: tl.constexpr):
+// CHECK-NEXT: pid = tl.program_id(0)
+// CHECK-NEXT: sum1 = tl.zeros((BLOCK,), dtype=tl.float32)
+// CHECK-NEXT: for it in range(0, ITERS):
+// CHECK-NEXT:     rows = (pid * ITERS + it) * BLOCK + tl.arange(0, BLOCK)
+// CHECK-NEXT:     mask = rows < L
+// CHECK-NEXT:     rows64 = rows.to(tl.int64)
+// CHECK-NEXT:     # fold partials (lse) over tiles in order
+// CHECK-NEXT:     fmax = tl.full((BLOCK,), -float("inf"), tl.float32)
+// CHECK-NEXT:     for t in range(0, T0):
+// CHECK-NEXT:         fmax = tl.maximum(fmax, tl.load(lse_ptr + rows64 * T0 + t, mask=mask, other=-float("inf")))
+// CHECK-NEXT:     fref = tl.where(fmax == -float("inf"), 0.0, fmax)
+// CHECK-NEXT:     fsum = tl.zeros((BLOCK,), dtype=tl.float32)
+// CHECK-NEXT:     for t in range(0, T0):
+// CHECK-NEXT:         fsum += tl.exp(tl.load(lse_ptr + rows64 * T0 + t, mask=mask, other=-float("inf")) - fref)
+// CHECK-NEXT:     folded = fref + tl.log(fsum)
+// CHECK-NEXT:     # fold partials (max) over tiles in order
+// CHECK:          folded0 = fmax0
+// CHECK-NEXT:     # fold partials (sum) over tiles in order
+// CHECK-NEXT:     folded1 = tl.zeros((BLOCK,), dtype=tl.float32)
+// CHECK-NEXT:     for t in range(0, T2):
+// CHECK-NEXT:         folded1 += tl.load(sel_ptr + rows64 * T2 + t, mask=mask, other=0.0)
+// CHECK-NEXT:     v = tl.load(t_ptr + rows, mask=mask, other=0)
+// CHECK-NEXT:     v0 = tl.load(s_ptr)
+// CHECK-NEXT:     s = (folded - folded1)
+// CHECK-NEXT:     s0 = (s * v0)
+// CHECK-NEXT:     tl.store(row_ptr + rows, s, mask=mask)
+// CHECK-NEXT:     sum1 += tl.where(mask, s0, 0)
+// CHECK-NEXT: # rank-0 results: the per-lane sums, reduced in a fixed order
+// CHECK-NEXT: total1 = tl.sum(sum1, axis=0)
+// CHECK-NEXT: s1 = (total1 / 37.0)
+// CHECK-NEXT: tl.store(total_ptr, s1)
+
+// CHECK:      def loss(l, w, t, s):
+// CHECK:      _e = _rt.launch_fold(_loss_k1_fold, (lse, mx, sel), (t, s), (torch.empty((37,), dtype=torch.float32, device=_dev), torch.empty((), dtype=torch.float32, device=_dev)), L=37, sums=True)
+// CHECK-NEXT: row, total = _e
+// CHECK-NEXT: return (row, total)
