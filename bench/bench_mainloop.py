@@ -37,6 +37,12 @@ PLAIN = [
     "    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]",
     "    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])",
 ]
+# Streaming store (.cs: evict-first in L2, keeps A/B tiles resident).
+PLAIN_CS = [
+    "    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]",
+    "    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :],",
+    "             cache_modifier=\".cs\")",
+]
 # TMA-store variant (TMA path only): how much the pointer store costs.
 PLAIN_TMA_STORE = [
     "    c_ptr.store([pid_m * BM, pid_n * BN], acc.to(c_ptr.dtype))",
@@ -56,6 +62,15 @@ SWIGLU = [
     "    mask_h = offs_h < N // 2",
     "    tl.store(o_ptr + offs_m[:, None] * stride_om + offs_h[None, :],",
     "             y.to(o_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_h[None, :])",
+]
+# The same with streaming hints: the residual read and the output write evict first from L2.
+RESIDUAL_STREAM = [
+    "    mask = mask_m[:, None] & mask_n[None, :]",
+    "    r = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=mask, other=0.0,",
+    "                eviction_policy=\"evict_first\")",
+    "    y = (acc + r.to(tl.float32)).to(out_ptr.dtype.element_ty)",
+    "    tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], y, mask=mask, cache_modifier=\".cs\")",
+    *RESIDUAL_SUMSQ[4:],
 ]
 # The same, with the residual tile prefetched into L2 by the prologue (before the K loop).
 RESIDUAL_PREFETCH = [
@@ -90,6 +105,8 @@ KERNELS = {
     "residual_sumsq_pf": (RES_PARAMS, RESIDUAL_SUMSQ, RESIDUAL_PREFETCH),
     "residual_sumsq_early": (RES_PARAMS, RESIDUAL_EARLY, RESIDUAL_EARLY_PROLOGUE),
     "plain_il": (["c_ptr", "stride_cm"], PLAIN),
+    "plain_cs": (["c_ptr", "stride_cm"], PLAIN_CS),
+    "residual_sumsq_stream": (RES_PARAMS, RESIDUAL_STREAM),
     "swiglu": (["o_ptr", "stride_om"], SWIGLU),
     "swiglu_split": (["o_ptr", "stride_om"], SWIGLU_SPLIT),
 }
@@ -116,7 +133,7 @@ def build_kernels(tmpdir: Path) -> dict:
 # ------------------------------------------------------------------------------ runners
 
 
-def run_plain(k, x, w, M, N, K, *, transpose_a=False, transpose_b=True):
+def run_plain(k, x, w, M, N, K, *, transpose_a=False, transpose_b=True, key="bench_plain"):
     import torch
 
     from coda_ir.lowering.gemm_launch import launch_gemm
@@ -126,7 +143,7 @@ def run_plain(k, x, w, M, N, K, *, transpose_a=False, transpose_b=True):
         return [c, c.stride(0)]
 
     cfg, ex = launch_gemm(k, x, w, extra, M=M, N=N, K=K, transpose_a=transpose_a,
-                          transpose_b=transpose_b, key="bench_plain")
+                          transpose_b=transpose_b, key=key)
     return ex[0]
 
 
@@ -231,6 +248,8 @@ def checks(ks, dev, dtype, shapes, ragged, log) -> list[dict]:
         ref = x.double() @ w.double().T
         poison((M, N))
         record(f"plain {M}x{N}x{K}", rel_err(run_plain(ks["plain"], x, w, M, N, K), ref))
+        poison((M, N))
+        record(f"plain_cs {M}x{N}x{K}", rel_err(run_plain(ks["plain_cs"], x, w, M, N, K, key="bench_plain_cs"), ref))
         if dev != "cpu":
             record(f"cublas {M}x{N}x{K}", rel_err(x @ w.T, ref), path="cublas")
         del ref
@@ -252,7 +271,9 @@ def checks(ks, dev, dtype, shapes, ragged, log) -> list[dict]:
     return results
 
 
-RESIDUAL_VARIANTS = ("residual_sumsq", "residual_sumsq_early")
+# residual_sumsq_pf (L2 prefetch) and residual_sumsq_early (register prefetch) measured slower
+# (bench/RESULTS.md); they stay defined for reproduction but are not run by default.
+RESIDUAL_VARIANTS = ("residual_sumsq", "residual_sumsq_stream")
 
 
 def fused_checks(ks, dev, dtype, M, N_res, K_res, N_glu, K_glu, log, results):
@@ -385,8 +406,11 @@ def timings(ks, dev, dtype, log, quick=False) -> dict:
         run_plain(ks["plain"], x, w, M, N, K)  # tunes once (cached)
         row = {"shape": [M, N, K], "tune_s": time.time() - t0}
         info = dict(gemm_launch.LAST_LAUNCH)
+        run_plain(ks["plain_cs"], x, w, M, N, K, key="bench_plain_cs")
+        row["cs_config"] = _cfg_dict(gemm_launch.LAST_LAUNCH)
         fns = {"cublas": lambda: torch.matmul(x, w.T),
-               "coda": lambda: run_plain(ks["plain"], x, w, M, N, K)}
+               "coda": lambda: run_plain(ks["plain"], x, w, M, N, K),
+               "coda_cs": lambda: run_plain(ks["plain_cs"], x, w, M, N, K, key="bench_plain_cs")}
         if not quick:
             saved = os.environ.get("CODA_TMA_CANDIDATES")
             os.environ["CODA_TMA_CANDIDATES"] = "0,1,2"  # a diagnostic: fewer compiles
@@ -404,6 +428,7 @@ def timings(ks, dev, dtype, log, quick=False) -> dict:
         t = side_by_side(fns, rounds)
         row.update({
             "cublas_ms": t["cublas"], "coda_ms": t["coda"], "coda_tmastore_ms": t.get("coda_tmastore"),
+            "coda_cs_ms": t["coda_cs"], "ratio_cs": 1.0 / ratio_median(t["_rounds"], "coda_cs", "cublas"),
             "cublas_tflops": flops / t["cublas"] / 1e9, "coda_tflops": flops / t["coda"] / 1e9,
             "ratio_throughput": 1.0 / ratio_median(t["_rounds"], "coda", "cublas"),
             "rounds_ms": t["_rounds"], "path": info.get("path"), "config": _cfg_dict(info),
@@ -411,7 +436,8 @@ def timings(ks, dev, dtype, log, quick=False) -> dict:
         })
         rows["plain"].append(row)
         log(f"plain {M}x{N}x{K}: cublas {t['cublas']:.3f} ms, coda {t['coda']:.3f} ms "
-            f"({row['ratio_throughput']:.3f}x), tmastore {t.get('coda_tmastore')}, {row['config']}, {row['resources']}")
+            f"({row['ratio_throughput']:.3f}x), .cs store {t['coda_cs']:.3f} ({row['ratio_cs']:.3f}x), "
+            f"tmastore {t.get('coda_tmastore')}, {row['config']}, {row['resources']}")
         del x, w
         torch.cuda.empty_cache()
 
@@ -590,11 +616,11 @@ def main() -> int:
     bad = [r["check"] for r in results if not r["ok"]]
     print(f"checks: {len(results) - len(bad)}/{len(results)} ok" + (f"; FAILED: {bad}" if bad else ""))
     if "timings" in report:
-        print(f"{'M x N x K':22s} {'cuBLAS ms':>10s} {'coda ms':>9s} {'cuBLAS TF/s':>11s} {'coda TF/s':>9s} {'ratio':>6s}  config (ratio: cuBLAS time / coda time, median of rounds)")
+        print(f"{'M x N x K':22s} {'cuBLAS ms':>10s} {'coda ms':>9s} {'cuBLAS TF/s':>11s} {'coda TF/s':>9s} {'ratio':>6s} {'.cs':>6s}  config (ratio: cuBLAS time / coda time, median of rounds; .cs: streaming store)")
         for r in report["timings"]["plain"]:
             c = r["config"]
             cfg = f"{c['bm']}x{c['bn']}x{c['bk']} w{c['num_warps']} s{c['num_stages']}" + (" fl" if c["flatten"] else "") + (" ws" if c["warp_specialize"] else "")
-            print(f"{'x'.join(map(str, r['shape'])):22s} {r['cublas_ms']:10.3f} {r['coda_ms']:9.3f} {r['cublas_tflops']:11.0f} {r['coda_tflops']:9.0f} {r['ratio_throughput']:6.3f}  {cfg} {r['path']}")
+            print(f"{'x'.join(map(str, r['shape'])):22s} {r['cublas_ms']:10.3f} {r['coda_ms']:9.3f} {r['cublas_tflops']:11.0f} {r['coda_tflops']:9.0f} {r['ratio_throughput']:6.3f} {r['ratio_cs']:6.3f}  {cfg} {r['path']}")
         print(f"{'fused kernel':36s} {'M x N x K':18s} {'cuBLAS ms':>9s} {'fused ms':>9s} {'eager ms':>9s} {'fused/cuBLAS':>12s}")
         for r in report["timings"]["fused"]:
             print(f"{r['kernel']:36s} {'x'.join(map(str, r['shape'])):18s} {r['cublas_ms']:9.3f} {r['fused_ms']:9.3f} {r['eager_ms']:9.3f} {r['ratio_vs_cublas_time']:12.3f}")
