@@ -174,6 +174,56 @@ func.func @gemm_epilogue(%x: tensor<256x64xbf16>, %w: tensor<512x64xbf16>, %res:
 
 // -----
 
+// interleave_wide: the SwiGLU backward pairs the N-wide dy with the 2N-wide saved z, whose
+// [gate | up] halves are N apart; a 1 -> 2 pair_map writes dz in the user's layout.
+func.func @gemm_interleave_wide(%dx: tensor<128x256xbf16>, %wd: tensor<256x64xbf16>, %z: tensor<128x128xbf16>) -> tensor<128x128xbf16> {
+  %dz = coda.gemm %dx, %wd interleave_wide 64 ins(%z : tensor<128x128xbf16>) : tensor<128x256xbf16>, tensor<256x64xbf16> -> tensor<128x128xbf16> {
+  ^bb0(%dy: !coda.tile<128x64xf32>, %z_: tensor<128x128xbf16>):
+    %zt = coda.load %z_ : tensor<128x128xbf16> -> !coda.tile<128x128xf32>
+    %d = coda.pair_map %dy, %zt : (!coda.tile<128x64xf32>, !coda.tile<128x128xf32>) -> !coda.tile<128x128xf32> {
+    ^bb0(%g: f32, %gate: f32, %up: f32):
+      %dg = arith.mulf %g, %up : f32
+      %du = arith.mulf %g, %gate : f32
+      coda.yield %dg, %du : f32, f32
+    }
+    coda.yield %d : !coda.tile<128x128xf32>
+  }
+  func.return %dz : tensor<128x128xbf16>
+}
+
+// CHECK-LABEL: func.func @gemm_interleave_wide(%dx: tensor<128x256xbf16>, %wd: tensor<256x64xbf16>, %z: tensor<128x128xbf16>) -> tensor<128x128xbf16> {
+// CHECK-NEXT:    %dz = coda.gemm %dx, %wd interleave_wide 64 ins(%z : tensor<128x128xbf16>) : tensor<128x256xbf16>, tensor<256x64xbf16> -> tensor<128x128xbf16> {
+// CHECK-NEXT:    ^bb0(%dy: !coda.tile<128x64xf32>, %z_: tensor<128x128xbf16>):
+// CHECK-NEXT:      %zt = coda.load %z_ : tensor<128x128xbf16> -> !coda.tile<128x128xf32>
+// CHECK-NEXT:      %d = coda.pair_map stride 1 %dy, %zt : (!coda.tile<128x64xf32>, !coda.tile<128x128xf32>) -> !coda.tile<128x128xf32> {
+// CHECK-NEXT:      ^bb0(%g: f32, %gate: f32, %up: f32):
+// CHECK-NEXT:        %dg = arith.mulf %g, %up : f32
+// CHECK-NEXT:        %du = arith.mulf %g, %gate : f32
+// CHECK-NEXT:        coda.yield %dg, %du : f32, f32
+// CHECK-NEXT:      }
+// CHECK-NEXT:      coda.yield %d : !coda.tile<128x128xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %dz : tensor<128x128xbf16>
+// CHECK-NEXT:  }
+
+// CHECK-GENERIC-LABEL: "func.func"() <{sym_name = "gemm_interleave_wide", function_type = (tensor<128x256xbf16>, tensor<256x64xbf16>, tensor<128x128xbf16>) -> tensor<128x128xbf16>}> ({
+// CHECK-GENERIC-NEXT:  ^bb0(%dx: tensor<128x256xbf16>, %wd: tensor<256x64xbf16>, %z: tensor<128x128xbf16>):
+// CHECK-GENERIC-NEXT:    %dz = "coda.gemm"(%dx, %wd, %z) <{interleave_wide = 64 : i64, operandSegmentSizes = array<i32: 1, 1, 1>}> ({
+// CHECK-GENERIC-NEXT:    ^bb0(%dy: !coda.tile<128x64xf32>, %z_: tensor<128x128xbf16>):
+// CHECK-GENERIC-NEXT:      %zt = "coda.load"(%z_) : (tensor<128x128xbf16>) -> !coda.tile<128x128xf32>
+// CHECK-GENERIC-NEXT:      %d = "coda.pair_map"(%dy, %zt) <{stride = 1 : i64}> ({
+// CHECK-GENERIC-NEXT:      ^bb0(%g: f32, %gate: f32, %up: f32):
+// CHECK-GENERIC-NEXT:        %dg = "arith.mulf"(%g, %up) <{fastmath = #arith.fastmath<none>}> : (f32, f32) -> f32
+// CHECK-GENERIC-NEXT:        %du = "arith.mulf"(%g, %gate) <{fastmath = #arith.fastmath<none>}> : (f32, f32) -> f32
+// CHECK-GENERIC-NEXT:        "coda.yield"(%dg, %du) : (f32, f32) -> ()
+// CHECK-GENERIC-NEXT:      }) : (!coda.tile<128x64xf32>, !coda.tile<128x128xf32>) -> !coda.tile<128x128xf32>
+// CHECK-GENERIC-NEXT:      "coda.yield"(%d) : (!coda.tile<128x128xf32>) -> ()
+// CHECK-GENERIC-NEXT:    }) : (tensor<128x256xbf16>, tensor<256x64xbf16>, tensor<128x128xbf16>) -> tensor<128x128xbf16>
+// CHECK-GENERIC-NEXT:    "func.return"(%dz) : (tensor<128x128xbf16>) -> ()
+// CHECK-GENERIC-NEXT:  }) : () -> ()
+
+// -----
+
 // ===== coda.map and coda.pair_map
 
 func.func @maps(%z: tensor<64x256xbf16>, %pos: tensor<64xi32>, %invf: tensor<32xf32>) -> (tensor<64x128xbf16>, tensor<64x256xf32>, tensor<64x256xbf16>, tensor<64x256xf32>) {

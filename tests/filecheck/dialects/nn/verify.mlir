@@ -601,4 +601,17 @@ func.func @nested(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>, %v: tensor<3xf32>) -
   func.return %2 : tensor<2x4xf32>
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.add' op rhs must have shape 2x4 (elementwise) or 4 (broadcast over rows), got 3
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+// ===== custom syntax
+
+func.func @pretty_type_count(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  %0 = nn.add %x, %w : tensor<2x8xf32> -> tensor<2x8xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: expected 2 operand types, got 1
+// CHECK-NEXT: {{^.+$}}
+// CHECK-NEXT: {{^ *\^+$}}
 // CHECK-NOT: error:
