@@ -293,14 +293,20 @@ def main(argv: list[str] | None = None) -> None:
     except ArgSpecParseError as error:
         print(f"coda-opt: error: invalid pass pipeline: {_pipeline_error_text(error)}", file=sys.stderr)
         sys.exit(1)
-    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as error:
+    except BrokenPipeError:  # `coda-opt ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except OSError as error:  # missing input, a directory, an unwritable -o file
+        if error.filename is not None and error.strerror:
+            print(f"coda-opt: error: cannot open '{error.filename}': {error.strerror}", file=sys.stderr)
+        else:
+            print(f"coda-opt: error: {error}", file=sys.stderr)
+        sys.exit(1)
+    except ValueError as error:
         print(f"coda-opt: error: {error}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
-    except BrokenPipeError:  # `coda-opt ... | head`: the reader left; stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
     except Exception as error:  # an internal bug, not bad input: say so without a traceback
         if os.environ.get("CODA_DEBUG") or "--debug-traceback" in sys.argv:
             raise
