@@ -111,7 +111,7 @@ class DeferNorm(RewritePattern):
             shape_of(x), [x, g], lambda e, xt, gv: [e.scale(e.load(xt), gv, Axis.COLS)], [elt_of(x)]
         )
         new_ops.append(_origin(scaled, op, "prescale"))
-        rewriter.insert_op(new_ops, _before(op))
+        rewriter.insert(new_ops, _before(op))
         for user in users:
             transposed = isinstance(user, nn.LinearOp)
             w = user.operands[1]

@@ -1,0 +1,124 @@
+"""Numerics of the nn-to-coda pipeline: compile small blocks with `coda_ir.compile` (default
+pipeline, and with stages switched off), run them on the Triton CPU interpreter and compare
+with the float64 reference under the NN_DIALECT.md bar, odd row counts included.
+
+Kernel counts go through `CompiledModule.kernel_count`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+torch = pytest.importorskip("torch")
+coda_ir = pytest.importorskip("coda_ir")
+if not hasattr(coda_ir, "compile"):  # the lowering's Python API (issue: Triton lowering)
+    pytest.skip("coda_ir.compile is not available yet", allow_module_level=True)
+testing = pytest.importorskip("coda_ir.testing")  # the reference + numerics bar (issue: reference)
+reference = pytest.importorskip("coda_ir.reference")
+
+PROGRAMS = Path(__file__).parent / "programs"
+REPO = Path(__file__).parents[2]
+
+# (program, kernel launches with the default pipeline)
+BLOCKS = {
+    "llama_block": 6,  # 4 GEMM-epilogue kernels + 2 rstd folds
+    "gpt2_block": 10,  # 4 GEMM-epilogue + 2 LayerNorm folds + 2 x (c/e GEMV over W + fold)
+    "qwen3_block": 6,  # QK-norm and RoPE in the QKV epilogue
+    "lm_head_ce": 2,  # 1 GEMM-epilogue kernel (LSE partials + target select) + 1 fold
+}
+
+
+def variant(text: str, rows: int, dtype: str) -> str:
+    """The program with M = `rows` (the files use 24) and element type `dtype`."""
+    text = re.sub(r"(?<![0-9])24x", f"{rows}x", text)
+    if dtype != "f32":
+        text = re.sub(r"x(\d+)xf32>", rf"x\1x{dtype}>", text)
+        text = re.sub(r"<(\d+)xf32>", rf"<\1x{dtype}>", text)
+    return text
+
+
+def run_and_check(source: str, pipeline: str = "nn-to-coda", seed: int = 0):
+    compiled = coda_ir.compile(source, pipeline=pipeline)
+    fn = reference.load_func(source)
+    name = fn.sym_name.data
+    inputs = testing.random_inputs(source, seed=seed)
+    outputs = getattr(compiled, name)(*inputs)
+    testing.check_against_reference(source, inputs, outputs)
+    return compiled, name
+
+
+@pytest.mark.parametrize("rows,dtype", [(24, "f32"), (37, "bf16"), (5, "f16")])
+@pytest.mark.parametrize("program", sorted(BLOCKS))
+def test_block_matches_reference(program: str, rows: int, dtype: str):
+    source = variant((PROGRAMS / f"{program}.mlir").read_text(), rows, dtype)
+    compiled, name = run_and_check(source)
+    assert compiled.kernel_count(name) == BLOCKS[program]
+
+
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        "convert-nn-to-coda",  # the baseline: every op standalone
+        "nn-to-coda{fuse=false}",
+        "nn-to-coda{defer-norms=false}",
+        "nn-to-coda{interleave=false}",
+    ],
+)
+@pytest.mark.parametrize("program", ["llama_block", "gpt2_block", "qwen3_block", "lm_head_ce"])
+def test_less_fused_pipelines_stay_correct(program: str, pipeline: str):
+    source = variant((PROGRAMS / f"{program}.mlir").read_text(), 13, "f32")
+    compiled, name = run_and_check(source, pipeline)
+    if pipeline == "convert-nn-to-coda":
+        assert compiled.kernel_count(name) > BLOCKS[program]
+
+
+@pytest.mark.parametrize("rows,dtype", [(24, "f32"), (31, "bf16")])
+def test_every_op_standalone(rows: int, dtype: str):
+    """all_ops.mlir uses every nn op; most of them fuse with nothing."""
+    run_and_check(variant((PROGRAMS / "all_ops.mlir").read_text(), rows, dtype))
+
+
+@pytest.mark.parametrize("rows", [24, 9])
+def test_unfusable_program_compiles_and_matches(rows: int, capfd):
+    """A norm with no GEMM consumer and a SwiGLU of a function argument: remarks, standalone
+    kernels, correct numbers."""
+    source = variant((PROGRAMS / "unfused.mlir").read_text(), rows, "f32")
+    compiled, name = run_and_check(source)
+    assert "remark: 'nn.rms_norm' op row scale not deferred" in capfd.readouterr().err
+    # stats, fold, apply+silu, swiglu, gemm
+    assert compiled.kernel_count(name) == 5
+
+
+def test_llama_without_interleave_keeps_swiglu_separate():
+    """F = 1024: without interleaving, the gate/up pair (j, j + 1024) fits no gemm tile, so the
+    SwiGLU stays its own kernel (and still computes the right numbers)."""
+    text = (PROGRAMS / "llama_wide_ffn.mlir").read_text()
+    source = variant(text, 11, "f32")
+    compiled, name = run_and_check(source, "nn-to-coda{interleave=false}")
+    assert compiled.kernel_count(name) == 7
+    compiled, name = run_and_check(source)
+    assert compiled.kernel_count(name) == 6
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "tests" / "programs" / "nn").glob("*.mlir")), ids=lambda p: p.stem)
+def test_shared_small_programs(path: Path):
+    """The project's small nn programs (tests/programs/nn), when present."""
+    text = path.read_text()
+    module = coda_ir.parse(text) if hasattr(coda_ir, "parse") else None
+    from xdsl.dialects import func
+
+    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)] if module is not None else []
+    compiled = coda_ir.compile(text)
+    for fn in funcs:
+        name = fn.sym_name.data
+        inputs = testing.random_inputs(text, func_name=name)
+        outputs = getattr(compiled, name)(*inputs)
+        ref64, ref_t = reference.reference_pair(text, inputs, func_name=name)
+        outs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
+        testing.assert_matches(outs, ref64, ref_t, [f"@{name} #{i}" for i in range(len(ref64))])
