@@ -1,0 +1,609 @@
+"""Build coda kernels and nn graphs from Python, without writing IR text.
+
+It follows xDSL's builder idioms: every op is constructed through its typed `__init__`;
+epilogue regions and scalar bodies are filled inside `ImplicitBuilder` blocks, so plain
+Python code (operators on `Scalar`s, calls like `exp(x)`) appends `arith` / `math` ops; a
+kernel op is inserted into its function when its `with` block ends.
+
+    import coda_ir
+    from coda_ir.builder import FunctionBuilder, sigmoid
+
+    fb = FunctionBuilder("gemm_rms_swiglu", h=((M, D), "bf16"), w_gu=((2 * F, D), "bf16"), rstd=((M,), "f32"))
+    with fb.gemm(fb.h, fb.w_gu, transpose_b=True, interleave=F) as k:
+        z = k.scale(k.acc, fb.rstd, "rows")                        # RMSNorm's rstd[m], deferred past the GEMM
+        y = k.pair_map(z, lambda gate, up: gate * sigmoid(gate) * up)  # SwiGLU on adjacent (gate, up) columns
+        k.yield_(y)
+    fb.returns(k.results[0])
+    module = coda_ir.compile(fb.module, pipeline=None)
+
+Values:
+
+* function arguments and kernel results are xDSL `SSAValue`s of tensor type (`fb.args`, or
+  `fb.<name>` for an argument by name); a kernel reads them with its primitives, which turn
+  them into the kernel's own inputs (`ins`) automatically;
+* inside a kernel, tiles and partials are `SSAValue`s of `!coda.tile` / `!coda.partials`;
+* inside scalar bodies (map, pair_map, fold), values are `Scalar`s with Python operators.
+
+nn graphs: `fb.nn.<op>(...)` builds any op of the nn dialect with its typed constructor
+(`fb.nn.linear(x, w)`, `fb.nn.rms_norm(x, g, eps=1e-6)`, `fb.nn.swiglu(z)`, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xdsl.builder import Builder, ImplicitBuilder
+from xdsl.dialects import arith, func
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+    bf16,
+    f16,
+    f32,
+    i1,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from coda_ir.dialects import coda
+
+__all__ = [
+    "FunctionBuilder",
+    "ModuleBuilder",
+    "KernelBuilder",
+    "Scalar",
+    "element_type",
+    "tensor",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "erf",
+    "sin",
+    "cos",
+    "absf",
+    "powf",
+    "maximum",
+    "minimum",
+    "where",
+    "sigmoid",
+    "silu",
+    "gelu",
+    "to_f32",
+    "const",
+]
+
+_DTYPES: dict[str, Attribute] = {"f32": f32, "bf16": bf16, "f16": f16, "i32": i32, "i64": i64, "i1": i1}
+
+
+def element_type(dtype: str | Attribute) -> Attribute:
+    """`"bf16"` (or an xDSL type, or a torch dtype) -> the xDSL element type."""
+    if isinstance(dtype, Attribute):
+        return dtype
+    name = str(dtype).removeprefix("torch.")
+    name = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32", "int64": "i64", "bool": "i1"}.get(name, name)
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown element type {dtype!r} (expected one of {', '.join(_DTYPES)})") from None
+
+
+def tensor(shape: Sequence[int], dtype: str | Attribute = "f32") -> TensorType:
+    return TensorType(element_type(dtype), list(shape))
+
+
+# ============================================================================ scalar bodies
+
+
+def _value(x: Any, like: Scalar | None = None) -> SSAValue:
+    if isinstance(x, Scalar):
+        return x.value
+    if isinstance(x, SSAValue):
+        return x
+    if isinstance(x, bool):
+        return arith.ConstantOp(IntegerAttr(int(x), i1)).result
+    ty = like.value.type if like is not None else (i32 if isinstance(x, int) else f32)
+    if isinstance(ty, IntegerType):
+        return arith.ConstantOp(IntegerAttr(int(x), ty)).result
+    return arith.ConstantOp(FloatAttr(float(x), f32)).result
+
+
+class Scalar:
+    """A scalar SSA value inside a body; Python operators append arith ops (f32 or i32)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: SSAValue):
+        self.value = value
+
+    @property
+    def type(self) -> Attribute:
+        return self.value.type
+
+    @property
+    def is_int(self) -> bool:
+        return isinstance(self.type, IntegerType)
+
+    def _bin(self, other: Any, fop, iop, swap: bool = False) -> Scalar:
+        rhs = _value(other, self)
+        lhs = self.value
+        if swap:
+            lhs, rhs = rhs, lhs
+        op = iop(lhs, rhs) if self.is_int else fop(lhs, rhs)
+        return Scalar(op.results[0])
+
+    def __add__(self, o):
+        return self._bin(o, arith.AddfOp, arith.AddiOp)
+
+    def __radd__(self, o):
+        return self._bin(o, arith.AddfOp, arith.AddiOp, True)
+
+    def __sub__(self, o):
+        return self._bin(o, arith.SubfOp, arith.SubiOp)
+
+    def __rsub__(self, o):
+        return self._bin(o, arith.SubfOp, arith.SubiOp, True)
+
+    def __mul__(self, o):
+        return self._bin(o, arith.MulfOp, arith.MuliOp)
+
+    def __rmul__(self, o):
+        return self._bin(o, arith.MulfOp, arith.MuliOp, True)
+
+    def __truediv__(self, o):
+        return self._bin(o, arith.DivfOp, arith.DivSIOp)
+
+    def __rtruediv__(self, o):
+        return self._bin(o, arith.DivfOp, arith.DivSIOp, True)
+
+    def __neg__(self):
+        if self.is_int:
+            return 0 - self
+        return Scalar(arith.NegfOp(self.value).result)
+
+    def _cmp(self, o, fpred: str, ipred: str) -> Scalar:
+        rhs = _value(o, self)
+        if self.is_int:
+            return Scalar(arith.CmpiOp(self.value, rhs, ipred).result)
+        return Scalar(arith.CmpfOp(self.value, rhs, fpred).result)
+
+    def __lt__(self, o):
+        return self._cmp(o, "olt", "slt")
+
+    def __le__(self, o):
+        return self._cmp(o, "ole", "sle")
+
+    def __gt__(self, o):
+        return self._cmp(o, "ogt", "sgt")
+
+    def __ge__(self, o):
+        return self._cmp(o, "oge", "sge")
+
+    def eq(self, o) -> Scalar:
+        return self._cmp(o, "oeq", "eq")
+
+    def ne(self, o) -> Scalar:
+        return self._cmp(o, "une", "ne")
+
+    def __and__(self, o):
+        return Scalar(arith.AndIOp(self.value, _value(o, self)).result)
+
+    def __or__(self, o):
+        return Scalar(arith.OrIOp(self.value, _value(o, self)).result)
+
+    def __repr__(self) -> str:
+        return f"Scalar({self.type})"
+
+
+def _unary(op_cls) -> Callable[[Any], Scalar]:
+    def f(x: Any) -> Scalar:
+        return Scalar(op_cls(_value(x)).results[0])
+
+    f.__name__ = op_cls.name.split(".")[1]
+    f.__doc__ = f"`{op_cls.name}`"
+    return f
+
+
+exp = _unary(xmath.ExpOp)
+log = _unary(xmath.LogOp)
+sqrt = _unary(xmath.SqrtOp)
+rsqrt = _unary(xmath.RsqrtOp)
+tanh = _unary(xmath.TanhOp)
+erf = _unary(xmath.ErfOp)
+sin = _unary(xmath.SinOp)
+cos = _unary(xmath.CosOp)
+absf = _unary(xmath.AbsFOp)
+
+
+def const(value: float | int, dtype: str = "f32") -> Scalar:
+    ty = element_type(dtype)
+    attr = IntegerAttr(int(value), ty) if isinstance(ty, IntegerType) else FloatAttr(float(value), ty)
+    return Scalar(arith.ConstantOp(attr).result)
+
+
+def powf(x: Any, y: Any) -> Scalar:
+    return Scalar(xmath.PowFOp(_value(x), _value(y)).result)
+
+
+def maximum(x: Any, y: Any) -> Scalar:
+    return Scalar(arith.MaximumfOp(_value(x), _value(y)).result)
+
+
+def minimum(x: Any, y: Any) -> Scalar:
+    return Scalar(arith.MinimumfOp(_value(x), _value(y)).result)
+
+
+def where(cond: Any, x: Any, y: Any) -> Scalar:
+    like = x if isinstance(x, Scalar) else y if isinstance(y, Scalar) else None
+    return Scalar(arith.SelectOp(_value(cond), _value(x, like), _value(y, like)).result)
+
+
+def to_f32(x: Scalar) -> Scalar:
+    return Scalar(arith.SIToFPOp(x.value, f32).result)
+
+
+def sigmoid(x: Any) -> Scalar:
+    return 1.0 / (1.0 + exp(-x))
+
+
+def silu(x: Any) -> Scalar:
+    return x * sigmoid(x)
+
+
+def gelu(x: Any, approximate: str = "none") -> Scalar:
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476))
+
+
+def _scalar_body(arg_types: Sequence[Attribute], fn: Callable[..., Any]) -> tuple[Region, list[Attribute]]:
+    """A single-block region running `fn` on Scalars; returns it and the yielded types."""
+    block = Block(arg_types=list(arg_types))
+    with ImplicitBuilder(block):
+        out = fn(*[Scalar(a) for a in block.args])
+        if not isinstance(out, (tuple, list)):
+            out = [out]
+        values = [_value(v) for v in out]
+        coda.YieldOp(*values)
+    return Region(block), [v.type for v in values]
+
+
+# ============================================================================ kernels
+
+
+class KernelBuilder:
+    """The epilogue of one `coda.gemm` or the body of one `coda.elementwise`.
+
+    Use it as a context manager (`with fb.gemm(a, b) as k:`); `k.acc` is the accumulator tile.
+    Function-level tensors passed to primitives become the kernel's inputs. `k.yield_(...)`
+    names what the kernel writes; after the `with` block `k.results` are the function-level
+    results (tensors for tiles, partials for partials).
+    """
+
+    def __init__(self, fb: FunctionBuilder, kind: str, shape: tuple[int, int], make_op: Callable[..., Operation], out_dtype: Attribute):
+        self.fb = fb
+        self.kind = kind
+        self.shape = shape
+        self._make_op = make_op
+        self.out_dtype = out_dtype
+        self.block = Block(arg_types=[coda.TileType(shape, f32)] if kind == "gemm" else [])
+        self.inputs: list[SSAValue] = []
+        self._local: dict[SSAValue, SSAValue] = {}
+        self._yield: tuple[list[SSAValue], list[Attribute]] | None = None
+        self._implicit: ImplicitBuilder | None = None
+        self.op: Operation | None = None
+
+    # -------------------------------------------------------------- context
+    def __enter__(self) -> KernelBuilder:
+        self._implicit = ImplicitBuilder(self.block)
+        self._implicit.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        assert self._implicit is not None
+        self._implicit.__exit__(exc_type, exc, tb)
+        if exc_type is not None:
+            return
+        if self._yield is None:
+            raise ValueError(f"the {self.kind} kernel never called yield_(...)")
+        values, result_types = self._yield
+        with ImplicitBuilder(self.block):
+            coda.YieldOp(*values)
+        self.op = self._make_op(self.inputs, result_types, Region(self.block))
+        self.fb._insert(self.op)
+
+    @property
+    def acc(self) -> SSAValue:
+        if self.kind != "gemm":
+            raise AttributeError("only gemm kernels have an accumulator")
+        return self.block.args[0]
+
+    @property
+    def results(self) -> list[SSAValue]:
+        if self.op is None:
+            raise ValueError("kernel results exist once its `with` block has ended")
+        return list(self.op.results)
+
+    def input(self, value: SSAValue) -> SSAValue:
+        """The kernel-local view of a function-level tensor (added to `ins` on first use)."""
+        if value in self._local:
+            return self._local[value]
+        if isinstance(value, BlockArgument) and value.block is self.block:
+            return value
+        if not isinstance(value.type, TensorType):
+            raise TypeError(f"kernel inputs must be tensors, got {value.type}")
+        arg = self.block.insert_arg(value.type, len(self.block.args))
+        if value.name_hint:
+            arg.name_hint = value.name_hint
+        self.inputs.append(value)
+        self._local[value] = arg
+        return arg
+
+    def _tile(self, width: int | None = None, elt: Attribute = f32) -> coda.TileType:
+        return coda.TileType((self.shape[0], width or self.shape[1]), elt)
+
+    # -------------------------------------------------------------- primitives
+    def load(self, matrix: SSAValue) -> SSAValue:
+        return coda.LoadOp(self.input(matrix)).result
+
+    def broadcast(self, vector: SSAValue, axis: str, width: int | None = None) -> SSAValue:
+        return coda.BroadcastOp(self.input(vector), coda.Axis(axis), self._tile(width)).result
+
+    def index(self, axis: str, width: int | None = None) -> SSAValue:
+        return coda.IndexOp(coda.Axis(axis), self._tile(width)).result
+
+    def scale(self, tile: SSAValue, vector: SSAValue, axis: str = "rows") -> SSAValue:
+        return coda.ScaleOp(tile, self.input(vector), coda.Axis(axis)).result
+
+    def shift(self, tile: SSAValue, vector: SSAValue, axis: str = "cols") -> SSAValue:
+        return coda.ShiftOp(tile, self.input(vector), coda.Axis(axis)).result
+
+    def accumulate(self, tile: SSAValue, matrix: SSAValue) -> SSAValue:
+        return coda.AccumulateOp(tile, self.input(matrix)).result
+
+    def map(self, *tiles: SSAValue, fn: Callable[..., Any] | None = None) -> SSAValue | list[SSAValue]:
+        """`coda.map`: `fn` gets one Scalar per tile and returns one value per result tile."""
+        if fn is None and tiles and callable(tiles[-1]) and not isinstance(tiles[-1], SSAValue):
+            *tiles, fn = tiles  # type: ignore[assignment]
+        assert fn is not None
+        arg_types = [t.type.element_type for t in tiles]  # type: ignore[union-attr]
+        body, yielded = _scalar_body(arg_types, fn)
+        shape = tiles[0].type.get_shape()  # type: ignore[union-attr]
+        op = coda.MapOp(list(tiles), [coda.TileType(shape, t) for t in yielded], body)
+        return op.outputs[0] if len(op.outputs) == 1 else list(op.outputs)
+
+    def pair_map(
+        self,
+        *tiles: SSAValue,
+        fn: Callable[..., Any] | None = None,
+        out: Sequence[str] | None = None,
+        narrow_inputs: Sequence[bool] | None = None,
+        stride: int = 1,
+    ) -> SSAValue | list[SSAValue]:
+        """`coda.pair_map`: `fn` gets (first, second) per wide input and one Scalar per narrow
+        input, and returns two values per wide output, one per narrow output. `out` lists
+        "wide"/"narrow" per output (default: one narrow output if `fn` returns one value, one
+        wide if it returns two); inputs are wide unless flagged in `narrow_inputs`."""
+        if fn is None and tiles and callable(tiles[-1]) and not isinstance(tiles[-1], SSAValue):
+            *tiles, fn = tiles  # type: ignore[assignment]
+        assert fn is not None
+        narrow_inputs = list(narrow_inputs or [False] * len(tiles))
+        widths = [t.type.cols for t in tiles]  # type: ignore[union-attr]
+        pairs = {w if n else w // 2 for w, n in zip(widths, narrow_inputs)}
+        if len(pairs) != 1:
+            raise ValueError(f"pair_map inputs disagree on the number of pairs: widths {widths}")
+        (p,) = pairs
+        arg_types: list[Attribute] = []
+        for n in narrow_inputs:
+            arg_types += [f32] if n else [f32, f32]
+        body, yielded = _scalar_body(arg_types, fn)
+        if out is None:
+            out = ["narrow"] if len(yielded) == 1 else ["wide"] if len(yielded) == 2 else ["narrow"] * len(yielded)
+        rows = self.shape[0]
+        result_types = [coda.TileType((rows, p if o == "narrow" else 2 * p), f32) for o in out]
+        op = coda.PairMapOp(list(tiles), result_types, body, stride=IntegerAttr(stride, i64))
+        return op.outputs[0] if len(op.outputs) == 1 else list(op.outputs)
+
+    def reduce(self, kind: str, tile: SSAValue, dim: int = 1) -> SSAValue:
+        return coda.ReduceOp(coda.ReduceKind(kind), tile, dim).result
+
+    def segment_reduce(self, kind: str, tile: SSAValue, width: int) -> SSAValue:
+        return coda.SegmentReduceOp(coda.ReduceKind(kind), tile, width).result
+
+    def select(self, tile: SSAValue, indices: SSAValue) -> SSAValue:
+        return coda.SelectOp(tile, self.input(indices)).result
+
+    def yield_(self, *values: SSAValue, dtypes: Sequence[str | Attribute | None] | None = None) -> None:
+        """Name what the kernel writes. Tiles become tensors of `dtypes[i]` (default: the
+        kernel's operand type for f32 tiles, i32 for index tiles); partials stay partials."""
+        dtypes = list(dtypes or [None] * len(values))
+        result_types: list[Attribute] = []
+        for v, dt in zip(values, dtypes):
+            ty = v.type
+            if isinstance(ty, coda.PartialsType):
+                result_types.append(ty)
+            elif isinstance(ty, coda.TileType):
+                elt = element_type(dt) if dt is not None else (i32 if ty.element_type == i32 else self.out_dtype)
+                result_types.append(TensorType(elt, list(ty.get_shape())))
+            else:
+                raise TypeError(f"kernels yield tiles and partials, got {ty}")
+        self._yield = (list(values), result_types)
+
+
+class _NN:
+    """`fb.nn.<op>(...)`: append any nn-dialect op through its typed constructor."""
+
+    def __init__(self, fb: FunctionBuilder):
+        self._fb = fb
+
+    def __getattr__(self, name: str) -> Callable[..., SSAValue]:
+        from coda_ir.dialects.nn import NN
+
+        ops = {op.name.split(".", 1)[1]: op for op in NN.operations}
+        if name not in ops:
+            raise AttributeError(f"no nn op '{name}' (ops: {', '.join(sorted(ops))})")
+        cls = ops[name]
+
+        def build(*args: SSAValue, **kwargs: Any) -> SSAValue:
+            op = cls(*args, **kwargs)
+            self._fb._insert(op)
+            return op.results[0]
+
+        build.__name__ = name
+        return build
+
+
+class FunctionBuilder:
+    """Builds one `func.func`: arguments, kernels (or nn ops) and its return."""
+
+    def __init__(self, name: str, *args: tuple[str, Sequence[int], str], **kwargs: tuple[Sequence[int], str]):
+        specs = [(n, tuple(s), d) for n, s, d in args] + [(n, tuple(s), d) for n, (s, d) in kwargs.items()]
+        self.name = name
+        self.block = Block(arg_types=[tensor(s, d) for _, s, d in specs])
+        self._names = [n for n, _, _ in specs]
+        for arg, n in zip(self.block.args, self._names):
+            arg.name_hint = n
+        self._builder = Builder(InsertPoint.at_end(self.block))
+        self.func: func.FuncOp | None = None
+        self.nn = _NN(self)
+
+    def __getattr__(self, name: str) -> SSAValue:
+        names = self.__dict__.get("_names", [])
+        if name in names:
+            return self.block.args[names.index(name)]
+        raise AttributeError(f"FunctionBuilder has no attribute or argument '{name}'")
+
+    @property
+    def args(self) -> list[SSAValue]:
+        return list(self.block.args)
+
+    def _insert(self, op: Operation) -> None:
+        if self.func is not None:
+            raise ValueError(f"@{self.name} already returned")
+        self._builder.insert(op)
+
+    def gemm(
+        self,
+        a: SSAValue,
+        b: SSAValue,
+        *,
+        transpose_a: bool = False,
+        transpose_b: bool = False,
+        interleave: int | None = None,
+        config: coda.TileConfigAttr | None = None,
+    ) -> KernelBuilder:
+        """A `coda.gemm` of `op(a) @ op(b)`; `b` is N x K with `transpose_b` (nn.Linear weight)."""
+        sa, sb = a.type.get_shape(), b.type.get_shape()  # type: ignore[union-attr]
+        m = sa[1] if transpose_a else sa[0]
+        n = sb[0] if transpose_b else sb[1]
+
+        def make(inputs, result_types, region):
+            return coda.GemmOp(
+                a, b, inputs, result_types, region,
+                transpose_a=transpose_a, transpose_b=transpose_b, interleave=interleave, config=config,
+            )
+
+        return KernelBuilder(self, "gemm", (m, n), make, a.type.get_element_type())  # type: ignore[union-attr]
+
+    def elementwise(self, shape: Sequence[int], out_dtype: str | Attribute = "f32") -> KernelBuilder:
+        """A `coda.elementwise` kernel over an M x N space (no GEMM)."""
+        m, n = shape
+
+        def make(inputs, result_types, region):
+            return coda.ElementwiseOp((m, n), inputs, result_types, region)
+
+        return KernelBuilder(self, "elementwise", (m, n), make, element_type(out_dtype))
+
+    def fold(
+        self,
+        partials: Sequence[SSAValue],
+        fn: Callable[..., Any],
+        *,
+        ins: Sequence[SSAValue] = (),
+        out: Sequence[str] = ("rows",),
+        dtypes: Sequence[str] | None = None,
+        finalize: Callable[..., Any] | None = None,
+    ) -> SSAValue | list[SSAValue]:
+        """A `coda.fold`: `fn` gets the folded value of each partials operand, then each input
+        (per row, or the 0-d value) as Scalars and returns one value per result; `out` says per
+        result "rows" (a vector) or "sum" (a 0-d sum over rows, mapped by `finalize`)."""
+        length = None
+        for p in partials:
+            length = p.type.length.data  # type: ignore[union-attr]
+        for v in ins:
+            shape = v.type.get_shape()  # type: ignore[union-attr]
+            if shape and length is None:
+                length = shape[0]
+        if length is None:
+            raise ValueError("fold needs partials or a vector input to know its length")
+        arg_types = [f32] * len(partials)
+        for v in ins:
+            elt = v.type.get_element_type()  # type: ignore[union-attr]
+            arg_types.append(elt if isinstance(elt, IntegerType) else f32)
+        body, _ = _scalar_body(arg_types, fn)
+        dtypes = list(dtypes or ["f32"] * len(out))
+        result_types = [tensor((length,) if o == "rows" else (), d) for o, d in zip(out, dtypes)]
+        fin = None
+        if finalize is not None:
+            fin, _ = _scalar_body([f32] * sum(1 for o in out if o != "rows"), finalize)
+        op = coda.FoldOp(list(partials), list(ins), result_types, body, fin)
+        self._insert(op)
+        return op.results[0] if len(op.results) == 1 else list(op.results)
+
+    def returns(self, *values: SSAValue) -> func.FuncOp:
+        """End the function with `func.return values` and build the `func.func`."""
+        self._insert(func.ReturnOp(*values))
+        fn_type = ([a.type for a in self.block.args], [v.type for v in values])
+        self.func = func.FuncOp(self.name, fn_type, Region(self.block))
+        return self.func
+
+    @property
+    def module(self) -> ModuleOp:
+        """A module holding this function (verified)."""
+        if self.func is None:
+            raise ValueError(f"@{self.name} has no return yet: call returns(...)")
+        if self.func.parent is None:
+            module = ModuleOp([self.func])
+        else:
+            module = self.func.parent_op()  # type: ignore[assignment]
+        module.verify()
+        return module  # type: ignore[return-value]
+
+    def compile(self, pipeline: str | None = "nn-to-coda"):
+        import coda_ir
+
+        return coda_ir.compile(self.module, pipeline=pipeline)
+
+
+class ModuleBuilder:
+    """Several functions in one module: `mb.function(name, ...)` returns a FunctionBuilder."""
+
+    def __init__(self) -> None:
+        self.functions: list[FunctionBuilder] = []
+
+    def function(self, name: str, *args: tuple[str, Sequence[int], str], **kwargs: tuple[Sequence[int], str]) -> FunctionBuilder:
+        fb = FunctionBuilder(name, *args, **kwargs)
+        self.functions.append(fb)
+        return fb
+
+    @property
+    def module(self) -> ModuleOp:
+        fns = []
+        for fb in self.functions:
+            if fb.func is None:
+                raise ValueError(f"@{fb.name} has no return yet")
+            fns.append(fb.func)
+        module = ModuleOp(fns)
+        module.verify()
+        return module
