@@ -189,7 +189,10 @@ class CodaOptMain(xDSLOptMain):
                 print("\n\n")
             start = time.perf_counter()
 
-        self.pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes, callback)
+        try:
+            self.pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes, callback)
+        except ValueError as error:  # bad pass options, e.g. -p 'cse{nope=1}'
+            raise ValueError(f"invalid pass pipeline '{self.args.passes}': {error}") from None
 
     def run(self):  # noqa: C901 - one place that turns every failure into a diagnostic
         chunks, file_extension = self.prepare_input()

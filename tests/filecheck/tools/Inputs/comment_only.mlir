@@ -1,0 +1,2 @@
+// Used by stdin.mlir and other_inputs.mlir: no operations at all.
+
