@@ -146,6 +146,8 @@ class _Names:
         if base is None and isinstance(value, BlockArgument):
             base = f"arg{value.index}"
         if base is None:
+            base = self._derived(value)
+        if base is None:
             base = f"t{self.counter}"
             self.counter += 1
         name, i = base, 1
@@ -155,6 +157,21 @@ class _Names:
         self.used.add(name)
         self.names[value] = name
         return name
+
+    def _derived(self, value: SSAValue) -> str | None:
+        """A readable name for an unnamed kernel result: `<named sibling>.partials` /
+        `<named sibling>.out<i>`, or `<first operand>.folded` for a fold."""
+        owner = value.owner
+        if not isinstance(owner, Operation) or isinstance(value, BlockArgument):
+            return None
+        if isinstance(owner, coda.FoldOp) and owner.operands:
+            return f"{self(owner.operands[0]).removesuffix('.partials')}.folded"
+        named = next((r for r in owner.results if r.name_hint), None)
+        if named is None or not isinstance(owner, (coda.GemmOp, coda.ElementwiseOp)):
+            return None
+        index = list(owner.results).index(value)
+        suffix = "partials" if isinstance(value.type, coda.PartialsType) else f"out{index}"
+        return f"{named.name_hint}.{suffix}"
 
 
 class _Extractor:
