@@ -392,10 +392,13 @@ class _Cols:
 class _EpilogueEmitter:
     """Emit the body of an epilogue region (gemm or elementwise) as straight-line Triton."""
 
-    def __init__(self, kernel: Operation, n: int, interleave: int, params: dict[SSAValue, str], fresh):
+    def __init__(
+        self, kernel: Operation, n: int, interleave: int, params: dict[SSAValue, str], fresh, interleave_wide: int = 0
+    ):
         self.kernel = kernel
         self.n = n
         self.h = interleave
+        self.hw = interleave_wide  # the permutation of the 2N-wide column space
         self.params = params  # block argument (tensor) -> pointer parameter name
         self.fresh = fresh
         self.lines: list[str] = []
@@ -458,6 +461,9 @@ class _EpilogueEmitter:
             self.emit(f"{cols} = pid_n * {tw} + tl.arange(0, {tw})")
             self.emit(f"{mask} = {cols} < {width}")
             self.emit(f"{mask2} = mask_m[:, None] & {mask}[None, :]")
+            if width == 2 * n and self.hw:
+                # interleave_wide: 2N-wide tensors are read and written at perm(c)
+                self.emit(f"{cols} = _coda_interleave_rows({cols}, {self.hw})")
         c = _Cols(cols, mask, mask2, tw)
         self.col_cache[width] = c
         return c
@@ -657,10 +663,11 @@ class _EpilogueEmitter:
         assert isinstance(ty, coda.TileType)
         kind = op.kind.data
         w = op.width.value.data
-        if self.h and ty.cols == self.n and w % (2 * self.h):
+        group = self.h if ty.cols == self.n else self.hw if ty.cols == 2 * self.n else 0
+        if group and w % (2 * group):
             raise CompilerError(
                 op,
-                f"segment width {w} is not a multiple of the interleave group {2 * self.h}: segments "
+                f"segment width {w} is not a multiple of the interleave group {2 * group}: segments "
                 "would mix interleaved columns",
             )
         c = self.cols(op, ty.cols)
@@ -790,7 +797,8 @@ def emit_gemm(op: coda.GemmOp, name: str) -> KernelInfo:
     out_params = _param_names(names, op.outputs, "out")
     m, n, _ = op.problem_shape()
     h = op.interleave.value.data if op.interleave is not None else 0
-    em = _EpilogueEmitter(op, n, h, dict(zip(block.args[1:], in_params)), names)
+    hw = op.interleave_wide.value.data if op.interleave_wide is not None else 0
+    em = _EpilogueEmitter(op, n, h, dict(zip(block.args[1:], in_params)), names, hw)
     em.emit("# ---- epilogue ----")
     em.emit_region(block, ["acc", *in_params], list(zip(op.outputs, out_params)))
     elt = op.a.type.get_element_type()  # type: ignore[union-attr]

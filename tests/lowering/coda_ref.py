@@ -175,8 +175,9 @@ def run_coda(fn: func.FuncOp, args: list[torch.Tensor], dtype: torch.dtype = tor
             b = b.T if op.transpose_b else b
             m, n, _ = op.problem_shape()
             h = op.interleave.value.data if op.interleave is not None else 0
+            hw = op.interleave_wide.value.data if op.interleave_wide is not None else 0
             acc = (a @ b)[:, perm(n, h)]
-            results = _epilogue(op.epilogue.blocks[0], [acc, *[env[v] for v in op.inputs]], n, h, body, f)
+            results = _epilogue(op.epilogue.blocks[0], [acc, *[env[v] for v in op.inputs]], n, h, body, f, hw)
         elif isinstance(op, coda.ElementwiseOp):
             m, n = op.iteration_shape()
             results = _epilogue(op.body.blocks[0], [env[v] for v in op.inputs], n, 0, body, f)
@@ -202,28 +203,30 @@ def run_coda(fn: func.FuncOp, args: list[torch.Tensor], dtype: torch.dtype = tor
     raise AssertionError("no func.return")
 
 
-def _epilogue(block: Block, args: list, n: int, h: int, body: _Body, f) -> list:
+def _epilogue(block: Block, args: list, n: int, h: int, body: _Body, f, hw: int = 0) -> list:
     env: dict = dict(zip(block.args, args))
-    p = perm(n, h)
 
     def colidx(width: int) -> torch.Tensor:
-        return p if width == n else torch.arange(width)
+        if width == n:
+            return perm(n, h)
+        if width == 2 * n:
+            return perm(2 * n, hw)
+        return torch.arange(width)
 
     for op in block.ops:
         if isinstance(op, coda.YieldOp):
             res = []
             for v in op.values:
                 x = env[v]
-                if isinstance(v.type, coda.TileType) and v.type.cols == n and h:
+                if isinstance(v.type, coda.TileType):
                     y = torch.empty_like(x)
-                    y[:, p] = x
+                    y[:, colidx(v.type.cols)] = x
                     x = y
                 elif isinstance(v.type, coda.PartialsType) and v.type.axis == coda.Axis.COLS:
                     tile = v.owner.operands[0].type
-                    if tile.cols == n and h:
-                        y = torch.empty_like(x)
-                        y[p] = x
-                        x = y
+                    y = torch.empty_like(x)
+                    y[colidx(tile.cols)] = x
+                    x = y
                 res.append(x)
             return res
         if isinstance(op, coda.LoadOp):

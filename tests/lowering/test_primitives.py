@@ -428,3 +428,30 @@ def test_interleave_loads_stores_and_indices(dt):
         interleave=12,
     )
     check(text, int_high={5: (0, N)})
+
+
+def test_interleave_wide_pair_map_one_to_two():
+    """interleave_wide h: 2N-wide tensors are read/written at perm(c) of the 2N-wide space."""
+    epi = """
+    %zt = coda.load %z : tensor<{M}x96x{T}> -> !coda.tile<{M}x96xf32>
+    %j = coda.index cols : !coda.tile<{M}x96xi32>
+    %d, %y = coda.pair_map %acc, %zt, %j : (!coda.tile<{M}x{N}xf32>, !coda.tile<{M}x96xf32>, !coda.tile<{M}x96xi32>) -> (!coda.tile<{M}x96xf32>, !coda.tile<{M}x{N}xf32>) {{
+    ^bb0(%dy: f32, %gate: f32, %up: f32, %cg: i32, %cu: i32):
+      %ra = arith.mulf %dy, %up : f32
+      %rb = arith.mulf %dy, %gate : f32
+      %rc = arith.sitofp %cu : i32 to f32
+      %rs = arith.subf %gate, %rc : f32
+      coda.yield %ra, %rb, %rs : f32, f32, f32
+    }}
+    %w = coda.reduce sum %d dim 0 : !coda.tile<{M}x96xf32> -> !coda.partials<cols, 96, sum>
+    coda.yield %d, %y, %w : !coda.tile<{M}x96xf32>, !coda.tile<{M}x{N}xf32>, !coda.partials<cols, 96, sum>"""
+    text = gemm_program(
+        epi, [("z", "tensor<{M}x96x{T}>")],
+        ["tensor<{M}x96x{T}>", "tensor<{M}x{N}x{T}>", "!coda.partials<cols, 96, sum>"], tb=True,
+    ).replace(" transpose_b", " transpose_b interleave_wide 48", 1)
+    cm, (a, b, z), (d, y, w) = check(text)
+    # in the user's layout: d = [dy * up | dy * gate] over the [gate | up] halves of z
+    dy = a.double() @ b.double().T
+    zz = z.double()
+    ref_d = torch.cat([dy * zz[:, 48:], dy * zz[:, :48]], 1)
+    assert (d.double() - ref_d).abs().max() <= 0.02 * ref_d.abs().max()
