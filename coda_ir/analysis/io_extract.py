@@ -8,7 +8,9 @@
   every epilogue input that the region reads (once each), every result (tensors at their
   element type; `!coda.partials` results as fp32 `[M, ceil(N / BN)]` (rows) or
   `[N, ceil(M / BM)]` (cols) for the kernel's tile), the epilogue's FLOPs and SFU ops
-  counted from its primitives and scalar bodies, and its live tile state (below).
+  counted from its primitives and scalar bodies, and its live tile state (below). Folds
+  and elementwise kernels record their program count (a fold with rank-0 results is one
+  program walking all rows, so it gets 1/sms of the bandwidth).
 
 Tile: the `config` property (`#coda.config<...>`) when present; otherwise the model's
 default (`io_model.default_tile`: the first of `DEFAULT_TILES` that fits with the epilogue
@@ -323,11 +325,12 @@ class _Extractor:
         block = op.body.blocks[0]
         reads = [t for t in self.input_roles(block, 0, op.inputs) if t is not None]
         flops, sfu, live, labels = self.epilogue_work(block, nn_)
-        tile = _config(op) or m.ELEMENTWISE_TILE
+        tile = _config(op) or m.elementwise_tile(mm, nn_, _bn_multiple(op))
         writes = self.region_outputs(op, tile, mm, nn_)
         return m.Kernel(
             _kernel_name(op, self.names, "elementwise"), "elementwise", tuple(reads), tuple(writes), None, None,
             flops, sfu, live, tuple(origin_entries(op)) or tuple(labels), _notes(op, labels, self.partials),
+            programs=math.ceil(mm / tile.bm) * math.ceil(nn_ / tile.bn),
         )
 
     def fold_kernel(self, op: coda.FoldOp) -> m.Kernel:
@@ -350,9 +353,12 @@ class _Extractor:
             f2, s2 = _body_work(op.finalize.blocks[0])
             flops += f2
             sfu += s2
+        sums = any(isinstance(r.type, TensorType) and not r.type.get_shape() for r in op.results)
+        programs = 1 if sums else math.ceil(length / m.FOLD_BLOCK)
+        notes = ("fold partials", "one program (ordered sum over rows)") if sums else ("fold partials",)
         return m.Kernel(
             _kernel_name(op, self.names, "fold"), "fold", tuple(reads), tuple(writes), None, None, flops, sfu, 1.0,
-            tuple(origin_entries(op)) or ("fold",), ("fold partials",),
+            tuple(origin_entries(op)) or ("fold",), notes, programs=programs,
         )
 
     # ---------------------------------------------------------------- function

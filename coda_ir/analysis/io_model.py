@@ -162,8 +162,25 @@ DEFAULT_TILES: tuple[Tile, ...] = (
 )
 """Hopper defaults, best first; `default_tile` takes the first that fits."""
 
-ELEMENTWISE_TILE = Tile(64, 256, 0, 4, 1)
-"""Tile of coda.elementwise kernels without a config (only BM/BN matter: partial counts)."""
+ELEMENTWISE_TILE = Tile(64, 128, 0, 8, 1)
+"""Tile of coda.elementwise kernels without a config when the shape is unknown."""
+
+
+def _pow2_at_least(value: int) -> int:
+    return 1 << max(0, (value - 1).bit_length())
+
+
+def elementwise_tile(M: int, N: int, bn_multiple_of: int = 1) -> Tile:
+    """The tile a coda.elementwise kernel runs with on the GPU (mirrors
+    coda_ir.lowering.runtime.elementwise_config): BN = clamp(next_pow2(N), 16..128) (at least
+    the legality multiple), BM = clamp(next_pow2(M), 16..8192 / BN)."""
+    bn = max(min(_pow2_at_least(N), 128), bn_multiple_of, 16)
+    bm = max(min(_pow2_at_least(M), 8192 // bn), 16)
+    return Tile(bm, bn, 0, 4 if bm * bn <= 4096 else 8, 1)
+
+
+FOLD_BLOCK = 256
+"""Rows per program of a coda.fold (one program walks all rows when it sums over rows)."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +213,7 @@ class Kernel:
     live_tiles: float = 1.0
     ops: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    programs: int | None = None  # CTAs of a non-GEMM kernel; None: enough to fill the GPU
 
     def all_reads(self) -> tuple[Tensor, ...]:
         if self.gemm is None:
@@ -414,9 +432,13 @@ def kernel_cost(kernel: Kernel, gpu: GPU | str | None = None) -> KernelCost:
         smem, regs, fits = 0, 0, True
         hbm = l2 = float(read_bytes + write_bytes)
         gemm_flops = 0.0
-    times["hbm"] = hbm / gpu.hbm_bw
-    times["l2"] = l2 / gpu.l2_bw
-    times["alu"] = alu
+    # A kernel with fewer CTAs than SMs (a fold summing all rows in one program) gets that
+    # fraction of the GPU's bandwidth and ALUs.
+    share = 1.0 if kernel.programs is None else max(1, kernel.programs) / gpu.sms
+    share = min(1.0, share)
+    times["hbm"] = hbm / gpu.hbm_bw / share
+    times["l2"] = l2 / gpu.l2_bw / share
+    times["alu"] = alu / share
     return KernelCost(
         kernel=kernel,
         tile=tile,
