@@ -49,6 +49,7 @@ class GemmConfig:
     flatten: bool = False  # tl.range(flatten=...) on the persistent tile loop
     warp_specialize: bool = False  # tl.range(warp_specialize=...) on the persistent tile loop
     b_pairs: bool = False  # interleaved B through one rank-4 descriptor (B_PAIRED) when possible
+    ctas_per_sm: int = 1  # persistent programs per SM (2: one's epilogue can overlap the other's MMA)
 
 
 # What the latest launch used: {"config", "path", "compiled"} (the CompiledKernel, when the
@@ -289,7 +290,7 @@ def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, 
         else:
             b_arg = desc(b, [K, N], [stride_bk, 1], [cfg.bk, b_rows])
         num_tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
-        num_sms = 2 if interpreting() else _device_info(a.device.index or 0)[1]
+        num_sms = 2 if interpreting() else _device_info(a.device.index or 0)[1] * cfg.ctas_per_sm
         # NUM_SMS (the tile stride, a constexpr) stays the SM count so that small problems
         # reuse the compiled kernel; a grid of fewer programs still covers every tile.
         grid = (max(1, min(num_sms, num_tiles)),)
