@@ -87,7 +87,18 @@ def _table(title: str, cost: m.ProgramCost, out: IO[str]) -> None:
     )
 
 
-def _summary(rows: list[tuple[str, m.ProgramCost]], out: IO[str]) -> None:
+def plain_gemms(cost: m.ProgramCost, gpu: m.GPU) -> m.ProgramCost | None:
+    """The speed of light of PERFORMANCE.md: each GEMM of the program as a plain GEMM (operands
+    in, output out, default tile), nothing else."""
+    plain = []
+    for c in cost.kernels:
+        g = c.kernel.gemm
+        if g is not None:
+            plain.append(m.Kernel(f"plain:{c.kernel.name}", "gemm", writes=(m.Tensor("c", (g.m, g.n), g.a.dtype),), gemm=g))
+    return m.program_cost(plain, gpu) if plain else None
+
+
+def _summary(rows: list[tuple[str, m.ProgramCost]], out: IO[str], gpu: m.GPU | None = None) -> None:
     print(f"// {'program':<18} {'kernels':>7} {'HBM MB':>10} {'act MB':>10} {'weight MB':>10} {'time us':>10}", file=out)
     for name, c in rows:
         print(
@@ -101,6 +112,11 @@ def _summary(rows: list[tuple[str, m.ProgramCost]], out: IO[str]) -> None:
         tot = b.hbm_unique / a.hbm_unique if a.hbm_unique else 0.0
         time = b.time_s / a.time_s if a.time_s else 0.0
         print(f"// compiled/unfused: activation bytes {act:.3f}x, all bytes {tot:.3f}x, time {time:.3f}x", file=out)
+    if gpu is not None:
+        sol = plain_gemms(rows[-1][1], gpu)
+        if sol is not None:
+            ratios = ", ".join(f"{name} {c.time_s / sol.time_s:.3f}x" for name, c in rows)
+            print(f"// plain GEMMs alone (speed of light): {sol.launches} kernels, {sol.time_s * 1e6:.2f} us; {ratios}", file=out)
 
 
 @dataclass(frozen=True)
@@ -136,7 +152,7 @@ class IOReportTarget(Target):
                     ccost = m.program_cost(other.kernels, gpu)
                     _table(f"compiled by '{self.pipeline}'", ccost, output)
                     rows.append(("compiled coda", ccost))
-            _summary(rows, output)
+            _summary(rows, output, gpu)
             if self.decisions and plan.is_nn:
                 fn = next(op for op in module.walk() if isinstance(op, func.FuncOp) and op.sym_name.data == plan.name)
                 print("// decisions (coda_ir.analysis.io_model):", file=output)
