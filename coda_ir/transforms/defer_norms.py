@@ -18,6 +18,10 @@ column vectors `c = g @ W.T` and `e = b @ W.T`. The statistics are partial sums 
 kernel over W with two partial row reductions (`sum_k W[n, k] g[k]`, `sum_k W[n, k] b[k]`)
 and a fold (2 small kernels per weight, independent of the tokens; count them when counting).
 
+When no GEMM produces x (a function argument, the first layer), deferring would need three
+kernels (statistics, fold, pre-scale) where one row kernel does the whole norm: then the norm
+is left to `convert-nn-to-coda`'s row kernel (with a remark), when the row fits one tile.
+
 A norm is deferred for each of its users that is the activation operand of an `nn.linear` /
 `nn.matmul`; when it has other users too, the `nn` op stays for them (lowered by
 `convert-nn-to-coda`). A norm with no GEMM user is left alone, with a remark.
@@ -43,7 +47,21 @@ from coda_ir.dialects import nn
 from coda_ir.dialects.coda import Axis, ReduceKind
 from coda_ir.transforms import remarks
 from coda_ir.transforms._build import Epilogue, elementwise, elt_of, fold, gemm, shape_of
-from coda_ir.transforms.lower_nn import _origin, _prop, ln_stats, rms_stats
+from coda_ir.transforms.lower_nn import _origin, _prop, ln_stats, rms_stats, row_kernel_fits
+
+
+ELEMENTWISE_NN = (nn.AddOp, nn.MulOp, nn.SiluOp, nn.ReluOp, nn.GeluOp)
+
+
+def gemm_produced(value: SSAValue, depth: int = 4) -> bool:
+    """Whether `value` comes out of a GEMM epilogue once fused: an nn.linear / nn.matmul, or
+    elementwise ops over one (residual adds, biases, activations)."""
+    owner = value.owner
+    if isinstance(owner, (nn.LinearOp, nn.MatmulOp)):
+        return True
+    if depth > 0 and isinstance(owner, ELEMENTWISE_NN):
+        return any(gemm_produced(v, depth - 1) for v in owner.operands if len(shape_of(v)) == 2)
+    return False
 
 
 def _gemm_users(value: SSAValue) -> list[Operation]:
@@ -102,6 +120,16 @@ class DeferNorm(RewritePattern):
                 )
             return
         x, g = op.x, op.w
+        if not gemm_produced(x) and row_kernel_fits(shape_of(x)[1]):
+            if id(op) not in self.reported:
+                self.reported.add(id(op))
+                remarks.emit_remark(
+                    op,
+                    "row scale not deferred: no GEMM produces the input to carry the statistics, so one "
+                    "row kernel normalizes it (cheaper than statistics + fold + pre-scale kernels)",
+                    as_error=False,
+                )
+            return
         eps = _prop(op, "eps")
         is_ln = isinstance(op, nn.LayerNormOp)
         new_ops: list[Operation] = list(ln_stats(op, x, eps) if is_ln else rms_stats(op, x, eps))

@@ -44,7 +44,7 @@ columns (BN >= N). `reasons` says which op needed it and at which level the exch
 """
 
 GEMM_BNS = (16, 32, 64, 128, 256)
-ELEMENTWISE_BNS = (16, 32, 64, 128, 256, 512, 1024)
+ELEMENTWISE_BNS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 MAX_GEMM_BN = 256
 MAX_COVER_ELEMENTWISE = 1 << 17
 

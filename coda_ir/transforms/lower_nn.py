@@ -8,8 +8,8 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 | linear / matmul | `coda.gemm` (transpose_b for linear) with a plain epilogue |
 | add / mul | `coda.elementwise`: accumulate / map, or shift / scale cols for a rank-1 rhs |
 | silu / relu / gelu | `coda.elementwise` with a `coda.map` |
-| rms_norm | elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
-| layer_norm | elementwise sum and sum-of-squares partials, fold -> (rstd, -mean), elementwise apply |
+| rms_norm | one row kernel (`segment_reduce sumsq width D`, D a power of two <= 8192); otherwise elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
+| layer_norm | one row kernel (mean, then variance of x - mean); otherwise sum and sum-of-squares partials, fold -> (rstd, -mean), apply |
 | swiglu / geglu | elementwise [M, F] over the 2F-wide z tile: `coda.pair_map stride F` (2 -> 1) |
 | rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1) |
 | head_rms_norm | elementwise: `coda.segment_reduce sumsq width hd`, map |
@@ -136,7 +136,55 @@ def ln_stats(op: Operation, x: SSAValue, eps: float) -> list[Operation]:
     return [_origin(stats, op, "stats"), _origin(r, op, "rstd")]
 
 
+ROW_KERNEL_MAX = 8192
+"""Widest row a one-kernel norm holds in a single column tile (a power of two)."""
+
+
+def row_kernel_fits(d: int) -> bool:
+    """Whether a norm over rows of d columns can run as one row kernel (BN = d)."""
+    return d & (d - 1) == 0 and 16 <= d <= ROW_KERNEL_MAX
+
+
+def rms_row_kernel(op: nn.RMSNormOp) -> tuple[list[Operation], SSAValue]:
+    """One kernel whose column tile holds whole rows: `segment_reduce sumsq width D`."""
+    m, d = shape_of(op.x)
+    eps = _prop(op, "eps")
+
+    def build(e: Epilogue, x, w):
+        t = e.load(x)
+        ss = e.segment_reduce(ReduceKind.SUMSQ, t, d)
+        wt = e.broadcast(w, Axis.COLS, t)
+        return [e.map1([t, ss, wt], lambda s, v, q, g: s.mul(s.mul(v, s.rsqrt(s.add(s.mul(q, s.const(1.0 / d)), s.const(eps)))), g))]
+
+    k = elementwise((m, d), [op.x, op.w], build, [elt_of(op.results[0])])
+    return [_origin(k, op, "row")], k.results[0]
+
+
+def ln_row_kernel(op: nn.LayerNormOp) -> tuple[list[Operation], SSAValue]:
+    """One row kernel, two-pass in registers: mean, then the variance of x - mean."""
+    m, d = shape_of(op.x)
+    eps = _prop(op, "eps")
+
+    def build(e: Epilogue, x, w, b):
+        t = e.load(x)
+        sm = e.segment_reduce(ReduceKind.SUM, t, d)
+        xc = e.map1([t, sm], lambda s, v, q: s.sub(v, s.mul(q, s.const(1.0 / d))))
+        var = e.segment_reduce(ReduceKind.SUMSQ, xc, d)
+        wt, bt = e.broadcast(w, Axis.COLS, t), e.broadcast(b, Axis.COLS, t)
+
+        def apply(s: Scalar, v, q, g, c):
+            r = s.rsqrt(s.add(s.mul(q, s.const(1.0 / d)), s.const(eps)))
+            return s.add(s.mul(s.mul(v, r), g), c)
+
+        return [e.map1([xc, var, wt, bt], apply)]
+
+    k = elementwise((m, d), [op.x, op.w, op.b], build, [elt_of(op.results[0])])
+    return [_origin(k, op, "row")], k.results[0]
+
+
 def lower_rms_norm(op: nn.RMSNormOp) -> tuple[list[Operation], SSAValue]:
+    if row_kernel_fits(shape_of(op.x)[1]):
+        return rms_row_kernel(op)
     ops = rms_stats(op, op.x, _prop(op, "eps"))
     rstd = ops[-1].results[0]
 
@@ -148,6 +196,8 @@ def lower_rms_norm(op: nn.RMSNormOp) -> tuple[list[Operation], SSAValue]:
 
 
 def lower_layer_norm(op: nn.LayerNormOp) -> tuple[list[Operation], SSAValue]:
+    if row_kernel_fits(shape_of(op.x)[1]):
+        return ln_row_kernel(op)
     ops = ln_stats(op, op.x, _prop(op, "eps"))
     rstd, negmu = ops[-1].results[0], ops[-1].results[1]
 

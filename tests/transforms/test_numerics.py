@@ -91,8 +91,8 @@ def test_unfusable_program_compiles_and_matches(rows: int, capfd):
     source = variant((PROGRAMS / "unfused.mlir").read_text(), rows, "f32")
     compiled, name = run_and_check(source)
     assert "remark: 'nn.rms_norm' op row scale not deferred" in capfd.readouterr().err
-    # stats, fold, apply+silu, swiglu, gemm
-    assert compiled.kernel_count(name) == 5
+    # the norm is one row kernel (+ the silu), the swiglu its own kernel, then the gemm
+    assert compiled.kernel_count(name) == 3
 
 
 def test_llama_without_interleave_keeps_swiglu_separate():

@@ -39,27 +39,46 @@ func.func @rms_norm(%x: tensor<8x32xf32>, %w: tensor<32xf32>) -> tensor<8x32xf32
   %h = "nn.rms_norm"(%x, %w) <{eps = 1.0e-06 : f32}> : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
   func.return %h : tensor<8x32xf32>
 }
+// A power-of-two row fits one column tile: one row kernel with a segment reduction over the row.
 // CHECK-LABEL: func.func @rms_norm
-// CHECK:       %[[P:.*]] = coda.elementwise [8, 32] ins(%x : tensor<8x32xf32>) -> !coda.partials<rows, 8, sum> attributes {coda.origin = "nn.rms_norm.stats"}
+// CHECK:       coda.elementwise [8, 32] ins(%x, %w : tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32> attributes {coda.origin = "nn.rms_norm.row"}
+// CHECK:         coda.segment_reduce sumsq %{{.*}} width 32
+// CHECK:         coda.map
+// CHECK:           math.rsqrt
+// CHECK-NOT:   coda.fold
+
+// -----
+
+func.func @rms_norm_48(%x: tensor<8x48xf32>, %w: tensor<48xf32>) -> tensor<8x48xf32> {
+  %h = "nn.rms_norm"(%x, %w) <{eps = 1.0e-06 : f32}> : (tensor<8x48xf32>, tensor<48xf32>) -> tensor<8x48xf32>
+  func.return %h : tensor<8x48xf32>
+}
+// Otherwise: per-tile partials, a fold to rstd, and an apply kernel.
+// CHECK-LABEL: func.func @rms_norm_48
+// CHECK:       %[[P:.*]] = coda.elementwise [8, 48] ins(%x : tensor<8x48xf32>) -> !coda.partials<rows, 8, sum> attributes {coda.origin = "nn.rms_norm.stats"}
 // CHECK:         coda.reduce sumsq %{{.*}} dim 1
 // CHECK:       %[[R:.*]] = coda.fold %[[P]] : !coda.partials<rows, 8, sum> -> tensor<8xf32>
 // CHECK:         math.rsqrt
-// CHECK:       coda.elementwise [8, 32] ins(%x, %[[R]], %w : {{.*}}) -> tensor<8x32xf32> attributes {coda.origin = "nn.rms_norm.apply"}
+// CHECK:       coda.elementwise [8, 48] ins(%x, %[[R]], %w : {{.*}}) -> tensor<8x48xf32> attributes {coda.origin = "nn.rms_norm.apply"}
 // CHECK:         coda.scale %{{.*}} rows
 // CHECK:         coda.scale %{{.*}} cols
 
 // -----
 
-func.func @layer_norm(%x: tensor<8x32xf32>, %w: tensor<32xf32>, %b: tensor<32xf32>) -> tensor<8x32xf32> {
+func.func @layer_norm(%x: tensor<8x32xf32>, %w: tensor<32xf32>, %b: tensor<32xf32>, %y: tensor<8x48xf32>, %w2: tensor<48xf32>, %b2: tensor<48xf32>) -> (tensor<8x32xf32>, tensor<8x48xf32>) {
   %h = "nn.layer_norm"(%x, %w, %b) <{eps = 1.0e-05 : f32}> : (tensor<8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
-  func.return %h : tensor<8x32xf32>
+  %h2 = "nn.layer_norm"(%y, %w2, %b2) <{eps = 1.0e-05 : f32}> : (tensor<8x48xf32>, tensor<48xf32>, tensor<48xf32>) -> tensor<8x48xf32>
+  func.return %h, %h2 : tensor<8x32xf32>, tensor<8x48xf32>
 }
 // CHECK-LABEL: func.func @layer_norm
-// CHECK:       coda.elementwise [8, 32] ins(%x : tensor<8x32xf32>) -> (!coda.partials<rows, 8, sum>, !coda.partials<rows, 8, sum>)
+// CHECK:       coda.elementwise [8, 32] ins(%x, %w, %b : {{.*}}"nn.layer_norm.row"
+// CHECK:         coda.segment_reduce sum %{{.*}} width 32
+// CHECK:         coda.segment_reduce sumsq %{{.*}} width 32
+// CHECK:       coda.elementwise [8, 48] ins(%y : tensor<8x48xf32>) -> (!coda.partials<rows, 8, sum>, !coda.partials<rows, 8, sum>)
 // CHECK:         coda.reduce sum
 // CHECK:         coda.reduce sumsq
 // CHECK:       coda.fold {{.*}} -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
-// CHECK:       coda.elementwise [8, 32] {{.*}}"nn.layer_norm.apply"
+// CHECK:       coda.elementwise [8, 48] {{.*}}"nn.layer_norm.apply"
 // CHECK:         coda.shift %{{.*}} rows
 // CHECK:         coda.scale %{{.*}} rows
 // CHECK:         coda.scale %{{.*}} cols

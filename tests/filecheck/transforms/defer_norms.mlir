@@ -1,9 +1,11 @@
 // RUN: coda-opt %s --split-input-file -p coda-defer-norms 2>&1 | filecheck %s
 // Reparameterize: rms_norm(x, g) @ W.T = r * ((x * g) @ W.T); the row scale moves into the GEMM.
 // Remarks go to stderr as they happen, so they come before the IR:
-// CHECK: defer_norms.mlir:51:3: remark: 'nn.rms_norm' op row scale not deferred: no GEMM consumes the normalized value (used by nn.silu); it runs as a standalone norm
+// CHECK: defer_norms.mlir:{{[0-9]+}}:3: remark: 'nn.rms_norm' op row scale not deferred: no GEMM consumes the normalized value (used by nn.silu); it runs as a standalone norm
+// CHECK: defer_norms.mlir:{{[0-9]+}}:3: remark: 'nn.rms_norm' op row scale not deferred: no GEMM produces the input to carry the statistics, so one row kernel normalizes it (cheaper than statistics + fold + pre-scale kernels)
 
-func.func @rms_then_linear(%x: tensor<8x32xf32>, %g: tensor<32xf32>, %w: tensor<64x32xf32>) -> tensor<8x64xf32> {
+func.func @rms_then_linear(%a: tensor<8x16xf32>, %w0: tensor<32x16xf32>, %g: tensor<32xf32>, %w: tensor<64x32xf32>) -> tensor<8x64xf32> {
+  %x = "nn.linear"(%a, %w0) : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
   %h = "nn.rms_norm"(%x, %g) <{eps = 1.0e-06 : f32}> : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
   %y = "nn.linear"(%h, %w) : (tensor<8x32xf32>, tensor<64x32xf32>) -> tensor<8x64xf32>
   func.return %y : tensor<8x64xf32>
@@ -24,7 +26,8 @@ func.func @rms_then_linear(%x: tensor<8x32xf32>, %g: tensor<32xf32>, %w: tensor<
 // -----
 
 // LayerNorm: acc * r - (r * mu) * c + e with c = g @ W.T and e = b @ W.T from a GEMV kernel + fold.
-func.func @ln_then_linear(%x: tensor<8x32xf32>, %g: tensor<32xf32>, %b: tensor<32xf32>, %w: tensor<64x32xf32>) -> tensor<8x64xf32> {
+func.func @ln_then_linear(%a: tensor<8x16xf32>, %w0: tensor<32x16xf32>, %g: tensor<32xf32>, %b: tensor<32xf32>, %w: tensor<64x32xf32>) -> tensor<8x64xf32> {
+  %x = "nn.linear"(%a, %w0) : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
   %h = "nn.layer_norm"(%x, %g, %b) <{eps = 1.0e-05 : f32}> : (tensor<8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
   %y = "nn.linear"(%h, %w) : (tensor<8x32xf32>, tensor<64x32xf32>) -> tensor<8x64xf32>
   func.return %y : tensor<8x64xf32>
@@ -58,7 +61,8 @@ func.func @norm_then_silu(%x: tensor<8x32xf32>, %g: tensor<32xf32>) -> tensor<8x
 // -----
 
 // A norm with a GEMM user and another user: deferred for the GEMM, kept for the other.
-func.func @shared(%x: tensor<8x32xf32>, %g: tensor<32xf32>, %w: tensor<64x32xf32>) -> (tensor<8x64xf32>, tensor<8x32xf32>) {
+func.func @shared(%a: tensor<8x16xf32>, %w0: tensor<32x16xf32>, %g: tensor<32xf32>, %w: tensor<64x32xf32>) -> (tensor<8x64xf32>, tensor<8x32xf32>) {
+  %x = "nn.linear"(%a, %w0) : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
   %h = "nn.rms_norm"(%x, %g) <{eps = 1.0e-06 : f32}> : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
   %y = "nn.linear"(%h, %w) : (tensor<8x32xf32>, tensor<64x32xf32>) -> tensor<8x64xf32>
   func.return %y, %h : tensor<8x64xf32>, tensor<8x32xf32>
@@ -68,3 +72,15 @@ func.func @shared(%x: tensor<8x32xf32>, %g: tensor<32xf32>, %w: tensor<64x32xf32
 // CHECK:       coda.gemm
 // CHECK:         coda.scale %{{.*}} rows
 // CHECK:       func.return %{{.*}}, %[[H]]
+
+// -----
+
+// No GEMM produces x (a function argument): one row kernel beats statistics + fold + pre-scale.
+func.func @first_layer(%x: tensor<8x32xf32>, %g: tensor<32xf32>, %w: tensor<64x32xf32>) -> tensor<8x64xf32> {
+  %h = "nn.rms_norm"(%x, %g) <{eps = 1.0e-06 : f32}> : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %y = "nn.linear"(%h, %w) : (tensor<8x32xf32>, tensor<64x32xf32>) -> tensor<8x64xf32>
+  func.return %y : tensor<8x64xf32>
+}
+// CHECK-LABEL: func.func @first_layer
+// CHECK:       = nn.rms_norm
+// CHECK:       = nn.linear

@@ -1,8 +1,9 @@
 // RUN: coda-opt %s --split-input-file -p coda-fuse 2>&1 | filecheck %s
-// RUN: coda-opt %s --split-input-file -p convert-nn-to-coda,coda-fuse 2>&1 | filecheck %s --check-prefix=NN
+// RUN: coda-opt %s --split-input-file -p coda-defer-norms,convert-nn-to-coda,coda-fuse 2>&1 | filecheck %s --check-prefix=NN
 
-// Remarks are printed on stderr as they happen, before the IR (the @rope96 case below):
-// NN: fuse.mlir:93:3: remark: 'coda.pair_map' op not fused into the epilogue of 'nn.linear' (
+// Remarks are printed on stderr as they happen, before the IR (@first_layer and @rope96 below):
+// NN: fuse.mlir:{{[0-9]+}}:3: remark: 'nn.rms_norm' op row scale not deferred: no GEMM consumes the normalized value (used by nn.silu)
+// NN: fuse.mlir:{{[0-9]+}}:3: remark: 'coda.pair_map' op not fused into the epilogue of 'nn.linear' (
 // NN-SAME: coda.pair_map stride 48 (pairs c, c + 48 in groups of 96) is not tile-local: the partner lies outside the accumulator tile for every column tile width
 // NN-SAME: it stays a separate kernel
 
@@ -53,8 +54,7 @@ func.func @mlp(%x: tensor<8x32xf32>, %w: tensor<64x32xf32>, %b: tensor<64xf32>, 
 
 // -----
 
-// Without a producing GEMM, the norm statistics and the pre-scaled input are sibling kernels
-// over the same x: one pass over x instead of two.
+// A norm with no producing GEMM is one row kernel; the activation after it joins it.
 func.func @first_layer(%x: tensor<8x32xf32>, %g: tensor<32xf32>, %w: tensor<64x32xf32>) -> tensor<8x64xf32> {
   %h = "nn.rms_norm"(%x, %g) <{eps = 1.0e-06 : f32}> : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
   %s = "nn.silu"(%h) : (tensor<8x32xf32>) -> tensor<8x32xf32>
@@ -62,10 +62,22 @@ func.func @first_layer(%x: tensor<8x32xf32>, %g: tensor<32xf32>, %w: tensor<64x3
   func.return %y : tensor<8x64xf32>
 }
 // NN-LABEL: func.func @first_layer
-// NN:       coda.elementwise [8, 32] ins(%x : tensor<8x32xf32>) -> !coda.partials<rows, 8, sum>
-// NN:       coda.fold
-// NN:       coda.elementwise [8, 32] {{.*}} attributes {coda.origin = "nn.rms_norm.apply+nn.silu"}
+// NN:       coda.elementwise [8, 32] ins(%x, %g : {{.*}}) -> tensor<8x32xf32> attributes {coda.origin = "nn.rms_norm.row+nn.silu"}
+// NN:         coda.segment_reduce sumsq
 // NN:       coda.gemm
+// NN-NOT:   coda.elementwise
+
+// Sibling fusion: the statistics and the pre-scaled input of a deferred norm over an argument
+// whose rows do not fit one tile (48 columns) are two kernels reading x: merged into one.
+func.func @siblings(%x: tensor<8x48xf32>, %g: tensor<48xf32>, %w: tensor<64x48xf32>) -> tensor<8x64xf32> {
+  %h = "nn.rms_norm"(%x, %g) <{eps = 1.0e-06 : f32}> : (tensor<8x48xf32>, tensor<48xf32>) -> tensor<8x48xf32>
+  %y = "nn.linear"(%h, %w) : (tensor<8x48xf32>, tensor<64x48xf32>) -> tensor<8x64xf32>
+  func.return %y : tensor<8x64xf32>
+}
+// NN-LABEL: func.func @siblings
+// NN:       %[[P:.*]], %[[H:.*]] = coda.elementwise [8, 48] ins(%x, %g : {{.*}}) -> (!coda.partials<rows, 8, sum>, tensor<8x48xf32>) attributes {coda.origin = "nn.rms_norm.stats+nn.rms_norm.prescale"}
+// NN:       %[[R:.*]] = coda.fold %[[P]]
+// NN:       coda.gemm %[[H]], %w transpose_b ins(%[[R]] : tensor<8xf32>)
 // NN-NOT:   coda.elementwise
 
 // -----
