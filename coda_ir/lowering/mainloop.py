@@ -66,6 +66,19 @@ def interleave_rows_source() -> list[str]:
     ]
 
 
+# Every name the template binds in a kernel (parameters and locals of both paths): generated
+# epilogue/prologue code must not assign these (it may read the documented ones).
+TEMPLATE_NAMES: frozenset[str] = frozenset(
+    (
+        "a_ptr b_ptr M N K stride_am stride_ak stride_bk stride_bn BM BN BK GROUP_M INTERLEAVE "
+        "UPCAST USE_TMA A_K_CONTIG B_K_CONTIG NUM_SMS FLATTEN WARP_SPECIALIZE L2_PREFETCH B_PAIRED "
+        "pid num_pid_m num_pid_n group_size first_m rows_in_group pid_m pid_n offs_m offs_n offs_k "
+        "mask_m mask_n b_cols a_ptrs b_ptrs acc k0 k_mask a b acc_lo acc_hi start_pid num_tiles "
+        "k_tiles tile_id off_m off_n off_k ki b_row b_group b_lo b_hi"
+    ).split()
+)
+
+
 def prefetch_l2_source() -> list[str]:
     """A jit helper: prefetch into L2 the lines at `ptrs` where `mask` holds (no-op unless ENABLE)."""
     return [

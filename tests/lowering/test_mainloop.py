@@ -18,6 +18,7 @@ pytest.importorskip("triton")
 
 from coda_ir.lowering import gemm_launch  # noqa: E402
 from coda_ir.lowering.mainloop import (  # noqa: E402
+    TEMPLATE_NAMES,
     emit_gemm_kernel,
     interleave_rows_source,
     prefetch_l2_source,
@@ -240,6 +241,19 @@ def test_emitted_source_has_both_paths():
     assert "tl.range(start_pid, num_tiles, NUM_SMS" in src
     assert src.count('input_precision="ieee"') == 5  # portable, TMA plain, paired, lo/hi
     assert "tl.join(acc_lo, acc_hi).reshape(BM, BN)" in src
+
+
+def test_template_names_cover_every_binding():
+    """TEMPLATE_NAMES lists every name the template binds (what generated code must avoid)."""
+    import ast
+
+    src = "\n".join(emit_gemm_kernel("k", ["x_ptr"], ["    pass"], float32_operands=False))
+    fn = ast.parse(src).body[0]
+    bound = {a.arg for a in fn.args.args} - {"x_ptr"}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+    assert bound <= TEMPLATE_NAMES, sorted(bound - TEMPLATE_NAMES)
 
 
 def test_autotune_cache_roundtrip(tmp_path, monkeypatch):
