@@ -14,11 +14,14 @@ Data
   `config` property). Without one, `default_tile` picks the first entry of `DEFAULT_TILES`
   (128x256x64, 8 warps, 3 stages on Hopper, then smaller ones) whose shared memory and
   registers fit the GPU with the kernel's epilogue.
-* `GemmSpec(m, n, k, dtype, a, b)`: the mainloop of a GEMM kernel.
+* `GemmSpec(m, n, k, a, b)`: the mainloop of a GEMM kernel (dtype = a's).
 * `Kernel(name, kind, reads, writes, gemm=None, tile=None, epilogue_flops, sfu_ops,
-  live_tiles, ops, notes)`: one GPU launch. `reads`/`writes` are every tensor besides the
-  GEMM operands, counted once each; `live_tiles` is the peak number of fp32 values per
-  accumulator element live in the epilogue (1 = the accumulator alone).
+  live_tiles, ops, notes, programs=None)`: one GPU launch. `reads`/`writes` are every
+  tensor besides the GEMM operands, counted once each; `live_tiles` is the peak number of
+  fp32 values per accumulator element live in the epilogue (1 = the accumulator alone;
+  each extra stored tile adds `AUX_STORE_LIVE`); `programs` is the CTA count of a non-GEMM
+  kernel when it is below the SM count (its bandwidth and ALU share shrink accordingly).
+  `elementwise_tile(M, N)` mirrors the runtime's tile for coda.elementwise kernels.
 * `GPU`: per-GPU constants (bandwidths, tensor/ALU/SFU throughput, launch overhead, limits);
   `load_gpu("h100" | "h200")` reads `gpu_constants.json` next to this file (or the path
   in `$CODA_GPU_CONSTANTS`), `load_calibration(path)` reads the JSON `bench/calibrate.py`
@@ -43,8 +46,11 @@ Cost of one kernel (`kernel_cost(kernel, gpu) -> KernelCost`)
 * Time: `max(t_mma, t_hbm, t_l2, t_alu) + launch_s` where `t_mma` counts whole waves of
   tiles (`ceil(tiles / sms)` waves of `2 BM BN K / (tensor_flops / sms)`), `t_hbm =
   hbm_bytes / hbm_bw`, `t_l2 = l2_bytes / l2_bw` and `t_alu = epilogue_flops / simt_flops
-  + sfu_ops / sfu_rate`. It is a lower bound (no latency, perfect overlap); calibrate the
-  constants with `bench/calibrate.py` on the GPU.
+  + sfu_ops / sfu_rate` (non-GEMM kernels with `programs < sms` get that share of
+  bandwidth and ALUs). The bound reported is the largest term ("compute" = tensor cores,
+  "memory", "l2", "alu"), or "launch" when every term is below the launch overhead. It is
+  a lower bound (no latency, perfect overlap); calibrate the constants with
+  `bench/calibrate.py` on the GPU (`python -m coda_ir.analysis.io_model --merge FILE`).
 
 `program_cost(kernels, gpu) -> ProgramCost` sums kernels (time, bytes by level, weight vs
 activation bytes).
@@ -62,11 +68,14 @@ Decision API for the passes
 Each returns a `Decision(choice, costs, reason)` where `costs` maps every plan considered to
 its `PlanCost` (predicted time, bytes, kernels), so a pass can print why it chose.
 
-* `stats_plan(M, D, *, K=None, dtype="bf16", gpu=None, tile=None, residual=True)
-  -> Decision[choice in {"producer_epilogue", "row_kernel"}]`: compute a norm's row
-  statistics in the epilogue of the GEMM producing x (partials + a fold, and the aux store
-  h = x*w) or in a small row kernel reading x again. `K` is the producer GEMM's contraction
-  size; `K=None` means there is no producer GEMM (first layer), so "row_kernel".
+* `stats_plan(M, D, *, K=None, dtype="bf16", gpu=None, tile=None, residual=True,
+  producer_live_tiles=1.0) -> Decision[choice in {"producer_epilogue", "row_kernel"}]`:
+  compute a norm's row statistics in the epilogue of the GEMM producing x (partials + a
+  fold, and the aux store h = x*w) or in a small row kernel reading x again (and writing h
+  and rstd). `K` is the producer GEMM's contraction size; `K=None` means there is no
+  producer GEMM (first layer), so "row_kernel". With `tile` pinned and an epilogue that
+  already holds `producer_live_tiles`, the producer plan can stop fitting in registers, and
+  a plan that does not fit is never chosen over one that does.
 * `store_or_recompute(M, N, *, dtype="bf16", gpu=None, recompute_flops_per_element,
   recompute_sfu_per_element=0.0, recompute_extra_read_bytes=0, uses=1, fwd_host=None,
   bwd_host=None) -> Decision[choice in {"store", "recompute"}]`: keep an [M, N]
@@ -83,6 +92,8 @@ its `PlanCost` (predicted time, bytes, kernels), so a pass can print why it chos
   (one more read + write of [M, N], one more launch). Costs are keyed "bn=<width>".
 
 All three take `gpu` as a `GPU` or a name ("h100", "h200"); `None` means "h100".
+`coda-opt FILE -t 'io-report{decisions=true}'` prints what they choose for each choice an
+nn function offers (io_extract.nn_decisions).
 """
 
 from __future__ import annotations
