@@ -1,4 +1,10 @@
 // RUN: coda-opt %s -t 'fusion-plan{constants="%S/Inputs/test_gpu.json"}' | filecheck %s
+// RUN: coda-opt %s -t 'fusion-plan{format=svg}' | filecheck %s --check-prefix=SVG
+// RUN: not coda-opt %s -t 'fusion-plan{format=png}' 2>&1 | filecheck %s --check-prefix=BAD
+
+// SVG with Graphviz installed, else the DOT text after a note.
+// SVG: {{<svg|// Graphviz 'dot' was not found: printing DOT instead of SVG}}
+// BAD: coda-opt: error: fusion-plan format must be dot or svg, got 'png'
 
 // The fusion plan of a hand-written coda program: one cluster per kernel with the nn ops
 // named by `coda.origin` (a "+"-joined string or an array), partials as dashed blue edges
