@@ -2,7 +2,8 @@
 
     python bench/bench_mainloop.py            # on the GPU: checks, then the tables
     python bench/bench_mainloop.py --smoke    # CPU interpreter, tiny shapes, checks only
-    python bench/bench_mainloop.py --coda     # also the coda-lowered kernels, when available
+    python bench/bench_mainloop.py --coda     # also the coda-lowered LLaMA kernels at 8B shapes
+    python bench/bench_mainloop.py --coda-only
 
 Part 1 checks every kernel against torch float64 of the same (bf16) inputs on fresh random
 data, with outputs poisoned to NaN first, including ragged, transposed, unaligned (portable
@@ -501,25 +502,149 @@ def timings(ks, dev, dtype, log, quick=False) -> dict:
     return rows
 
 
-def bench_coda(log) -> list[dict]:
-    """Coda-lowered kernels at 8B shapes: runs once `coda_ir.compile` exists."""
+# Real-shape coda programs (examples/coda) and their reference parameters.
+CODA_PROGRAMS = {
+    "llama_fwd": dict(eps=1e-5, theta=500000.0, head_dim=128, rotary_heads=40),
+    "llama_bwd": dict(theta=500000.0, head_dim=128, rotary_heads=40),
+}
+
+
+def _coda_inputs(name: str, refs, dev: str, seed: int = 0) -> list:
+    """8B-shape inputs: llama_block's (examples/llama_block.mlir) for the forward; the backward's
+    saved tensors from the forward's fp32 reference (as references.make_inputs does)."""
+    import torch
+
+    from coda_ir.testing import random_inputs
+
+    fwd = [t.to(dev) for t in random_inputs(ROOT / "examples" / "llama_block.mlir", seed)]
+    if name == "llama_fwd":
+        return fwd
+    x0, y0, wo, wn0, wgu, wd, wn1, wqkv, pos = fwd
+    with torch.device(dev):
+        x2, qkv, x1, z1, rstd1, rstd2 = refs.llama_fwd(*fwd, compute=torch.float32, **CODA_PROGRAMS["llama_fwd"])
+    g = torch.Generator(device=dev).manual_seed(seed + 1000)
+    dqkv = torch.randn(qkv.shape, generator=g, device=dev).to(qkv.dtype)
+    dx2 = torch.randn(x2.shape, generator=g, device=dev).to(x2.dtype)
+    return [dqkv, dx2, qkv, x1, x2, z1, rstd1, rstd2, y0, pos, wo, wgu, wd, wqkv, wn0, wn1]
+
+
+def bench_coda(log, dev: str = "cuda", rounds: int = 5) -> list[dict]:
+    """The coda-lowered LLaMA-block kernels at 8B shapes (examples/coda), on the GPU.
+
+    Each program is compiled with `coda_ir.compile`, run once (autotuning every GEMM kernel),
+    checked against tests/programs/coda/references.py (float64 and the fp32/rounded-store bar of
+    `coda_ir.testing.check_close`, computed on the GPU), then every GEMM launch it made is
+    replayed and timed side by side with the plain cuBLAS GEMM of the same shape and
+    transposes, and the whole function against the sum of those plain GEMMs.
+    """
+    import torch
+
     try:
         import coda_ir
+        from coda_ir.lowering import gemm_launch
+        from coda_ir.testing import check_close
     except Exception as exc:
         log(f"--coda: coda_ir not importable ({exc})")
         return []
     if not hasattr(coda_ir, "compile"):
         log("--coda: coda_ir.compile not available yet; skipped")
         return []
-    programs = sorted((ROOT / "tests" / "programs" / "coda").glob("*.mlir"))
+    sys.path.insert(0, str(ROOT / "tests" / "programs" / "coda"))
+    import references as refs
+
     out = []
-    for p in programs:
+    for name, params in CODA_PROGRAMS.items():
+        row: dict = {"program": name}
+        out.append(row)
         try:
-            mod = coda_ir.compile(p.read_text())
-            out.append({"program": p.name, "compiled": True, "source_lines": len(mod.source.splitlines())})
+            t0 = time.time()
+            small = dev == "cpu"  # the smoke test: small programs through the interpreter
+            src_dir = ROOT / ("tests/programs/coda" if small else "examples/coda")
+            mod = coda_ir.compile((src_dir / f"{name}.mlir").read_text())
+            row["compile_s"] = time.time() - t0
+            if small:
+                params = {}
+                inputs = refs.make_inputs(name)
+            else:
+                inputs = _coda_inputs(name, refs, dev)
+            gen = mod.module(interpret=small)
+            real = gemm_launch.launch_gemm
+            launches = []
+
+            def recorder(kernel, a, b, extra_args_for, **kw):
+                launches.append((kernel, a, b, extra_args_for, kw))
+                return real(kernel, a, b, extra_args_for, **kw)
+
+            gen.launch_gemm = recorder
+            t0 = time.time()
+            try:
+                outs = getattr(mod, name)(*inputs)
+                if not small:
+                    torch.cuda.synchronize()
+            finally:
+                gen.launch_gemm = real
+            row["first_call_s"] = time.time() - t0  # compile + autotune of every kernel
+            outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+            with torch.device(dev):
+                r64 = refs.PROGRAMS[name].reference(*inputs, compute=torch.float64, **params)
+                rT = refs.PROGRAMS[name].reference(*inputs, compute=torch.float32, **params)
+            checks = []
+            for oname, o, a64, aT in zip(refs.PROGRAMS[name].outputs, outs, r64, rT):
+                ok, err, bound = check_close(o, a64, aT)
+                checks.append({"output": oname, "ok": bool(ok), "max_err": err, "bound": bound})
+                log(f"--coda check {name}.{oname}: {'ok' if ok else 'FAIL'} max|err| {err:.3e} bound {bound:.3e}")
+            row["checks"] = checks
+            del r64, rT
+            if small:
+                row["launches"] = [[kw["M"], kw["N"], kw["K"]] for *_, kw in launches]
+                continue
+            torch.cuda.empty_cache()
+
+            kernels, plain = [], []
+            for kernel, a, b, xf, kw in launches:
+                A = a.T if kw["transpose_a"] else a
+                B = b.T if kw["transpose_b"] else b
+                plain.append((A, B))
+                info = {}
+
+                def fused(kernel=kernel, a=a, b=b, xf=xf, kw=kw):
+                    real(kernel, a, b, xf, **kw)
+                    info.update(gemm_launch.LAST_LAUNCH)
+
+                fused()
+                t = side_by_side({"cublas": lambda A=A, B=B: torch.matmul(A, B), "fused": fused}, rounds)
+                k = {
+                    "kernel": getattr(getattr(kernel, "fn", None), "__name__", str(kernel)),
+                    "shape": [kw["M"], kw["N"], kw["K"]], "transpose_a": kw["transpose_a"],
+                    "transpose_b": kw["transpose_b"], "interleave": kw.get("interleave", 0),
+                    "cublas_ms": t["cublas"], "fused_ms": t["fused"],
+                    "ratio_vs_cublas_time": ratio_median(t["_rounds"], "fused", "cublas"),
+                    "path": info.get("path"), "config": _cfg_dict(info),
+                    "resources": resources(info.get("compiled")),
+                }
+                kernels.append(k)
+                log(f"--coda {name} {k['kernel']} {k['shape']} tA={int(k['transpose_a'])} tB={int(k['transpose_b'])} "
+                    f"il={k['interleave']}: cublas {t['cublas']:.3f} fused {t['fused']:.3f} "
+                    f"({k['ratio_vs_cublas_time']:.3f}x) {k['config']} {k['resources']}")
+            row["kernels"] = kernels
+            fn = getattr(mod, name)
+
+            def gemms():
+                for A, B in plain:
+                    torch.matmul(A, B)
+
+            t = side_by_side({"gemms": gemms, "coda": lambda: fn(*inputs)}, rounds)
+            row.update(sum_gemms_ms=t["gemms"], coda_ms=t["coda"],
+                       ratio_vs_gemms=ratio_median(t["_rounds"], "coda", "gemms"))
+            log(f"--coda {name} whole function: plain cuBLAS GEMMs {t['gemms']:.3f} ms, coda {t['coda']:.3f} ms "
+                f"({row['ratio_vs_gemms']:.3f}x, {mod.kernel_count(name)} launches)")
+            del inputs, outs, launches, plain
+            torch.cuda.empty_cache()
         except Exception as exc:
-            out.append({"program": p.name, "compiled": False, "error": str(exc)[:300]})
-        log(f"--coda {out[-1]}")
+            import traceback
+
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+            log(f"--coda {name}: {row['error']}\n{traceback.format_exc()[-1500:]}")
     return out
 
 
@@ -550,7 +675,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes, checks only")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, no TMA-store variant")
-    ap.add_argument("--coda", action="store_true", help="also the coda-lowered kernels")
+    ap.add_argument("--coda", action="store_true", help="also the coda-lowered kernels (8B shapes, GPU)")
+    ap.add_argument("--coda-only", action="store_true", help="only the coda-lowered kernels")
     ap.add_argument("--no-ws-probe", action="store_true")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
@@ -586,7 +712,10 @@ def main() -> int:
             env["warp_specialize"] = "disabled: probe failed"
     ks = build_kernels(Path(tempfile.mkdtemp()))
     dtype = torch.bfloat16
-    if args.smoke:
+    if args.coda_only:
+        results = []
+        report = {"env": env, "checks": results}
+    elif args.smoke:
         shapes = [(96, 64, 80)]
         ragged = [((37, 40, 24), False, True), ((40, 24, 32), True, False), ((33, 35, 29), False, True)]
         results = checks(ks, dev, dtype, shapes, ragged, log)
@@ -602,8 +731,13 @@ def main() -> int:
         if not all(r["ok"] for r in results):
             log("CORRECTNESS FAILURES: timings still run, but do not trust them")
         report["timings"] = timings(ks, dev, dtype, log, quick=args.quick)
-    if args.coda:
-        report["coda"] = bench_coda(log)
+    if args.coda or args.coda_only:
+        report["coda"] = bench_coda(log, dev)
+        for prog in report["coda"]:
+            for c in prog.get("checks", []):
+                results.append({"check": f"coda {prog['program']}.{c['output']}", "rel_err": c["max_err"], "ok": c["ok"]})
+            if "error" in prog:
+                results.append({"check": f"coda {prog['program']}", "rel_err": float("nan"), "ok": False})
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench_mainloop.json").write_text(json.dumps(report, indent=1, default=str))
@@ -624,6 +758,15 @@ def main() -> int:
         print(f"{'fused kernel':36s} {'M x N x K':18s} {'cuBLAS ms':>9s} {'fused ms':>9s} {'eager ms':>9s} {'fused/cuBLAS':>12s}")
         for r in report["timings"]["fused"]:
             print(f"{r['kernel']:36s} {'x'.join(map(str, r['shape'])):18s} {r['cublas_ms']:9.3f} {r['fused_ms']:9.3f} {r['eager_ms']:9.3f} {r['ratio_vs_cublas_time']:12.3f}")
+    for prog in report.get("coda", []):
+        if "kernels" in prog:
+            print(f"coda {prog['program']}: whole function {prog.get('coda_ms', float('nan')):.3f} ms vs plain cuBLAS GEMMs "
+                  f"{prog.get('sum_gemms_ms', float('nan')):.3f} ms ({prog.get('ratio_vs_gemms', float('nan')):.3f}x)")
+            for k in prog["kernels"]:
+                print(f"  {k['kernel']:28s} {'x'.join(map(str, k['shape'])):18s} tA={int(k['transpose_a'])} tB={int(k['transpose_b'])} "
+                      f"cuBLAS {k['cublas_ms']:.3f} fused {k['fused_ms']:.3f} ratio {k['ratio_vs_cublas_time']:.3f}")
+        elif "error" in prog:
+            print(f"coda {prog['program']}: {prog['error'][:200]}")
     return 0 if not bad else 1
 
 
