@@ -31,7 +31,8 @@ Conventions of individual ops (all from NN_DIALECT.md):
 * `eps` and `theta` are `f32` attributes: their value is the f32 number (e.g. `1e-5` is used as
   `float(np.float32(1e-5))` even by the float64 reference).
 
-Public API: `run_reference`, `reference_pair`, `load_func`, `element_dtype`, `torch_dtype`.
+Public API: `run_reference`, `reference_pair`, `load_func`, `program_dtype`, `element_dtype`,
+`torch_dtype`, `f32_value`, `rope_inv_freq`.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ __all__ = [
     "torch_dtype",
     "program_dtype",
     "f32_value",
+    "rope_inv_freq",
 ]
 
 
@@ -181,7 +183,7 @@ def _rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 def _rope(ctx: _Ctx, x: torch.Tensor, pos: torch.Tensor, hd: int, heads: int, theta: float, style: str) -> torch.Tensor:
     m, n = x.shape
     half = hd // 2
-    i = torch.arange(half, dtype=torch.float64)
+    i = torch.arange(half, dtype=torch.float64, device=x.device)
     inv_freq = (theta ** (-2.0 * i / hd)).to(ctx.internal)  # float64, then rounded to fp32
     angle = pos.to(ctx.internal)[:, None] * inv_freq[None, :]  # [M, hd/2]
     cos, sin = torch.cos(angle), torch.sin(angle)

@@ -74,7 +74,7 @@ class _K:
 
     def k(self, v: float) -> torch.Tensor:
         """An f32 constant of the program."""
-        return torch.tensor(f32_value(v), dtype=self.c)
+        return torch.tensor(f32_value(v), dtype=self.c)  # 0-d: combines with tensors on any device
 
     def store(self, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
         """Round a stored result to its element type (activation dtype by default) and read it back."""
@@ -99,10 +99,10 @@ def _rope(k: _K, x: torch.Tensor, pos: torch.Tensor, hd: int, rotary_heads: int,
     m, n = x.shape
     heads = n // hd
     half = hd // 2
-    i = torch.arange(half, dtype=k.c)
+    i = torch.arange(half, dtype=k.c, device=x.device)
     inv = torch.pow(k.k(theta), (-2.0 * i) / k.k(float(hd)))  # [hd/2]
     angle = pos.to(k.c)[:, None, None] * inv[None, None, :]  # [M, 1, hd/2]
-    rot = (torch.arange(heads) < rotary_heads)[None, :, None]  # [1, H, 1]
+    rot = (torch.arange(heads, device=x.device) < rotary_heads)[None, :, None]  # [1, H, 1]
     angle = torch.where(rot, angle, torch.zeros((), dtype=k.c))  # [M, H, hd/2]
     cos, sin = torch.cos(angle), torch.sin(angle)
     xh = x.reshape(m, heads, hd)
@@ -173,7 +173,7 @@ def llama_bwd(
     dqkv, dx2, qkv, x1, x2, z1, rstd1, rstd2, y0, pos, wo, wgu, wd, wqkv, wn0, wn1,
     *, compute: torch.dtype = torch.float64, theta: float = 500000.0, head_dim: int = 32, rotary_heads: int = 4,
 ) -> tuple[torch.Tensor, ...]:
-    """tests/programs/coda/llama_bwd.mlir.
+    """tests/programs/coda/llama_bwd.mlir (examples/coda: theta 5e5, head_dim 128, rotary_heads 40).
 
     Inputs: dqkv [M, QKV] and dx2 [M, D] (upstream gradients of llama_fwd's qkv and x2), then
     llama_fwd's saved qkv, x1, x2, z1 ([gate | up]), rstd1, rstd2 (float32), the attention output
@@ -255,7 +255,7 @@ def gpt2_fwd(
     x0, y0, wo, bo, g1, b1, wfc, bfc, wproj, bproj, g2, b2, wqkv, bqkv, c1, e1, c2, e2,
     *, compute: torch.dtype = torch.float64, eps: float = 1e-5,
 ) -> tuple[torch.Tensor, ...]:
-    """tests/programs/coda/gpt2_fwd.mlir.
+    """tests/programs/coda/gpt2_fwd.mlir (and examples/coda/gpt2_fwd.mlir: same eps).
 
     Inputs: x0, y0 [M, D]; wo [D, D], bo [D]; g1, b1 [D]; wfc [F, D], bfc [F]; wproj [D, F],
     bproj [D]; g2, b2 [D]; wqkv [QKV, D], bqkv [QKV]; c1, e1 [F] and c2, e2 [QKV] float32
@@ -295,7 +295,7 @@ def gpt2_fwd(
 def lm_head_ce(
     x, wn, wlm, targets, dloss, *, compute: torch.dtype = torch.float64, eps: float = 1e-5, ignore_index: int = -100
 ) -> tuple[torch.Tensor, ...]:
-    """tests/programs/coda/lm_head_ce.mlir.
+    """tests/programs/coda/lm_head_ce.mlir (and examples/coda/lm_head_ce.mlir: same eps, ignore_index).
 
     Inputs: x [M, D]; wn [D]; wlm [V, D]; targets [M] int (ignore_index = ignored row);
     dloss 0-d (upstream gradient of the loss).
@@ -325,7 +325,7 @@ def lm_head_ce(
     lse, loss, count = k.store(lse, f32), k.store(loss, f32), k.store(count, f32)
     # K4
     p = torch.exp(z - lse[:, None])
-    onehot = (torch.arange(v)[None, :] == targets[:, None]).to(k.c)
+    onehot = (torch.arange(v, device=z.device)[None, :] == targets[:, None]).to(k.c)
     g = (p - onehot) * (dloss / count)
     dlogits = torch.where(keep[:, None], g, zero)
     return k.out(loss, f32), k.out(dlogits), k.out(h), k.out(rstd, f32), k.out(lse, f32), k.out(count, f32)
