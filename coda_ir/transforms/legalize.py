@@ -9,8 +9,11 @@ the proofs need are written on the kernel as the discardable attribute `coda.con
     coda.constraints = {bn_multiple_of = 128 : i64, reasons = ["coda.pair_map stride 64 ..."]}
 
 so that the lowering picks a BN that keeps the proof valid. `coda-fuse` only builds kernels
-that pass this proof, so in the `nn-to-coda` pipeline this pass never refuses; on hand-written
-coda IR an unprovable op is reported (a remark, or an error with `remarks-as-errors`).
+that pass this proof, so in the `nn-to-coda` pipeline this pass never refuses. On other input
+(hand-written coda, a pipeline without `coda-interleave`) an unprovable op in a gemm epilogue
+is split off: the op and everything that depends on it move to a new `coda.elementwise`
+kernel, the gemm stores the tiles they need (fp32), and a remark says why (an error with
+`remarks-as-errors`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,116 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, f32
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from coda_ir.dialects import coda
+from coda_ir.dialects.coda import TileType
 from coda_ir.transforms import remarks
-from coda_ir.transforms.legality import CONSTRAINTS, describe_failure, prove_kernel
+from coda_ir.transforms.legality import CONSTRAINTS, describe_failure, kernel_columns, prove_kernel
+from coda_ir.transforms.lower_nn import ORIGIN
+
+
+def split_at(kernel: coda.GemmOp, bad: Operation) -> tuple[Operation, Operation]:
+    """Move `bad` and every epilogue op that depends on it out of `kernel` into a new
+    coda.elementwise kernel over the gemm's M x N space; returns (new gemm, new elementwise)."""
+    block = kernel.epilogue.blocks[0]
+    top = bad
+    while top.parent_block() is not block:
+        top = top.parent_op()  # type: ignore[assignment]
+    moved: list[Operation] = []
+    tainted: set[SSAValue] = set()
+    for op in block.ops:
+        if op is block.last_op:
+            continue
+        if op is top or any(v in tainted for v in op.operands):
+            moved.append(op)
+            tainted.update(op.results)
+    moved_set = set(moved)
+    # values the moved ops need from the part that stays
+    crossing: list[SSAValue] = []
+    for op in moved:
+        for v in op.operands:
+            if v in tainted or v in crossing:
+                continue
+            if isinstance(v, BlockArgument) and isinstance(v.type, TensorType):
+                continue  # a kernel input: the elementwise kernel takes it too
+            crossing.append(v)
+    yield_op = block.last_op
+    assert isinstance(yield_op, coda.YieldOp)
+    m, n = kernel_columns(kernel)
+
+    # the gemm: its own yields that stay, then the crossing tiles stored in fp32
+    stay_yields = [(i, v) for i, v in enumerate(yield_op.values) if v not in tainted]
+    move_yields = [(i, v) for i, v in enumerate(yield_op.values) if v in tainted]
+    region = kernel.epilogue.clone()
+    mapping = dict(zip(kernel.epilogue.blocks[0].args, region.blocks[0].args))
+    old_ops = list(block.ops)
+    new_ops = list(region.blocks[0].ops)
+    for old, new in zip(old_ops, new_ops):
+        mapping.update(zip(old.results, new.results))
+    nblock = region.blocks[0]
+    nyield = nblock.last_op
+    assert nyield is not None
+    nyield.detach()
+    nyield.erase()
+    for old, new in reversed(list(zip(old_ops, new_ops))):
+        if old in moved_set:
+            new.detach()
+            new.erase()
+    nblock.add_op(coda.YieldOp(*[mapping[v] for _, v in stay_yields], *[mapping[v] for v in crossing]))
+    types = [kernel.results[i].type for i, _ in stay_yields]
+    types += [TensorType(f32, list(v.type.get_shape())) for v in crossing]  # type: ignore[attr-defined]
+    props = dict(kernel.properties)
+    from coda_ir.dialects.coda import _segments
+
+    props["operandSegmentSizes"] = _segments(1, 1, len(kernel.inputs))
+    gemm = coda.GemmOp.create(operands=list(kernel.operands), result_types=types, properties=props, regions=[region])
+    gemm.attributes.update(kernel.attributes)
+    gemm.location = kernel.location
+    stored = list(gemm.results[len(stay_yields):])
+
+    # the elementwise kernel: loads of the stored tiles, the kernel inputs it reads, the moved ops
+    ins: list[SSAValue] = list(stored)
+    arg_of: dict[SSAValue, int] = {}
+    for op in moved:
+        for v in op.operands:
+            if isinstance(v, BlockArgument) and isinstance(v.type, TensorType) and v not in arg_of:
+                arg_of[v] = len(ins)
+                ins.append(kernel.operands[2 + v.index - 1])
+    eblock = Block(arg_types=[v.type for v in ins])
+    emap: dict[SSAValue, SSAValue] = {}
+    for k, v in enumerate(crossing):
+        load = coda.LoadOp(eblock.args[k])
+        load.location = kernel.location
+        eblock.add_op(load)
+        emap[v] = load.result
+    for v, k in arg_of.items():
+        emap[v] = eblock.args[k]
+    for op in moved:
+        new = op.clone(value_mapper=emap)
+        eblock.add_op(new)
+        emap.update(zip(op.results, new.results))
+    eblock.add_op(coda.YieldOp(*[emap[v] for _, v in move_yields]))
+    etypes = [kernel.results[i].type for i, _ in move_yields]
+    elementwise = coda.ElementwiseOp((m, n), ins, etypes, Region(eblock))
+    origin = kernel.attributes.get(ORIGIN)
+    if isinstance(origin, StringAttr):
+        elementwise.attributes[ORIGIN] = StringAttr(origin.data + ".split")
+    elementwise.location = bad.location
+
+    parent = kernel.parent_block()
+    assert parent is not None
+    parent.insert_op_before(gemm, kernel)
+    parent.insert_op_after(elementwise, gemm)
+    for k, (i, _) in enumerate(stay_yields):
+        kernel.results[i].replace_all_uses_with(gemm.results[k])
+    for k, (i, _) in enumerate(move_yields):
+        kernel.results[i].replace_all_uses_with(elementwise.results[k])
+    kernel.detach()
+    kernel.erase()
+    return gemm, elementwise
 
 
 @dataclass(frozen=True)
@@ -35,16 +142,23 @@ class LegalizePass(ModulePass):
     remarks_as_errors: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in list(op.walk()):
-            if not isinstance(kernel, (coda.GemmOp, coda.ElementwiseOp)):
-                continue
+        work = [k for k in op.walk() if isinstance(k, (coda.GemmOp, coda.ElementwiseOp))]
+        while work:
+            kernel = work.pop(0)
             proof = prove_kernel(kernel)
-            if not proof.ok:
-                bad, reason = describe_failure(proof)
-                remarks.emit_remark(bad, f"cannot be proven tile-local: {reason}", as_error=self.remarks_as_errors)
+            if proof.ok:
+                attr = proof.constraint_attr()
+                if attr is not None:
+                    kernel.attributes[CONSTRAINTS] = attr
+                elif CONSTRAINTS in kernel.attributes:
+                    del kernel.attributes[CONSTRAINTS]
                 continue
-            attr = proof.constraint_attr()
-            if attr is not None:
-                kernel.attributes[CONSTRAINTS] = attr
-            elif CONSTRAINTS in kernel.attributes:
-                del kernel.attributes[CONSTRAINTS]
+            bad, reason = describe_failure(proof)
+            if isinstance(kernel, coda.GemmOp) and bad is not kernel:
+                remarks.emit_remark(
+                    bad, f"cannot be proven tile-local: {reason}; split off into a separate kernel",
+                    as_error=self.remarks_as_errors,
+                )
+                work[:0] = split_at(kernel, bad)
+                continue
+            remarks.emit_remark(bad, f"cannot be proven tile-local: {reason}", as_error=self.remarks_as_errors)

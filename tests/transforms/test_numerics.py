@@ -122,3 +122,12 @@ def test_shared_small_programs(path: Path):
         ref64, ref_t = reference.reference_pair(text, inputs, func_name=name)
         outs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
         testing.assert_matches(outs, ref64, ref_t, [f"@{name} #{i}" for i in range(len(ref64))])
+
+
+def test_legalize_splits_what_it_cannot_prove(capfd):
+    """Fused assuming an interleave that never comes (no coda-interleave): coda-legalize splits
+    the SwiGLU back out of the gemm (remark) and the program still computes the right numbers."""
+    source = variant((PROGRAMS / "llama_wide_ffn.mlir").read_text(), 7, "f32")
+    compiled, name = run_and_check(source, "coda-defer-norms,convert-nn-to-coda,coda-fuse,coda-legalize")
+    assert "split off into a separate kernel" in capfd.readouterr().err
+    assert compiled.kernel_count(name) == 7
