@@ -13,7 +13,7 @@
   program walking all rows, so it gets 1/sms of the bandwidth).
 
 Tile: the `config` property (`#coda.config<...>`) when present; otherwise the model's
-default (`io_model.default_tile`: the first of `DEFAULT_TILES` that fits with the epilogue
+default (`io_model.default_tile`: the fastest of `DEFAULT_TILES` that fits with the epilogue
 and honours `coda.constraints = {bn_multiple_of = k}` set by coda-legalize).
 
 Live state (registers): elementwise epilogue code is fused per element, so the accumulator is

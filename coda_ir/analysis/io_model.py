@@ -11,9 +11,9 @@ Data
   indexed by tokens: activations, row vectors such as rstd, positions, targets),
   "partials" (per-tile partial reductions, fp32) or "scalar".
 * `Tile(bm, bn, bk, warps, stages, group_m)`: a GEMM tile configuration (the coda.gemm
-  `config` property). Without one, `default_tile` picks the first entry of `DEFAULT_TILES`
+  `config` property). Without one, `default_tile` plays autotuner: of `DEFAULT_TILES`
   (128x256x64, 8 warps, 3 stages on Hopper, then smaller ones) whose shared memory and
-  registers fit the GPU with the kernel's epilogue.
+  registers fit the GPU with the kernel's epilogue, the one the model predicts fastest.
 * `GemmSpec(m, n, k, a, b)`: the mainloop of a GEMM kernel (dtype = a's).
 * `Kernel(name, kind, reads, writes, gemm=None, tile=None, epilogue_flops, sfu_ops,
   live_tiles, ops, notes, programs=None)`: one GPU launch. `reads`/`writes` are every
@@ -49,7 +49,12 @@ Cost of one kernel (`kernel_cost(kernel, gpu) -> KernelCost`)
   + sfu_ops / sfu_rate` (non-GEMM kernels with `programs < sms` get that share of
   bandwidth and ALUs). The bound reported is the largest term ("compute" = tensor cores,
   "memory", "l2", "alu"), or "launch" when every term is below the launch overhead. It is
-  a lower bound (no latency, perfect overlap); calibrate the constants with
+  a lower bound (no latency, perfect overlap) except for one measured effect: matrix tiles
+  a GEMM epilogue loads (residuals, saved activations) are exposed, `exposed_s =
+  (their bytes / hbm_bw + waves * epilogue_latency_s) * (1 - epilogue_overlap)` is added
+  (bench/RESULTS.md, H100: the residual epilogue costs 31-36 us over the plain kernel at
+  8192x4096x4096, 67 MB of residual = 22 us plus ~1.3 us per wave, one CTA per SM, no
+  overlap in Triton 3.6). Calibrate the constants with
   `bench/calibrate.py` on the GPU (`python -m coda_ir.analysis.io_model --merge FILE`).
 
 `program_cost(kernels, gpu) -> ProgramCost` sums kernels (time, bytes by level, weight vs
@@ -171,7 +176,7 @@ DEFAULT_TILES: tuple[Tile, ...] = (
     Tile(64, 128, 64, 4, 4),
     Tile(64, 64, 32, 4, 3),
 )
-"""Hopper defaults, best first; `default_tile` takes the first that fits."""
+"""Hopper candidates, preferred first; `default_tile` takes the fastest that fits."""
 
 ELEMENTWISE_TILE = Tile(64, 128, 0, 8, 1)
 """Tile of coda.elementwise kernels without a config when the shape is unknown."""
@@ -247,6 +252,8 @@ class GPU:
     regs_per_thread: int = 255
     regs_per_sm: int = 65536
     l2_reuse_fraction: float = 0.5
+    epilogue_overlap: float = 0.0  # fraction of a GEMM epilogue's input loads hidden under MMA
+    epilogue_latency_s: float = 1.0e-6  # per wave of tiles whose epilogue loads a matrix tile
     source: str = ""
 
     def gemm_rate(self, dtype: str) -> float:
@@ -268,7 +275,8 @@ class GPU:
 
 _GPU_FIELDS = {
     "hbm_bw", "l2_bw", "tensor_flops", "simt_flops", "sfu_rate", "launch_s", "sms", "l2_bytes",
-    "smem_per_block", "regs_per_thread", "regs_per_sm", "l2_reuse_fraction", "source",
+    "smem_per_block", "regs_per_thread", "regs_per_sm", "l2_reuse_fraction", "epilogue_overlap",
+    "epilogue_latency_s", "source",
 }
 
 
@@ -347,6 +355,7 @@ class KernelCost:
     fits: bool
     times: Mapping[str, float]
     launch_s: float
+    exposed_s: float = 0.0  # GEMM epilogue loads not hidden under the mainloop (added to the max)
 
     @property
     def hbm_unique(self) -> int:
@@ -375,7 +384,7 @@ class KernelCost:
 
     @property
     def time_s(self) -> float:
-        return max(self.times.values()) + self.launch_s
+        return max(self.times.values()) + self.exposed_s + self.launch_s
 
 
 def _tile_footprint(tile: Tile, dtype: str, live_tiles: float) -> tuple[int, int]:
@@ -390,12 +399,17 @@ def tile_fits(tile: Tile, dtype: str, live_tiles: float, gpu: GPU) -> bool:
 
 
 def default_tile(kernel: Kernel, gpu: GPU, candidates: Sequence[Tile] = DEFAULT_TILES) -> Tile:
-    """The first candidate whose shared memory and registers fit with this epilogue."""
+    """What an autotuner would pick, by the model: the candidate with the lowest predicted
+    time among those whose shared memory and registers fit with this epilogue (the earlier
+    candidate on a tie; the last candidate when none fits)."""
     dtype = kernel.gemm.dtype if kernel.gemm else "bf16"
-    for tile in candidates:
-        if tile_fits(tile, dtype, kernel.live_tiles, gpu):
-            return tile
-    return candidates[-1]
+    fitting = [t for t in candidates if tile_fits(t, dtype, kernel.live_tiles, gpu)]
+    if not fitting:
+        return candidates[-1]
+    if kernel.gemm is None or len(fitting) == 1:
+        return fitting[0]
+    times = [kernel_cost(replace(kernel, tile=t), gpu).time_s for t in fitting]
+    return fitting[min(range(len(fitting)), key=lambda i: (round(times[i], 12), i))]
 
 
 def gemm_hbm_bytes(gemm: GemmSpec, tile: Tile, gpu: GPU) -> tuple[float, float]:
@@ -425,6 +439,7 @@ def kernel_cost(kernel: Kernel, gpu: GPU | str | None = None) -> KernelCost:
     side_bytes = sum(t.nbytes for t in kernel.reads) + write_bytes
     times: dict[str, float] = {}
     alu = kernel.epilogue_flops / gpu.simt_flops + kernel.sfu_ops / gpu.sfu_rate
+    exposed = 0.0
     if kernel.gemm is not None:
         gemm = kernel.gemm
         tile = kernel.tile or default_tile(kernel, gpu)
@@ -438,6 +453,11 @@ def kernel_cost(kernel: Kernel, gpu: GPU | str | None = None) -> KernelCost:
         per_sm = gpu.gemm_rate(gemm.dtype) / gpu.sms
         times["mma"] = waves * 2.0 * tile.bm * tile.bn * gemm.k / per_sm
         gemm_flops = gemm.flops
+        # Matrix tiles the epilogue loads (residuals, saved activations) arrive after the
+        # tile's mainloop with one CTA per SM: the tensor cores wait for them.
+        epi_loads = sum(t.nbytes for t in kernel.reads if len(t.shape) == 2)
+        if epi_loads:
+            exposed = (epi_loads / gpu.hbm_bw + waves * gpu.epilogue_latency_s) * (1.0 - gpu.epilogue_overlap)
     else:
         tile = None
         smem, regs, fits = 0, 0, True
@@ -466,6 +486,7 @@ def kernel_cost(kernel: Kernel, gpu: GPU | str | None = None) -> KernelCost:
         fits=fits,
         times=times,
         launch_s=gpu.launch_s,
+        exposed_s=exposed,
     )
 
 

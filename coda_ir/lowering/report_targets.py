@@ -3,8 +3,8 @@
 * `-t io-report{gpu=h100 pipeline="nn-to-coda" constants="" decisions=false}`: per function, a table of its
   kernels from the IO model (coda_ir/analysis/io_model.py): FLOPs (GEMM and epilogue),
   device-memory bytes (read and written once each; with the tiled GEMM's re-reads that miss
-  L2; L2 -> SM), arithmetic intensity, on-chip footprint, the bounding resource and the
-  predicted time. For `nn` input it also runs `pipeline` (when its passes are registered) on
+  L2; L2 -> SM), arithmetic intensity, on-chip footprint, the bounding resource, the
+  exposed epilogue load time ("epi us", added to the bound) and the predicted time. For `nn` input it also runs `pipeline` (when its passes are registered) on
   a copy and prints the compiled `coda` program's table and a comparison of the two.
   `gpu` picks the constants in gpu_constants.json (h100, h200); `constants` names a JSON
   written by bench/calibrate.py to use instead. `decisions=true` adds, for nn functions, what
@@ -59,7 +59,7 @@ def _mb(n: float) -> str:
 
 HEADER = (
     f"{'kernel':<22} {'kind':<12} {'tile':<17} {'GEMM GF':>9} {'epi MF':>9} {'read MB':>9} {'write MB':>9} "
-    f"{'HBM MB':>9} {'L2 MB':>9} {'AI':>7} {'smem KB':>7} {'regs':>4} {'bound':<8} {'time us':>9}"
+    f"{'HBM MB':>9} {'L2 MB':>9} {'AI':>7} {'smem KB':>7} {'regs':>4} {'bound':<8} {'epi us':>7} {'time us':>9}"
 )
 
 
@@ -70,7 +70,8 @@ def _row(c: m.KernelCost) -> str:
     return (
         f"{k.name[:22]:<22} {k.kind[:12]:<12} {tile:<17} {c.gemm_flops / 1e9:>9.3f} {c.epilogue_flops / 1e6:>9.3f} "
         f"{_mb(c.read_bytes):>9} {_mb(c.write_bytes):>9} {_mb(c.hbm_bytes):>9} {_mb(c.l2_bytes):>9} "
-        f"{c.intensity:>7.1f} {c.smem_bytes / 1024:>7.1f} {c.regs_per_thread or '-':>4} {c.bound:<8} {c.time_s * 1e6:>9.2f}{fits}"
+        f"{c.intensity:>7.1f} {c.smem_bytes / 1024:>7.1f} {c.regs_per_thread or '-':>4} {c.bound:<8} "
+        f"{c.exposed_s * 1e6:>7.2f} {c.time_s * 1e6:>9.2f}{fits}"
     )
 
 

@@ -100,10 +100,15 @@ def test_fused_llama_activation_traffic_at_most_045(h100):
     training = m.program_cost(m.llama_block_fused(M, D, F, Q, gpu=h100, store_preactivation=True), h100)
     assert training.activation_bytes == pytest.approx(hand_count_fused(True), rel=0.02)
     assert 0.55 < training.activation_bytes / unfused.activation_bytes < 0.65
-    # Fused is faster, and no slower than the plain GEMMs plus the folds' launches.
+    # Fused is faster than unfused and within PERFORMANCE.md's 1.05x of the plain GEMMs; what
+    # it adds is the two folds and the exposed residual loads of F1 and F3 (67 MB each, about
+    # 22 us + 1 us per wave of tiles: bench/RESULTS.md measured 31-36 us on an H100).
     assert fused.time_s < unfused.time_s
     gemm_only = sum(k.time_s for k in unfused.kernels if k.kernel.gemm is not None)
-    assert fused.time_s <= gemm_only * 1.01 + 2 * 5e-6
+    assert gemm_only < fused.time_s <= gemm_only * 1.05
+    exposed = [k.exposed_s for k in fused.kernels]
+    assert exposed[0] == exposed[3] == pytest.approx(M * D * B / h100.hbm_bw + 8 * h100.epilogue_latency_s)
+    assert exposed[2] == exposed[5] == 0.0
 
 
 def test_gemm_flops_and_bound(h100):
@@ -142,14 +147,18 @@ def test_footprint_and_default_tile(h100):
     assert regs == 128 + m.REG_OVERHEAD
     assert m.tile_fits(tile, "bf16", 1.5, h100)
     assert not m.tile_fits(tile, "bf16", 2.0, h100)
-    heavy = m.Kernel("k", "gemm", gemm=m.GemmSpec(256, 256, 256, m.Tensor("a", (256, 256)), m.Tensor("b", (256, 256))),
-                     live_tiles=2.0)
+    big = m.GemmSpec(M, D, D, m.Tensor("a", (M, D)), m.Tensor("b", (D, D), role="weight"))
+    heavy = m.Kernel("k", "gemm", writes=(m.Tensor("c", (M, D)),), gemm=big, live_tiles=2.0)
+    # The model's autotuner: 128x256 at the LLaMA shapes when registers allow, else 128x128.
+    assert m.default_tile(m.Kernel("k", "gemm", writes=heavy.writes, gemm=big), h100) == tile
     assert m.default_tile(heavy, h100) == m.Tile(128, 128, 64, 8, 4)
-    assert m.default_tile(m.Kernel("k", "gemm", gemm=heavy.gemm), h100) == tile
+    # A small problem: smaller tiles put more SMs to work.
+    small = m.GemmSpec(256, 512, 512, m.Tensor("a", (256, 512)), m.Tensor("b", (512, 512)))
+    assert m.default_tile(m.Kernel("k", "gemm", gemm=small), h100).bn < 256
     # fp32 operands: the first tiles do not fit in shared memory
-    f32 = m.Kernel("k", "gemm", gemm=m.GemmSpec(256, 256, 256, m.Tensor("a", (256, 256), "f32"), m.Tensor("b", (256, 256), "f32")))
+    f32 = m.Kernel("k", "gemm", gemm=m.GemmSpec(M, D, D, m.Tensor("a", (M, D), "f32"), m.Tensor("b", (D, D), "f32")))
     assert m.default_tile(f32, h100).bk == 32
-    pinned = m.kernel_cost(m.Kernel("k", "gemm", gemm=heavy.gemm, tile=tile, live_tiles=2.0), h100)
+    pinned = m.kernel_cost(m.Kernel("k", "gemm", gemm=big, tile=tile, live_tiles=2.0), h100)
     assert not pinned.fits
 
 

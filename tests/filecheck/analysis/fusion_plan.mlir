@@ -13,9 +13,9 @@
 // CHECK:      digraph fusion_plan {
 // CHECK:        label="fusion plan: as written (input has no nn ops) (h100)";
 // CHECK:        subgraph cluster_f0 {
-// CHECK-NEXT:     label="@f1: 2 kernels, 1.6 MB moved (1.1 MB activations), predicted 8.8 us";
+// CHECK-NEXT:     label="@f1: 2 kernels, 1.6 MB moved (1.1 MB activations), predicted 9.9 us";
 // CHECK:          subgraph cluster_f0_k0 {
-// CHECK-NEXT:       label="F1: gemm 128x128, 6.4 us (compute)";
+// CHECK-NEXT:       label="F1: gemm 128x128, 7.6 us (compute)";
 // CHECK-NEXT:       f0_k0_o0 [label="nn.linear@a", style="filled", fillcolor="white"];
 // CHECK-NEXT:       f0_k0_o1 [label="nn.add@x1", style="filled", fillcolor="white"];
 // CHECK-NEXT:       f0_k0_o2 [label="nn.rms_norm.stats@h1\n(partial reduction)", style="dashed", color="blue"];
