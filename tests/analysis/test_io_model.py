@@ -255,3 +255,38 @@ def test_qk_norm_tile_width_flips(h100):
     assert d.choice == 64 and "whole heads" in d.costs["bn=64"].note
     d = m.qk_norm_tile_width(256, 4096, M=64, K=D, gpu=h100)
     assert d.choice == 64 and "partials" in d.costs["bn=64"].note
+
+
+# Measured on the lent H100 (bench/RESULTS.md, 2026-11-22, do_bench medians; the plain GEMMs
+# are cuBLAS, the fused kernels hand-written epilogues on the coda mainloop, 128x256x64 tiles).
+MEASURED_H100_MS = {
+    "cublas 8192x4096x4096": 0.381,
+    "cublas 8192x28672x4096": 2.642,
+    "cublas 8192x4096x14336": 1.348,
+    "cublas 8192x6144x4096": 0.608,
+    "residual+sumsq 8192x4096x4096": 0.425,
+    "residual+sumsq 8192x4096x14336": 1.380,
+    "swiglu 8192x28672x4096": 2.749,
+}
+
+
+def test_predictions_within_20_percent_of_measured_h100(h100):
+    """The issue's target (within 20% after calibration), here against the anchors."""
+    tile = m.Tile(128, 256, 64, 8, 3)
+    for label, measured in MEASURED_H100_MS.items():
+        kind, shape = label.split()
+        mm, nn_, kk = map(int, shape.split("x"))
+        a, b = m.Tensor("a", (mm, kk)), m.Tensor("b", (nn_, kk), role="weight")
+        if kind == "cublas":
+            k = m.Kernel(label, "gemm", writes=(m.Tensor("c", (mm, nn_)),), gemm=m.GemmSpec(mm, nn_, kk, a, b), tile=tile)
+        elif kind == "residual+sumsq":
+            k = m.Kernel(label, "gemm", (m.Tensor("res", (mm, nn_)),),
+                         (m.Tensor("x", (mm, nn_)), m.Tensor("s", (mm, nn_ // 256), "f32", "partials")),
+                         m.GemmSpec(mm, nn_, kk, a, b), tile, epilogue_flops=3.0 * mm * nn_)
+        else:
+            k = m.Kernel(label, "gemm", (), (m.Tensor("y", (mm, nn_ // 2)),), m.GemmSpec(mm, nn_, kk, a, b), tile,
+                         epilogue_flops=2.5 * mm * nn_, sfu_ops=1.0 * mm * nn_)
+        predicted = m.kernel_cost(k, h100).time_s * 1e3
+        assert abs(predicted / measured - 1) <= 0.20, (label, predicted, measured)
+        if kind == "residual+sumsq":  # the exposed residual load is what brings it within 3%
+            assert abs(predicted / measured - 1) <= 0.03, (label, predicted, measured)
