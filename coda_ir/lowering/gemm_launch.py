@@ -11,8 +11,10 @@ Generated modules call `launch_gemm`. Where the kernel runs decides the path and
   for interleaved kernels a BN dividing 2h -- else the portable path. `CODA_GEMM_PATH=portable`
   forces the portable path.
 
-On a GPU the configuration is autotuned: each candidate in a short list is compiled, run and
-timed once (`triton.testing.do_bench`, median) per key, and the winner is cached in memory and
+On a GPU the configuration is autotuned: each candidate in a short list (`TMA_CANDIDATES`;
+interleaved kernels add paired-B variants) is compiled, run and timed (`triton.testing.do_bench`,
+median; candidates that fail to compile are skipped), the best three are timed again in reverse
+order (clocks drift on a hot GPU), and the winner is cached in memory and
 on disk, in JSON at `$CODA_CACHE_DIR/autotune.json` (default `~/.cache/coda-ir/autotune.json`),
 keyed by (kernel key or source hash, M, N, K, dtypes, transposes, interleave, tile
 constraints, path, GPU name, Triton version). `CODA_AUTOTUNE=0` skips tuning (first candidate).
