@@ -32,19 +32,44 @@ coda-opt: parse, verify, transform and lower coda-ir programs.
 Input is MLIR text using the `nn` dialect (tensor-level Transformer operators) and/or the
 `coda` dialect (GEMM + epilogue kernels), with builtin/func/arith/math.
 
-Passes (-p, comma separated, options in braces, e.g. -p 'nn-to-coda,cse'):
-  nn-to-coda        the whole pipeline from nn to coda kernels
-  (every registered pass is listed under -p below)
-
-Targets (-t):
-  mlir              print the IR (default; --print-op-generic for the generic form)
-  triton            one Python module of Triton kernels and host functions
-
+{listing}
 Examples:
   coda-opt examples/llama_block.mlir
   coda-opt examples/llama_block.mlir -p nn-to-coda -t triton > llama_block.py
   coda-opt tests.mlir --split-input-file --verify-diagnostics
 """
+
+
+_FALLBACK_HELP = {
+    "cse": "Common subexpression elimination (xDSL).",
+    "dce": "Dead code elimination (xDSL).",
+}
+
+
+def _first_doc_line(name: str, factory: Callable[[], type]) -> str:
+    try:
+        cls = factory()
+    except Exception as error:  # a broken optional component must not break --help
+        return f"(unavailable: {error})"
+    doc = (cls.__doc__ or "").strip()
+    if not doc or doc.startswith(f"{cls.__name__}("):  # dataclasses invent a signature docstring
+        return _FALLBACK_HELP.get(name, "")
+    return doc.splitlines()[0]
+
+
+def describe_passes_and_targets() -> str:
+    """The `--help` listing, generated from the pass and target registries."""
+    from coda_ir.lowering import targets
+
+    lines = ["Passes (-p, comma separated, options in braces, e.g. -p 'nn-to-coda{remarks-as-errors=true}'):"]
+    for name, factory in sorted(coda_passes().items()):
+        lines.append(f"  {name:<22}{_first_doc_line(name, factory)}")
+    lines.append("")
+    lines.append("Targets (-t, options in braces, e.g. -t 'io-report{gpu=h200}'):")
+    lines.append(f"  {'mlir':<22}print the IR (default; --print-op-generic for the generic form)")
+    for name, factory in sorted(targets.TARGETS.items()):
+        lines.append(f"  {name:<22}{_first_doc_line(name, factory)}")
+    return "\n".join(lines) + "\n"
 
 
 def _universe_dialects() -> dict[str, Callable[[], object]]:
@@ -122,7 +147,7 @@ class CodaOptMain(xDSLOptMain):
     version_format = "coda-opt (coda-ir 0.1.0, xdsl {xdsl_version})"
 
     def __init__(self, args: list[str] | None = None):
-        super().__init__(description=DESCRIPTION, args=args)
+        super().__init__(description=DESCRIPTION.format(listing=describe_passes_and_targets()), args=args)
 
     def register_all_dialects(self):
         for name, factory in _universe_dialects().items():
