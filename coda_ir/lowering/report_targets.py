@@ -122,6 +122,8 @@ def _summary(rows: list[tuple[str, m.ProgramCost]], out: IO[str], gpu: m.GPU | N
 
 @dataclass(frozen=True)
 class IOReportTarget(Target):
+    """Per-kernel FLOPs, bytes by memory level, bound and predicted time; unfused vs compiled."""
+
     name = "io-report"
 
     gpu: str = "h100"
@@ -163,6 +165,8 @@ class IOReportTarget(Target):
 
 @dataclass(frozen=True)
 class FusionPlanTarget(Target):
+    """The fusion plan as a DOT (or SVG) graph: ops grouped into kernels, edges labelled with bytes."""
+
     name = "fusion-plan"
 
     format: str = "dot"
