@@ -100,11 +100,24 @@ def elementwise_config(M: int, N: int, bn_multiple_of: int = 1) -> TileConfig:
     return TileConfig(bm, bn, num_warps=4 if bm * bn <= 4096 else 8)
 
 
+def fixed_gemm_config(bm: int, bn: int, bk: int, warps: int, stages: int):
+    """The GemmConfig of a `#coda.config` (no autotuning); the TMA path where it can run."""
+    from coda_ir.lowering.gemm_launch import GemmConfig
+
+    return GemmConfig(bm, bn, bk, num_warps=warps, num_stages=stages, tma=not interpreting())
+
+
 def launch_elementwise(
-    kernel, extra_args_for: Callable[[TileConfig], Sequence[object]], *, M: int, N: int, bn_multiple_of: int = 1
+    kernel,
+    extra_args_for: Callable[[TileConfig], Sequence[object]],
+    *,
+    M: int,
+    N: int,
+    bn_multiple_of: int = 1,
+    config: TileConfig | None = None,
 ) -> tuple[TileConfig, Sequence[object]]:
     """Launch a `coda.elementwise` kernel over the tiles of an M x N space."""
-    config = elementwise_config(M, N, bn_multiple_of)
+    config = config or elementwise_config(M, N, bn_multiple_of)
     extra = list(extra_args_for(config))
     grid = (triton.cdiv(M, config.bm) * triton.cdiv(N, config.bn),)
     kernel[grid](*extra, M, N, BM=config.bm, BN=config.bn, num_warps=config.num_warps)

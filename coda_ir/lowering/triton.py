@@ -1032,12 +1032,17 @@ class _HostEmitter:
             ins = [self.get(op, v) for v in op.inputs]
             allocs = [self.alloc(r.type, self.partials_tiles(r.type, m, n) if isinstance(r.type, coda.PartialsType) else None) for r in op.outputs]
             h = op.interleave.value.data if op.interleave is not None else 0
+            fixed = ""
+            if op.config is not None:
+                c = op.config.as_dict()
+                self.check_config(op, c, info)
+                fixed = f"config=_rt.fixed_gemm_config({c['bm']}, {c['bn']}, {c['bk']}, {c['warps']}, {c['stages']}), "
             self.emit(f"# {info.name}: coda.gemm {m}x{n}x{k}")
             self.emit(
                 f"_cfg, _e = launch_gemm({info.name}, {self.get(op, op.a)}, {self.get(op, op.b)}, "
                 f"lambda _cfg: ({', '.join([*ins, *allocs])}{',' if len(ins) + len(allocs) == 1 else ''}), "
                 f"M={m}, N={n}, K={k}, transpose_a={op.transpose_a is not None}, "
-                f"transpose_b={op.transpose_b is not None}, interleave={h}, bn_multiple_of={info.bn_multiple_of}, "
+                f"transpose_b={op.transpose_b is not None}, interleave={h}, bn_multiple_of={info.bn_multiple_of}, {fixed}"
                 f"key={info.name + ':' + info.digest!r})"
             )
             self.emit_unpack(outs, len(ins))
@@ -1045,11 +1050,16 @@ class _HostEmitter:
             m, n = op.iteration_shape()
             ins = [self.get(op, v) for v in op.inputs]
             allocs = [self.alloc(r.type, self.partials_tiles(r.type, m, n) if isinstance(r.type, coda.PartialsType) else None) for r in op.outputs]
+            fixed = ""
+            if op.config is not None:
+                c = op.config.as_dict()
+                self.check_config(op, c, info)
+                fixed = f", config=_rt.TileConfig({c['bm']}, {c['bn']}, {c['warps']})"
             self.emit(f"# {info.name}: coda.elementwise {m}x{n}")
             self.emit(
                 f"_cfg, _e = _rt.launch_elementwise({info.name}, "
                 f"lambda _cfg: ({', '.join([*ins, *allocs])}{',' if len(ins) + len(allocs) == 1 else ''}), "
-                f"M={m}, N={n}, bn_multiple_of={info.bn_multiple_of})"
+                f"M={m}, N={n}, bn_multiple_of={info.bn_multiple_of}{fixed})"
             )
             self.emit_unpack(outs, len(ins))
         else:
@@ -1069,6 +1079,15 @@ class _HostEmitter:
             )
             if outs:
                 self.emit(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = _e")
+
+    @staticmethod
+    def check_config(op: Operation, config: dict[str, int], info: KernelInfo) -> None:
+        if config["bn"] % info.bn_multiple_of:
+            raise CompilerError(
+                op,
+                f"tile config bn = {config['bn']} must be a multiple of {info.bn_multiple_of} for this epilogue "
+                "(pair groups and segments must not straddle column tiles)",
+            )
 
     def emit_unpack(self, outs: list[str], n_ins: int) -> None:
         if outs:

@@ -455,3 +455,20 @@ def test_interleave_wide_pair_map_one_to_two():
     zz = z.double()
     ref_d = torch.cat([dy * zz[:, 48:], dy * zz[:, :48]], 1)
     assert (d.double() - ref_d).abs().max() <= 0.02 * ref_d.abs().max()
+
+
+def test_fixed_tile_config():
+    epi = """
+    %p = coda.pair_map %acc : (!coda.tile<{M}x{N}xf32>) -> !coda.tile<{M}x24xf32> {{
+    ^bb0(%g: f32, %u: f32):
+      %y = arith.mulf %g, %u : f32
+      coda.yield %y : f32
+    }}
+    %s = coda.reduce sum %acc dim 1 : !coda.tile<{M}x{N}xf32> -> !coda.partials<rows, {M}, sum>
+    coda.yield %p, %s : !coda.tile<{M}x24xf32>, !coda.partials<rows, {M}, sum>"""
+    text = gemm_program(epi, [], ["tensor<{M}x24x{T}>", "!coda.partials<rows, {M}, sum>"], tb=True).replace(
+        " transpose_b", " transpose_b config #coda.config<bm = 16, bn = 16, bk = 16, warps = 4, stages = 2>", 1
+    )
+    cm, _, (_, parts) = check(text)
+    assert "config=_rt.fixed_gemm_config(16, 16, 16, 4, 2)" in cm.source
+    assert parts.shape == (M, 3)  # one partial per 16-wide column tile
