@@ -288,6 +288,12 @@ class _ScalarEmitter:
         name = op.name
         operands = [self.value(o) for o in op.operands]
         const = all(o in self.consts for o in operands)
+        if const and operands and (name in CALL1 or name in CALL2 or name in EXPR1 or name == "math.fma"):
+            # Triton's math functions take tensors: materialise constant operands as 0-d tensors
+            operands = [
+                f"tl.full((), {o}, {tl_dtype(v.type)})" for o, v in zip(operands, op.operands)
+            ]
+            const = False
         if name == "arith.constant":
             attr = op.properties.get("value")
             if attr is None:
