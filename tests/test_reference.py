@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import subprocess
 import sys
@@ -34,10 +35,20 @@ from coda_ir.testing import Mismatch, argument_roles, assert_matches, check_clos
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "tests" / "programs"
-sys.path.insert(0, str(PROGRAMS / "coda"))
 
-import references as coda_refs  # noqa: E402
-from interpret import interleave_perm, run_coda  # noqa: E402
+
+def _load(name: str, path: Path):
+    """Import a helper of tests/programs under a unique module name (no sys.path changes)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+coda_refs = _load("coda_programs_references", PROGRAMS / "coda" / "references.py")
+_interp = _load("coda_programs_interpret", PROGRAMS / "coda" / "interpret.py")
+interleave_perm, run_coda = _interp.interleave_perm, _interp.run_coda
 
 BF16_EPS = 2.0**-8  # half a bf16 ulp is 2^-9 relative; one ulp 2^-8 (2^-7 at worst in [1, 2))
 
