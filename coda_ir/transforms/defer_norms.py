@@ -20,7 +20,10 @@ and a fold (2 small kernels per weight, independent of the tokens; count them wh
 
 When no GEMM produces x (a function argument, the first layer), deferring would need three
 kernels (statistics, fold, pre-scale) where one row kernel does the whole norm: then the norm
-is left to `convert-nn-to-coda`'s row kernel (with a remark), when the row fits one tile.
+is left to `convert-nn-to-coda` (one row kernel when the row fits one tile), with a remark.
+(Deferring there would also round `x * g` instead of the normalized value, a different
+rounding from the op-by-op program: harmless per element, but a scalar loss downstream then
+has an independent error that can exceed twice the reference's own.)
 
 A norm is deferred for each of its users that is the activation operand of an `nn.linear` /
 `nn.matmul`; when it has other users too, the `nn` op stays for them (lowered by
@@ -157,13 +160,16 @@ class DeferNorm(RewritePattern):
                 )
             return
         x, g = op.x, op.w
-        if not gemm_produced(x) and row_kernel_fits(shape_of(x)[1]):
+        if not gemm_produced(x):
             if id(op) not in self.reported:
                 self.reported.add(id(op))
+                how = (
+                    "one row kernel normalizes it (cheaper than statistics + fold + pre-scale kernels)"
+                    if row_kernel_fits(shape_of(x)[1])
+                    else "standalone kernels normalize it (rounding h like the op-by-op program does)"
+                )
                 remarks.emit_remark(
-                    op,
-                    "row scale not deferred: no GEMM produces the input to carry the statistics, so one "
-                    "row kernel normalizes it (cheaper than statistics + fold + pre-scale kernels)",
+                    op, f"row scale not deferred: no GEMM produces the input to carry the statistics, so {how}",
                     as_error=False,
                 )
             return

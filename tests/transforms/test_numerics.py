@@ -106,8 +106,9 @@ def test_llama_without_interleave_keeps_swiglu_separate():
     assert compiled.kernel_count(name) == 6
 
 
+@pytest.mark.parametrize("seed", [0, 5])
 @pytest.mark.parametrize("path", sorted((REPO / "tests" / "programs" / "nn").glob("*.mlir")), ids=lambda p: p.stem)
-def test_shared_small_programs(path: Path):
+def test_shared_small_programs(path: Path, seed: int):
     """The project's small nn programs (tests/programs/nn), when present."""
     text = path.read_text()
     module = coda_ir.parse(text) if hasattr(coda_ir, "parse") else None
@@ -117,7 +118,7 @@ def test_shared_small_programs(path: Path):
     compiled = coda_ir.compile(text)
     for fn in funcs:
         name = fn.sym_name.data
-        inputs = testing.random_inputs(text, func_name=name)
+        inputs = testing.random_inputs(text, seed=seed, func_name=name)
         outputs = getattr(compiled, name)(*inputs)
         ref64, ref_t = reference.reference_pair(text, inputs, func_name=name)
         outs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)

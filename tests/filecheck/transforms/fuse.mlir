@@ -67,18 +67,19 @@ func.func @first_layer(%x: tensor<8x32xf32>, %g: tensor<32xf32>, %w: tensor<64x3
 // NN:       coda.gemm
 // NN-NOT:   coda.elementwise
 
-// Sibling fusion: the statistics and the pre-scaled input of a deferred norm over an argument
-// whose rows do not fit one tile (48 columns) are two kernels reading x: merged into one.
-func.func @siblings(%x: tensor<8x48xf32>, %g: tensor<48xf32>, %w: tensor<64x48xf32>) -> tensor<8x64xf32> {
-  %h = "nn.rms_norm"(%x, %g) <{eps = 1.0e-06 : f32}> : (tensor<8x48xf32>, tensor<48xf32>) -> tensor<8x48xf32>
-  %y = "nn.linear"(%h, %w) : (tensor<8x48xf32>, tensor<64x48xf32>) -> tensor<8x64xf32>
-  func.return %y : tensor<8x64xf32>
+// Sibling fusion: two kernels that read the same x and do not depend on each other become
+// one kernel with two outputs (one pass over x instead of two).
+func.func @siblings(%x: tensor<8x48xf32>) -> (tensor<8x48xf32>, tensor<8x48xf32>) {
+  %a = "nn.silu"(%x) : (tensor<8x48xf32>) -> tensor<8x48xf32>
+  %b = "nn.relu"(%x) : (tensor<8x48xf32>) -> tensor<8x48xf32>
+  func.return %a, %b : tensor<8x48xf32>, tensor<8x48xf32>
 }
 // NN-LABEL: func.func @siblings
-// NN:       %[[P:.*]], %[[H:.*]] = coda.elementwise [8, 48] ins(%x, %g : {{.*}}) -> (!coda.partials<rows, 8, sum>, tensor<8x48xf32>) attributes {coda.origin = "nn.rms_norm.stats+nn.rms_norm.prescale"}
-// NN:       %[[R:.*]] = coda.fold %[[P]]
-// NN:       coda.gemm %[[H]], %w transpose_b ins(%[[R]] : tensor<8xf32>)
-// NN-NOT:   coda.elementwise
+// NN:       %[[A:.*]], %[[B:.*]] = coda.elementwise [8, 48] ins(%x : tensor<8x48xf32>) -> (tensor<8x48xf32>, tensor<8x48xf32>) attributes {coda.origin = "nn.silu+nn.relu"}
+// NN-NEXT:  ^bb0(%[[X:.*]]: tensor<8x48xf32>):
+// NN-NEXT:    %[[T:.*]] = coda.load %[[X]]
+// NN-NOT:     coda.load
+// NN:       func.return %[[A]], %[[B]]
 
 // -----
 
