@@ -132,3 +132,10 @@ def test_legalize_splits_what_it_cannot_prove(capfd):
     compiled, name = run_and_check(source, "coda-defer-norms,convert-nn-to-coda,coda-fuse,coda-legalize")
     assert "split off into a separate kernel" in capfd.readouterr().err
     assert compiled.kernel_count(name) == 7
+
+
+@pytest.mark.parametrize("rows,dtype", [(24, "f32"), (29, "bf16")])
+def test_deferred_norms_before_matmul(rows: int, dtype: str):
+    """LayerNorm and RMSNorm deferred across nn.matmul (column partials for c = g @ B, e = b @ B)."""
+    compiled, name = run_and_check(variant((PROGRAMS / "norm_matmul.mlir").read_text(), rows, dtype))
+    assert compiled.kernel_count(name) == 7
