@@ -32,7 +32,7 @@ from xdsl.passes import ModulePass
 
 from coda_ir.dialects import coda
 from coda_ir.transforms import remarks
-from coda_ir.transforms._build import Scalar, scalar_body
+from coda_ir.transforms._build import scalar_body
 from coda_ir.transforms.interleave import apply_interleave, interleave_plan
 from coda_ir.transforms.legality import describe_failure, prove_kernel
 from coda_ir.transforms.lower_nn import ORIGIN
@@ -64,12 +64,6 @@ def dataflow_graph(block: Block) -> nx.DiGraph:
             if isinstance(operand, OpResult) and operand.op.parent_block() is block:
                 graph.add_edge(operand.op, op, value=operand)
     return graph
-
-
-@dataclass
-class Candidate:
-    kernel: Operation
-    replaced: list[tuple[Operation, list[SSAValue]]]  # (old op, its results -> new values)
 
 
 def _only_loaded(e: Operation, arg: BlockArgument) -> bool:

@@ -192,7 +192,7 @@ def prove_op(kernel: Operation, op: Operation) -> OpProof | None:
         stride = op.stride.value.data
         wide = max(v.type.cols for v in [*op.inputs, *op.outputs])  # type: ignore[attr-defined]
         interleave = getattr(kernel, "interleave", None)
-        if stride == 1 or (interleave is not None and stride == 1):
+        if stride == 1:
             bm, fixed, warps = _config(kernel)
             lay = tile_layout(kernel, bm, fixed or 64, warps)
             level = ll.pair_level(lay, {"dim1": 1})

@@ -26,7 +26,6 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from coda_ir.dialects import coda
-from coda_ir.dialects.coda import TileType
 from coda_ir.transforms import remarks
 from coda_ir.transforms.legality import CONSTRAINTS, describe_failure, kernel_columns, prove_kernel
 from coda_ir.transforms.lower_nn import ORIGIN

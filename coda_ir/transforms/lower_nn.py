@@ -23,7 +23,6 @@ BN (a standalone kernel may always pick a tile covering the whole row).
 
 from __future__ import annotations
 
-import math as pymath
 from collections.abc import Callable
 from dataclasses import dataclass
 
