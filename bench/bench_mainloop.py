@@ -528,7 +528,7 @@ def _coda_inputs(name: str, refs, dev: str, seed: int = 0) -> list:
     return [dqkv, dx2, qkv, x1, x2, z1, rstd1, rstd2, y0, pos, wo, wgu, wd, wqkv, wn0, wn1]
 
 
-def bench_coda(log, dev: str = "cuda", rounds: int = 5) -> list[dict]:
+def bench_coda(log, dev: str = "cuda", rounds: int = 5, out_dir: Path | None = None) -> list[dict]:
     """The coda-lowered LLaMA-block kernels at 8B shapes (examples/coda), on the GPU.
 
     Each program is compiled with `coda_ir.compile`, run once (autotuning every GEMM kernel),
@@ -553,7 +553,16 @@ def bench_coda(log, dev: str = "cuda", rounds: int = 5) -> list[dict]:
     import references as refs
 
     out = []
+
+    def save():  # partial results survive a run cut off at its time limit
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "bench_coda.json").write_text(json.dumps(out, indent=1, default=str))
+
+    only = os.environ.get("CODA_BENCH_PROGRAMS")  # e.g. "llama_bwd"
     for name, params in CODA_PROGRAMS.items():
+        if only and name not in only.split(","):
+            continue
         row: dict = {"program": name}
         out.append(row)
         try:
@@ -584,6 +593,8 @@ def bench_coda(log, dev: str = "cuda", rounds: int = 5) -> list[dict]:
             finally:
                 gen.launch_gemm = real
             row["first_call_s"] = time.time() - t0  # compile + autotune of every kernel
+            log(f"--coda {name}: compiled in {row['compile_s']:.1f} s, first call (Triton compile + "
+                f"autotune of {len(launches)} GEMMs) {row['first_call_s']:.1f} s")
             outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
             with torch.device(dev):
                 r64 = refs.PROGRAMS[name].reference(*inputs, compute=torch.float64, **params)
@@ -623,6 +634,8 @@ def bench_coda(log, dev: str = "cuda", rounds: int = 5) -> list[dict]:
                     "resources": resources(info.get("compiled")),
                 }
                 kernels.append(k)
+                row["kernels"] = kernels
+                save()
                 log(f"--coda {name} {k['kernel']} {k['shape']} tA={int(k['transpose_a'])} tB={int(k['transpose_b'])} "
                     f"il={k['interleave']}: cublas {t['cublas']:.3f} fused {t['fused']:.3f} "
                     f"({k['ratio_vs_cublas_time']:.3f}x) {k['config']} {k['resources']}")
@@ -640,11 +653,13 @@ def bench_coda(log, dev: str = "cuda", rounds: int = 5) -> list[dict]:
                 f"({row['ratio_vs_gemms']:.3f}x, {mod.kernel_count(name)} launches)")
             del inputs, outs, launches, plain
             torch.cuda.empty_cache()
+            save()
         except Exception as exc:
             import traceback
 
             row["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
             log(f"--coda {name}: {row['error']}\n{traceback.format_exc()[-1500:]}")
+            save()
     return out
 
 
@@ -732,7 +747,7 @@ def main() -> int:
             log("CORRECTNESS FAILURES: timings still run, but do not trust them")
         report["timings"] = timings(ks, dev, dtype, log, quick=args.quick)
     if args.coda or args.coda_only:
-        report["coda"] = bench_coda(log, dev)
+        report["coda"] = bench_coda(log, dev, out_dir=Path(args.out))
         for prog in report["coda"]:
             for c in prog.get("checks", []):
                 results.append({"check": f"coda {prog['program']}.{c['output']}", "rel_err": c["max_err"], "ok": c["ok"]})

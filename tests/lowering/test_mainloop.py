@@ -256,6 +256,13 @@ def test_template_names_cover_every_binding():
     assert bound <= TEMPLATE_NAMES, sorted(bound - TEMPLATE_NAMES)
 
 
+def test_paired_candidates_for_interleaved_kernels():
+    paired = gemm_launch.tma_candidates(interleave=128, bn_multiple_of=2, paired_ok=True)
+    assert paired and all(c.b_pairs for c in paired[:-1]) and not paired[-1].b_pairs
+    assert not any(c.b_pairs for c in gemm_launch.tma_candidates(interleave=128, bn_multiple_of=2))
+    assert all((2 * 128) % c.bn == 0 for c in paired)
+
+
 def test_autotune_cache_roundtrip(tmp_path, monkeypatch):
     monkeypatch.setenv("CODA_CACHE_DIR", str(tmp_path))
     entry = {"config": {"bm": 128, "bn": 256, "bk": 64, "tma": True}}
