@@ -205,3 +205,27 @@ def test_coda_opt_prints_a_module_that_imports_and_runs(tmp_path):
     spec.loader.exec_module(mod)
     x1, h1, r = mod.out_proj(*inputs())
     assert x1.shape == (37, 48) and r.shape == (37,)
+
+
+def test_cpu_call_after_triton_was_imported_in_compiled_mode():
+    """Triton decorates its standard library in the mode of its first import; a CPU call in a
+    process that imported Triton without TRITON_INTERPRET still runs (the runtime swaps modes)."""
+    code = f"""
+import os
+os.environ.pop("TRITON_INTERPRET", None)
+import triton.language  # compiled-mode standard library
+import torch, coda_ir
+program = coda_ir.compile({PROGRAM!r}, pipeline=None)
+g = torch.Generator().manual_seed(0)
+args = [torch.randn(37, 40, generator=g).bfloat16(), torch.randn(48, 40, generator=g).bfloat16(),
+        torch.randn(37, 48, generator=g).bfloat16(), torch.randn(48, generator=g).bfloat16()]
+x1, h1, r = program.out_proj(*args)
+ref = args[2].double() + args[0].double() @ args[1].double().T
+assert (x1.double() - ref).abs().max() <= 2 ** -7 * ref.abs().max()
+print("ok", os.environ.get("TRITON_INTERPRET"))
+"""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().startswith("ok")
