@@ -15,7 +15,13 @@ from xdsl.ir import Attribute, AttributeInvT, Operation, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.utils.lexer import Span
-from xdsl.utils.mlir_lexer import MLIRTokenKind
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
+
+# xDSL 0.74's string-literal regex, '"(?:[^"\\\n\v\f]+|\\(...))*"', nests `+` inside `*`: on an
+# unterminated string ('style = "half{...' up to the end of the line) it backtracks
+# exponentially in the line's length (24 characters: ~1 s; a typical line: forever). The same
+# language with one character per repetition matches in linear time.
+MLIRLexer._unescaped_characters_regex = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
 
 
 class CompilerError(Exception):

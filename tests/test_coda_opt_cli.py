@@ -1,0 +1,235 @@
+"""`tools/coda-opt` as a user runs it: exit codes, and never a Python traceback for bad input.
+
+ARCHITECTURE.md: every diagnostic names the op and its source location; coda-opt exits
+non-zero on any error and never prints a traceback for bad input. Here: status 0 for good
+input, 1 for bad input or a bad command line (2 is reserved for internal errors, i.e. bugs),
+and stderr is the diagnostic, located, and nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "coda-opt"
+
+LOCATED = re.compile(r"^(stdin|\S+\.mlir):(\d+):(\d+): error: \S")
+
+# One function (so that no proper prefix of the text is itself a complete program) using nn
+# ops, a coda gemm with every kind of region and a fold with a finalize region.
+VALID = """\
+func.func @block(%x: tensor<16x32xbf16>, %w: tensor<64x32xbf16>, %g: tensor<64xbf16>, %pos: tensor<16xi32>, %nw: tensor<32xbf16>) -> (tensor<16x32xbf16>, tensor<16x64xbf16>, tensor<f32>) {
+  %h = "nn.rms_norm"(%x, %nw) <{eps = 1.0e-06 : f32}> : (tensor<16x32xbf16>, tensor<32xbf16>) -> tensor<16x32xbf16>
+  %r = nn.rope %h, %pos {head_dim = 16 : i64, rotary_heads = 2 : i64, theta = 1.0e+04 : f32, style = "half"} : tensor<16x32xbf16>, tensor<16xi32> -> tensor<16x32xbf16>
+  %y, %s = coda.gemm %x, %w transpose_b interleave 16 config #coda.config<bm = 16, bn = 64, bk = 32, warps = 4, stages = 2> ins(%g : tensor<64xbf16>) : tensor<16x32xbf16>, tensor<64x32xbf16> -> (tensor<16x64xbf16>, !coda.partials<rows, 16, lse>) {
+  ^bb0(%acc: !coda.tile<16x64xf32>, %g_: tensor<64xbf16>):
+    %0 = coda.scale %acc, %g_ cols : !coda.tile<16x64xf32>, tensor<64xbf16>
+    %1 = coda.map %0 : !coda.tile<16x64xf32> -> !coda.tile<16x64xf32> {
+    ^bb0(%v: f32):
+      %e = math.exp %v : f32
+      coda.yield %e : f32
+    }
+    %2 = coda.pair_map stride 2 %1 : !coda.tile<16x64xf32> -> !coda.tile<16x64xf32> {
+    ^bb0(%a: f32, %b: f32):
+      coda.yield %b, %a : f32, f32
+    }
+    %3 = coda.reduce lse %2 dim 1 : !coda.tile<16x64xf32> -> !coda.partials<rows, 16, lse>
+    coda.yield %2, %3 : !coda.tile<16x64xf32>, !coda.partials<rows, 16, lse>
+  }
+  %loss = coda.fold %s : !coda.partials<rows, 16, lse> -> tensor<f32> {
+  ^bb0(%l: f32):
+    coda.yield %l : f32
+  } finalize {
+  ^bb0(%t: f32):
+    %n = arith.constant 1.600000e+01 : f32
+    %m = arith.divf %t, %n : f32
+    coda.yield %m : f32
+  }
+  func.return %r, %y, %loss : tensor<16x32xbf16>, tensor<16x64xbf16>, tensor<f32>
+}"""
+
+
+def run(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(TOOL), *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+def assert_clean_failure(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    assert "internal error" not in result.stderr
+
+
+def test_valid_input_succeeds_quietly():
+    result = run(stdin=VALID)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith("builtin.module {")
+    generic = run("--print-op-generic", stdin=VALID)
+    assert generic.returncode == 0 and '"coda.gemm"' in generic.stdout
+    again = run(stdin=generic.stdout)
+    assert again.returncode == 0 and again.stdout == result.stdout
+
+
+MALFORMED = {
+    "syntax": ("func.func @f(%x: tensor<4xf32>) {\n  func.return %x tensor<4xf32>\n}", 2),
+    "verifier": (
+        'func.func @f(%x: tensor<4x8xf32>) {\n  %0 = "nn.swiglu"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>\n  func.return\n}',
+        2,
+    ),
+    "bad_type_parameter": ('func.func @f() {\n  %0 = "test.op"() : () -> !coda.tile<0x8xf32>\n  func.return\n}', 2),
+    "bad_config": (
+        "func.func @f(%a: tensor<16x32xf32>, %b: tensor<32x64xf32>) {\n"
+        "  %0 = coda.gemm %a, %b config #coda.config<bm = 24, bn = 64, bk = 32, warps = 4, stages = 2> "
+        ": tensor<16x32xf32>, tensor<32x64xf32> -> tensor<16x64xf32> {\n"
+        "  ^bb0(%acc: !coda.tile<16x64xf32>):\n    coda.yield %acc : !coda.tile<16x64xf32>\n  }\n  func.return\n}",
+        2,
+    ),
+    "arith_on_tiles": (
+        "func.func @f(%m: tensor<16x32xf32>) {\n"
+        "  %0 = coda.elementwise [16, 32] ins(%m : tensor<16x32xf32>) -> tensor<16x32xf32> {\n"
+        "  ^bb0(%m_: tensor<16x32xf32>):\n"
+        "    %x = coda.load %m_ : tensor<16x32xf32> -> !coda.tile<16x32xf32>\n"
+        "    %y = arith.addf %x, %x : !coda.tile<16x32xf32>\n"
+        "    coda.yield %y : !coda.tile<16x32xf32>\n  }\n  func.return\n}",
+        5,
+    ),
+    "undefined_value": ("func.func @f() {\n  func.return %nope : tensor<4xf32>\n}", 2),
+    "unregistered_op": ('func.func @f() {\n  "nn.attention"() : () -> ()\n  func.return\n}', 2),
+    "empty": ("\n// nothing here\n", 3),
+    # xDSL 0.74's lexer backtracked exponentially on this (coda_ir/tools/diagnostics.py).
+    "unterminated_string": (
+        'func.func @f(%x: tensor<4x64xf32>, %p: tensor<4xi32>) {\n'
+        '  %0 = nn.rope %x, %p {head_dim = 16 : i64, rotary_heads = 2 : i64, style = "half} : '
+        "tensor<4x64xf32>, tensor<4xi32> -> tensor<4x64xf32>\n  func.return\n}",
+        2,
+    ),
+    "garbage": ("\x00\x01 this is not MLIR }}}", 1),
+    "missing_property": (
+        'func.func @f(%x: tensor<4x64xf32>, %p: tensor<4xi32>) {\n'
+        '  %0 = "nn.rope"(%x, %p) : (tensor<4x64xf32>, tensor<4xi32>) -> tensor<4x64xf32>\n  func.return\n}',
+        2,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_input_gives_a_located_error_and_status_1(name, tmp_path):
+    text, line = MALFORMED[name]
+    path = tmp_path / f"{name}.mlir"
+    path.write_text(text)
+    result = run(path)
+    assert_clean_failure(result)
+    assert result.stdout == ""
+    first = result.stderr.splitlines()[0]
+    match = LOCATED.match(first)
+    assert match, result.stderr
+    assert match.group(1).endswith(f"{name}.mlir") and int(match.group(2)) == line, first
+
+
+def test_verify_diagnostics_turns_expected_errors_into_success():
+    text, _ = MALFORMED["verifier"]
+    result = run("--verify-diagnostics", stdin=text)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith("stdin:2:3: error: 'nn.swiglu' op result shape must be 4x4, got 4x8")
+
+
+USAGE_ERRORS = {
+    "unknown_pass": (["-p", "no-such-pass"], "unknown pass 'no-such-pass'"),
+    "bad_pipeline": (["-p", "cse{"], "invalid pass pipeline"),
+    "bad_pass_option": (["-p", "cse{nope=1}"], "invalid pass pipeline 'cse{nope=1}'"),
+    "unknown_target": (["-t", "cuda"], "argument -t/--target: invalid choice: 'cuda'"),
+    "unknown_flag": (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    "missing_file": (["does/not/exist.mlir"], "cannot open 'does/not/exist.mlir': No such file or directory"),
+    "directory": (["tests"], "cannot open 'tests': Is a directory"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(USAGE_ERRORS))
+def test_usage_errors_are_one_line_and_status_1(name):
+    args, message = USAGE_ERRORS[name]
+    result = run(*args, stdin=VALID)
+    assert_clean_failure(result)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("coda-opt: error: "), result.stderr
+    assert message in lines[0]
+    assert result.stdout == ""
+
+
+def test_help_and_version():
+    help_ = run("--help")
+    assert help_.returncode == 0 and help_.stderr == ""
+    assert "Passes (-p" in help_.stdout and "Targets (-t" in help_.stdout
+    assert "canonicalize" in help_.stdout
+    version = run("--version")
+    assert version.returncode == 0
+    assert re.fullmatch(r"coda-opt \(coda-ir \d+\.\d+\.\d+, xdsl 0\.74\.0\)\n", version.stdout)
+
+
+# ============================================================================ fuzzing
+
+LAST_BRACE = VALID.rstrip().rindex("}")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cut=st.integers(0, LAST_BRACE - 1))
+def test_truncated_input_fails_cleanly(cut):
+    """Every proper prefix of VALID lacks the function's closing brace, so it is bad input."""
+    result = run(stdin=VALID[:cut])
+    assert_clean_failure(result)
+    assert LOCATED.match(result.stderr), result.stderr
+
+
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=st.lists(st.integers(0, LAST_BRACE - 1), min_size=30, max_size=30))
+def test_many_truncations_in_one_run(cuts):
+    """30 more prefixes as the chunks of one --split-input-file run: each chunk gets its own
+    located diagnostic (in place of its output), and one bad chunk never takes the run down."""
+    chunks = [VALID[:cut] + "\n" for cut in cuts]
+    result = run("--split-input-file", "--verify-diagnostics", stdin="// -----\n".join(chunks))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stdout + result.stderr and "internal error" not in result.stderr
+    outputs = result.stdout.split("// -----\n")
+    assert len(outputs) == len(chunks)
+    for cut, output in zip(cuts, outputs):
+        assert LOCATED.match(output), (cut, VALID[:cut][-80:], output)
+
+
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, len(VALID) - 1),
+            st.integers(0, 12),
+            st.sampled_from(["", "0", "-1", "%", ",", ":", "<", ">", "{", "}", "x", "coda.", "!coda.tile<", "f64"]),
+        ),
+        min_size=40,
+        max_size=40,
+    )
+)
+def test_mutated_inputs_never_crash(edits):
+    """40 random edits of VALID (delete a span, insert a token): whatever the result, each chunk
+    either prints IR or a located diagnostic, and nothing crashes."""
+    chunks = [VALID[:at] + token + VALID[at + span :] + "\n" for at, span, token in edits]
+    chunks = [c.replace("// -----", "") for c in chunks]
+    result = run("--split-input-file", "--verify-diagnostics", stdin="// -----\n".join(chunks))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stdout + result.stderr and "internal error" not in result.stderr
+    outputs = result.stdout.split("// -----\n")
+    assert len(outputs) == len(chunks)
+    for chunk, output in zip(chunks, outputs):
+        assert LOCATED.match(output) or output.startswith("builtin.module"), (chunk, output)
