@@ -28,6 +28,8 @@ from coda_ir.transforms.lower_nn import ConvertNNToCodaPass
 
 @dataclass(frozen=True)
 class NNToCodaPass(ModulePass):
+    """The whole pipeline from nn to coda kernels: defer norms, lower, fuse, interleave, legalize."""
+
     name = "nn-to-coda"
 
     defer_norms: bool = True
