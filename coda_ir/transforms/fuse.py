@@ -212,6 +212,7 @@ class Fuser:
         self.as_error = remarks_as_errors
         self.siblings = siblings
         self.refused: set[tuple[int, int]] = set()
+        self._keep: list[Operation] = []  # refused ops stay referenced, so their ids are not reused
 
     def order(self) -> dict[Operation, int]:
         return {op: i for i, op in enumerate(self.block.ops)}
@@ -258,6 +259,7 @@ class Fuser:
         ok, bad, reason = _prove_or_interleave(merged, self.interleave)
         if not ok:
             self.refused.add((id(p), id(e)))
+            self._keep += [p, e]
             target = _origin(p)
             # blame the op of E that the proof rejected (its clone carries E's location)
             blame = _original_of(bad, e) if bad is not None else e
