@@ -7,7 +7,8 @@ The public Python API:
   emitted Triton module), `.<function>(*tensors)` (runs it: CPU tensors through the Triton
   interpreter, CUDA tensors on the GPU) and `.kernel_count(name)`.
 * `coda_ir.builder`: build coda kernels and nn graphs from Python (`FunctionBuilder`).
-* `coda_ir.CompileError`: raised for bad input, naming the op and its source location.
+* `coda_ir.CompileError`: raised for bad input, naming the op and its source location;
+  `coda_ir.ArgumentError`: a compiled function called with wrong tensors (count, shape, dtype).
 
 Heavy dependencies (torch, triton) are imported on first use so that `coda-opt` stays quick.
 """
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from coda_ir.builder import FunctionBuilder, KernelBuilder
     from coda_ir.lowering.runtime import CompiledModule
 
-__all__ = ["compile", "lower", "parse", "CompiledModule", "CompileError", "FunctionBuilder", "KernelBuilder", "builder"]
+__all__ = ["compile", "lower", "parse", "CompiledModule", "CompileError", "ArgumentError", "FunctionBuilder", "KernelBuilder", "builder"]
 
 
 class CompileError(ValueError):
@@ -124,10 +125,10 @@ def compile(source: object, pipeline: str | None = "nn-to-coda") -> CompiledModu
 
 
 def __getattr__(name: str):
-    if name == "CompiledModule":
-        from coda_ir.lowering.runtime import CompiledModule
+    if name in ("CompiledModule", "ArgumentError"):
+        from coda_ir.lowering import runtime
 
-        return CompiledModule
+        return getattr(runtime, name)
     if name in ("FunctionBuilder", "KernelBuilder"):
         from coda_ir import builder
 
