@@ -5,8 +5,9 @@
 // HELP:      usage: coda-opt
 // HELP:      coda-opt: parse, verify, transform and lower coda-ir programs.
 // HELP:      Passes (-p, comma separated
+// HELP:        canonicalize
 // HELP:        nn-to-coda
-// HELP:      Targets (-t):
+// HELP:      Targets (-t
 // HELP:        mlir
 // HELP:        triton
 // HELP:      -t TARGET, --target TARGET
