@@ -472,3 +472,27 @@ def test_fixed_tile_config():
     cm, _, (_, parts) = check(text)
     assert "config=_rt.fixed_gemm_config(16, 16, 16, 4, 2)" in cm.source
     assert parts.shape == (M, 3)  # one partial per 16-wide column tile
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 2, 1), (5, 6, 3), (65, 34, 17), (130, 66, 100)])
+def test_odd_shapes(m, n, k):
+    """Tiny and ragged problems: every edge masked, partials of partly empty tiles."""
+    epi = """
+    %x = coda.accumulate %acc, %r : !coda.tile<{M}x{N}xf32>, tensor<{M}x{N}x{T}>
+    %h = coda.scale %x, %g cols : !coda.tile<{M}x{N}xf32>, tensor<{N}x{T}>
+    %s = coda.reduce sumsq %x dim 1 : !coda.tile<{M}x{N}xf32> -> !coda.partials<rows, {M}, sum>
+    %l = coda.reduce lse %h dim 0 : !coda.tile<{M}x{N}xf32> -> !coda.partials<cols, {N}, lse>
+    %y = coda.pair_map %h : (!coda.tile<{M}x{N}xf32>) -> !coda.tile<{M}x{P}xf32> {{
+    ^bb0(%a0: f32, %a1: f32):
+      %p = arith.mulf %a0, %a1 : f32
+      coda.yield %p : f32
+    }}
+    coda.yield %x, %y, %s, %l : !coda.tile<{M}x{N}xf32>, !coda.tile<{M}x{P}xf32>, !coda.partials<rows, {M}, sum>, !coda.partials<cols, {N}, lse>"""
+    p = n // 2
+    text = gemm_program(
+        epi.replace("{P}", str(p)),
+        [("r", "tensor<{M}x{N}x{T}>"), ("g", "tensor<{N}x{T}>")],
+        ["tensor<{M}x{N}x{T}>", f"tensor<{{M}}x{p}x{{T}}>", "!coda.partials<rows, {M}, sum>", "!coda.partials<cols, {N}, lse>"],
+        tb=True, m=m, n=n, k=k,
+    )
+    check(text, seed=m + n + k)
