@@ -496,3 +496,34 @@ def test_odd_shapes(m, n, k):
         tb=True, m=m, n=n, k=k,
     )
     check(text, seed=m + n + k)
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16", "f32"])
+def test_combined_epilogue_every_dtype(dt):
+    """One kernel using most primitives, in each element type, with a transposed A."""
+    n = 64
+    epi = """
+    %x = coda.accumulate %acc, %r : !coda.tile<{M}x{N}xf32>, tensor<{M}x{N}x{T}>
+    %h = coda.scale %x, %g cols : !coda.tile<{M}x{N}xf32>, tensor<{N}x{T}>
+    %bs = coda.shift %h, %r0 rows : !coda.tile<{M}x{N}xf32>, tensor<{M}xf32>
+    %sg = coda.segment_reduce max %bs width 16 : !coda.tile<{M}x{N}xf32>
+    %rot = coda.pair_map stride 8 %bs : (!coda.tile<{M}x{N}xf32>) -> !coda.tile<{M}x{N}xf32> {{
+    ^bb0(%p: f32, %q: f32):
+      %np = arith.negf %q : f32
+      %e = math.exp %p : f32
+      coda.yield %np, %e : f32, f32
+    }}
+    %ss = coda.reduce sumsq %x dim 1 : !coda.tile<{M}x{N}xf32> -> !coda.partials<rows, {M}, sum>
+    %ls = coda.reduce lse %rot dim 1 : !coda.tile<{M}x{N}xf32> -> !coda.partials<rows, {M}, lse>
+    %mx = coda.reduce max %h dim 0 : !coda.tile<{M}x{N}xf32> -> !coda.partials<cols, {N}, max>
+    %se = coda.select %h, %t : !coda.tile<{M}x{N}xf32>, tensor<{M}xi32> -> !coda.partials<rows, {M}, sum>
+    coda.yield %x, %sg, %rot, %ss, %ls, %mx, %se : !coda.tile<{M}x{N}xf32>, !coda.tile<{M}x{N}xf32>, !coda.tile<{M}x{N}xf32>,
+        !coda.partials<rows, {M}, sum>, !coda.partials<rows, {M}, lse>, !coda.partials<cols, {N}, max>, !coda.partials<rows, {M}, sum>"""
+    text = gemm_program(
+        epi,
+        [("r", "tensor<{M}x{N}x{T}>"), ("g", "tensor<{N}x{T}>"), ("r0", "tensor<{M}xf32>"), ("t", "tensor<{M}xi32>")],
+        ["tensor<{M}x{N}x{T}>", "tensor<{M}x{N}x{T}>", "tensor<{M}x{N}xf32>", "!coda.partials<rows, {M}, sum>",
+         "!coda.partials<rows, {M}, lse>", "!coda.partials<cols, {N}, max>", "!coda.partials<rows, {M}, sum>"],
+        dt=dt, ta=True, n=n,
+    )
+    check(text, int_high={5: (0, n)})
