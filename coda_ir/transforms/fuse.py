@@ -190,7 +190,7 @@ def _prove_or_interleave(kernel: Operation, allow_interleave: bool = True) -> tu
         return True, None, ""
     if isinstance(kernel, coda.GemmOp) and allow_interleave:
         plan = interleave_plan(kernel)
-        if plan.half is not None:
+        if plan.half is not None:  # what coda-interleave will do when the stride form fails
             trial = kernel.clone()
             apply_interleave(trial, interleave_plan(trial))
             ok = prove_kernel(trial).ok

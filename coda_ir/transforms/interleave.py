@@ -5,14 +5,17 @@ accumulator: column j pairs with j + F, never in one tile. With `interleave F` o
 accumulator column `c = 2i + j` (within each group of 2F) holds weight row `i + j * F`, so
 the pair becomes (2i, 2i + 1): `coda.pair_map stride 1`, THREAD-local on every MMA layout.
 The user's weight stays in its own layout: the lowering applies the permutation through the
-B-tile load addresses, and loads / stores N-wide tensors at the permuted columns. The narrow
-(F-wide) result of a 2 -> 1 pair_map is unchanged: pair i is column i either way.
+B-tile load addresses (a gather, or two half-width B tiles / a paired TMA box), and every
+N-wide access of the epilogue (matrix loads and stores, column vectors, `coda.index cols`,
+`coda.select`, column partials) uses the user's column `perm(c)`. The narrow (F-wide) result
+of a 2 -> 1 pair_map is unchanged: pair i is column i either way.
 
-The rewrite is only valid when nothing else in the epilogue depends on which user column an
-accumulator column is: refused (`interleave_plan` says why) when an N-wide tile meets a
-column vector (`broadcast/scale/shift cols`), a column index (`coda.index cols`), a column
-gather (`coda.select`), a segment reduction, column partials (`coda.reduce dim 0`) or a
-pair_map of another stride.
+RoPE "half" (pairs (i, i + hd/2) in each head) is interleaved by hd/2 only when the stride
+form cannot be proven tile-local (a head_dim that is not a power of two: no BN holds whole
+heads); with a power-of-two head_dim the stride form with `BN % hd == 0` is kept.
+
+The rewrite is refused (`interleave_plan` says why) when another pair_map on the same columns
+pairs them differently, or a segment reduction's width is not a multiple of the group 2h.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from xdsl.pattern_rewriter import (
 )
 
 from coda_ir.dialects import coda
-from coda_ir.dialects.coda import Axis, TileType
+from coda_ir.dialects.coda import TileType
+from coda_ir.transforms.legality import prove_kernel
 
 
 @dataclass
@@ -39,6 +43,11 @@ class InterleavePlan:
     half: int | None
     pair_maps: list[coda.PairMapOp]
     reason: str = ""
+
+    @property
+    def gated(self) -> bool:
+        """Whether a 2 -> 1 (gated) pair_map is among those interleaved."""
+        return any(len({v.type.cols for v in [*op.inputs, *op.outputs]}) > 1 for op in self.pair_maps)  # type: ignore[attr-defined]
 
 
 def _n_wide(value, n: int) -> bool:
@@ -68,18 +77,12 @@ def interleave_plan(gemm: coda.GemmOp) -> InterleavePlan:
         touches = any(_n_wide(v, n) for v in [*op.operands, *op.results])
         if not touches:
             continue
-        if isinstance(op, (coda.BroadcastOp, coda.ScaleOp, coda.ShiftOp)) and op.axis.data == Axis.COLS:
-            return InterleavePlan(None, [], f"'{op.name}' applies a column vector to the permuted columns")
-        if isinstance(op, coda.IndexOp) and op.axis.data == Axis.COLS:
-            return InterleavePlan(None, [], "'coda.index cols' reads the column index of permuted columns")
-        if isinstance(op, (coda.SelectOp, coda.SegmentReduceOp)):
-            return InterleavePlan(None, [], f"'{op.name}' depends on the column order")
-        if isinstance(op, coda.ReduceOp) and op.dim.value.data == 0:
-            return InterleavePlan(None, [], "column partials ('coda.reduce dim 0') would come out permuted")
-        if isinstance(op, coda.PairMapOp) and op not in strided and op.stride.value.data != 1:
-            return InterleavePlan(None, [], "another pair_map uses a different stride")
+        if isinstance(op, coda.SegmentReduceOp) and op.width.value.data % (2 * half):
+            return InterleavePlan(
+                None, [], f"'coda.segment_reduce' width {op.width.value.data} would mix interleaved groups of {2 * half}"
+            )
         if isinstance(op, coda.PairMapOp) and op not in strided:
-            return InterleavePlan(None, [], "a stride-1 pair_map already pairs adjacent columns")
+            return InterleavePlan(None, [], "another pair_map pairs the same columns differently")
     return InterleavePlan(half, strided)
 
 
@@ -96,6 +99,8 @@ class InterleaveGemm(RewritePattern):
         plan = interleave_plan(op)
         if plan.half is None:
             return
+        if not plan.gated and prove_kernel(op).ok:
+            return  # e.g. RoPE with whole heads per tile: the stride form is already tile-local
         apply_interleave(op, plan)
         for pm in plan.pair_maps:
             rewriter.notify_op_modified(pm)

@@ -151,7 +151,7 @@ def _covers_allowed(kernel: Operation, n: int) -> bool:
     return n <= limit
 
 
-def _prove_grouped(kernel: Operation, op: Operation, width: int, group_what: str, query) -> OpProof:
+def _prove_grouped(kernel: Operation, op: Operation, width: int, group_what: str, query, what: str = "the partner lies") -> OpProof:
     """Shared search over BN for pair_map / segment_reduce: `query(layout, extent)` -> Level."""
     m, n = kernel_columns(kernel)
     bm, _, warps = _config(kernel)
@@ -179,7 +179,7 @@ def _prove_grouped(kernel: Operation, op: Operation, width: int, group_what: str
     where = "the accumulator tile" if isinstance(kernel, coda.GemmOp) else "the tile"
     return OpProof(
         op, False, Level.OUTSIDE,
-        f"{op.name} {group_what} is not tile-local: the partner lies outside {where} for every "
+        f"{op.name} {group_what} is not tile-local: {what} outside {where} for every "
         f"column tile width ({', '.join(tried) or 'no power-of-two BN holds whole groups'}) and "
         f"{n} columns are too many for one tile",
     )
@@ -211,7 +211,9 @@ def prove_op(kernel: Operation, op: Operation) -> OpProof | None:
         def query(layout, extent):
             return ll.reduction_level(layout, 1, segment=width)
 
-        return _prove_grouped(kernel, op, tile.cols, f"width {width} (segments of {width} columns)", query)
+        return _prove_grouped(
+            kernel, op, tile.cols, f"width {width} (segments of {width} columns)", query, "a segment reaches"
+        )
     if isinstance(op, coda.ReduceOp):
         bm, fixed, warps = _config(kernel)
         lay = tile_layout(kernel, bm, fixed or 64, warps)

@@ -139,3 +139,10 @@ def test_deferred_norms_before_matmul(rows: int, dtype: str):
     """LayerNorm and RMSNorm deferred across nn.matmul (column partials for c = g @ B, e = b @ B)."""
     compiled, name = run_and_check(variant((PROGRAMS / "norm_matmul.mlir").read_text(), rows, dtype))
     assert compiled.kernel_count(name) == 7
+
+
+@pytest.mark.parametrize("rows,dtype", [(24, "f32"), (19, "bf16")])
+def test_rope_head_dim_96_interleaved(rows: int, dtype: str):
+    """head_dim 96: no power-of-two tile holds whole heads; the QKV gemm is interleaved by 48."""
+    compiled, name = run_and_check(variant((PROGRAMS / "rope96.mlir").read_text(), rows, dtype))
+    assert compiled.kernel_count(name) == 1

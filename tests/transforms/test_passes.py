@@ -113,19 +113,25 @@ def test_unfusable_norm_remark_and_remarks_as_errors(capsys):
             run(text)
 
 
-ROPE96 = """
-func.func @rope96(%x: tensor<8x64xf32>, %w: tensor<576x64xf32>, %pos: tensor<8xi32>) -> tensor<8x576xf32> {
+QKNORM96 = """
+func.func @qknorm96(%x: tensor<8x64xf32>, %w: tensor<576x64xf32>, %g: tensor<96xf32>) -> tensor<8x576xf32> {
   %q = "nn.linear"(%x, %w) : (tensor<8x64xf32>, tensor<576x64xf32>) -> tensor<8x576xf32>
-  %r = "nn.rope"(%q, %pos) <{head_dim = 96 : i64, rotary_heads = 4 : i64, theta = 10000.0 : f32, style = "half"}> : (tensor<8x576xf32>, tensor<8xi32>) -> tensor<8x576xf32>
-  func.return %r : tensor<8x576xf32>
+  %n = "nn.head_rms_norm"(%q, %g) <{head_dim = 96 : i64, heads = 4 : i64, eps = 1.0e-06 : f32}> : (tensor<8x576xf32>, tensor<96xf32>) -> tensor<8x576xf32>
+  func.return %n : tensor<8x576xf32>
 }
 """
 
 
-def test_pair_split_across_tiles_stays_unfused(capsys):
-    module = run(ROPE96)
+def test_segment_split_across_tiles_stays_unfused(capsys):
+    module = run(QKNORM96)
     assert kinds(module) == ["coda.gemm", "coda.elementwise"]
     assert "not fused into the epilogue of 'nn.linear'" in capsys.readouterr().err
+
+
+def test_rope_with_non_power_of_two_head_dim_is_interleaved():
+    module = run((PROGRAMS / "rope96.mlir").read_text())
+    (gemm,) = coda.kernels(module)
+    assert gemm.interleave.value.data == 48
 
 
 def test_pipeline_is_idempotent():

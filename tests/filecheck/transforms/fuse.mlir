@@ -1,10 +1,10 @@
 // RUN: coda-opt %s --split-input-file -p coda-fuse 2>&1 | filecheck %s
 // RUN: coda-opt %s --split-input-file -p coda-defer-norms,convert-nn-to-coda,coda-fuse 2>&1 | filecheck %s --check-prefix=NN
 
-// Remarks are printed on stderr as they happen, before the IR (@first_layer and @rope96 below):
+// Remarks are printed on stderr as they happen, before the IR (@first_layer and @qknorm96 below):
 // NN: fuse.mlir:{{[0-9]+}}:3: remark: 'nn.rms_norm' op row scale not deferred: no GEMM consumes the normalized value (used by nn.silu)
-// NN: fuse.mlir:{{[0-9]+}}:3: remark: 'coda.pair_map' op not fused into the epilogue of 'nn.linear' (
-// NN-SAME: coda.pair_map stride 48 (pairs c, c + 48 in groups of 96) is not tile-local: the partner lies outside the accumulator tile for every column tile width
+// NN: fuse.mlir:{{[0-9]+}}:3: remark: 'coda.segment_reduce' op not fused into the epilogue of 'nn.linear' (
+// NN-SAME: coda.segment_reduce width 96 (segments of 96 columns) is not tile-local: a segment reaches outside the accumulator tile for every column tile width
 // NN-SAME: it stays a separate kernel
 
 // Hand-written coda: an elementwise residual add + gelu reading a gemm's result folds into the
@@ -99,13 +99,27 @@ func.func @lm_head(%h: tensor<8x32xf32>, %w: tensor<256x32xf32>, %t: tensor<8xi3
 
 // -----
 
-// Refusal: RoPE with head_dim 96 pairs columns 48 apart in groups of 96; no power-of-two
-// column tile holds whole groups, so the rotation stays a separate kernel (remark).
+// RoPE with head_dim 96 pairs columns 48 apart in groups of 96: no power-of-two column tile
+// holds whole groups, but interleaving the gemm's columns by 48 makes the pairs adjacent.
 func.func @rope96(%x: tensor<8x64xf32>, %w: tensor<576x64xf32>, %pos: tensor<8xi32>) -> tensor<8x576xf32> {
   %q = "nn.linear"(%x, %w) : (tensor<8x64xf32>, tensor<576x64xf32>) -> tensor<8x576xf32>
   %r = "nn.rope"(%q, %pos) <{head_dim = 96 : i64, rotary_heads = 4 : i64, theta = 10000.0 : f32, style = "half"}> : (tensor<8x576xf32>, tensor<8xi32>) -> tensor<8x576xf32>
   func.return %r : tensor<8x576xf32>
 }
 // NN-LABEL: func.func @rope96
+// NN:       coda.gemm %x, %w transpose_b ins(%pos : tensor<8xi32>) {{.*}}"nn.linear+nn.rope"
+// NN:         coda.pair_map stride 48
+// NN-NOT:   coda.elementwise
+
+// -----
+
+// Refusal: QK-norm with head_dim 96 reduces segments of 96 columns; no power-of-two column
+// tile holds whole heads (and no interleave helps a reduction), so it stays a separate kernel.
+func.func @qknorm96(%x: tensor<8x64xf32>, %w: tensor<576x64xf32>, %g: tensor<96xf32>) -> tensor<8x576xf32> {
+  %q = "nn.linear"(%x, %w) : (tensor<8x64xf32>, tensor<576x64xf32>) -> tensor<8x576xf32>
+  %n = "nn.head_rms_norm"(%q, %g) <{head_dim = 96 : i64, heads = 4 : i64, eps = 1.0e-06 : f32}> : (tensor<8x576xf32>, tensor<96xf32>) -> tensor<8x576xf32>
+  func.return %n : tensor<8x576xf32>
+}
+// NN-LABEL: func.func @qknorm96
 // NN:       coda.gemm %x, %w
-// NN:       coda.elementwise [8, 576] {{.*}}"nn.rope"
+// NN:       coda.elementwise [8, 576] {{.*}}"nn.head_rms_norm"

@@ -23,7 +23,8 @@ func.func @swiglu(%x: tensor<8x64xbf16>, %w: tensor<256x64xbf16>, %r: tensor<8xf
 
 // -----
 
-// Not interleaved: a column vector (bias) on the permuted columns would need permuting too.
+// A column vector (bias) on the permuted columns is read at the user's column perm(c), like
+// every N-wide access, so a biased gate/up projection interleaves too.
 func.func @with_bias(%x: tensor<8x64xbf16>, %w: tensor<256x64xbf16>, %b: tensor<256xbf16>) -> tensor<8x128xbf16> {
   %g = coda.gemm %x, %w transpose_b ins(%b : tensor<256xbf16>) : tensor<8x64xbf16>, tensor<256x64xbf16> -> tensor<8x128xbf16> {
   ^bb0(%acc: !coda.tile<8x256xf32>, %bb: tensor<256xbf16>):
@@ -38,13 +39,14 @@ func.func @with_bias(%x: tensor<8x64xbf16>, %w: tensor<256x64xbf16>, %b: tensor<
   func.return %g : tensor<8x128xbf16>
 }
 // CHECK-LABEL: func.func @with_bias
-// CHECK:       coda.gemm %x, %w transpose_b ins(
-// CHECK-NOT:   interleave
-// CHECK:         coda.pair_map stride 128
+// CHECK:       coda.gemm %x, %w transpose_b interleave 128 ins(
+// CHECK:         coda.shift %{{.*}} cols
+// CHECK:         coda.pair_map stride 1
 
 // -----
 
-// Not interleaved: RoPE reads column indices (angles), which would come out permuted.
+// Not interleaved: a rotation whose pairs (c, c + 32) already fit a tile (BN % 64 == 0) keeps
+// the stride form; only gated pairs, or pairs no tile holds, are interleaved.
 func.func @rope(%x: tensor<8x64xf32>, %w: tensor<128x64xf32>) -> tensor<8x128xf32> {
   %q = coda.gemm %x, %w transpose_b : tensor<8x64xf32>, tensor<128x64xf32> -> tensor<8x128xf32> {
   ^bb0(%acc: !coda.tile<8x128xf32>):
@@ -66,3 +68,27 @@ func.func @rope(%x: tensor<8x64xf32>, %w: tensor<128x64xf32>) -> tensor<8x128xf3
 // CHECK-LABEL: func.func @rope
 // CHECK:       coda.gemm %x, %w transpose_b :
 // CHECK:         coda.pair_map stride 32
+
+// -----
+
+// Not interleaved: another pair_map pairs the same columns differently (stride 1).
+func.func @two_pairings(%x: tensor<8x64xf32>, %w: tensor<256x64xf32>) -> tensor<8x128xf32> {
+  %g = coda.gemm %x, %w transpose_b : tensor<8x64xf32>, tensor<256x64xf32> -> tensor<8x128xf32> {
+  ^bb0(%acc: !coda.tile<8x256xf32>):
+    %r = coda.pair_map %acc : !coda.tile<8x256xf32> -> !coda.tile<8x256xf32> {
+    ^bb0(%a: f32, %b: f32):
+      coda.yield %b, %a : f32, f32
+    }
+    %o = coda.pair_map stride 128 %r : !coda.tile<8x256xf32> -> !coda.tile<8x128xf32> {
+    ^bb0(%a: f32, %b: f32):
+      %m = arith.mulf %a, %b : f32
+      coda.yield %m : f32
+    }
+    coda.yield %o : !coda.tile<8x128xf32>
+  }
+  func.return %g : tensor<8x128xf32>
+}
+// CHECK-LABEL: func.func @two_pairings
+// CHECK:       coda.gemm %x, %w transpose_b :
+// CHECK:         coda.pair_map stride 1
+// CHECK:         coda.pair_map stride 128
