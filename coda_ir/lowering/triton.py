@@ -207,7 +207,8 @@ BINARY = {
     "arith.shli": "<<",
     "arith.shrsi": ">>",
     "arith.divsi": "//",
-    "arith.remsi": "%",
+    "arith.remsi": "%",  # Triton: srem (C semantics), as arith.remsi; the interpreter uses fmod too
+    "arith.remf": "%",  # frem = fmod, as arith.remf
 }
 CALL2 = {
     "arith.maximumf": "tl.maximum",
