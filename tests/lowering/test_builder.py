@@ -1,4 +1,4 @@
-"""The Python builder API, including the exact example of docs/python_api.md."""
+"""The Python builder API, including the exact example of the README."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import coda_ir
 from coda_ir.builder import FunctionBuilder, ModuleBuilder, exp, sigmoid, where
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "python_api.md"
+DOC = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def doc_snippets() -> list[str]:
