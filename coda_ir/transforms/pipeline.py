@@ -5,9 +5,11 @@
     coda-fuse             absorb kernels into their producers' epilogues (proof-gated)
     coda-interleave       interleave gemm columns so gated pairs are adjacent
     coda-legalize         prove every epilogue op tile-local; record tile constraints
+    cse                   xDSL's common subexpression elimination (duplicate loads, column
+                          indices, broadcasts left by merging kernels)
 
 Options (`-p 'nn-to-coda{fuse=false remarks-as-errors=true}'`): `defer-norms`, `fuse`,
-`interleave` (each true by default) switch a stage off (the result is still a correct,
+`interleave`, `cse` (each true by default) switch a stage off (the result is still a correct,
 less fused program); `remarks-as-errors` turns every "did not fuse" remark into an error.
 """
 
@@ -35,6 +37,7 @@ class NNToCodaPass(ModulePass):
     defer_norms: bool = True
     fuse: bool = True
     interleave: bool = True
+    cse: bool = True
     remarks_as_errors: bool = False
 
     def stages(self) -> list[ModulePass]:
@@ -47,6 +50,10 @@ class NNToCodaPass(ModulePass):
         if self.interleave:
             stages.append(InterleavePass())
         stages.append(LegalizePass(remarks_as_errors=self.remarks_as_errors))
+        if self.cse:
+            from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+
+            stages.append(CommonSubexpressionElimination())
         return stages
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
