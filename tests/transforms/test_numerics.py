@@ -15,12 +15,10 @@ import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-torch = pytest.importorskip("torch")
-coda_ir = pytest.importorskip("coda_ir")
-if not hasattr(coda_ir, "compile"):  # the lowering's Python API (issue: Triton lowering)
-    pytest.skip("coda_ir.compile is not available yet", allow_module_level=True)
-testing = pytest.importorskip("coda_ir.testing")  # the reference + numerics bar (issue: reference)
-reference = pytest.importorskip("coda_ir.reference")
+import torch
+
+import coda_ir
+from coda_ir import reference, testing
 
 PROGRAMS = Path(__file__).parent / "programs"
 REPO = Path(__file__).parents[2]

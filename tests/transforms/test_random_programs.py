@@ -10,11 +10,10 @@ import pytest
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-torch = pytest.importorskip("torch")
-coda_ir = pytest.importorskip("coda_ir")
-if not hasattr(coda_ir, "compile"):
-    pytest.skip("coda_ir.compile is not available yet", allow_module_level=True)
-testing = pytest.importorskip("coda_ir.testing")
+import torch  # noqa: F401
+
+import coda_ir
+from coda_ir import testing
 
 M_CHOICES = (7, 16, 33)
 
