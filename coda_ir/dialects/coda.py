@@ -391,13 +391,6 @@ def _check_axis_vector(op: Operation, vector: SSAValue, axis: Axis, tile: TileTy
         raise VerifyException(f"{what} element type must be a float or i32, got {elt}")
 
 
-def _parse_axis(parser: Parser, allowed: Sequence[Axis]) -> Axis:
-    axis = parser.parse_str_enum(Axis)
-    if axis not in allowed:
-        parser.raise_error(f"expected one of {', '.join(a.value for a in allowed)}")
-    return axis
-
-
 ELEMENTWISE_BODY_DIALECTS = ("arith", "math")
 
 

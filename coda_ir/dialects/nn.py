@@ -107,14 +107,20 @@ def _check_result(op: IRDLOperation, expected_shape: Sequence[int], like: SSAVal
 
 
 def _int_prop(op: IRDLOperation, name: str) -> int:
+    """An integer property; the contract (NN_DIALECT.md) fixes its type to i64."""
     attr = op.properties[name]
     assert isinstance(attr, IntegerAttr)
+    if attr.type != i64:
+        raise VerifyException(f"property {name} must be an i64 integer (e.g. `{name} = 4 : i64`), got {attr.type}")
     return attr.value.data
 
 
 def _float_prop(op: IRDLOperation, name: str) -> float:
+    """A float property; the contract (NN_DIALECT.md) fixes its type to f32."""
     attr = op.properties[name]
     assert isinstance(attr, FloatAttr)
+    if attr.type != f32:
+        raise VerifyException(f"property {name} must be an f32 float (e.g. `{name} = 1.0e-06 : f32`), got {attr.type}")
     return attr.value.data
 
 
@@ -554,6 +560,7 @@ class CrossEntropyOp(NNOperation):
         _check_static_float(self, "logits", self.logits, 2)
         m, _ = _shape(self.logits)
         _check_i32_vector("targets", self.targets, m)
+        _int_prop(self, "ignore_index")
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
         ty = self.result.type
         if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):

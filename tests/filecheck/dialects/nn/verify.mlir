@@ -605,6 +605,24 @@ func.func @nested(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>, %v: tensor<3xf32>) -
 
 // -----
 
+func.func @eps_must_be_f32(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  %y = "nn.rms_norm"(%x, %w) <{eps = 1.0e-06 : f64}> : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rms_norm' op property eps must be an f32 float (e.g. `eps = 1.0e-06 : f32`), got f64
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @head_dim_must_be_i64(%x: tensor<4x8xf32>, %p: tensor<4xi32>) -> tensor<4x8xf32> {
+  %y = "nn.rope"(%x, %p) <{head_dim = 4 : i32, rotary_heads = 2 : i64, theta = 1.0e+04 : f32, style = "half"}> : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op property head_dim must be an i64 integer (e.g. `head_dim = 4 : i64`), got i32
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
 // ===== custom syntax
 
 func.func @pretty_type_count(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
@@ -615,3 +633,4 @@ func.func @pretty_type_count(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
 // CHECK-NEXT: {{^.+$}}
 // CHECK-NEXT: {{^ *\^+$}}
 // CHECK-NOT: error:
+
