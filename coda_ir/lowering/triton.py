@@ -414,6 +414,17 @@ class _EpilogueEmitter:
         self.scalars = _ScalarEmitter(self.lines, self.names, fresh, IND)
         self.bn_multiple_of = 1
         self.rows64 = False
+        # The column tile being emitted: the whole [BM, BN] tile, or one column slice of it
+        # (`begin_slice`). Names of the slice's column offsets, mask, width and tile index.
+        self.bn = "BN"
+        self.offs_n = "offs_n"
+        self.mask_n = "mask_n"
+        self.pid_n = "pid_n"
+        self.tag = ""  # suffix of the slice's column locals (cols_n, mask_mn, ...)
+        # sub-tiled epilogues: row vectors loaded once for all slices, and the slices' row
+        # partials per output index (combined in slice order after the last slice)
+        self.vec_cache: dict[str, str] | None = None
+        self.row_partials: dict[int, tuple[coda.PartialsType, str, list[str]]] | None = None
 
     # -------------------------------------------------------------- helpers
     def emit(self, text: str) -> None:
@@ -449,23 +460,24 @@ class _EpilogueEmitter:
         r = Fraction(width, n)
         if r.denominator > 1:
             self.need_bn(op, r.denominator)
+        bn, t = self.bn, self.tag
         if width == n:
-            tw = "BN"
+            tw = bn
             if self.h:
-                self.emit(f"cols_n = _coda_interleave_rows(offs_n, {self.h})")
-                cols = "cols_n"
+                self.emit(f"cols_n{t} = _coda_interleave_rows({self.offs_n}, {self.h})")
+                cols = f"cols_n{t}"
             else:
-                cols = "offs_n"
-            mask = "mask_n"
-            mask2 = "mask_mn"
-            self.emit("mask_mn = mask_m[:, None] & mask_n[None, :]")
+                cols = self.offs_n
+            mask = self.mask_n
+            mask2 = f"mask_mn{t}"
+            self.emit(f"{mask2} = mask_m[:, None] & {mask}[None, :]")
         else:
-            tw = f"(BN * {r.numerator})" if r.denominator == 1 else f"(BN // {r.denominator})"
+            tw = f"({bn} * {r.numerator})" if r.denominator == 1 else f"({bn} // {r.denominator})"
             if r.numerator != 1 and r.denominator != 1:
-                tw = f"(BN * {r.numerator} // {r.denominator})"
-            tag = f"w{width}"
+                tw = f"({bn} * {r.numerator} // {r.denominator})"
+            tag = f"w{width}{t}"
             cols, mask, mask2 = f"cols_{tag}", f"mask_{tag}", f"mask_m{tag}"
-            self.emit(f"{cols} = pid_n * {tw} + tl.arange(0, {tw})")
+            self.emit(f"{cols} = {self.pid_n} * {tw} + tl.arange(0, {tw})")
             self.emit(f"{mask} = {cols} < {width}")
             self.emit(f"{mask2} = mask_m[:, None] & {mask}[None, :]")
             if width == 2 * n and self.hw:
@@ -511,11 +523,21 @@ class _EpilogueEmitter:
         if axis == coda.Axis.SCALAR:
             return f"tl.load({p}){conv}"
         if axis == coda.Axis.ROWS:
-            return f"tl.load({p} + offs_m, mask=mask_m, other=0){conv}[:, None]"
+            return f"{self.row_vector(f'tl.load({p} + offs_m, mask=mask_m, other=0){conv}')}[:, None]"
         c = self.cols(op, width)
         (length,) = ty.get_shape()
         idx = c.cols if length == width else f"{c.cols} % {length}"
         return f"tl.load({p} + {idx}, mask={c.mask}, other=0){conv}[None, :]"
+
+    def row_vector(self, expr: str, prefix: str = "rv") -> str:
+        """A [BM] row vector: inline on a whole tile; loaded once, before the first slice, when sub-tiled."""
+        if self.vec_cache is None:
+            return expr
+        if expr not in self.vec_cache:
+            var = self.fresh(prefix)
+            self.emit(f"{var} = {expr}")
+            self.vec_cache[expr] = var
+        return self.vec_cache[expr]
 
     def assign(self, value: SSAValue, expr: str, prefix: str = "t") -> str:
         var = self.name_for(value, prefix)
@@ -695,50 +717,193 @@ class _EpilogueEmitter:
         c = self.cols(op, ty.cols)
         x = self.get(op, op.tile)
         self.emit(f"# {op.name}")
-        idx = self.fresh("sel_idx")
-        self.emit(f"{idx} = tl.load({self.ptr(op, op.indices)} + offs_m, mask=mask_m, other=-1)")
+        load = f"tl.load({self.ptr(op, op.indices)} + offs_m, mask=mask_m, other=-1)"
+        if self.vec_cache is None:
+            idx = self.fresh("sel_idx")
+            self.emit(f"{idx} = {load}")
+        else:
+            idx = self.row_vector(load, "sel_idx")
         hit = f"{c.mask2} & ({c.cols}[None, :] == {idx}[:, None])"
         self.assign(op.result, f"tl.sum(tl.where({hit}, {x}, 0.0), axis=1)", "p")
 
     # -------------------------------------------------------------- stores
-    def emit_yield(self, op: coda.YieldOp, outputs: Sequence[tuple[SSAValue, str]]) -> None:
-        """`outputs`: (kernel result, pointer parameter) per yielded value."""
-        for value, (result, ptr) in zip(op.values, outputs):
-            x = self.get(op, value)
-            rty = result.type
-            if isinstance(value.type, coda.PartialsType):
-                pty = value.type
-                src = value.owner
-                assert isinstance(src, Operation)
-                if pty.axis == coda.Axis.ROWS:
-                    self.emit(f"# store partials [M, tiles_n] at [m, pid_n]")
-                    rows = self.row_offsets()
-                    self.emit(f"tl.store({ptr} + {rows} * tl.cdiv(N, BN) + pid_n, {x}, mask=mask_m)")
-                else:
-                    tile = src.operands[0].type
-                    assert isinstance(tile, coda.TileType)
-                    c = self.cols(op, tile.cols)
-                    self.emit(f"# store partials [L, tiles_m] at [n, pid_m]")
-                    self.emit(f"tl.store({ptr} + {c.cols}.to(tl.int64) * tl.cdiv(M, BM) + pid_m, {x}, mask={c.mask})")
+    def emit_store(self, op: Operation, value: SSAValue, index: int, result: SSAValue, ptr: str) -> None:
+        """Store one yielded value (output `index` of the kernel) as soon as it is final."""
+        x = self.get(op, value)
+        rty = result.type
+        if isinstance(value.type, coda.PartialsType):
+            pty = value.type
+            src = value.owner
+            assert isinstance(src, Operation)
+            if pty.axis == coda.Axis.ROWS:
+                if self.row_partials is not None:
+                    # a slice's partial: combined with the other slices' after the last one
+                    self.row_partials.setdefault(index, (pty, ptr, []))[2].append(x)
+                    return
+                self.emit_row_partials_store(ptr, x)
             else:
-                ty = value.type
-                assert isinstance(ty, coda.TileType) and isinstance(rty, TensorType)
-                c = self.cols(op, ty.cols)
-                rows = self.row_offsets()
-                val = _store_cast(x, rty.get_element_type())
-                self.emit(
-                    f"tl.store({ptr} + {rows}[:, None] * {ty.cols} + {c.cols}[None, :], {val}, mask={c.mask2})"
-                )
+                tile = src.operands[0].type
+                assert isinstance(tile, coda.TileType)
+                c = self.cols(op, tile.cols)
+                self.emit(f"# store partials [L, tiles_m] at [n, pid_m]")
+                self.emit(f"tl.store({ptr} + {c.cols}.to(tl.int64) * tl.cdiv(M, BM) + pid_m, {x}, mask={c.mask})")
+        else:
+            ty = value.type
+            assert isinstance(ty, coda.TileType) and isinstance(rty, TensorType)
+            c = self.cols(op, ty.cols)
+            rows = self.row_offsets()
+            val = _store_cast(x, rty.get_element_type())
+            self.emit(f"tl.store({ptr} + {rows}[:, None] * {ty.cols} + {c.cols}[None, :], {val}, mask={c.mask2})")
 
-    def emit_region(self, block: Block, args: Sequence[str], outputs: Sequence[tuple[SSAValue, str]]) -> list[str]:
+    def emit_row_partials_store(self, ptr: str, x: str) -> None:
+        self.emit(f"# store partials [M, tiles_n] at [m, pid_n]")
+        rows = self.row_offsets()
+        self.emit(f"tl.store({ptr} + {rows} * tl.cdiv(N, BN) + pid_n, {x}, mask=mask_m)")
+
+    def emit_body(self, block: Block, args: Sequence[str], outputs: Sequence[tuple[SSAValue, str]]) -> None:
+        """The region's ops in order; each yielded value is stored right after the op that makes it."""
         for arg, name in zip(block.args, args):
             self.names[arg] = name
+        term = block.last_op
+        if not isinstance(term, coda.YieldOp):
+            raise CompilerError(self.kernel, "epilogue region must end in coda.yield")
+        stores: dict[SSAValue, list[int]] = {}
+        for i, value in enumerate(term.values):
+            stores.setdefault(value, []).append(i)
+        if len(term.values) != len(outputs):
+            raise CompilerError(term, f"yields {len(term.values)} values for {len(outputs)} kernel results")
+
+        def store(value: SSAValue) -> None:
+            for i in stores.pop(value, []):
+                result, ptr = outputs[i]
+                self.emit_store(term, value, i, result, ptr)
+
+        for arg in block.args:
+            store(arg)
         for op in block.ops:
-            if isinstance(op, coda.YieldOp):
-                self.emit_yield(op, outputs)
-            else:
-                self.emit_op(op)
+            if op is term:
+                break
+            self.emit_op(op)
+            for r in op.results:
+                store(r)
+        for value in list(stores):  # defined outside the region (not expected), stored at the end
+            store(value)
+
+    def emit_region(self, block: Block, args: Sequence[str], outputs: Sequence[tuple[SSAValue, str]]) -> list[str]:
+        self.emit_body(block, args, outputs)
         return self.lines
+
+    # -------------------------------------------------------------- column slices
+    def begin_slice(self, j: int, parts: int) -> None:
+        """Emit the next slices's ops on columns [j BN / parts, (j + 1) BN / parts) of the tile."""
+        w = f"BN // {parts}"
+        self.bn = f"({w})"
+        self.tag = f"_s{j}"
+        self.offs_n = f"offs_n_s{j}"
+        self.mask_n = f"mask_n_s{j}"
+        self.pid_n = f"(pid_n * {parts} + {j})"
+        self.names.clear()
+        self.col_cache.clear()
+        start = "pid_n * BN" if j == 0 else f"pid_n * BN + {j} * ({w})"
+        self.emit(f"# -- column slice {j} of {parts}")
+        self.emit(f"{self.offs_n} = {start} + tl.arange(0, {w})")
+        self.emit(f"{self.mask_n} = {self.offs_n} < N")
+
+    def emit_sliced_region(self, block: Block, args: Sequence[str], outputs: Sequence[tuple[SSAValue, str]]) -> list[str]:
+        """The whole region once per column half of the accumulator (args[0] is `acc`).
+
+        Elementwise work, tile stores and cols partials are per column, so each half gives the
+        same values as the whole tile; row partials of the halves are combined in slice order
+        (sum: p0 + p1, max, log-sum-exp) and stored once per tile.
+        """
+        parts = 2
+        self.vec_cache = {}
+        self.row_partials = {}
+        accs = [self.fresh(f"acc_s{j}") for j in range(parts)]
+        self.emit(f"# sub-tiled epilogue: {parts} column slices of BN // {parts}")
+        self.emit(
+            f"{', '.join(accs)} = tl.split(tl.permute(tl.reshape({args[0]}, (BM, {parts}, BN // {parts})), (0, 2, 1)))"
+        )
+        for j in range(parts):
+            self.begin_slice(j, parts)
+            self.emit_body(block, [accs[j], *args[1:]], outputs)
+        if self.row_partials:
+            self.emit(f"# -- row partials of the slices, combined in slice order")
+        for index in sorted(self.row_partials):
+            pty, ptr, xs = self.row_partials[index]
+            combine = pty.combine_kind
+            acc = xs[0]
+            for x in xs[1:]:
+                var = self.fresh("pc")
+                if combine == coda.Combine.SUM:
+                    self.emit(f"{var} = {acc} + {x}")
+                elif combine == coda.Combine.MAX:
+                    self.emit(f"{var} = tl.maximum({acc}, {x})")
+                else:
+                    mx, ref = self.fresh("pc_max"), self.fresh("pc_ref")
+                    self.emit(f"{mx} = tl.maximum({acc}, {x})")
+                    self.emit(f'{ref} = tl.where({mx} == -float("inf"), 0.0, {mx})')
+                    self.emit(f"{var} = {ref} + tl.log(tl.exp({acc} - {ref}) + tl.exp({x} - {ref}))")
+                acc = var
+            self.emit_row_partials_store(ptr, acc)
+        return self.lines
+
+
+# Sub-tiled gemm epilogues (`_EpilogueEmitter.emit_sliced_region`): a heavy epilogue runs once
+# per column half of the accumulator when the tile is at least this wide (a constexpr branch
+# on BN, so the autotuner's narrower tiles keep the whole-tile epilogue). CODA_EPILOGUE_SUBTILE:
+# the minimum BN (a power of two), or 0 / off to never sub-tile. Read when a module is emitted.
+SUBTILE_MIN_BN_DEFAULT = 256
+# an epilogue is heavy when some op needs this many [BM, BN] fp32 tiles at once (values live
+# across it, its tile operands and results, matrix tiles it loads)
+SUBTILE_HEAVY_TILES = 3
+
+
+def subtile_min_bn() -> int:
+    import os
+
+    text = os.environ.get("CODA_EPILOGUE_SUBTILE", "").strip().lower()
+    if not text:
+        return SUBTILE_MIN_BN_DEFAULT
+    if text in ("0", "off", "false", "no"):
+        return 0
+    value = int(text)
+    if value < 2 or value & (value - 1):
+        raise ValueError(f"CODA_EPILOGUE_SUBTILE must be a power of two >= 2 or 0/off, got {text!r}")
+    return value
+
+
+def epilogue_tile_pressure(block: Block, n: int) -> Fraction:
+    """Peak [BM, BN]-tile equivalents an epilogue needs at once, with each store right after its value.
+
+    A W-wide tile counts W / N; broadcast and index tiles count 0 (one value per row or column);
+    `coda.load` and `coda.accumulate` count the matrix tile they read.
+    """
+
+    def weight(v: SSAValue) -> Fraction:
+        ty = v.type
+        if not isinstance(ty, coda.TileType):
+            return Fraction(0)
+        if isinstance(v.owner, (coda.BroadcastOp, coda.IndexOp)):
+            return Fraction(0)
+        return Fraction(ty.cols, n)
+
+    ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
+    last: dict[SSAValue, int] = {}
+    for i, op in enumerate(ops):
+        for v in op.operands:
+            last[v] = i
+    defined: list[SSAValue] = list(block.args)
+    peak = Fraction(0)
+    for i, op in enumerate(ops):
+        operands = set(op.operands)
+        across = sum((weight(v) for v in defined if v not in operands and last.get(v, -1) > i), Fraction(0))
+        here = sum((weight(v) for v in operands), Fraction(0)) + sum((weight(r) for r in op.results), Fraction(0))
+        if isinstance(op, coda.AccumulateOp):
+            here += weight(op.result)
+        peak = max(peak, across + here)
+        defined.extend(op.results)
+    return peak
 
 
 # ============================================================================ kernels
@@ -805,11 +970,24 @@ def emit_gemm(op: coda.GemmOp, name: str) -> KernelInfo:
     m, n, _ = op.problem_shape()
     h = op.interleave.value.data if op.interleave is not None else 0
     hw = op.interleave_wide.value.data if op.interleave_wide is not None else 0
-    em = _EpilogueEmitter(op, n, h, dict(zip(block.args[1:], in_params)), names, hw)
-    em.emit("# ---- epilogue ----")
-    em.emit_region(block, ["acc", *in_params], list(zip(op.outputs, out_params)))
+    params = dict(zip(block.args[1:], in_params))
+    outputs = list(zip(op.outputs, out_params))
+    em = _EpilogueEmitter(op, n, h, params, names, hw)
+    em.emit_region(block, ["acc", *in_params], outputs)
+    lines = [IND + "# ---- epilogue ----"]
+    min_bn = subtile_min_bn()
+    if min_bn and epilogue_tile_pressure(block, n) >= SUBTILE_HEAVY_TILES:
+        # heavy epilogue: on tiles at least `threshold` wide (each half still a multiple of
+        # what the primitives need), run it once per column half; the whole tile otherwise
+        sub = _EpilogueEmitter(op, n, h, params, names, hw)
+        sub.emit_sliced_region(block, ["acc", *in_params], outputs)
+        threshold = max(min_bn, 2 * em.bn_multiple_of)
+        lines += [IND + f"if BN >= {threshold}:", *[IND + line for line in sub.lines], IND + "else:"]
+        lines += [IND + line for line in em.lines]
+    else:
+        lines += em.lines
     elt = op.a.type.get_element_type()  # type: ignore[union-attr]
-    src = emit_gemm_kernel(name, [*in_params, *out_params], em.lines, float32_operands=isinstance(elt, Float32Type))
+    src = emit_gemm_kernel(name, [*in_params, *out_params], lines, float32_operands=isinstance(elt, Float32Type))
     return KernelInfo(op, name, "gemm", em.bn_multiple_of, src)
 
 

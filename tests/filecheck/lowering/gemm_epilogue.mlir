@@ -32,7 +32,22 @@ func.func @epi(%a: tensor<37x40xbf16>, %b: tensor<48x40xbf16>, %c: tensor<37x48x
 // CHECK:      for k0 in range(0, K, BK):
 // CHECK:      acc = tl.dot(a, b, acc)
 // CHECK:      # ---- epilogue ----
-// CHECK:      # coda.load
+// A heavy epilogue (here: a loaded tile beside acc) runs per column half on tiles >= 256 wide.
+// CHECK-NEXT: if BN >= 256:
+// CHECK-NEXT: # sub-tiled epilogue: 2 column slices of BN // 2
+// CHECK-NEXT: acc_s0, acc_s1 = tl.split(tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
+// CHECK-NEXT: # -- column slice 0 of 2
+// CHECK-NEXT: offs_n_s0 = pid_n * BN + tl.arange(0, BN // 2)
+// CHECK-NEXT: mask_n_s0 = offs_n_s0 < N
+// CHECK:      t_t0{{[0-9]*}} = acc_s0 + tl.load(ci_ptr + rows64[:, None] * 48 + offs_n_s0[None, :], mask=mask_mn_s0, other=0).to(tl.float32)
+// CHECK:      # -- column slice 1 of 2
+// CHECK-NEXT: offs_n_s1 = pid_n * BN + 1 * (BN // 2) + tl.arange(0, BN // 2)
+// CHECK:      t_t0{{[0-9]*}} = acc_s1 + tl.load(ci_ptr + rows64[:, None] * 48 + offs_n_s1[None, :], mask=mask_mn_s1, other=0).to(tl.float32)
+// CHECK:      t_i{{[0-9]*}} = tl.broadcast_to((offs_n_s1[None, :]).to(tl.int32), (BM, (BN // 2)))
+// CHECK-NEXT: tl.store(j_ptr + rows64[:, None] * 48 + offs_n_s1[None, :], (t_i{{[0-9]*}}).to(tl.int32), mask=mask_mn_s1)
+// The whole tile otherwise; each result is stored right after the op that makes it.
+// CHECK-NEXT: else:
+// CHECK-NEXT: # coda.load
 // CHECK:      mask_mn = mask_m[:, None] & mask_n[None, :]
 // CHECK:      rows64 = offs_m.to(tl.int64)
 // CHECK-NEXT: t_l = tl.load(ci_ptr + rows64[:, None] * 48 + offs_n[None, :], mask=mask_mn, other=0).to(tl.float32)
@@ -44,15 +59,15 @@ func.func @epi(%a: tensor<37x40xbf16>, %b: tensor<48x40xbf16>, %c: tensor<37x48x
 // CHECK-NEXT: t_t2 = t_t1 * tl.load(ri_ptr + offs_m, mask=mask_m, other=0)[:, None]
 // CHECK:      # coda.shift scalar
 // CHECK-NEXT: t_t3 = t_t2 + tl.load(si_ptr)
+// Stores round once to the result element type.
+// CHECK-NEXT: tl.store(x_ptr + rows64[:, None] * 48 + offs_n[None, :], _coda_round_bf16(t_t3), mask=mask_mn)
 // CHECK:      # coda.broadcast cols
 // CHECK-NEXT: t_bc = tl.broadcast_to(tl.load(pi_ptr + offs_n % 12, mask=mask_n, other=0).to(tl.float32)[None, :], (BM, BN))
+// CHECK-NEXT: tl.store(y_ptr + rows64[:, None] * 48 + offs_n[None, :], (t_bc).to(tl.float16), mask=mask_mn)
 // CHECK:      # coda.broadcast rows
 // CHECK-NEXT: t_br = tl.broadcast_to(tl.load(ri_ptr + offs_m, mask=mask_m, other=0)[:, None], (BM, BN))
 // CHECK:      # coda.index cols
 // CHECK-NEXT: t_i = tl.broadcast_to((offs_n[None, :]).to(tl.int32), (BM, BN))
-// Stores round once to the result element type.
-// CHECK-NEXT: tl.store(x_ptr + rows64[:, None] * 48 + offs_n[None, :], _coda_round_bf16(t_t3), mask=mask_mn)
-// CHECK-NEXT: tl.store(y_ptr + rows64[:, None] * 48 + offs_n[None, :], (t_bc).to(tl.float16), mask=mask_mn)
 // CHECK-NEXT: tl.store(j_ptr + rows64[:, None] * 48 + offs_n[None, :], (t_i).to(tl.int32), mask=mask_mn)
 
 // The host function: same name, tensors in argument order, checks, allocation, one launch.

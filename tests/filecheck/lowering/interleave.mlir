@@ -13,7 +13,12 @@ func.func @il(%a: tensor<37x40xbf16>, %w: tensor<48x40xbf16>, %r: tensor<37x48xb
 }
 
 // CHECK-LABEL: def _il_k0_gemm(
+// Per column half (tiles >= 256 wide), the half's columns are permuted the same way.
 // CHECK:      # coda.accumulate
+// CHECK-NEXT: cols_n_s0 = _coda_interleave_rows(offs_n_s0, 12)
+// CHECK:      cols_n_s1 = _coda_interleave_rows(offs_n_s1, 12)
+// CHECK:      else:
+// CHECK-NEXT: # coda.accumulate
 // CHECK-NEXT: cols_n = _coda_interleave_rows(offs_n, 12)
 // CHECK-NEXT: mask_mn = mask_m[:, None] & mask_n[None, :]
 // CHECK-NEXT: rows64 = offs_m.to(tl.int64)
