@@ -47,7 +47,10 @@ class InterleavePlan:
     @property
     def gated(self) -> bool:
         """Whether a 2 -> 1 (gated) pair_map is among those interleaved."""
-        return any(len({v.type.cols for v in [*op.inputs, *op.outputs]}) > 1 for op in self.pair_maps)  # type: ignore[attr-defined]
+        return any(
+            min(v.type.cols for v in op.outputs) < max(v.type.cols for v in op.inputs)  # type: ignore[attr-defined]
+            for op in self.pair_maps
+        )
 
 
 def _n_wide(value, n: int) -> bool:

@@ -39,7 +39,8 @@ from xdsl.pattern_rewriter import (
 )
 
 from coda_ir.dialects import nn
-from coda_ir.dialects.coda import Axis, ReduceKind
+from coda_ir.dialects import coda
+from coda_ir.dialects.coda import Axis, ReduceKind, TileType
 from coda_ir.transforms._build import Epilogue, Scalar, elementwise, elt_of, fold, gemm, shape_of, stamp
 
 ORIGIN = "coda.origin"
@@ -261,28 +262,33 @@ def inv_freq(s: Scalar, i: SSAValue, hd: int, theta: float) -> SSAValue:
 
 
 def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation) -> SSAValue:
-    """RoPE of `tile` (an N-wide tile) by the angles of `op` (shared with the fuser)."""
+    """RoPE of `tile` (an N-wide tile) by the angles of `op` (shared with the fuser).
+
+    The angles live on a narrow tile, one per rotated pair (the pair_map's P = N/2 columns):
+    pair p is frequency `p mod hd/2` of head `p div hd/2` in both styles (stride hd/2 pairs
+    (i, i + hd/2) in groups of hd; stride 1 pairs (2p, 2p + 1)), and also after the gemm's
+    columns are interleaved (pair p is then accumulator columns 2p, 2p + 1). Half the angle
+    work and registers of a per-column angle tile."""
     hd, heads = _prop(op, "head_dim"), _prop(op, "rotary_heads")
     theta, style = _prop(op, "theta"), _prop(op, "style")
     m, n = tile.type.get_shape()  # type: ignore[attr-defined]
-    limit = heads * hd
-    cols = e.index(Axis.COLS, tile)
-    rows = e.broadcast(pos, Axis.ROWS, tile)
+    half = hd // 2
+    narrow = TileType((m, n // 2), f32)
+    pairs = e._add(coda.IndexOp(Axis.COLS, narrow))
+    rows = e._add(coda.BroadcastOp(pos, Axis.ROWS, narrow))
 
-    def angle(s: Scalar, c, p):
-        j = s.remi(c, s.iconst(hd))
-        i = s.remi(j, s.iconst(hd // 2)) if style == "half" else s.divi(j, s.iconst(2))
-        a = s.mul(s.to_f32(p), inv_freq(s, i, hd, theta))
-        return s.select(s.cmpi("slt", c, s.iconst(limit)), a, s.const(0.0))
+    def angle(s: Scalar, p, r):
+        a = s.mul(s.to_f32(r), inv_freq(s, s.remi(p, s.iconst(half)), hd, theta))
+        return s.select(s.cmpi("slt", p, s.iconst(heads * half)), a, s.const(0.0))
 
-    ang = e.map1([cols, rows], angle)
+    ang = e.map1([pairs, rows], angle)
 
-    def rotate(s: Scalar, x1, x2, a1, a2):
-        c, sn = s.cos(a1), s.sin(a1)
+    def rotate(s: Scalar, x1, x2, a):
+        c, sn = s.cos(a), s.sin(a)
         return [s.sub(s.mul(x1, c), s.mul(x2, sn)), s.add(s.mul(x2, c), s.mul(x1, sn))]
 
-    stride = hd // 2 if style == "half" else 1
-    return e.pair_map([tile, ang], [(m, n)], rotate, stride=stride, wide=[True, True])[0]
+    stride = half if style == "half" else 1
+    return e.pair_map([tile, ang], [(m, n)], rotate, stride=stride, wide=[True, False])[0]
 
 
 def lower_rope(op: nn.RoPEOp) -> tuple[list[Operation], SSAValue]:

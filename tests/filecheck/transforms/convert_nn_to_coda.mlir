@@ -113,9 +113,10 @@ func.func @rope_qknorm(%x: tensor<8x64xf32>, %pos: tensor<8xi32>, %w: tensor<16x
 // CHECK:         coda.segment_reduce sumsq %{{.*}} width 16
 // CHECK:         coda.broadcast %{{.*}} cols : tensor<16xf32> -> !coda.tile<8x64xf32>
 // CHECK:       coda.elementwise [8, 64] {{.*}}"nn.rope"
-// CHECK:         coda.index cols
-// CHECK:         coda.broadcast %{{.*}} rows : tensor<8xi32> -> !coda.tile<8x64xi32>
-// CHECK:         coda.pair_map stride 1 %{{.*}}, %{{.*}} : (!coda.tile<8x64xf32>, !coda.tile<8x64xf32>) -> !coda.tile<8x64xf32>
+// Angles live on the 32-column tile of pairs (one per rotated pair), the rotation is 2 -> 2:
+// CHECK:         coda.index cols : !coda.tile<8x32xi32>
+// CHECK:         coda.broadcast %{{.*}} rows : tensor<8xi32> -> !coda.tile<8x32xi32>
+// CHECK:         coda.pair_map stride 1 %{{.*}}, %{{.*}} : (!coda.tile<8x64xf32>, !coda.tile<8x32xf32>) -> !coda.tile<8x64xf32>
 // CHECK:           math.cos
 // CHECK:           math.sin
 
