@@ -86,8 +86,6 @@ def test_unfused_llama_from_ir_matches_hand_count(h100):
 
 def test_compiled_llama_activation_traffic(h100):
     passes = coda_passes()
-    if "nn-to-coda" not in passes:
-        pytest.skip("nn-to-coda is not registered")
     from xdsl.passes import PassPipeline
 
     module = parse(LLAMA_8B)

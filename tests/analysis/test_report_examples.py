@@ -16,10 +16,7 @@ FILES = sorted([*ROOT.glob("examples/*.mlir"), *ROOT.glob("examples/coda/*.mlir"
 def _module(path: Path):
     import coda_ir
 
-    try:
-        return coda_ir.parse(str(path))
-    except Exception as error:  # another team's example that does not parse yet is not this test's business
-        pytest.skip(f"{path.name} does not parse/verify: {error}")
+    return coda_ir.parse(str(path))
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -56,5 +53,4 @@ def test_compiled_examples_move_fewer_bytes():
         for name, cost in compiled.items():
             assert cost.activation_bytes < unfused[name].activation_bytes, (path.name, name)
             checked += 1
-    if not checked:
-        pytest.skip("no nn examples")
+    assert checked, "no nn examples were checked"

@@ -57,7 +57,6 @@ def test_llama_like_blocks_have_four_gemms_and_two_row_kernels(program: str):
     assert kinds(module) == ["coda.gemm", "coda.fold", "coda.gemm", "coda.gemm", "coda.fold", "coda.gemm"]
 
 
-@pytest.mark.skipif(not (EXAMPLES / "llama_block.mlir").exists(), reason="examples/ not there")
 def test_llama_example_at_real_shape():
     module = run((EXAMPLES / "llama_block.mlir").read_text())
     gemms = [k for k in coda.kernels(module) if isinstance(k, coda.GemmOp)]
@@ -73,7 +72,6 @@ def test_llama_example_at_real_shape():
     assert constraints.data["bn_multiple_of"].value.data == head_dim
 
 
-@pytest.mark.skipif(not (EXAMPLES / "qwen3_block.mlir").exists(), reason="examples/ not there")
 def test_qwen3_example_qk_norm_and_rope_in_qkv_epilogue():
     module = run((EXAMPLES / "qwen3_block.mlir").read_text())
     qkv = [k for k in coda.kernels(module) if isinstance(k, coda.GemmOp)][-1]
@@ -82,7 +80,6 @@ def test_qwen3_example_qk_norm_and_rope_in_qkv_epilogue():
     assert "coda.elementwise" not in kinds(module)
 
 
-@pytest.mark.skipif(not (EXAMPLES / "gpt2_block.mlir").exists(), reason="examples/ not there")
 def test_gpt2_example_defers_layer_norm():
     module = run((EXAMPLES / "gpt2_block.mlir").read_text())
     ks = list(coda.kernels(module))
