@@ -851,9 +851,12 @@ class _EpilogueEmitter:
 
 # Sub-tiled gemm epilogues (`_EpilogueEmitter.emit_sliced_region`): a heavy epilogue runs once
 # per column half of the accumulator when the tile is at least this wide (a constexpr branch
-# on BN, so the autotuner's narrower tiles keep the whole-tile epilogue). CODA_EPILOGUE_SUBTILE:
-# the minimum BN (a power of two), or 0 / off to never sub-tile. Read when a module is emitted.
-SUBTILE_MIN_BN_DEFAULT = 256
+# on BN, so the autotuner's narrower tiles keep the whole-tile epilogue). Off by default: with
+# Triton's layout propagation both halves are converted out of the MMA layout up front, and the
+# sliced LLaMA out-proj/down-proj epilogues compiled for sm_90a spilled more than the whole
+# tile with early stores (bench/RESULTS.md, "Epilogue liveness"). CODA_EPILOGUE_SUBTILE: the
+# minimum BN (a power of two) to turn it on, or 0 / off (the default). Read at emission.
+SUBTILE_MIN_BN_DEFAULT = 0
 # an epilogue is heavy when some op needs this many [BM, BN] fp32 tiles at once (values live
 # across it, its tile operands and results, matrix tiles it loads)
 SUBTILE_HEAVY_TILES = 3
@@ -863,7 +866,7 @@ def subtile_min_bn() -> int:
     import os
 
     text = os.environ.get("CODA_EPILOGUE_SUBTILE", "").strip().lower()
-    if not text:
+    if not text or text == "default":
         return SUBTILE_MIN_BN_DEFAULT
     if text in ("0", "off", "false", "no"):
         return 0

@@ -1,9 +1,9 @@
 """Sub-tiled gemm epilogues (`_EpilogueEmitter.emit_sliced_region`): a heavy epilogue runs once
-per column half of the accumulator. On a GPU that happens on tiles >= 256 wide; here
-CODA_EPILOGUE_SUBTILE lowers the threshold so the interpreter's 32/64-wide tiles take the
-sliced branch. The sliced kernel must match the reference, give the whole-tile kernel's tiles
-and cols partials bit for bit (they are per column), its row partials up to the order of the
-sum (max / select exactly), and give the same bits on every run.
+per column half of the accumulator. Off by default; CODA_EPILOGUE_SUBTILE=N turns it on for
+tiles >= N wide (N = 32 / 64 here, so the interpreter's tiles take the sliced branch). The
+sliced kernel must match the reference, give the whole-tile kernel's tiles and cols partials
+bit for bit (they are per column), its row partials up to the order of the sum (max / select
+exactly), and give the same bits on every run.
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ def test_interleaved_heavy_epilogue_sliced(monkeypatch):
 
 def test_light_epilogue_not_sliced_and_threshold_holds_whole_groups(monkeypatch):
     monkeypatch.delenv("CODA_EPILOGUE_SUBTILE", raising=False)
-    assert lowering.subtile_min_bn() == 256
+    assert lowering.subtile_min_bn() == lowering.SUBTILE_MIN_BN_DEFAULT == 0  # off unless asked for
+    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "256")
     light = gemm_program("""
     %h = coda.scale %acc, %g cols : !coda.tile<{M}x{N}xf32>, tensor<{N}x{T}>
     coda.yield %h : !coda.tile<{M}x{N}xf32>""", [("g", "tensor<{N}x{T}>")], tb=True)

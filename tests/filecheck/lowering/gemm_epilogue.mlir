@@ -1,4 +1,5 @@
 // RUN: coda-opt %s -t triton | filecheck %s
+// RUN: env CODA_EPILOGUE_SUBTILE=256 coda-opt %s -t triton | filecheck %s --check-prefix=SUB
 // The module layout, the mainloop splice and the tile-local primitives of a gemm epilogue.
 
 func.func @epi(%a: tensor<37x40xbf16>, %b: tensor<48x40xbf16>, %c: tensor<37x48xbf16>, %v: tensor<48xbf16>,
@@ -32,22 +33,25 @@ func.func @epi(%a: tensor<37x40xbf16>, %b: tensor<48x40xbf16>, %c: tensor<37x48x
 // CHECK:      for k0 in range(0, K, BK):
 // CHECK:      acc = tl.dot(a, b, acc)
 // CHECK:      # ---- epilogue ----
-// A heavy epilogue (here: a loaded tile beside acc) runs per column half on tiles >= 256 wide.
-// CHECK-NEXT: if BN >= 256:
-// CHECK-NEXT: # sub-tiled epilogue: 2 column slices of BN // 2
-// CHECK-NEXT: acc_s0, acc_s1 = tl.split(tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
-// CHECK-NEXT: # -- column slice 0 of 2
-// CHECK-NEXT: offs_n_s0 = pid_n * BN + tl.arange(0, BN // 2)
-// CHECK-NEXT: mask_n_s0 = offs_n_s0 < N
-// CHECK:      t_t0{{[0-9]*}} = acc_s0 + tl.load(ci_ptr + rows64[:, None] * 48 + offs_n_s0[None, :], mask=mask_mn_s0, other=0).to(tl.float32)
-// CHECK:      # -- column slice 1 of 2
-// CHECK-NEXT: offs_n_s1 = pid_n * BN + 1 * (BN // 2) + tl.arange(0, BN // 2)
-// CHECK:      t_t0{{[0-9]*}} = acc_s1 + tl.load(ci_ptr + rows64[:, None] * 48 + offs_n_s1[None, :], mask=mask_mn_s1, other=0).to(tl.float32)
-// CHECK:      t_i{{[0-9]*}} = tl.broadcast_to((offs_n_s1[None, :]).to(tl.int32), (BM, (BN // 2)))
-// CHECK-NEXT: tl.store(j_ptr + rows64[:, None] * 48 + offs_n_s1[None, :], (t_i{{[0-9]*}}).to(tl.int32), mask=mask_mn_s1)
-// The whole tile otherwise; each result is stored right after the op that makes it.
-// CHECK-NEXT: else:
+// Each result is stored right after the op that makes it.
 // CHECK-NEXT: # coda.load
+// With CODA_EPILOGUE_SUBTILE=256, a heavy epilogue (here: a loaded tile beside acc) runs per
+// column half on tiles >= 256 wide, the whole tile otherwise.
+// SUB:      # ---- epilogue ----
+// SUB-NEXT: if BN >= 256:
+// SUB-NEXT: # sub-tiled epilogue: 2 column slices of BN // 2
+// SUB-NEXT: acc_s0, acc_s1 = tl.split(tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
+// SUB-NEXT: # -- column slice 0 of 2
+// SUB-NEXT: offs_n_s0 = pid_n * BN + tl.arange(0, BN // 2)
+// SUB-NEXT: mask_n_s0 = offs_n_s0 < N
+// SUB:      t_t0{{[0-9]*}} = acc_s0 + tl.load(ci_ptr + rows64[:, None] * 48 + offs_n_s0[None, :], mask=mask_mn_s0, other=0).to(tl.float32)
+// SUB:      # -- column slice 1 of 2
+// SUB-NEXT: offs_n_s1 = pid_n * BN + 1 * (BN // 2) + tl.arange(0, BN // 2)
+// SUB:      t_t0{{[0-9]*}} = acc_s1 + tl.load(ci_ptr + rows64[:, None] * 48 + offs_n_s1[None, :], mask=mask_mn_s1, other=0).to(tl.float32)
+// SUB:      t_i{{[0-9]*}} = tl.broadcast_to((offs_n_s1[None, :]).to(tl.int32), (BM, (BN // 2)))
+// SUB-NEXT: tl.store(j_ptr + rows64[:, None] * 48 + offs_n_s1[None, :], (t_i{{[0-9]*}}).to(tl.int32), mask=mask_mn_s1)
+// SUB-NEXT: else:
+// SUB-NEXT: # coda.load
 // CHECK:      mask_mn = mask_m[:, None] & mask_n[None, :]
 // CHECK:      rows64 = offs_m.to(tl.int64)
 // CHECK-NEXT: t_l = tl.load(ci_ptr + rows64[:, None] * 48 + offs_n[None, :], mask=mask_mn, other=0).to(tl.float32)

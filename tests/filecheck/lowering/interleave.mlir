@@ -1,4 +1,5 @@
 // RUN: coda-opt %s -t triton | filecheck %s
+// RUN: env CODA_EPILOGUE_SUBTILE=256 coda-opt %s -t triton | filecheck %s --check-prefix=SUB
 // With `interleave h`, N-wide tensors are read and written at _coda_interleave_rows(offs_n, h)
 // so users see their own column layout; vectors and indices follow the same columns.
 
@@ -13,12 +14,14 @@ func.func @il(%a: tensor<37x40xbf16>, %w: tensor<48x40xbf16>, %r: tensor<37x48xb
 }
 
 // CHECK-LABEL: def _il_k0_gemm(
-// Per column half (tiles >= 256 wide), the half's columns are permuted the same way.
+// Sub-tiled (CODA_EPILOGUE_SUBTILE), each column half's columns are permuted the same way.
+// SUB:        # coda.accumulate
+// SUB-NEXT:   cols_n_s0 = _coda_interleave_rows(offs_n_s0, 12)
+// SUB:        cols_n_s1 = _coda_interleave_rows(offs_n_s1, 12)
+// SUB:        else:
+// SUB-NEXT:   # coda.accumulate
+// SUB-NEXT:   cols_n = _coda_interleave_rows(offs_n, 12)
 // CHECK:      # coda.accumulate
-// CHECK-NEXT: cols_n_s0 = _coda_interleave_rows(offs_n_s0, 12)
-// CHECK:      cols_n_s1 = _coda_interleave_rows(offs_n_s1, 12)
-// CHECK:      else:
-// CHECK-NEXT: # coda.accumulate
 // CHECK-NEXT: cols_n = _coda_interleave_rows(offs_n, 12)
 // CHECK-NEXT: mask_mn = mask_m[:, None] & mask_n[None, :]
 // CHECK-NEXT: rows64 = offs_m.to(tl.int64)

@@ -1,4 +1,5 @@
 // RUN: coda-opt %s -t triton --split-input-file | filecheck %s
+// RUN: env CODA_EPILOGUE_SUBTILE=256 coda-opt %s -t triton --split-input-file | filecheck %s --check-prefix=SUB
 // coda.pair_map: wide tiles are split into (first, second) of each pair by reshape/permute/split,
 // narrow and wide results are rebuilt with reshape / join + permute + reshape.
 
@@ -60,13 +61,15 @@ func.func @rot(%a: tensor<37x40xf32>, %w: tensor<40x48xf32>) -> (tensor<37x48xf3
 
 // CHECK-LABEL: def _rot_k0_gemm(
 // CHECK:      acc = tl.dot(a, b, acc, input_precision="ieee")
-// The 1 -> 2 map makes this epilogue heavy: per column half on tiles >= 256 wide, each half
-// holding whole groups of 2 * stride columns.
-// CHECK:      if BN >= 256:
-// CHECK:      # coda.pair_map stride 4
-// CHECK-NEXT: pw{{[0-9]+}} = tl.permute(tl.reshape(acc_s0, (BM, ((BN // 2) // 8), 2, 4)), (0, 1, 3, 2))
-// CHECK:      cols_w96_s0 = (pid_n * 2 + 0) * ((BN // 2) * 2) + tl.arange(0, ((BN // 2) * 2))
-// CHECK:      else:
+// Sub-tiled (CODA_EPILOGUE_SUBTILE), the 1 -> 2 map makes this epilogue heavy: per column half
+// on tiles >= 256 wide, each half holding whole groups of 2 * stride columns.
+// SUB-LABEL:  def _rot_k0_gemm(
+// SUB:        if BN >= 256:
+// SUB:        # coda.pair_map stride 4
+// SUB-NEXT:   pw{{[0-9]+}} = tl.permute(tl.reshape(acc_s0, (BM, ((BN // 2) // 8), 2, 4)), (0, 1, 3, 2))
+// SUB:        cols_w96_s0 = (pid_n * 2 + 0) * ((BN // 2) * 2) + tl.arange(0, ((BN // 2) * 2))
+// SUB:        else:
+// SUB:        # coda.pair_map stride 4
 // CHECK:      # coda.pair_map stride 4
 // CHECK-NEXT: pw = tl.permute(tl.reshape(acc, (BM, (BN // 8), 2, 4)), (0, 1, 3, 2))
 // CHECK-NEXT: pa, pb = tl.split(pw)
