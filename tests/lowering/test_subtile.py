@@ -137,3 +137,24 @@ def test_light_epilogue_not_sliced_and_threshold_holds_whole_groups(monkeypatch)
     monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "7")
     with pytest.raises(ValueError):
         lowering.subtile_min_bn()
+
+
+def test_reductions_after_the_last_tile_use_same_bits():
+    """`epilogue_schedule`: a reduction whose tile a later op reads is emitted after that op
+    (and after its store); the program written in either order gives the same kernel and bits."""
+    reduce_first = """
+    %x = coda.accumulate %acc, %r : !coda.tile<{M}x{N}xf32>, tensor<{M}x{N}x{T}>
+    %ss = coda.reduce sumsq %x dim 1 : !coda.tile<{M}x{N}xf32> -> !coda.partials<rows, {M}, sum>
+    %h = coda.scale %x, %g cols : !coda.tile<{M}x{N}xf32>, tensor<{N}x{T}>
+    coda.yield %x, %h, %ss : !coda.tile<{M}x{N}xf32>, !coda.tile<{M}x{N}xf32>, !coda.partials<rows, {M}, sum>"""
+    lines = reduce_first.strip().splitlines()
+    scale_first = "\n".join([lines[0], lines[2], lines[1], lines[3]])
+    results = ["tensor<{M}x{N}x{T}>", "tensor<{M}x{N}x{T}>", "!coda.partials<rows, {M}, sum>"]
+    ins = [("r", "tensor<{M}x{N}x{T}>"), ("g", "tensor<{N}x{T}>")]
+    cm_a, inputs, outs_a = check(gemm_program(reduce_first, ins, results, tb=True, m=37, n=70, k=19), seed=7)
+    cm_b, _, outs_b = check(gemm_program(scale_first, ins, results, tb=True, m=37, n=70, k=19), seed=7)
+    src = cm_a.source
+    epi = src[src.index("# ---- epilogue ----"):]
+    order = [epi.index(s) for s in ("t_x = acc + ", "_coda_round_bf16(t_x)", "t_h = t_x * ", "_coda_round_bf16(t_h)", "# coda.reduce sumsq", "p_ss, mask=mask_m)")]
+    assert order == sorted(order), epi[:1500]
+    assert all(torch.equal(a, b) for a, b in zip(outs_a, outs_b))

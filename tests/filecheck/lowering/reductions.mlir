@@ -25,13 +25,19 @@ func.func @red(%a: tensor<37x40xbf16>, %w: tensor<128x40xbf16>, %t: tensor<37xi3
 }
 
 // CHECK-LABEL: def _red_k0_gemm(
-// CHECK:      # coda.reduce sum dim 1
+// Reductions whose tile a later tile op still reads come after that op (here the segment_reduce),
+// each partial stored as soon as it is computed.
+// CHECK:      # ---- epilogue ----
 // CHECK-NEXT: mask_mn = mask_m[:, None] & mask_n[None, :]
+// CHECK-NEXT: # coda.segment_reduce sumsq width 64
+// CHECK-NEXT: seg = tl.reshape(tl.where(mask_mn, acc * acc, 0.0), (BM, BN // 64, 64))
+// CHECK-NEXT: t_g = tl.reshape(tl.broadcast_to(tl.sum(seg, axis=2)[:, :, None], (BM, BN // 64, 64)), (BM, BN))
+// CHECK-NEXT: rows64 = offs_m.to(tl.int64)
+// CHECK-NEXT: tl.store(r_ptr4 + rows64[:, None] * 128 + offs_n[None, :], t_g, mask=mask_mn)
+// CHECK-NEXT: # coda.reduce sum dim 1
 // CHECK-NEXT: rm = tl.where(mask_mn, acc, 0.0)
 // CHECK-NEXT: p_s = tl.sum(rm, axis=1)
-// Each partial is stored as soon as it is computed.
 // CHECK-NEXT: # store partials [M, tiles_n] at [m, pid_n]
-// CHECK-NEXT: rows64 = offs_m.to(tl.int64)
 // CHECK-NEXT: tl.store(r_ptr + rows64 * tl.cdiv(N, BN) + pid_n, p_s, mask=mask_m)
 // CHECK:      # coda.reduce sumsq dim 1
 // CHECK-NEXT: rm0 = tl.where(mask_mn, acc * acc, 0.0)
@@ -48,9 +54,6 @@ func.func @red(%a: tensor<37x40xbf16>, %w: tensor<128x40xbf16>, %t: tensor<37xi3
 // CHECK:      p_c = tl.sum(rm3, axis=0)
 // CHECK-NEXT: # store partials [L, tiles_m] at [n, pid_m]
 // CHECK-NEXT: tl.store(r_ptr3 + offs_n.to(tl.int64) * tl.cdiv(M, BM) + pid_m, p_c, mask=mask_n)
-// CHECK:      # coda.segment_reduce sumsq width 64
-// CHECK-NEXT: seg = tl.reshape(tl.where(mask_mn, acc * acc, 0.0), (BM, BN // 64, 64))
-// CHECK-NEXT: t_g = tl.reshape(tl.broadcast_to(tl.sum(seg, axis=2)[:, :, None], (BM, BN // 64, 64)), (BM, BN))
 // CHECK:      # coda.select
 // CHECK-NEXT: sel_idx = tl.load(ti_ptr + offs_m, mask=mask_m, other=-1)
 // CHECK-NEXT: p_x = tl.sum(tl.where(mask_mn & (offs_n[None, :] == sel_idx[:, None]), acc, 0.0), axis=1)
