@@ -15,7 +15,10 @@ The emitted module has, in order:
   checks the arguments, allocates outputs (partials per tile configuration), launches the
   kernels in program order and returns a tensor or a tuple.
 
-Epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`); the
+Epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`), in
+`epilogue_schedule` order (partial reductions after the last tile use of their input), each
+yielded value stored right after the op that makes it; heavy gemm epilogues can run per column
+half of the tile (`emit_sliced_region`, off unless CODA_EPILOGUE_SUBTILE is set). The
 scalar bodies of `coda.map` / `coda.pair_map` / `coda.fold` become Triton expressions on whole
 tiles (`_ScalarEmitter`). Everything that cannot be lowered raises a located `CompilerError`.
 """
