@@ -43,15 +43,12 @@ from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
+from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, element_name
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
     Float32Type,
-    Float64Type,
     FloatAttr,
     IntegerAttr,
-    IntegerType,
     ModuleOp,
     StringAttr,
     TensorType,
@@ -75,17 +72,7 @@ __all__ = [
 
 def torch_dtype(attr: Attribute) -> torch.dtype:
     """The torch dtype of an xDSL element type."""
-    if isinstance(attr, BFloat16Type):
-        return torch.bfloat16
-    if isinstance(attr, Float16Type):
-        return torch.float16
-    if isinstance(attr, Float32Type):
-        return torch.float32
-    if isinstance(attr, Float64Type):
-        return torch.float64
-    if isinstance(attr, IntegerType):
-        return {1: torch.bool, 32: torch.int32, 64: torch.int64}[attr.width.data]
-    raise TypeError(f"no torch dtype for {attr}")
+    return getattr(torch, TORCH_DTYPE_NAMES[element_name(attr)])
 
 
 def element_dtype(value_or_type: SSAValue | Attribute) -> torch.dtype:

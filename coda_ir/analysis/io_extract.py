@@ -49,13 +49,11 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from coda_ir.dialects.element_types import element_name
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    BFloat16Type,
     DictionaryAttr,
-    Float16Type,
-    Float32Type,
     Float64Type,
     IntegerAttr,
     IntegerType,
@@ -100,12 +98,10 @@ class FunctionPlan:
 
 
 def dtype_name(attr: Attribute) -> str:
-    if isinstance(attr, BFloat16Type):
-        return "bf16"
-    if isinstance(attr, Float16Type):
-        return "f16"
-    if isinstance(attr, Float32Type):
-        return "f32"
+    try:
+        return element_name(attr)
+    except TypeError:
+        return "f32"  # the model sizes anything else like fp32
     if isinstance(attr, Float64Type):
         return "f64"
     if isinstance(attr, IntegerType):

@@ -41,15 +41,15 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
-    IndexType,
     IntegerAttr,
     IntegerType,
     ModuleOp,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
+from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, TRITON_DTYPE_NAMES, element_name
 from coda_ir.dialects import coda
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
 from coda_ir.tools.diagnostics import CompilerError
@@ -60,35 +60,17 @@ IND = "    "
 
 
 def torch_dtype(elt: Attribute) -> str:
-    if isinstance(elt, Float32Type):
-        return "torch.float32"
-    if isinstance(elt, BFloat16Type):
-        return "torch.bfloat16"
-    if isinstance(elt, Float16Type):
-        return "torch.float16"
-    if isinstance(elt, Float64Type):
-        return "torch.float64"
-    if isinstance(elt, IntegerType):
-        return {1: "torch.bool", 8: "torch.int8", 16: "torch.int16", 32: "torch.int32", 64: "torch.int64"}[
-            elt.width.data
-        ]
-    raise ValueError(f"no torch dtype for {elt}")
+    try:
+        return "torch." + TORCH_DTYPE_NAMES[element_name(elt)]
+    except TypeError:
+        raise ValueError(f"no torch dtype for {elt}") from None
 
 
 def tl_dtype(elt: Attribute) -> str:
-    if isinstance(elt, Float32Type):
-        return "tl.float32"
-    if isinstance(elt, BFloat16Type):
-        return "tl.bfloat16"
-    if isinstance(elt, Float16Type):
-        return "tl.float16"
-    if isinstance(elt, Float64Type):
-        return "tl.float64"
-    if isinstance(elt, IndexType):
-        return "tl.int64"
-    if isinstance(elt, IntegerType):
-        return {1: "tl.int1", 8: "tl.int8", 16: "tl.int16", 32: "tl.int32", 64: "tl.int64"}[elt.width.data]
-    raise ValueError(f"no Triton dtype for {elt}")
+    try:
+        return "tl." + TRITON_DTYPE_NAMES[element_name(elt)]
+    except TypeError:
+        raise ValueError(f"no Triton dtype for {elt}") from None
 
 
 def _is_float(elt: Attribute) -> bool:

@@ -21,7 +21,9 @@ from __future__ import annotations
 import gc
 import itertools
 import json
+import os
 import random
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -989,6 +991,8 @@ def _parse_encoding(enc: str) -> dict[str, Any]:
     return fields
 
 
+ORACLE_API_MOVED = 3
+
 ORACLE_CONFIGS = [
     (64, 128, 64, 4), (128, 128, 64, 4), (128, 128, 64, 8), (64, 256, 64, 8), (128, 256, 64, 8),
     (64, 64, 64, 8), (256, 128, 64, 8), (64, 32, 32, 4), (16, 64, 64, 4), (32, 128, 64, 4),
@@ -999,12 +1003,19 @@ ORACLE_CONFIGS = [
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("capability,arch", [(90, "hopper"), (80, "ampere"), (70, "blocked")])
 def test_accumulator_prediction_matches_triton_passes(tri: SimpleNamespace, capability: int, arch: str) -> None:
-    try:
-        _triton_dot_encoding(64, 64, 32, 4, capability)
-    except (ImportError, AttributeError, TypeError) as e:  # private API moved
-        pytest.skip(f"Triton frontend API not usable here: {e}")
-    for bm, bn, bk, nw in ORACLE_CONFIGS:
-        enc = _parse_encoding(_triton_dot_encoding(bm, bn, bk, nw, capability))
+    # Triton's compiler runs in a fresh process: an interpreter-mode Triton loaded earlier in
+    # this one (the lowering tests run kernels under TRITON_INTERPRET=1) cannot compile.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, __file__, "--oracle", str(capability)], env=env, capture_output=True, text=True, timeout=600
+    )
+    if proc.returncode == ORACLE_API_MOVED:
+        pytest.skip(f"Triton frontend API not usable here: {proc.stdout.strip()}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    encodings = json.loads(proc.stdout)
+    for (bm, bn, bk, nw), raw in zip(ORACLE_CONFIGS, encodings):
+        enc = _parse_encoding(raw)
         choice = accumulator_encoding(bm, bn, nw, arch, bk=bk)
         where = (bm, bn, bk, nw, capability, enc)
         if enc["mma"]:
@@ -1037,3 +1048,12 @@ def _write_golden() -> None:
 if __name__ == "__main__":
     if "--write-golden" in sys.argv:
         _write_golden()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--oracle"]:
+    try:
+        result = [_triton_dot_encoding(bm, bn, bk, nw, int(sys.argv[2])) for bm, bn, bk, nw in ORACLE_CONFIGS]
+    except (ImportError, AttributeError, TypeError) as error:  # Triton's private API moved
+        print(error)
+        sys.exit(ORACLE_API_MOVED)
+    print(json.dumps(result))
