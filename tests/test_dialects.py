@@ -232,7 +232,7 @@ def test_add_mul_verify_iff_shapes_are_consistent(m, n, rhs, result, op, ex, ey)
     m=dims,
     d=dims,
     w=st.one_of(st.tuples(dims), st.tuples(dims, dims)),
-    eps=st.floats(-1.0, 1.0, allow_nan=False),
+    eps=st.floats(-1.0, 1.0, allow_nan=False, width=32),  # eps is an f32 attribute
     result=st.one_of(st.just("same"), st.tuples(dims, dims)),
     ex=elts,
     ew=elts,
