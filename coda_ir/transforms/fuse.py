@@ -17,6 +17,13 @@ depend on each other are merged too (sibling fusion: one pass over a tensor inst
 Every merge is a proof obligation: the merged kernel must pass `legality.prove_kernel`
 (directly, or after `coda-interleave` would interleave its columns). When it does not, the
 kernels stay separate and a remark names the op and the reason.
+
+Where legality allows both plans, the IO model picks one (option `cost-model`, on by default).
+QK-norm into a GEMM's epilogue forces BN to a multiple of head_dim (whole heads per tile);
+`io_model.qk_norm_tile_width` prices every BN, and when its cheapest plan does not keep whole
+heads (e.g. 256-wide heads at decode-sized M, where narrow tiles fill more SMs) the norm stays
+a separate elementwise kernel and a remark gives both predicted costs. With `cost-model=false`
+the norm fuses whenever it is legal.
 """
 
 from __future__ import annotations
@@ -205,9 +212,65 @@ def _prove_or_interleave(kernel: Operation, allow_interleave: bool = True) -> tu
     return False, op, reason
 
 
+HEAD_NORM_ORIGIN = "nn.head_rms_norm"
+_DTYPES = {"bf16": "bf16", "f16": "f16", "f32": "f32"}
+
+
+def head_norm_width(e: Operation) -> int | None:
+    """head_dim of the QK-norm an elementwise kernel carries (the width of its segment
+    reduction), or None when the kernel does not come from an `nn.head_rms_norm`."""
+    origin = e.attributes.get(ORIGIN)
+    if not isinstance(origin, StringAttr) or HEAD_NORM_ORIGIN not in origin.data.split("+"):
+        return None
+    for op in e.walk():
+        if isinstance(op, coda.SegmentReduceOp):
+            return op.width.value.data
+    return None
+
+
+def qk_norm_decision(p: Operation, e: Operation):
+    """The IO model's choice of tile width for QK-norm E in gemm P's epilogue
+    (`io_model.qk_norm_tile_width`), or None when it does not apply or the model is missing."""
+    if not isinstance(p, coda.GemmOp) or not isinstance(e, coda.ElementwiseOp):
+        return None
+    hd = head_norm_width(e)
+    if hd is None:
+        return None
+    try:
+        from coda_ir.analysis import io_model
+    except ImportError:  # the model is optional
+        return None
+    m, n, k = p.problem_shape()
+    elt = p.results[0].type.get_element_type()  # type: ignore[attr-defined]
+    dtype = _DTYPES.get(str(elt), "bf16")
+    try:
+        return io_model.qk_norm_tile_width(hd, n, M=m, K=k, heads=max(1, n // hd), dtype=dtype)
+    except Exception:  # a model that cannot price this shape does not block the rewrite
+        return None
+
+
+def prefers_unfused(decision, head_dim: int) -> tuple[bool, str]:
+    """(whether the cheapest plan splits heads across tiles, the remark text's cost comparison)."""
+    choice = int(decision.choice)
+    if choice % head_dim == 0:
+        return False, ""
+    fused = [k for k in decision.costs if int(k.split("=")[1]) % head_dim == 0]
+    best = decision.costs[f"bn={choice}"]
+    text = f"unfused (per-head partials + a norm kernel, BN={choice}) {best.time_s * 1e6:.1f} us"
+    if fused:
+        alt = min(fused, key=lambda k: decision.costs[k].time_s)
+        text += f" vs fused (whole heads in the tile, BN={alt.split('=')[1]}) {decision.costs[alt].time_s * 1e6:.1f} us"
+    else:
+        text += " (no tile width holds whole heads)"
+    return True, text
+
+
 class Fuser:
-    def __init__(self, block: Block, remarks_as_errors: bool, siblings: bool, interleave: bool = True):
+    def __init__(self, block: Block, remarks_as_errors: bool, siblings: bool, interleave: bool = True,
+                 cost_model: bool = True):
         self.block = block
+        self.cost_model = cost_model
+        self.cost_reported: set[int] = set()
         self.interleave = interleave
         self.as_error = remarks_as_errors
         self.siblings = siblings
@@ -269,6 +332,21 @@ class Fuser:
                 as_error=self.as_error,
             )
             return False
+        if self.cost_model:
+            decision = qk_norm_decision(p, e)
+            hd = head_norm_width(e)
+            unfused, costs = prefers_unfused(decision, hd) if decision is not None and hd else (False, "")
+            if unfused:
+                merged.erase()
+                self.refused.add((id(p), id(e)))
+                self._keep += [p, e]
+                if id(p) not in self.cost_reported:
+                    self.cost_reported.add(id(p))
+                    remarks.emit_remark(
+                        e, f"QK-norm not fused into the epilogue of {_origin(p)}: the IO model found the unfused "
+                        f"plan cheaper: {costs}; it stays a separate kernel",
+                    )
+                return False
         self.block.insert_op_before(merged, where)
         n_kept = len(kept)
         for k, i in enumerate(kept):
@@ -340,8 +418,11 @@ class FusePass(ModulePass):
     siblings: bool = True
     interleave: bool = True
     """Count a merge as legal when interleaving the gemm's columns (coda-interleave) makes it so."""
+    cost_model: bool = True
+    """Ask the IO model (`io_model.qk_norm_tile_width`) whether QK-norm in the GEMM's epilogue
+    (whole heads per tile) beats a separate norm kernel; off: fuse whenever it is legal."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in op.walk():
             if isinstance(f, func.FuncOp) and f.body.blocks:
-                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings, self.interleave).run()
+                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings, self.interleave, self.cost_model).run()
