@@ -25,7 +25,8 @@ kernel's column tile `[n0, n0 + BN)` covers columns `[n0 * W / N, (n0 + BN) * W 
 and stores of W-wide matrices use those columns. With `interleave = h` on a gemm, accumulator
 column `c` holds the product with weight row `perm(c)`, where within each group of `2h`
 columns `c = 2i + j` maps to `i + j * h` (pairs that were `h` apart become adjacent); N-wide
-tensors are loaded and stored at `perm(c)` so users see their own layout. With
+tensors are loaded and stored at `perm(c)`, and `coda.index cols` on an N-wide tile gives
+`perm(c)`, so epilogues and users see their own layout. With
 `interleave_wide = h`, the same permutation applies to the 2N-wide column space instead: 2N-wide
 tensors (the wide side of 1 -> 2 pair maps) are loaded and stored at `perm(c)`, c in [0, 2N), so
 the adjacent pair (2i, 2i + 1) of a wide tile is stored columns (i, i + h) (e.g. h = N: the
