@@ -10,7 +10,9 @@
 
 Options (`-p 'nn-to-coda{fuse=false remarks-as-errors=true}'`): `defer-norms`, `fuse`,
 `interleave`, `cse` (each true by default) switch a stage off (the result is still a correct,
-less fused program); `remarks-as-errors` turns every "did not fuse" remark into an error.
+less fused program); `cost-model=false` stops the stages from asking the IO model (norm
+statistics placement, QK-norm placement) and fuses whenever it is legal; `remarks-as-errors`
+turns every "did not fuse" remark into an error.
 """
 
 from __future__ import annotations
@@ -38,15 +40,18 @@ class NNToCodaPass(ModulePass):
     fuse: bool = True
     interleave: bool = True
     cse: bool = True
+    cost_model: bool = True
     remarks_as_errors: bool = False
 
     def stages(self) -> list[ModulePass]:
         stages: list[ModulePass] = []
         if self.defer_norms:
-            stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors))
+            stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors, cost_model=self.cost_model))
         stages.append(ConvertNNToCodaPass())
         if self.fuse:
-            stages.append(FusePass(remarks_as_errors=self.remarks_as_errors, interleave=self.interleave))
+            stages.append(
+                FusePass(remarks_as_errors=self.remarks_as_errors, interleave=self.interleave, cost_model=self.cost_model)
+            )
         if self.interleave:
             stages.append(InterleavePass())
         stages.append(LegalizePass(remarks_as_errors=self.remarks_as_errors))

@@ -44,3 +44,16 @@ func.func @qk_norm_decode(%x: tensor<64x4096xbf16>, %wq: tensor<4096x4096xbf16>,
   %n = "nn.head_rms_norm"(%q, %g) <{head_dim = 256 : i64, heads = 16 : i64, eps = 1.0e-06 : f32}> : (tensor<64x4096xbf16>, tensor<256xbf16>) -> tensor<64x4096xbf16>
   func.return %n : tensor<64x4096xbf16>
 }
+
+// The whole pipeline passes the option through: with the model, the M=64 function keeps the norm
+// as its own kernel (with the remark); without it, both functions fuse it into the QKV epilogue.
+// RUN: coda-opt %s --split-input-file -p nn-to-coda 2>&1 | filecheck %s --check-prefix=PIPE
+// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=PIPE-OFF
+// PIPE:         remark: 'coda.elementwise' op QK-norm not fused
+// PIPE-LABEL:   func.func @qk_norm_decode
+// PIPE:           coda.elementwise
+// PIPE-OFF-NOT: remark: 'coda.elementwise' op QK-norm not fused
+// PIPE-OFF-LABEL: func.func @qk_norm_prefill
+// PIPE-OFF:       coda.segment_reduce sumsq
+// PIPE-OFF-LABEL: func.func @qk_norm_decode
+// PIPE-OFF:       coda.segment_reduce sumsq
