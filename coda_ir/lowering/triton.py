@@ -1223,12 +1223,22 @@ class _HostEmitter:
                 )
         return head + self.lines
 
+    def epilogue_args(self, op: coda.GemmOp | coda.ElementwiseOp, m: int, n: int) -> tuple[list[str], str]:
+        """The kernel's inputs, and the source of the tuple `launch_*` passes to the kernel: the
+        inputs followed by freshly allocated outputs (partials sized by the chosen `_cfg`)."""
+        ins = [self.get(op, v) for v in op.inputs]
+        allocs = [
+            self.alloc(r.type, self.partials_tiles(r.type, m, n) if isinstance(r.type, coda.PartialsType) else None)
+            for r in op.outputs
+        ]
+        items = [*ins, *allocs]
+        return ins, f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
     def emit_launch(self, op: Operation, info: KernelInfo) -> None:
         outs = [self.var(r, f"r{i}") for i, r in enumerate(op.results)]
         if isinstance(op, coda.GemmOp):
             m, n, k = op.problem_shape()
-            ins = [self.get(op, v) for v in op.inputs]
-            allocs = [self.alloc(r.type, self.partials_tiles(r.type, m, n) if isinstance(r.type, coda.PartialsType) else None) for r in op.outputs]
+            ins, args = self.epilogue_args(op, m, n)
             h = op.interleave.value.data if op.interleave is not None else 0
             fixed = ""
             if op.config is not None:
@@ -1238,7 +1248,7 @@ class _HostEmitter:
             self.emit(f"# {info.name}: coda.gemm {m}x{n}x{k}")
             self.emit(
                 f"_cfg, _e = launch_gemm({info.name}, {self.get(op, op.a)}, {self.get(op, op.b)}, "
-                f"lambda _cfg: ({', '.join([*ins, *allocs])}{',' if len(ins) + len(allocs) == 1 else ''}), "
+                f"lambda _cfg: {args}, "
                 f"M={m}, N={n}, K={k}, transpose_a={op.transpose_a is not None}, "
                 f"transpose_b={op.transpose_b is not None}, interleave={h}, bn_multiple_of={info.bn_multiple_of}, {fixed}"
                 f"key={info.name + ':' + info.digest!r})"
@@ -1246,8 +1256,7 @@ class _HostEmitter:
             self.emit_unpack(outs, len(ins))
         elif isinstance(op, coda.ElementwiseOp):
             m, n = op.iteration_shape()
-            ins = [self.get(op, v) for v in op.inputs]
-            allocs = [self.alloc(r.type, self.partials_tiles(r.type, m, n) if isinstance(r.type, coda.PartialsType) else None) for r in op.outputs]
+            ins, args = self.epilogue_args(op, m, n)
             fixed = ""
             if op.config is not None:
                 c = op.config.as_dict()
@@ -1256,7 +1265,7 @@ class _HostEmitter:
             self.emit(f"# {info.name}: coda.elementwise {m}x{n}")
             self.emit(
                 f"_cfg, _e = _rt.launch_elementwise({info.name}, "
-                f"lambda _cfg: ({', '.join([*ins, *allocs])}{',' if len(ins) + len(allocs) == 1 else ''}), "
+                f"lambda _cfg: {args}, "
                 f"M={m}, N={n}, bn_multiple_of={info.bn_multiple_of}{fixed})"
             )
             self.emit_unpack(outs, len(ins))
