@@ -528,6 +528,37 @@ def _coda_inputs(name: str, refs, dev: str, seed: int = 0) -> list:
     return [dqkv, dx2, qkv, x1, x2, z1, rstd1, rstd2, y0, pos, wo, wgu, wd, wqkv, wn0, wn1]
 
 
+def _eager_program(name: str, inputs: list, dev: str):
+    """The same computation unfused in PyTorch eager, as a timed closure (GPU runs only).
+
+    llama_fwd: bench_block's idiomatic eager block (bf16 GEMMs, fp32 RMSNorm, RoPE).
+    llama_bwd: autograd's backward through that eager block, from the program's upstream
+    gradients (dqkv, dx2) to the gradients the program returns (dx0, dy0 and the six weights'),
+    with the forward's graph built once outside the timed region (what eager training saves).
+    """
+    import torch
+
+    if dev == "cpu" or name not in ("llama_fwd", "llama_bwd"):
+        return None
+    from bench.bench_block import llama_block_eager
+
+    from coda_ir.testing import random_inputs
+
+    props = {k: v for k, v in CODA_PROGRAMS["llama_fwd"].items()}
+    if name == "llama_fwd":
+        return lambda: llama_block_eager(*inputs, **props)
+    fwd = [t.to(dev) for t in random_inputs(ROOT / "examples" / "llama_block.mlir", 0)]
+    *floats, pos = fwd
+    leaves = [t.detach().requires_grad_() for t in floats]
+    x2, qkv = llama_block_eager(*leaves, pos, **props)
+    dqkv, dx2 = inputs[0], inputs[1]
+
+    def eager_backward():
+        torch.autograd.grad((x2, qkv), leaves, (dx2, dqkv), retain_graph=True)
+
+    return eager_backward
+
+
 def bench_coda(log, dev: str = "cuda", rounds: int = 5, out_dir: Path | None = None) -> list[dict]:
     """The coda-lowered LLaMA-block kernels at 8B shapes (examples/coda), on the GPU.
 
@@ -646,11 +677,19 @@ def bench_coda(log, dev: str = "cuda", rounds: int = 5, out_dir: Path | None = N
                 for A, B in plain:
                     torch.matmul(A, B)
 
-            t = side_by_side({"gemms": gemms, "coda": lambda: fn(*inputs)}, rounds)
+            eager = _eager_program(name, inputs, dev)
+            fns = {"gemms": gemms, "coda": lambda: fn(*inputs)}
+            if eager is not None:
+                fns["eager"] = eager
+            t = side_by_side(fns, rounds)
             row.update(sum_gemms_ms=t["gemms"], coda_ms=t["coda"],
                        ratio_vs_gemms=ratio_median(t["_rounds"], "coda", "gemms"))
+            if eager is not None:
+                row.update(eager_ms=t["eager"], ratio_vs_eager=ratio_median(t["_rounds"], "coda", "eager"))
             log(f"--coda {name} whole function: plain cuBLAS GEMMs {t['gemms']:.3f} ms, coda {t['coda']:.3f} ms "
-                f"({row['ratio_vs_gemms']:.3f}x, {mod.kernel_count(name)} launches)")
+                f"({row['ratio_vs_gemms']:.3f}x, {mod.kernel_count(name)} launches)"
+                + (f", eager {t['eager']:.3f} ms (coda/eager {row['ratio_vs_eager']:.3f})" if eager is not None else ""))
+            del eager
             del inputs, outs, launches, plain
             torch.cuda.empty_cache()
             save()
