@@ -381,6 +381,23 @@ class _Cols:
     tw: str  # constexpr expression of the tile width
 
 
+@dataclass
+class _Halves:
+    """A tile in an interleaved column space as two contiguous half tiles of the user's layout.
+
+    Valid only under `cond` (a constexpr test on the tile width); `setup` (emitted inside that
+    branch) defines `ucol`, the user columns of the tile's even columns, and `umask`, the element
+    mask of both halves; the odd columns are the same block `half` columns further on.
+    """
+
+    cond: str
+    setup: list[str]
+    ucol: str
+    umask: str
+    half: int
+    tw: str
+
+
 class _EpilogueEmitter:
     """Emit the body of an epilogue region (gemm or elementwise) as straight-line Triton."""
 
@@ -472,6 +489,53 @@ class _EpilogueEmitter:
         self.col_cache[width] = c
         return c
 
+    def perm_half(self, width: int) -> int:
+        """h when W-wide tensors are read and written at perm(c) (interleave h), else 0."""
+        if self.h and width == self.n:
+            return self.h
+        if self.hw and width == 2 * self.n:
+            return self.hw
+        return 0
+
+    def split_halves(self, op: Operation, width: int) -> _Halves | None:
+        """The two contiguous halves of a `width`-wide tile in an interleaved column space, or None.
+
+        perm sends column c = g + 2i + j of the interleave group starting at g (2h columns) to
+        g + i + j h. The tile's TW columns start at c0 = pid_n TW; when TW divides 2h (the
+        constexpr `cond`; TW is a power of two) the tile lies inside one group, so its even
+        columns land on the contiguous block g + (c0 - g) / 2 + [0, TW / 2) and its odd columns on
+        the same block h further. `ucol` is written as (tile's group) * 2h + (tile within the
+        group) * TW / 2 + arange, not through perm, so Triton's axis analysis sees a contiguous,
+        TW/2-aligned run and vectorizes the accesses. The verifier makes W a multiple of 2h, so
+        perm maps each group onto itself and `ucol < W` is exactly the scatter's `c < W`: ragged
+        rows are masked by mask_m, and columns past W only occur in a sub-tiled column slice.
+
+        Otherwise the emitter keeps the scatter: a tile wider than 2h holds several groups whose
+        halves are runs of only h columns (no longer one block each), and a tile that straddles
+        a group edge (2h not a multiple of TW, e.g. h = 12 with 32-wide tiles) has halves that
+        wrap to the next group. Neither happens at LLaMA shapes (h = F >> BN).
+        """
+        half = self.perm_half(width)
+        if not half or not half_tile_io():
+            return None
+        group = 2 * half
+        largest = group & -group  # the widest power-of-two tile inside one group
+        if largest < MIN_TILE_COLS:
+            return None
+        c = self.cols(op, width)
+        tw = c.tw
+        tiles = f"({group} // {tw})"  # tiles per group
+        ucol, umask = self.fresh("half_cols"), self.fresh("half_mask")
+        setup = [
+            f"{ucol} = ({self.pid_n} // {tiles}) * {group} + ({self.pid_n} % {tiles}) * ({tw} // 2) "
+            f"+ tl.arange(0, {tw} // 2)",
+            f"{umask} = mask_m[:, None] & ({ucol} < {width})[None, :]",
+        ]
+        # `tw <= largest`, not `group % tw == 0`: the same test for a power-of-two tw, and it keeps
+        # the constexpr on the left (Triton's constexpr has no __rmod__)
+        self.emit(f"# half tiles when the tile is inside one interleave group ({tw} divides {group}), else perm(c)")
+        return _Halves(f"{tw} <= {largest}", setup, ucol, umask, half, tw)
+
     def tile_shape(self, op: Operation, ty: Attribute) -> str:
         assert isinstance(ty, coda.TileType)
         return f"(BM, {self.cols(op, ty.cols).tw})"
@@ -493,11 +557,25 @@ class _EpilogueEmitter:
         _, width = ty.get_shape()
         c = self.cols(op, width)
         rows = self.row_offsets()
-        expr = (
-            f"tl.load({self.ptr(op, matrix)} + {rows}[:, None] * {width} + {c.cols}[None, :], "
-            f"mask={c.mask2}, other=0)"
-        )
-        return expr + _to_f32(ty.get_element_type())
+        p = self.ptr(op, matrix)
+        conv = _to_f32(ty.get_element_type())
+        expr = f"tl.load({p} + {rows}[:, None] * {width} + {c.cols}[None, :], mask={c.mask2}, other=0)" + conv
+        hv = self.split_halves(op, width)
+        if hv is None:
+            return expr
+        # the scatter's gather is as uncoalesced as its store: read the two contiguous halves and
+        # interleave them in registers (join puts half 0 at even, half 1 at odd columns)
+        var = self.fresh("ld_halves")
+        base = f"{p} + {rows}[:, None] * {width} + {hv.ucol}[None, :]"
+        lo = f"tl.load({base}, mask={hv.umask}, other=0)"
+        hi = f"tl.load({base} + {hv.half}, mask={hv.umask}, other=0)"
+        self.emit(f"if {hv.cond}:")
+        for line in hv.setup:
+            self.emit(f"    {line}")
+        self.emit(f"    {var} = tl.reshape(tl.join({lo}, {hi}), (BM, {hv.tw})){conv}")
+        self.emit("else:")
+        self.emit(f"    {var} = {expr}")
+        return var
 
     def load_vector(self, op: Operation, vector: SSAValue, axis: coda.Axis, width: int) -> str:
         """The vector as a [BM, 1] (rows), [1, TW] (cols) or scalar operand."""
@@ -738,7 +816,24 @@ class _EpilogueEmitter:
             c = self.cols(op, ty.cols)
             rows = self.row_offsets()
             val = _store_cast(x, rty.get_element_type())
-            self.emit(f"tl.store({ptr} + {rows}[:, None] * {ty.cols} + {c.cols}[None, :], {val}, mask={c.mask2})")
+            scatter = f"tl.store({ptr} + {rows}[:, None] * {ty.cols} + {c.cols}[None, :], {val}, mask={c.mask2})"
+            hv = self.split_halves(op, ty.cols)
+            if hv is None:
+                self.emit(scatter)
+                return
+            # interleaved columns -> the user's layout: the even columns (first half, e.g. gate)
+            # and the odd ones (second half, up) each as one contiguous block, not a scatter whose
+            # adjacent lanes write h columns apart
+            lo, hi = self.fresh("st_lo"), self.fresh("st_hi")
+            base = f"{ptr} + {rows}[:, None] * {ty.cols} + {hv.ucol}[None, :]"
+            self.emit(f"if {hv.cond}:")
+            for line in hv.setup:
+                self.emit(f"    {line}")
+            self.emit(f"    {lo}, {hi} = tl.split(tl.reshape({val}, (BM, {hv.tw} // 2, 2)))")
+            self.emit(f"    tl.store({base}, {lo}, mask={hv.umask})")
+            self.emit(f"    tl.store({base} + {hv.half}, {hi}, mask={hv.umask})")
+            self.emit("else:")
+            self.emit(f"    {scatter}")
 
     def emit_row_partials_store(self, ptr: str, x: str) -> None:
         self.emit(f"# store partials [M, tiles_n] at [m, pid_n]")
@@ -830,6 +925,26 @@ class _EpilogueEmitter:
                 acc = var
             self.emit_row_partials_store(ptr, acc)
         return self.lines
+
+
+# Half-tile stores and loads (`_EpilogueEmitter.split_halves`): a tile in an interleaved
+# column space whose tensor is in the user's layout is written as its even and its odd columns,
+# two contiguous [BM, TW / 2] blocks h apart, instead of a scatter to perm(c) where adjacent lanes
+# are h columns apart (uncoalesced: the LLaMA gate/up GEMM took 3.0x the plain GEMM's time on an
+# H100, 1.24x with the split by hand). On by default; CODA_HALF_TILE_IO=0 / off keeps the scatter
+# everywhere (to A/B it on a GPU; the values are bitwise the same). Read at emission.
+def half_tile_io() -> bool:
+    import os
+
+    text = os.environ.get("CODA_HALF_TILE_IO", "").strip().lower()
+    return text not in ("0", "off", "false", "no")
+
+
+# tl.dot needs N >= 16, so whole column tiles are at least 16 wide (2N-wide tiles 32). When the
+# largest power of two dividing 2h is below this, no tile fits inside one interleave group and
+# the half-tile branch would be dead code: it is not emitted (a narrower sub-tiled slice then
+# keeps the scatter, which stores the same values).
+MIN_TILE_COLS = 16
 
 
 # Sub-tiled gemm epilogues (`_EpilogueEmitter.emit_sliced_region`): a heavy epilogue runs once

@@ -1,6 +1,6 @@
 """Registers and spills of the generated GEMM kernels, compiled for sm_90a without a GPU.
 
-    TRITON_DEFAULT_FP_FUSION=1 .venv/bin/python tests/lowering/sm90_resources.py [FILE.mlir] [--bn 256,128]
+    TRITON_DEFAULT_FP_FUSION=1 .venv/bin/python tests/lowering/sm90_resources.py [FILE.mlir] [--bn 256,128] [--aligned]
 
 Compiles each `coda.gemm` kernel of FILE (default examples/llama_block.mlir, through the nn-to-coda
 pipeline) on the persistent TMA path with Triton's own compiler for `cuda:90` (no device needed),
@@ -40,6 +40,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", nargs="?", default=str(ROOT / "examples" / "llama_block.mlir"))
     parser.add_argument("--bn", default="256,128")
+    parser.add_argument(
+        "--aligned", action="store_true",
+        help="compile as the JIT does on a GPU for aligned tensors: epilogue pointers 16-byte aligned and "
+        "integer arguments multiples of 16 (tt.divisibility = 16; without it no access is vectorized)",
+    )
     args = parser.parse_args()
     os.environ.pop("TRITON_INTERPRET", None)
     import triton
@@ -83,9 +88,15 @@ def main() -> None:
                         sig[p.name] = next(extra)
                     else:
                         sig[p.name] = "i32"
-                tag = f"{name} {bm}x{bn}x{bk} w{warps} s{stages}"
+                attrs = {}
+                if args.aligned:
+                    for idx, p in enumerate(kernel.params):
+                        if sig[p.name] == "i32" or sig[p.name].startswith("*"):
+                            attrs[(idx,)] = [["tt.divisibility", 16]]
+                tag = f"{name} {bm}x{bn}x{bk} w{warps} s{stages}" + (" aligned" if args.aligned else "")
                 try:
-                    compiled = triton.compile(ASTSource(kernel, sig, constexprs=const), target=GPUTarget("cuda", 90, 32),
+                    compiled = triton.compile(ASTSource(kernel, sig, constexprs=const, attrs=attrs),
+                                              target=GPUTarget("cuda", 90, 32),
                                               options=dict(num_warps=warps, num_stages=stages))
                 except Exception as error:  # noqa: BLE001 - report and go on
                     print(f"{tag}: compile failed: {type(error).__name__}: {str(error)[:200]}")
