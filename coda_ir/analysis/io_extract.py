@@ -326,7 +326,11 @@ class _Extractor:
         return m.Kernel(
             _kernel_name(op, self.names, "elementwise"), "elementwise", tuple(reads), tuple(writes), None, None,
             flops, sfu, live, tuple(origin_entries(op)) or tuple(labels), _notes(op, labels, self.partials),
-            programs=math.ceil(mm / tile.bm) * math.ceil(nn_ / tile.bn),
+            programs=(
+                math.ceil(mm / tile.bm) if op.whole_axis == coda.Axis.ROWS
+                else math.ceil(nn_ / tile.bn) if op.whole_axis == coda.Axis.COLS
+                else math.ceil(mm / tile.bm) * math.ceil(nn_ / tile.bn)
+            ),
         )
 
     def fold_kernel(self, op: coda.FoldOp) -> m.Kernel:

@@ -5,7 +5,13 @@ Three kernel ops live at function level:
 * `coda.gemm` computes the fp32 accumulator `acc = op(a) @ op(b)` with a fixed mainloop and
   then runs its region, the *epilogue*, on each output tile while it is on chip.
 * `coda.elementwise` runs the same kind of region over the tiles of an [M, N] iteration space
-  with no GEMM (standalone norms, RoPE backward, anything that fused with nothing).
+  with no GEMM (standalone norms, RoPE backward, anything that fused with nothing). With
+  `whole rows` each program instance covers BM whole rows, running the region on its column
+  tiles one after the other in a fixed order, so a row reduction (`coda.reduce ... dim 1`)
+  completes inside the program: its result is a float tensor of length M (the combined value,
+  like a fold's), not partials. `whole cols` is the same over whole columns (`dim 0`, length
+  of the tile's width). One kernel then does what a tiled kernel plus a `coda.fold` do: e.g. the
+  GEMVs `c = W @ g` of a deferred LayerNorm.
 * `coda.fold` is a small row kernel: it folds per-tile partial reductions in a fixed order
   and maps the folded values per row (e.g. sum of squares -> rstd), optionally summing a
   per-row value over all rows (a loss).
@@ -839,7 +845,12 @@ class SelectOp(TileOperation):
 # ============================================================================ kernels
 
 
-def _verify_kernel_yield(kernel: Operation, block: Block, results: Sequence[SSAValue]) -> None:
+def _verify_kernel_yield(
+    kernel: Operation, block: Block, results: Sequence[SSAValue], whole: Axis | None = None
+) -> None:
+    """Yielded tiles become tensors of their shape, partials become partials buffers; in a
+    `whole rows` (`whole cols`) kernel, row (column) partials complete inside the program and
+    become a float tensor with one value per row (column)."""
     terminator = block.last_op
     if not isinstance(terminator, YieldOp):
         raise VerifyException(f"{kernel.name} region must end with coda.yield")
@@ -848,7 +859,19 @@ def _verify_kernel_yield(kernel: Operation, block: Block, results: Sequence[SSAV
             f"{kernel.name} has {len(results)} results but its epilogue yields {len(terminator.values)} values"
         )
     for i, (value, result) in enumerate(zip(terminator.values, results)):
-        if isinstance(value.type, PartialsType):
+        if isinstance(value.type, PartialsType) and whole is not None:
+            if value.type.axis != whole:
+                raise VerifyException(
+                    f"a whole {whole.value} kernel completes {whole.value} reductions only; value #{i} is "
+                    f"{value.type} (use a tiled coda.elementwise for it)"
+                )
+            length = value.type.length.data
+            if not _is_float_tensor(result.type) or tensor_shape(result.type) != (length,):
+                raise VerifyException(
+                    f"result #{i} holds a {whole.value} reduction completed in the program and must be a float "
+                    f"tensor of shape {length}, got {result.type}"
+                )
+        elif isinstance(value.type, PartialsType):
             if result.type != value.type:
                 raise VerifyException(f"result #{i} must be {value.type} to hold the yielded partials, got {result.type}")
         elif isinstance(value.type, TileType):
@@ -1092,6 +1115,7 @@ class ElementwiseOp(IRDLOperation):
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(AnyAttr())
     shape = prop_def(ArrayAttr[IntAttr])
+    whole = opt_prop_def(AxisAttr)
     config = opt_prop_def(TileConfigAttr)
     body = region_def("single_block")
     traits = traits_def(IsolatedFromAbove(), RecursiveMemoryEffect())
@@ -1103,8 +1127,11 @@ class ElementwiseOp(IRDLOperation):
         result_types: Sequence[Attribute],
         body: Region,
         config: TileConfigAttr | None = None,
+        whole: Axis | None = None,
     ):
         props: dict[str, Attribute] = {"shape": ArrayAttr(IntAttr(d) for d in shape)}
+        if whole is not None:
+            props["whole"] = AxisAttr(whole)
         if config is not None:
             props["config"] = config
         super().__init__(operands=[inputs], result_types=[result_types], regions=[body], properties=props)
@@ -1113,15 +1140,23 @@ class ElementwiseOp(IRDLOperation):
         m, n = (d.data for d in self.shape.data)
         return m, n
 
+    @property
+    def whole_axis(self) -> Axis | None:
+        """`rows`: each program covers whole rows (walks the column tiles in order), so row
+        reductions complete in the program; `cols`: whole columns; None: one tile per program."""
+        return self.whole.data if self.whole is not None else None
+
     def verify_(self) -> None:
         dims = [d.data for d in self.shape.data]
         if len(dims) != 2 or any(d <= 0 for d in dims):
             raise VerifyException(f"shape must be two positive extents [M, N], got {dims}")
+        if self.whole_axis == Axis.SCALAR:
+            raise VerifyException("whole takes rows (programs cover whole rows) or cols (whole columns)")
         block = self.body.blocks[0]
         _verify_epilogue_inputs(self, block, self.inputs, 0)
         m, _ = self.iteration_shape()
         _verify_tile_rows(block, m)
-        _verify_kernel_yield(self, block, self.outputs)
+        _verify_kernel_yield(self, block, self.outputs, self.whole_axis)
 
     @classmethod
     def parse(cls, parser: Parser) -> ElementwiseOp:
@@ -1129,6 +1164,11 @@ class ElementwiseOp(IRDLOperation):
             parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False, allow_negative=False)
         )
         props: dict[str, Attribute] = {"shape": ArrayAttr(IntAttr(d) for d in dims)}
+        if parser.parse_optional_keyword("whole") is not None:
+            axis = parser.parse_str_enum(Axis)
+            if axis == Axis.SCALAR:
+                parser.raise_error("expected rows or cols after 'whole'")
+            props["whole"] = AxisAttr(axis)
         if parser.parse_optional_keyword("config") is not None:
             config = parser.parse_attribute()
             if not isinstance(config, TileConfigAttr):
@@ -1146,6 +1186,8 @@ class ElementwiseOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" [" + ", ".join(str(d.data) for d in self.shape.data) + "]")
+        if self.whole is not None:
+            printer.print_string(f" whole {self.whole.data.value}")
         if self.config is not None:
             printer.print_string(" config ")
             printer.print_attribute(self.config)

@@ -100,6 +100,25 @@ def elementwise_config(M: int, N: int, bn_multiple_of: int = 1) -> TileConfig:
     return TileConfig(bm, bn, num_warps=4 if bm * bn <= 4096 else 8)
 
 
+def whole_elementwise_config(M: int, N: int, whole: str, bn_multiple_of: int = 1) -> TileConfig:
+    """Tiles of a `whole rows` (`whole cols`) kernel: each program walks its rows' (columns')
+    tiles in order, so the grid is cdiv(M, bm) (cdiv(N, bn)) programs; on a GPU the fixed side
+    is kept small enough to give every SM work on weight-sized extents (4096 rows: 128 programs)."""
+    if interpreting():
+        # few programs, but tiles narrow enough along the walked axis that small test shapes
+        # take more than one step of the loop
+        if whole == "rows":
+            bn = max(min(_pow2_at_least(N), 64), bn_multiple_of, 16)
+            return TileConfig(max(min(_pow2_at_least(M), 4096 // bn), 16), bn)
+        bm = max(min(_pow2_at_least(M), 64), 16)
+        return TileConfig(bm, max(min(_pow2_at_least(N), 4096 // bm), bn_multiple_of, 16))
+    if whole == "rows":
+        bn = max(min(_pow2_at_least(N), 128), bn_multiple_of, 16)
+        return TileConfig(max(min(_pow2_at_least(M), 32), 16), bn)
+    bn = max(min(_pow2_at_least(N), 32), bn_multiple_of, 16)
+    return TileConfig(max(min(_pow2_at_least(M), 128), 16), bn)
+
+
 def fixed_gemm_config(bm: int, bn: int, bk: int, warps: int, stages: int):
     """The GemmConfig of a `#coda.config` (no autotuning); the TMA path where it can run."""
     from coda_ir.lowering.gemm_launch import GemmConfig
@@ -114,14 +133,39 @@ def launch_elementwise(
     M: int,
     N: int,
     bn_multiple_of: int = 1,
+    whole: str | None = None,
     config: TileConfig | None = None,
 ) -> tuple[TileConfig, Sequence[object]]:
-    """Launch a `coda.elementwise` kernel over the tiles of an M x N space."""
-    config = config or elementwise_config(M, N, bn_multiple_of)
-    extra = list(extra_args_for(config))
-    grid = (triton.cdiv(M, config.bm) * triton.cdiv(N, config.bn),)
-    kernel[grid](*extra, M, N, BM=config.bm, BN=config.bn, num_warps=config.num_warps)
+    """Launch a `coda.elementwise` kernel over the tiles of an M x N space (`whole`: "rows"
+    or "cols" for one program per row or column block, walking the other axis in order)."""
+    config, extra, programs, args, constexprs = elementwise_launch(
+        extra_args_for, M=M, N=N, bn_multiple_of=bn_multiple_of, whole=whole, config=config
+    )
+    kernel[(programs,)](*args, **constexprs, num_warps=config.num_warps)
     return config, extra
+
+
+def elementwise_launch(
+    extra_args_for: Callable[[TileConfig], Sequence[object]],
+    *,
+    M: int,
+    N: int,
+    bn_multiple_of: int = 1,
+    whole: str | None = None,
+    config: TileConfig | None = None,
+) -> tuple[TileConfig, list[object], int, list[object], dict[str, int]]:
+    """What launching a `coda.elementwise` kernel takes: (config, its inputs and outputs, the
+    number of programs, the runtime arguments, the constexprs)."""
+    if config is None:
+        config = whole_elementwise_config(M, N, whole, bn_multiple_of) if whole else elementwise_config(M, N, bn_multiple_of)
+    extra = list(extra_args_for(config))
+    if whole == "rows":
+        programs = triton.cdiv(M, config.bm)
+    elif whole == "cols":
+        programs = triton.cdiv(N, config.bn)
+    else:
+        programs = triton.cdiv(M, config.bm) * triton.cdiv(N, config.bn)
+    return config, extra, programs, [*extra, M, N], {"BM": config.bm, "BN": config.bn}
 
 
 FOLD_BLOCK = 256

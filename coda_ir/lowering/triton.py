@@ -410,6 +410,11 @@ class _EpilogueEmitter:
         # partials per output index (combined in slice order after the last slice)
         self.vec_cache: dict[str, str] | None = None
         self.row_partials: dict[int, tuple[coda.PartialsType, str, list[str]]] | None = None
+        # `coda.elementwise whole rows/cols`: the region runs once per tile of the program's
+        # rows (columns) in a loop; partials along that axis are combined into running values
+        # (output index -> (partials type, running variable, partial width)) stored after the loop
+        self.whole: coda.Axis | None = None
+        self.completed: dict[int, tuple[coda.PartialsType, str, int]] = {}
 
     # -------------------------------------------------------------- helpers
     def emit(self, text: str) -> None:
@@ -720,6 +725,9 @@ class _EpilogueEmitter:
             pty = value.type
             src = value.owner
             assert isinstance(src, Operation)
+            if self.whole is not None:
+                self.emit_complete(index, pty, x, src)
+                return
             if pty.axis == coda.Axis.ROWS:
                 if self.row_partials is not None:
                     # a slice's partial: combined with the other slices' after the last one
@@ -739,6 +747,25 @@ class _EpilogueEmitter:
             rows = self.row_offsets()
             val = _store_cast(x, rty.get_element_type())
             self.emit(f"tl.store({ptr} + {rows}[:, None] * {ty.cols} + {c.cols}[None, :], {val}, mask={c.mask2})")
+
+    def emit_complete(self, index: int, pty: coda.PartialsType, x: str, src: Operation) -> None:
+        """Whole rows/cols: combine this tile's partial into the program's running value, in
+        tile order (the loop order), as a fold would combine the stored partials."""
+        if index not in self.completed:
+            width = src.operands[0].type.cols if pty.axis == coda.Axis.COLS else 0  # type: ignore[attr-defined]
+            self.completed[index] = (pty, self.fresh(f"whole{index}"), width)
+        _, acc, _ = self.completed[index]
+        combine = pty.combine_kind
+        self.emit(f"# combine with the previous tiles' {pty.axis.value} partials ({combine.value})")
+        if combine == coda.Combine.SUM:
+            self.emit(f"{acc} = {acc} + {x}")
+        elif combine == coda.Combine.MAX:
+            self.emit(f"{acc} = tl.maximum({acc}, {x})")
+        else:
+            mx, ref = self.fresh("wc_max"), self.fresh("wc_ref")
+            self.emit(f"{mx} = tl.maximum({acc}, {x})")
+            self.emit(f'{ref} = tl.where({mx} == -float("inf"), 0.0, {mx})')
+            self.emit(f"{acc} = {ref} + tl.log(tl.exp({acc} - {ref}) + tl.exp({x} - {ref}))")
 
     def emit_row_partials_store(self, ptr: str, x: str) -> None:
         self.emit(f"# store partials [M, tiles_n] at [m, pid_n]")
@@ -1004,28 +1031,82 @@ def emit_gemm(op: coda.GemmOp, name: str) -> KernelInfo:
     return KernelInfo(op, name, "gemm", em.bn_multiple_of, src)
 
 
-def emit_elementwise(op: coda.ElementwiseOp, name: str) -> KernelInfo:
+def _kernel_head(name: str, params: Sequence[str], member: bool) -> list[str]:
+    """`@triton.jit def name(...)` and the program id: its own launch's, or (a member of a
+    `coda.launch_group`) the program index within the member's share of the group's grid."""
+    if member:
+        return ["@triton.jit", f"def {name}({', '.join(['pid', *params])}):"]
+    return ["@triton.jit", f"def {name}({', '.join(params)}):", IND + "pid = tl.program_id(0)"]
+
+
+def _width_expr(width: int, n: int, bn: str) -> str:
+    """The constexpr width of a W-wide tile when the kernel's column tile is `bn` of N."""
+    r = Fraction(width, n)
+    if r == 1:
+        return bn
+    if r.denominator == 1:
+        return f"({bn} * {r.numerator})"
+    if r.numerator == 1:
+        return f"({bn} // {r.denominator})"
+    return f"({bn} * {r.numerator} // {r.denominator})"
+
+
+def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False) -> KernelInfo:
     names = _Names(KERNEL_SCOPE)
     block = op.body.blocks[0]
     in_params = _param_names(names, block.args, "in")
     out_params = _param_names(names, op.outputs, "out")
     _, n = op.iteration_shape()
     em = _EpilogueEmitter(op, n, 0, dict(zip(block.args, in_params)), names)
+    em.whole = op.whole_axis
     em.emit_region(block, in_params, list(zip(op.outputs, out_params)))
-    params = ", ".join([*in_params, *out_params, "M", "N", "BM: tl.constexpr", "BN: tl.constexpr"])
-    src = [
-        "@triton.jit",
-        f"def {name}({params}):",
-        "    pid = tl.program_id(0)",
-        "    num_pid_n = tl.cdiv(N, BN)",
-        "    pid_m = pid // num_pid_n",
-        "    pid_n = pid % num_pid_n",
-        "    offs_m = pid_m * BM + tl.arange(0, BM)",
-        "    offs_n = pid_n * BN + tl.arange(0, BN)",
-        "    mask_m = offs_m < M",
-        "    mask_n = offs_n < N",
-        *em.lines,
+    params = [*in_params, *out_params, "M", "N", "BM: tl.constexpr", "BN: tl.constexpr"]
+    src = _kernel_head(name, params, member)
+    if em.whole is None:
+        src += [
+            "    num_pid_n = tl.cdiv(N, BN)",
+            "    pid_m = pid // num_pid_n",
+            "    pid_n = pid % num_pid_n",
+            "    offs_m = pid_m * BM + tl.arange(0, BM)",
+            "    offs_n = pid_n * BN + tl.arange(0, BN)",
+            "    mask_m = offs_m < M",
+            "    mask_n = offs_n < N",
+            *em.lines,
+        ]
+        return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src)
+    # whole rows (cols): this program's BM rows (BN columns), the region once per tile along
+    # them in order; completed reductions are running values stored after the loop
+    rows = em.whole == coda.Axis.ROWS
+    fixed, loop = ("m", "n") if rows else ("n", "m")
+    extent = {"m": ("M", "BM"), "n": ("N", "BN")}
+    src += [
+        f"    pid_{fixed} = pid",
+        f"    offs_{fixed} = pid_{fixed} * {extent[fixed][1]} + tl.arange(0, {extent[fixed][1]})",
+        f"    mask_{fixed} = offs_{fixed} < {extent[fixed][0]}",
     ]
+    for index, (pty, acc, width) in sorted(em.completed.items()):
+        shape = "BM" if rows else _width_expr(width, n, "BN")
+        init = "0.0" if pty.combine_kind == coda.Combine.SUM else '-float("inf")'
+        src.append(f"    {acc} = tl.full(({shape},), {init}, tl.float32)")
+    src += [
+        f"    # whole {em.whole.value}: the {'column' if rows else 'row'} tiles in order",
+        f"    for pid_{loop} in range(0, tl.cdiv({extent[loop][0]}, {extent[loop][1]})):",
+        f"        offs_{loop} = pid_{loop} * {extent[loop][1]} + tl.arange(0, {extent[loop][1]})",
+        f"        mask_{loop} = offs_{loop} < {extent[loop][0]}",
+        *[IND + line for line in em.lines],
+    ]
+    for index, (pty, acc, width) in sorted(em.completed.items()):
+        result = op.outputs[index]
+        rty = result.type
+        assert isinstance(rty, TensorType)
+        val = _store_cast(acc, rty.get_element_type())
+        if rows:
+            src.append(f"    tl.store({out_params[index]} + offs_m, {val}, mask=mask_m)")
+        else:
+            tw = _width_expr(width, n, "BN")
+            cols = names(f"cols{index}")
+            src.append(f"    {cols} = pid_n * {tw} + tl.arange(0, {tw})")
+            src.append(f"    tl.store({out_params[index]} + {cols}, {val}, mask={cols} < {width})")
     return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src)
 
 
@@ -1262,11 +1343,12 @@ class _HostEmitter:
                 c = op.config.as_dict()
                 self.check_config(op, c, info)
                 fixed = f", config=_rt.TileConfig({c['bm']}, {c['bn']}, {c['warps']})"
-            self.emit(f"# {info.name}: coda.elementwise {m}x{n}")
+            whole = f", whole={op.whole_axis.value!r}" if op.whole_axis is not None else ""
+            self.emit(f"# {info.name}: coda.elementwise {m}x{n}{' whole ' + op.whole_axis.value if whole else ''}")
             self.emit(
                 f"_cfg, _e = _rt.launch_elementwise({info.name}, "
                 f"lambda _cfg: {args}, "
-                f"M={m}, N={n}, bn_multiple_of={info.bn_multiple_of}{fixed})"
+                f"M={m}, N={n}, bn_multiple_of={info.bn_multiple_of}{whole}{fixed})"
             )
             self.emit_unpack(outs, len(ins))
         else:
