@@ -368,7 +368,12 @@ class _Extractor:
         kernel_ops: list[Operation] = []
         inputs = [self.tensor(a) for a in self.args] if self.fn.body.blocks else []
         outputs: list[m.Tensor] = []
+        ops: list[Operation] = []
         for op in self.fn.body.ops if self.fn.body.blocks else []:
+            # a launch group's members are priced as the kernels they are (one launch overhead
+            # each: the model does not credit the shared launch)
+            ops += op.members() if isinstance(op, coda.LaunchGroupOp) else [op]
+        for op in ops:
             if op.name.startswith("nn."):
                 kernels.append(self.nn_kernel(op))
             elif isinstance(op, coda.GemmOp):

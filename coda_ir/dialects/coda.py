@@ -1,6 +1,6 @@
 """The `coda` dialect: GEMM-plus-epilogue programs.
 
-Three kernel ops live at function level:
+Three kernel ops live at function level (directly, or as members of a `coda.launch_group`):
 
 * `coda.gemm` computes the fp32 accumulator `acc = op(a) @ op(b)` with a fixed mainloop and
   then runs its region, the *epilogue*, on each output tile while it is on chip.
@@ -15,6 +15,11 @@ Three kernel ops live at function level:
 * `coda.fold` is a small row kernel: it folds per-tile partial reductions in a fixed order
   and maps the folded values per row (e.g. sum of squares -> rstd), optionally summing a
   per-row value over all rows (a loss).
+
+`coda.launch_group` groups two or more independent small kernels (`coda.elementwise`,
+`coda.fold`) into one GPU launch: its region holds the members and a `coda.yield` of all their
+results in order; no member may use another member's result (they run concurrently).
+`coda-group-launches` forms these groups.
 
 Inside an epilogue region every value is either a **tile** (`!coda.tile<MxWxT>`: the part of a
 logical M x W matrix this program instance holds) or a **partial** (`!coda.partials<...>`:
@@ -437,7 +442,7 @@ class YieldOp(IRDLOperation):
     values = var_operand_def(AnyAttr())
     assembly_format = "attr-dict ($values^ `:` type($values))?"
     traits = lazy_traits_def(
-        lambda: (IsTerminator(), HasParent(GemmOp, ElementwiseOp, FoldOp, MapOp, PairMapOp), Pure())
+        lambda: (IsTerminator(), HasParent(GemmOp, ElementwiseOp, FoldOp, MapOp, PairMapOp, LaunchGroupOp), Pure())
     )
 
     def __init__(self, *values: SSAValue):
@@ -1345,14 +1350,104 @@ def _verify_body_types(body: Region, arg_types: Sequence[Attribute], yield_types
             raise VerifyException(f"{what} must yield {expected} as value #{i}, got {value.type}")
 
 
+SMALL_KERNEL_OPS = (ElementwiseOp, FoldOp)
+
+
+@irdl_op_definition
+class LaunchGroupOp(IRDLOperation):
+    """Independent small kernels sharing one launch.
+
+    The region holds two or more `coda.elementwise` / `coda.fold` kernels and a `coda.yield` of
+    all their results, in member order; the group's results are those values. They run as one
+    GPU launch: the program-id range is split among the members, in order, each member keeping
+    its own grid and tile constants. Members run concurrently, so no member may use another
+    member's result (the verifier checks it; SSA dominance takes care of everything outside).
+    """
+
+    name = "coda.launch_group"
+    outputs = var_result_def(AnyAttr())
+    body = region_def("single_block")
+    traits = traits_def(RecursiveMemoryEffect())
+
+    def __init__(self, result_types: Sequence[Attribute], body: Region):
+        super().__init__(result_types=[result_types], regions=[body])
+
+    def members(self) -> list[Operation]:
+        return [op for op in self.body.blocks[0].ops if not isinstance(op, YieldOp)]
+
+    def verify_(self) -> None:
+        block = self.body.blocks[0]
+        members = self.members()
+        for i, member in enumerate(members):
+            if not isinstance(member, SMALL_KERNEL_OPS):
+                raise VerifyException(
+                    f"member #{i} is '{member.name}': a launch group holds small kernels only "
+                    "(coda.elementwise, coda.fold)"
+                )
+        if len(members) < 2:
+            raise VerifyException(f"a launch group needs at least two kernels, got {len(members)}")
+        index = {m: i for i, m in enumerate(members)}
+        for j, member in enumerate(members):
+            for operand in member.operands:
+                owner = operand.owner
+                if isinstance(owner, Operation) and owner in index:
+                    i = index[owner]
+                    raise VerifyException(
+                        f"member #{j} ('{member.name}') uses a result of member #{i} ('{owner.name}'): "
+                        "kernels sharing a launch run concurrently and must not depend on each other"
+                    )
+        terminator = block.last_op
+        if not isinstance(terminator, YieldOp):
+            raise VerifyException("a launch group must end with coda.yield")
+        expected = [r for m in members for r in m.results]
+        if list(terminator.values) != expected:
+            raise VerifyException(
+                f"the launch group must yield every result of its members, in member order "
+                f"({len(expected)} values), yields {len(terminator.values)}"
+                + ("" if len(terminator.values) != len(expected) else " in another order")
+            )
+        if [r.type for r in self.outputs] != [v.type for v in expected]:
+            raise VerifyException("the launch group's result types must be the types of the values it yields")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LaunchGroupOp:
+        result_types: list[Attribute] = []
+        if parser.parse_optional_punctuation("->") is not None:
+            result_types = _parse_type_list(parser)
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        region = parser.parse_region()
+        op = cls.create(result_types=result_types, regions=[region])
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        if self.outputs:
+            printer.print_string(" -> ")
+            _print_type_list(printer, [r.type for r in self.outputs])
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body)
+
+
 KERNEL_OPS = (GemmOp, ElementwiseOp, FoldOp)
 
 
 def kernels(op: Operation) -> Iterator[Operation]:
-    """The kernels of a function (or module), in program order."""
+    """The kernels of a function (or module), in program order (members of launch groups included)."""
     for inner in op.walk():
         if isinstance(inner, KERNEL_OPS):
             yield inner
+
+
+def launch_count(op: Operation) -> int:
+    """GPU launches one call makes: one per kernel, a `coda.launch_group` counting once."""
+    return sum(
+        1
+        for inner in op.walk()
+        if isinstance(inner, LaunchGroupOp)
+        or (isinstance(inner, KERNEL_OPS) and not isinstance(inner.parent_op(), LaunchGroupOp))
+    )
 
 
 CODA = Dialect(
@@ -1361,6 +1456,7 @@ CODA = Dialect(
         GemmOp,
         ElementwiseOp,
         FoldOp,
+        LaunchGroupOp,
         YieldOp,
         LoadOp,
         BroadcastOp,

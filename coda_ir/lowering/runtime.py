@@ -138,11 +138,23 @@ def launch_elementwise(
 ) -> tuple[TileConfig, Sequence[object]]:
     """Launch a `coda.elementwise` kernel over the tiles of an M x N space (`whole`: "rows"
     or "cols" for one program per row or column block, walking the other axis in order)."""
-    config, extra, programs, args, constexprs = elementwise_launch(
-        extra_args_for, M=M, N=N, bn_multiple_of=bn_multiple_of, whole=whole, config=config
-    )
-    kernel[(programs,)](*args, **constexprs, num_warps=config.num_warps)
-    return config, extra
+    spec = elementwise_launch(extra_args_for, M=M, N=N, bn_multiple_of=bn_multiple_of, whole=whole, config=config)
+    kernel[(spec.programs,)](*spec.args, **spec.constexprs, num_warps=spec.num_warps)
+    return spec.config, spec.extra
+
+
+@dataclass
+class LaunchSpec:
+    """One kernel's share of a launch: its program count, runtime arguments and constexprs
+    (in the kernel's parameter order), warps, and the tensors it returns."""
+
+    programs: int
+    args: list[object]
+    constexprs: dict[str, int]
+    num_warps: int
+    results: tuple[object, ...]
+    config: TileConfig | None = None
+    extra: list[object] | None = None
 
 
 def elementwise_launch(
@@ -153,9 +165,10 @@ def elementwise_launch(
     bn_multiple_of: int = 1,
     whole: str | None = None,
     config: TileConfig | None = None,
-) -> tuple[TileConfig, list[object], int, list[object], dict[str, int]]:
-    """What launching a `coda.elementwise` kernel takes: (config, its inputs and outputs, the
-    number of programs, the runtime arguments, the constexprs)."""
+    n_inputs: int = 0,
+) -> LaunchSpec:
+    """What launching a `coda.elementwise` kernel takes (`extra`: its inputs then outputs;
+    `results`: the outputs, after the inputs given by `extra_args_for`)."""
     if config is None:
         config = whole_elementwise_config(M, N, whole, bn_multiple_of) if whole else elementwise_config(M, N, bn_multiple_of)
     extra = list(extra_args_for(config))
@@ -165,7 +178,28 @@ def elementwise_launch(
         programs = triton.cdiv(N, config.bn)
     else:
         programs = triton.cdiv(M, config.bm) * triton.cdiv(N, config.bn)
-    return config, extra, programs, [*extra, M, N], {"BM": config.bm, "BN": config.bn}
+    return LaunchSpec(
+        programs, [*extra, M, N], {"BM": config.bm, "BN": config.bn}, config.num_warps,
+        tuple(extra[n_inputs:]), config, extra,
+    )
+
+
+def launch_group(kernel, members: Sequence[LaunchSpec]) -> tuple[LaunchSpec, ...]:
+    """Launch a `coda.launch_group` kernel: one grid holding every member's programs, in member
+    order; the kernel takes the members' arguments, then the running program-count ends, then
+    the members' constexprs (suffixed with the member index). Warps: the most any member asks."""
+    args: list[object] = []
+    ends: list[int] = []
+    constexprs: dict[str, int] = {}
+    total = 0
+    for i, spec in enumerate(members):
+        args += spec.args
+        total += spec.programs
+        ends.append(total)
+        constexprs.update({f"{k}_{i}": v for k, v in spec.constexprs.items()})
+    warps = max(spec.num_warps for spec in members)
+    kernel[(total,)](*args, *ends, **constexprs, num_warps=warps)
+    return tuple(members)
 
 
 FOLD_BLOCK = 256
@@ -182,12 +216,25 @@ def launch_fold(
 ) -> tuple[torch.Tensor, ...]:
     """Launch a `coda.fold` row kernel. With rank-0 (summed) results one program walks all
     rows in order, so the sum is deterministic; otherwise one program per block of rows."""
+    spec = fold_launch(partials, inputs, outputs, L=L, sums=sums)
+    kernel[(spec.programs,)](*spec.args, **spec.constexprs)
+    return spec.results
+
+
+def fold_launch(
+    partials: Sequence[torch.Tensor],
+    inputs: Sequence[torch.Tensor],
+    outputs: Sequence[torch.Tensor],
+    *,
+    L: int,
+    sums: bool,
+) -> LaunchSpec:
+    """What launching a `coda.fold` kernel takes (see `launch_fold`)."""
     block = min(FOLD_BLOCK, max(16, _pow2_at_least(L)))
     blocks = triton.cdiv(L, block)
-    grid, iters = ((1,), blocks) if sums else ((blocks,), 1)
+    programs, iters = (1, blocks) if sums else (blocks, 1)
     tiles = [p.shape[1] for p in partials]
-    kernel[grid](*partials, *inputs, *outputs, L, *tiles, iters, BLOCK=block)
-    return tuple(outputs)
+    return LaunchSpec(programs, [*partials, *inputs, *outputs, L, *tiles, iters], {"BLOCK": block}, 4, tuple(outputs))
 
 
 # ============================================================================ loading and caching
