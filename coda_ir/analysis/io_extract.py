@@ -326,7 +326,11 @@ class _Extractor:
         return m.Kernel(
             _kernel_name(op, self.names, "elementwise"), "elementwise", tuple(reads), tuple(writes), None, None,
             flops, sfu, live, tuple(origin_entries(op)) or tuple(labels), _notes(op, labels, self.partials),
-            programs=math.ceil(mm / tile.bm) * math.ceil(nn_ / tile.bn),
+            programs=(
+                math.ceil(mm / tile.bm) if op.whole_axis == coda.Axis.ROWS
+                else math.ceil(nn_ / tile.bn) if op.whole_axis == coda.Axis.COLS
+                else math.ceil(mm / tile.bm) * math.ceil(nn_ / tile.bn)
+            ),
         )
 
     def fold_kernel(self, op: coda.FoldOp) -> m.Kernel:
@@ -364,7 +368,12 @@ class _Extractor:
         kernel_ops: list[Operation] = []
         inputs = [self.tensor(a) for a in self.args] if self.fn.body.blocks else []
         outputs: list[m.Tensor] = []
+        ops: list[Operation] = []
         for op in self.fn.body.ops if self.fn.body.blocks else []:
+            # a launch group's members are priced as the kernels they are (one launch overhead
+            # each: the model does not credit the shared launch)
+            ops += op.members() if isinstance(op, coda.LaunchGroupOp) else [op]
+        for op in ops:
             if op.name.startswith("nn."):
                 kernels.append(self.nn_kernel(op))
             elif isinstance(op, coda.GemmOp):

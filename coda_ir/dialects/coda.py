@@ -1,14 +1,25 @@
 """The `coda` dialect: GEMM-plus-epilogue programs.
 
-Three kernel ops live at function level:
+Three kernel ops live at function level (directly, or as members of a `coda.launch_group`):
 
 * `coda.gemm` computes the fp32 accumulator `acc = op(a) @ op(b)` with a fixed mainloop and
   then runs its region, the *epilogue*, on each output tile while it is on chip.
 * `coda.elementwise` runs the same kind of region over the tiles of an [M, N] iteration space
-  with no GEMM (standalone norms, RoPE backward, anything that fused with nothing).
+  with no GEMM (standalone norms, RoPE backward, anything that fused with nothing). With
+  `whole rows` each program instance covers BM whole rows, running the region on its column
+  tiles one after the other in a fixed order, so a row reduction (`coda.reduce ... dim 1`)
+  completes inside the program: its result is a float tensor of length M (the combined value,
+  like a fold's), not partials. `whole cols` is the same over whole columns (`dim 0`, length
+  of the tile's width). One kernel then does what a tiled kernel plus a `coda.fold` do: e.g. the
+  GEMVs `c = W @ g` of a deferred LayerNorm.
 * `coda.fold` is a small row kernel: it folds per-tile partial reductions in a fixed order
   and maps the folded values per row (e.g. sum of squares -> rstd), optionally summing a
   per-row value over all rows (a loss).
+
+`coda.launch_group` groups two or more independent small kernels (`coda.elementwise`,
+`coda.fold`) into one GPU launch: its region holds the members and a `coda.yield` of all their
+results in order; no member may use another member's result (they run concurrently).
+`coda-group-launches` forms these groups.
 
 Inside an epilogue region every value is either a **tile** (`!coda.tile<MxWxT>`: the part of a
 logical M x W matrix this program instance holds) or a **partial** (`!coda.partials<...>`:
@@ -431,7 +442,7 @@ class YieldOp(IRDLOperation):
     values = var_operand_def(AnyAttr())
     assembly_format = "attr-dict ($values^ `:` type($values))?"
     traits = lazy_traits_def(
-        lambda: (IsTerminator(), HasParent(GemmOp, ElementwiseOp, FoldOp, MapOp, PairMapOp), Pure())
+        lambda: (IsTerminator(), HasParent(GemmOp, ElementwiseOp, FoldOp, MapOp, PairMapOp, LaunchGroupOp), Pure())
     )
 
     def __init__(self, *values: SSAValue):
@@ -839,7 +850,12 @@ class SelectOp(TileOperation):
 # ============================================================================ kernels
 
 
-def _verify_kernel_yield(kernel: Operation, block: Block, results: Sequence[SSAValue]) -> None:
+def _verify_kernel_yield(
+    kernel: Operation, block: Block, results: Sequence[SSAValue], whole: Axis | None = None
+) -> None:
+    """Yielded tiles become tensors of their shape, partials become partials buffers; in a
+    `whole rows` (`whole cols`) kernel, row (column) partials complete inside the program and
+    become a float tensor with one value per row (column)."""
     terminator = block.last_op
     if not isinstance(terminator, YieldOp):
         raise VerifyException(f"{kernel.name} region must end with coda.yield")
@@ -848,7 +864,19 @@ def _verify_kernel_yield(kernel: Operation, block: Block, results: Sequence[SSAV
             f"{kernel.name} has {len(results)} results but its epilogue yields {len(terminator.values)} values"
         )
     for i, (value, result) in enumerate(zip(terminator.values, results)):
-        if isinstance(value.type, PartialsType):
+        if isinstance(value.type, PartialsType) and whole is not None:
+            if value.type.axis != whole:
+                raise VerifyException(
+                    f"a whole {whole.value} kernel completes {whole.value} reductions only; value #{i} is "
+                    f"{value.type} (use a tiled coda.elementwise for it)"
+                )
+            length = value.type.length.data
+            if not _is_float_tensor(result.type) or tensor_shape(result.type) != (length,):
+                raise VerifyException(
+                    f"result #{i} holds a {whole.value} reduction completed in the program and must be a float "
+                    f"tensor of shape {length}, got {result.type}"
+                )
+        elif isinstance(value.type, PartialsType):
             if result.type != value.type:
                 raise VerifyException(f"result #{i} must be {value.type} to hold the yielded partials, got {result.type}")
         elif isinstance(value.type, TileType):
@@ -1092,6 +1120,7 @@ class ElementwiseOp(IRDLOperation):
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(AnyAttr())
     shape = prop_def(ArrayAttr[IntAttr])
+    whole = opt_prop_def(AxisAttr)
     config = opt_prop_def(TileConfigAttr)
     body = region_def("single_block")
     traits = traits_def(IsolatedFromAbove(), RecursiveMemoryEffect())
@@ -1103,8 +1132,11 @@ class ElementwiseOp(IRDLOperation):
         result_types: Sequence[Attribute],
         body: Region,
         config: TileConfigAttr | None = None,
+        whole: Axis | None = None,
     ):
         props: dict[str, Attribute] = {"shape": ArrayAttr(IntAttr(d) for d in shape)}
+        if whole is not None:
+            props["whole"] = AxisAttr(whole)
         if config is not None:
             props["config"] = config
         super().__init__(operands=[inputs], result_types=[result_types], regions=[body], properties=props)
@@ -1113,15 +1145,23 @@ class ElementwiseOp(IRDLOperation):
         m, n = (d.data for d in self.shape.data)
         return m, n
 
+    @property
+    def whole_axis(self) -> Axis | None:
+        """`rows`: each program covers whole rows (walks the column tiles in order), so row
+        reductions complete in the program; `cols`: whole columns; None: one tile per program."""
+        return self.whole.data if self.whole is not None else None
+
     def verify_(self) -> None:
         dims = [d.data for d in self.shape.data]
         if len(dims) != 2 or any(d <= 0 for d in dims):
             raise VerifyException(f"shape must be two positive extents [M, N], got {dims}")
+        if self.whole_axis == Axis.SCALAR:
+            raise VerifyException("whole takes rows (programs cover whole rows) or cols (whole columns)")
         block = self.body.blocks[0]
         _verify_epilogue_inputs(self, block, self.inputs, 0)
         m, _ = self.iteration_shape()
         _verify_tile_rows(block, m)
-        _verify_kernel_yield(self, block, self.outputs)
+        _verify_kernel_yield(self, block, self.outputs, self.whole_axis)
 
     @classmethod
     def parse(cls, parser: Parser) -> ElementwiseOp:
@@ -1129,6 +1169,11 @@ class ElementwiseOp(IRDLOperation):
             parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False, allow_negative=False)
         )
         props: dict[str, Attribute] = {"shape": ArrayAttr(IntAttr(d) for d in dims)}
+        if parser.parse_optional_keyword("whole") is not None:
+            axis = parser.parse_str_enum(Axis)
+            if axis == Axis.SCALAR:
+                parser.raise_error("expected rows or cols after 'whole'")
+            props["whole"] = AxisAttr(axis)
         if parser.parse_optional_keyword("config") is not None:
             config = parser.parse_attribute()
             if not isinstance(config, TileConfigAttr):
@@ -1146,6 +1191,8 @@ class ElementwiseOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" [" + ", ".join(str(d.data) for d in self.shape.data) + "]")
+        if self.whole is not None:
+            printer.print_string(f" whole {self.whole.data.value}")
         if self.config is not None:
             printer.print_string(" config ")
             printer.print_attribute(self.config)
@@ -1303,14 +1350,104 @@ def _verify_body_types(body: Region, arg_types: Sequence[Attribute], yield_types
             raise VerifyException(f"{what} must yield {expected} as value #{i}, got {value.type}")
 
 
+SMALL_KERNEL_OPS = (ElementwiseOp, FoldOp)
+
+
+@irdl_op_definition
+class LaunchGroupOp(IRDLOperation):
+    """Independent small kernels sharing one launch.
+
+    The region holds two or more `coda.elementwise` / `coda.fold` kernels and a `coda.yield` of
+    all their results, in member order; the group's results are those values. They run as one
+    GPU launch: the program-id range is split among the members, in order, each member keeping
+    its own grid and tile constants. Members run concurrently, so no member may use another
+    member's result (the verifier checks it; SSA dominance takes care of everything outside).
+    """
+
+    name = "coda.launch_group"
+    outputs = var_result_def(AnyAttr())
+    body = region_def("single_block")
+    traits = traits_def(RecursiveMemoryEffect())
+
+    def __init__(self, result_types: Sequence[Attribute], body: Region):
+        super().__init__(result_types=[result_types], regions=[body])
+
+    def members(self) -> list[Operation]:
+        return [op for op in self.body.blocks[0].ops if not isinstance(op, YieldOp)]
+
+    def verify_(self) -> None:
+        block = self.body.blocks[0]
+        members = self.members()
+        for i, member in enumerate(members):
+            if not isinstance(member, SMALL_KERNEL_OPS):
+                raise VerifyException(
+                    f"member #{i} is '{member.name}': a launch group holds small kernels only "
+                    "(coda.elementwise, coda.fold)"
+                )
+        if len(members) < 2:
+            raise VerifyException(f"a launch group needs at least two kernels, got {len(members)}")
+        index = {m: i for i, m in enumerate(members)}
+        for j, member in enumerate(members):
+            for operand in member.operands:
+                owner = operand.owner
+                if isinstance(owner, Operation) and owner in index:
+                    i = index[owner]
+                    raise VerifyException(
+                        f"member #{j} ('{member.name}') uses a result of member #{i} ('{owner.name}'): "
+                        "kernels sharing a launch run concurrently and must not depend on each other"
+                    )
+        terminator = block.last_op
+        if not isinstance(terminator, YieldOp):
+            raise VerifyException("a launch group must end with coda.yield")
+        expected = [r for m in members for r in m.results]
+        if list(terminator.values) != expected:
+            raise VerifyException(
+                f"the launch group must yield every result of its members, in member order "
+                f"({len(expected)} values), yields {len(terminator.values)}"
+                + ("" if len(terminator.values) != len(expected) else " in another order")
+            )
+        if [r.type for r in self.outputs] != [v.type for v in expected]:
+            raise VerifyException("the launch group's result types must be the types of the values it yields")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LaunchGroupOp:
+        result_types: list[Attribute] = []
+        if parser.parse_optional_punctuation("->") is not None:
+            result_types = _parse_type_list(parser)
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        region = parser.parse_region()
+        op = cls.create(result_types=result_types, regions=[region])
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        if self.outputs:
+            printer.print_string(" -> ")
+            _print_type_list(printer, [r.type for r in self.outputs])
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body)
+
+
 KERNEL_OPS = (GemmOp, ElementwiseOp, FoldOp)
 
 
 def kernels(op: Operation) -> Iterator[Operation]:
-    """The kernels of a function (or module), in program order."""
+    """The kernels of a function (or module), in program order (members of launch groups included)."""
     for inner in op.walk():
         if isinstance(inner, KERNEL_OPS):
             yield inner
+
+
+def launch_count(op: Operation) -> int:
+    """GPU launches one call makes: one per kernel, a `coda.launch_group` counting once."""
+    return sum(
+        1
+        for inner in op.walk()
+        if isinstance(inner, LaunchGroupOp)
+        or (isinstance(inner, KERNEL_OPS) and not isinstance(inner.parent_op(), LaunchGroupOp))
+    )
 
 
 CODA = Dialect(
@@ -1319,6 +1456,7 @@ CODA = Dialect(
         GemmOp,
         ElementwiseOp,
         FoldOp,
+        LaunchGroupOp,
         YieldOp,
         LoadOp,
         BroadcastOp,

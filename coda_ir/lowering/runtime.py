@@ -100,6 +100,25 @@ def elementwise_config(M: int, N: int, bn_multiple_of: int = 1) -> TileConfig:
     return TileConfig(bm, bn, num_warps=4 if bm * bn <= 4096 else 8)
 
 
+def whole_elementwise_config(M: int, N: int, whole: str, bn_multiple_of: int = 1) -> TileConfig:
+    """Tiles of a `whole rows` (`whole cols`) kernel: each program walks its rows' (columns')
+    tiles in order, so the grid is cdiv(M, bm) (cdiv(N, bn)) programs; on a GPU the fixed side
+    is kept small enough to give every SM work on weight-sized extents (4096 rows: 128 programs)."""
+    if interpreting():
+        # few programs, but tiles narrow enough along the walked axis that small test shapes
+        # take more than one step of the loop
+        if whole == "rows":
+            bn = max(min(_pow2_at_least(N), 64), bn_multiple_of, 16)
+            return TileConfig(max(min(_pow2_at_least(M), 4096 // bn), 16), bn)
+        bm = max(min(_pow2_at_least(M), 64), 16)
+        return TileConfig(bm, max(min(_pow2_at_least(N), 4096 // bm), bn_multiple_of, 16))
+    if whole == "rows":
+        bn = max(min(_pow2_at_least(N), 128), bn_multiple_of, 16)
+        return TileConfig(max(min(_pow2_at_least(M), 32), 16), bn)
+    bn = max(min(_pow2_at_least(N), 32), bn_multiple_of, 16)
+    return TileConfig(max(min(_pow2_at_least(M), 128), 16), bn)
+
+
 def fixed_gemm_config(bm: int, bn: int, bk: int, warps: int, stages: int):
     """The GemmConfig of a `#coda.config` (no autotuning); the TMA path where it can run."""
     from coda_ir.lowering.gemm_launch import GemmConfig
@@ -114,14 +133,73 @@ def launch_elementwise(
     M: int,
     N: int,
     bn_multiple_of: int = 1,
+    whole: str | None = None,
     config: TileConfig | None = None,
 ) -> tuple[TileConfig, Sequence[object]]:
-    """Launch a `coda.elementwise` kernel over the tiles of an M x N space."""
-    config = config or elementwise_config(M, N, bn_multiple_of)
+    """Launch a `coda.elementwise` kernel over the tiles of an M x N space (`whole`: "rows"
+    or "cols" for one program per row or column block, walking the other axis in order)."""
+    spec = elementwise_launch(extra_args_for, M=M, N=N, bn_multiple_of=bn_multiple_of, whole=whole, config=config)
+    kernel[(spec.programs,)](*spec.args, **spec.constexprs, num_warps=spec.num_warps)
+    return spec.config, spec.extra
+
+
+@dataclass
+class LaunchSpec:
+    """One kernel's share of a launch: its program count, runtime arguments and constexprs
+    (in the kernel's parameter order), warps, and the tensors it returns."""
+
+    programs: int
+    args: list[object]
+    constexprs: dict[str, int]
+    num_warps: int
+    results: tuple[object, ...]
+    config: TileConfig | None = None
+    extra: list[object] | None = None
+
+
+def elementwise_launch(
+    extra_args_for: Callable[[TileConfig], Sequence[object]],
+    *,
+    M: int,
+    N: int,
+    bn_multiple_of: int = 1,
+    whole: str | None = None,
+    config: TileConfig | None = None,
+    n_inputs: int = 0,
+) -> LaunchSpec:
+    """What launching a `coda.elementwise` kernel takes (`extra`: its inputs then outputs;
+    `results`: the outputs, after the inputs given by `extra_args_for`)."""
+    if config is None:
+        config = whole_elementwise_config(M, N, whole, bn_multiple_of) if whole else elementwise_config(M, N, bn_multiple_of)
     extra = list(extra_args_for(config))
-    grid = (triton.cdiv(M, config.bm) * triton.cdiv(N, config.bn),)
-    kernel[grid](*extra, M, N, BM=config.bm, BN=config.bn, num_warps=config.num_warps)
-    return config, extra
+    if whole == "rows":
+        programs = triton.cdiv(M, config.bm)
+    elif whole == "cols":
+        programs = triton.cdiv(N, config.bn)
+    else:
+        programs = triton.cdiv(M, config.bm) * triton.cdiv(N, config.bn)
+    return LaunchSpec(
+        programs, [*extra, M, N], {"BM": config.bm, "BN": config.bn}, config.num_warps,
+        tuple(extra[n_inputs:]), config, extra,
+    )
+
+
+def launch_group(kernel, members: Sequence[LaunchSpec]) -> tuple[LaunchSpec, ...]:
+    """Launch a `coda.launch_group` kernel: one grid holding every member's programs, in member
+    order; the kernel takes the members' arguments, then the running program-count ends, then
+    the members' constexprs (suffixed with the member index). Warps: the most any member asks."""
+    args: list[object] = []
+    ends: list[int] = []
+    constexprs: dict[str, int] = {}
+    total = 0
+    for i, spec in enumerate(members):
+        args += spec.args
+        total += spec.programs
+        ends.append(total)
+        constexprs.update({f"{k}_{i}": v for k, v in spec.constexprs.items()})
+    warps = max(spec.num_warps for spec in members)
+    kernel[(total,)](*args, *ends, **constexprs, num_warps=warps)
+    return tuple(members)
 
 
 FOLD_BLOCK = 256
@@ -138,12 +216,25 @@ def launch_fold(
 ) -> tuple[torch.Tensor, ...]:
     """Launch a `coda.fold` row kernel. With rank-0 (summed) results one program walks all
     rows in order, so the sum is deterministic; otherwise one program per block of rows."""
+    spec = fold_launch(partials, inputs, outputs, L=L, sums=sums)
+    kernel[(spec.programs,)](*spec.args, **spec.constexprs)
+    return spec.results
+
+
+def fold_launch(
+    partials: Sequence[torch.Tensor],
+    inputs: Sequence[torch.Tensor],
+    outputs: Sequence[torch.Tensor],
+    *,
+    L: int,
+    sums: bool,
+) -> LaunchSpec:
+    """What launching a `coda.fold` kernel takes (see `launch_fold`)."""
     block = min(FOLD_BLOCK, max(16, _pow2_at_least(L)))
     blocks = triton.cdiv(L, block)
-    grid, iters = ((1,), blocks) if sums else ((blocks,), 1)
+    programs, iters = (1, blocks) if sums else (blocks, 1)
     tiles = [p.shape[1] for p in partials]
-    kernel[grid](*partials, *inputs, *outputs, L, *tiles, iters, BLOCK=block)
-    return tuple(outputs)
+    return LaunchSpec(programs, [*partials, *inputs, *outputs, L, *tiles, iters], {"BLOCK": block}, 4, tuple(outputs))
 
 
 # ============================================================================ loading and caching

@@ -427,6 +427,11 @@ class _EpilogueEmitter:
         # partials per output index (combined in slice order after the last slice)
         self.vec_cache: dict[str, str] | None = None
         self.row_partials: dict[int, tuple[coda.PartialsType, str, list[str]]] | None = None
+        # `coda.elementwise whole rows/cols`: the region runs once per tile of the program's
+        # rows (columns) in a loop; partials along that axis are combined into running values
+        # (output index -> (partials type, running variable, partial width)) stored after the loop
+        self.whole: coda.Axis | None = None
+        self.completed: dict[int, tuple[coda.PartialsType, str, int]] = {}
 
     # -------------------------------------------------------------- helpers
     def emit(self, text: str) -> None:
@@ -798,6 +803,9 @@ class _EpilogueEmitter:
             pty = value.type
             src = value.owner
             assert isinstance(src, Operation)
+            if self.whole is not None:
+                self.emit_complete(index, pty, x, src)
+                return
             if pty.axis == coda.Axis.ROWS:
                 if self.row_partials is not None:
                     # a slice's partial: combined with the other slices' after the last one
@@ -834,6 +842,25 @@ class _EpilogueEmitter:
             self.emit(f"    tl.store({base} + {hv.half}, {hi}, mask={hv.umask})")
             self.emit("else:")
             self.emit(f"    {scatter}")
+
+    def emit_complete(self, index: int, pty: coda.PartialsType, x: str, src: Operation) -> None:
+        """Whole rows/cols: combine this tile's partial into the program's running value, in
+        tile order (the loop order), as a fold would combine the stored partials."""
+        if index not in self.completed:
+            width = src.operands[0].type.cols if pty.axis == coda.Axis.COLS else 0  # type: ignore[attr-defined]
+            self.completed[index] = (pty, self.fresh(f"whole{index}"), width)
+        _, acc, _ = self.completed[index]
+        combine = pty.combine_kind
+        self.emit(f"# combine with the previous tiles' {pty.axis.value} partials ({combine.value})")
+        if combine == coda.Combine.SUM:
+            self.emit(f"{acc} = {acc} + {x}")
+        elif combine == coda.Combine.MAX:
+            self.emit(f"{acc} = tl.maximum({acc}, {x})")
+        else:
+            mx, ref = self.fresh("wc_max"), self.fresh("wc_ref")
+            self.emit(f"{mx} = tl.maximum({acc}, {x})")
+            self.emit(f'{ref} = tl.where({mx} == -float("inf"), 0.0, {mx})')
+            self.emit(f"{acc} = {ref} + tl.log(tl.exp({acc} - {ref}) + tl.exp({x} - {ref}))")
 
     def emit_row_partials_store(self, ptr: str, x: str) -> None:
         self.emit(f"# store partials [M, tiles_n] at [m, pid_n]")
@@ -1070,9 +1097,11 @@ class KernelInfo:
 
     op: Operation
     name: str
-    kind: str  # gemm | elementwise | fold
+    kind: str  # gemm | elementwise | fold | launch_group
     bn_multiple_of: int = 1
     source: list[str] = field(default_factory=list)
+    params: list[str] = field(default_factory=list)  # runtime parameters, then constexprs (no annotation)
+    constexprs: int = 0  # how many of `params` (at the end) are tl.constexpr
 
     @property
     def digest(self) -> str:
@@ -1119,39 +1148,94 @@ def emit_gemm(op: coda.GemmOp, name: str) -> KernelInfo:
     return KernelInfo(op, name, "gemm", em.bn_multiple_of, src)
 
 
-def emit_elementwise(op: coda.ElementwiseOp, name: str) -> KernelInfo:
+def _kernel_head(name: str, params: Sequence[str], member: bool) -> list[str]:
+    """`@triton.jit def name(...)` and the program id: its own launch's, or (a member of a
+    `coda.launch_group`) the program index within the member's share of the group's grid."""
+    if member:
+        return ["@triton.jit", f"def {name}({', '.join(['pid', *params])}):"]
+    return ["@triton.jit", f"def {name}({', '.join(params)}):", IND + "pid = tl.program_id(0)"]
+
+
+def _width_expr(width: int, n: int, bn: str) -> str:
+    """The constexpr width of a W-wide tile when the kernel's column tile is `bn` of N."""
+    r = Fraction(width, n)
+    if r == 1:
+        return bn
+    if r.denominator == 1:
+        return f"({bn} * {r.numerator})"
+    if r.numerator == 1:
+        return f"({bn} // {r.denominator})"
+    return f"({bn} * {r.numerator} // {r.denominator})"
+
+
+def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False) -> KernelInfo:
     names = _Names(KERNEL_SCOPE)
     block = op.body.blocks[0]
     in_params = _param_names(names, block.args, "in")
     out_params = _param_names(names, op.outputs, "out")
     _, n = op.iteration_shape()
     em = _EpilogueEmitter(op, n, 0, dict(zip(block.args, in_params)), names)
+    em.whole = op.whole_axis
     em.emit_region(block, in_params, list(zip(op.outputs, out_params)))
-    params = ", ".join([*in_params, *out_params, "M", "N", "BM: tl.constexpr", "BN: tl.constexpr"])
-    src = [
-        "@triton.jit",
-        f"def {name}({params}):",
-        "    pid = tl.program_id(0)",
-        "    num_pid_n = tl.cdiv(N, BN)",
-        "    pid_m = pid // num_pid_n",
-        "    pid_n = pid % num_pid_n",
-        "    offs_m = pid_m * BM + tl.arange(0, BM)",
-        "    offs_n = pid_n * BN + tl.arange(0, BN)",
-        "    mask_m = offs_m < M",
-        "    mask_n = offs_n < N",
-        *em.lines,
+    params = [*in_params, *out_params, "M", "N", "BM: tl.constexpr", "BN: tl.constexpr"]
+    src = _kernel_head(name, params, member)
+    plain = [*in_params, *out_params, "M", "N", "BM", "BN"]
+    if em.whole is None:
+        src += [
+            "    num_pid_n = tl.cdiv(N, BN)",
+            "    pid_m = pid // num_pid_n",
+            "    pid_n = pid % num_pid_n",
+            "    offs_m = pid_m * BM + tl.arange(0, BM)",
+            "    offs_n = pid_n * BN + tl.arange(0, BN)",
+            "    mask_m = offs_m < M",
+            "    mask_n = offs_n < N",
+            *em.lines,
+        ]
+        return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src, plain, 2)
+    # whole rows (cols): this program's BM rows (BN columns), the region once per tile along
+    # them in order; completed reductions are running values stored after the loop
+    rows = em.whole == coda.Axis.ROWS
+    fixed, loop = ("m", "n") if rows else ("n", "m")
+    extent = {"m": ("M", "BM"), "n": ("N", "BN")}
+    src += [
+        f"    pid_{fixed} = pid",
+        f"    offs_{fixed} = pid_{fixed} * {extent[fixed][1]} + tl.arange(0, {extent[fixed][1]})",
+        f"    mask_{fixed} = offs_{fixed} < {extent[fixed][0]}",
     ]
-    return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src)
+    for index, (pty, acc, width) in sorted(em.completed.items()):
+        shape = "BM" if rows else _width_expr(width, n, "BN")
+        init = "0.0" if pty.combine_kind == coda.Combine.SUM else '-float("inf")'
+        src.append(f"    {acc} = tl.full(({shape},), {init}, tl.float32)")
+    src += [
+        f"    # whole {em.whole.value}: the {'column' if rows else 'row'} tiles in order",
+        f"    for pid_{loop} in range(0, tl.cdiv({extent[loop][0]}, {extent[loop][1]})):",
+        f"        offs_{loop} = pid_{loop} * {extent[loop][1]} + tl.arange(0, {extent[loop][1]})",
+        f"        mask_{loop} = offs_{loop} < {extent[loop][0]}",
+        *[IND + line for line in em.lines],
+    ]
+    for index, (pty, acc, width) in sorted(em.completed.items()):
+        result = op.outputs[index]
+        rty = result.type
+        assert isinstance(rty, TensorType)
+        val = _store_cast(acc, rty.get_element_type())
+        if rows:
+            src.append(f"    tl.store({out_params[index]} + offs_m, {val}, mask=mask_m)")
+        else:
+            tw = _width_expr(width, n, "BN")
+            cols = names(f"cols{index}")
+            src.append(f"    {cols} = pid_n * {tw} + tl.arange(0, {tw})")
+            src.append(f"    tl.store({out_params[index]} + {cols}, {val}, mask={cols} < {width})")
+    return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src, plain, 2)
 
 
-def emit_fold(op: coda.FoldOp, name: str) -> KernelInfo:
+def emit_fold(op: coda.FoldOp, name: str, member: bool = False) -> KernelInfo:
     names = _Names(KERNEL_SCOPE)
     p_params = _param_names(names, op.partials, "part")
     in_params = _param_names(names, op.inputs, "in")
     out_params = _param_names(names, op.outputs, "out")
     t_params = [names(f"T{i}") for i in range(len(op.partials))]
-    params = ", ".join([*p_params, *in_params, *out_params, "L", *t_params, "ITERS", "BLOCK: tl.constexpr"])
-    lines = ["@triton.jit", f"def {name}({params}):", IND + "pid = tl.program_id(0)"]
+    plain = [*p_params, *in_params, *out_params, "L", *t_params, "ITERS", "BLOCK"]
+    lines = _kernel_head(name, [*plain[:-1], "BLOCK: tl.constexpr"], member)
     I2 = IND * 2
     sums = [i for i, r in enumerate(op.outputs) if not r.type.get_shape()]  # type: ignore[union-attr]
     sum_vars = {}
@@ -1239,7 +1323,31 @@ def emit_fold(op: coda.FoldOp, name: str) -> KernelInfo:
             rty = op.outputs[i].type
             assert isinstance(rty, TensorType)
             lines.append(f"{IND}tl.store({out_params[i]}, {_store_cast(expr, rty.get_element_type())})")
-    return KernelInfo(op, name, "fold", 1, lines)
+    return KernelInfo(op, name, "fold", 1, lines, plain, 1)
+
+
+def emit_launch_group(op: coda.LaunchGroupOp, name: str, members: Sequence[KernelInfo]) -> KernelInfo:
+    """One kernel for the group: the program ids [0, END0) run member 0's body (a jit function
+    taking its program index first), [END0, END1) member 1's, and so on; each member keeps its
+    own parameters and constexprs, suffixed with its index."""
+    runtime: list[str] = []
+    constexprs: list[str] = []
+    calls: list[list[str]] = []
+    for i, info in enumerate(members):
+        n_rt = len(info.params) - info.constexprs
+        mine = [f"{p}_{i}" for p in info.params]
+        runtime += mine[:n_rt]
+        constexprs += mine[n_rt:]
+        calls.append(mine)
+    ends = [f"END{i}" for i in range(len(members))]
+    params = [*runtime, *ends, *[f"{c}: tl.constexpr" for c in constexprs]]
+    lines = ["@triton.jit", f"def {name}({', '.join(params)}):", IND + "pid = tl.program_id(0)"]
+    for i, (info, args) in enumerate(zip(members, calls)):
+        kw = "if" if i == 0 else "elif"
+        start = "pid" if i == 0 else f"pid - END{i - 1}"
+        lines.append(f"{IND}{kw} pid < END{i}:")
+        lines.append(f"{IND}{IND}{info.name}({', '.join([start, *args])})")
+    return KernelInfo(op, name, "launch_group", 1, lines, [*runtime, *ends, *constexprs], len(constexprs))
 
 
 # ============================================================================ host functions
@@ -1252,8 +1360,8 @@ def _shape_elt(ty: Attribute) -> tuple[tuple[int, ...], Attribute]:
 
 
 def count_kernels(fn: func.FuncOp) -> int:
-    """GPU kernel launches one call of the function makes."""
-    return sum(1 for _ in coda.kernels(fn))
+    """GPU kernel launches one call of the function makes (a `coda.launch_group` is one)."""
+    return coda.launch_count(fn)
 
 
 class _HostEmitter:
@@ -1320,7 +1428,9 @@ class _HostEmitter:
             if arg in dense:
                 self.emit(f"{self.vals[arg]} = {self.vals[arg]}.contiguous()")
         for op in block.ops:
-            if op in self.infos:
+            if isinstance(op, coda.LaunchGroupOp):
+                self.emit_group(op, self.infos[op])
+            elif op in self.infos:
                 self.emit_launch(op, self.infos[op])
             elif isinstance(op, func.ReturnOp):
                 results = [self.get(op, v) for v in op.arguments]
@@ -1333,8 +1443,8 @@ class _HostEmitter:
             else:
                 raise CompilerError(
                     op,
-                    "has no Triton lowering at function level (only coda.gemm, coda.elementwise, coda.fold "
-                    "and func.return; run the nn-to-coda pipeline first for nn ops)",
+                    "has no Triton lowering at function level (only coda.gemm, coda.elementwise, coda.fold, "
+                    "coda.launch_group and func.return; run the nn-to-coda pipeline first for nn ops)",
                 )
         return head + self.lines
 
@@ -1377,11 +1487,12 @@ class _HostEmitter:
                 c = op.config.as_dict()
                 self.check_config(op, c, info)
                 fixed = f", config=_rt.TileConfig({c['bm']}, {c['bn']}, {c['warps']})"
-            self.emit(f"# {info.name}: coda.elementwise {m}x{n}")
+            whole = f", whole={op.whole_axis.value!r}" if op.whole_axis is not None else ""
+            self.emit(f"# {info.name}: coda.elementwise {m}x{n}{' whole ' + op.whole_axis.value if whole else ''}")
             self.emit(
                 f"_cfg, _e = _rt.launch_elementwise({info.name}, "
                 f"lambda _cfg: {args}, "
-                f"M={m}, N={n}, bn_multiple_of={info.bn_multiple_of}{fixed})"
+                f"M={m}, N={n}, bn_multiple_of={info.bn_multiple_of}{whole}{fixed})"
             )
             self.emit_unpack(outs, len(ins))
         else:
@@ -1402,6 +1513,50 @@ class _HostEmitter:
             if outs:
                 self.emit(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = _e")
 
+    def emit_group(self, group: coda.LaunchGroupOp, info: KernelInfo) -> None:
+        """One launch for the members: each member's launch description (its grid, arguments,
+        constexprs; outputs allocated), then `launch_group` runs them as `info`'s kernel."""
+        members = group.members()
+        self.emit(f"# {info.name}: coda.launch_group, one launch of {len(members)} kernels")
+        specs: list[str] = []
+        for op in members:
+            minfo = self.infos[op]
+            spec = self.names("_g")
+            specs.append(spec)
+            if isinstance(op, coda.ElementwiseOp):
+                m, n = op.iteration_shape()
+                ins, args = self.epilogue_args(op, m, n)
+                fixed = ""
+                if op.config is not None:
+                    c = op.config.as_dict()
+                    self.check_config(op, c, minfo)
+                    fixed = f", config=_rt.TileConfig({c['bm']}, {c['bn']}, {c['warps']})"
+                whole = f", whole={op.whole_axis.value!r}" if op.whole_axis is not None else ""
+                self.emit(f"#   {minfo.name}: coda.elementwise {m}x{n}{' whole ' + op.whole_axis.value if whole else ''}")
+                self.emit(
+                    f"{spec} = _rt.elementwise_launch(lambda _cfg: {args}, M={m}, N={n}, "
+                    f"bn_multiple_of={minfo.bn_multiple_of}{whole}{fixed}, n_inputs={len(ins)})"
+                )
+            else:
+                assert isinstance(op, coda.FoldOp)
+                parts = [self.get(op, v) for v in op.partials]
+                ins = [self.get(op, v) for v in op.inputs]
+                allocs = [self.alloc(r.type) for r in op.outputs]
+                sums = any(not r.type.get_shape() for r in op.outputs)  # type: ignore[union-attr]
+                self.emit(f"#   {minfo.name}: coda.fold over {op.length()} rows")
+                self.emit(
+                    f"{spec} = _rt.fold_launch({_tuple(parts)}, {_tuple(ins)}, {_tuple(allocs)}, "
+                    f"L={op.length()}, sums={sums})"
+                )
+        self.emit(f"_rt.launch_group({info.name}, {_tuple(specs)})")
+        outs = [self.var(r, f"r{i}") for i, r in enumerate(group.outputs)]
+        k = 0
+        for op, spec in zip(members, specs):
+            mine = outs[k : k + len(op.results)]
+            k += len(op.results)
+            if mine:
+                self.emit(f"{', '.join(mine)}{',' if len(mine) == 1 else ''} = {spec}.results")
+
     @staticmethod
     def check_config(op: Operation, config: dict[str, int], info: KernelInfo) -> None:
         if config["bn"] % info.bn_multiple_of:
@@ -1414,6 +1569,10 @@ class _HostEmitter:
     def emit_unpack(self, outs: list[str], n_ins: int) -> None:
         if outs:
             self.emit(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = _e[{n_ins}:]")
+
+
+def _tuple(xs: Sequence[str]) -> str:
+    return f"({', '.join(xs)}{',' if len(xs) == 1 else ''})"
 
 
 # ============================================================================ module
@@ -1442,14 +1601,22 @@ def emit_module(module: ModuleOp) -> str:
         for i, k in enumerate(coda.kernels(fn)):
             kind = k.name.split(".")[1]
             name = kernel_names(f"_{fn.sym_name.data}_k{i}_{kind}")
+            member = isinstance(k.parent_op(), coda.LaunchGroupOp)
             if isinstance(k, coda.GemmOp):
+                if member:
+                    raise CompilerError(k, "a coda.gemm cannot be a member of a coda.launch_group")
                 info = emit_gemm(k, name)
             elif isinstance(k, coda.ElementwiseOp):
-                info = emit_elementwise(k, name)
+                info = emit_elementwise(k, name, member)
             else:
                 assert isinstance(k, coda.FoldOp)
-                info = emit_fold(k, name)
+                info = emit_fold(k, name, member)
             infos[k] = info
+            out += ["", ""] + info.source
+        groups = [g for g in fn.walk() if isinstance(g, coda.LaunchGroupOp)]
+        for j, g in enumerate(groups):
+            info = emit_launch_group(g, kernel_names(f"_{fn.sym_name.data}_g{j}_launch_group"), [infos[m] for m in g.members()])
+            infos[g] = info
             out += ["", ""] + info.source
         host_parts.append(_HostEmitter(fn, infos).emit_function())
     for part in host_parts:

@@ -260,14 +260,21 @@ def elementwise(
     inputs: Sequence[SSAValue],
     build: Callable[..., Sequence[SSAValue]],
     elts: Sequence[Attribute | None],
+    whole: coda.Axis | None = None,
 ) -> coda.ElementwiseOp:
     """A coda.elementwise kernel; `build(E, *ins)` returns what to yield; `elts[i]` is the
-    element type of the tensor result storing yielded tile i (None for partials)."""
+    element type of the tensor result storing yielded tile i (None for partials). With
+    `whole`, partials along that axis complete in the kernel: their results are f32 vectors."""
     e = Epilogue([v.type for v in inputs])
     values = list(build(e, *e.args))
     region = e.yield_(*values)
     types = [result_type_for(v, elt if elt is not None else f32) for v, elt in zip(values, elts)]
-    return coda.ElementwiseOp(shape, inputs, types, region)
+    if whole is not None:
+        types = [
+            TensorType(f32, [t.length.data]) if isinstance(t, coda.PartialsType) and t.axis == whole else t
+            for t in types
+        ]
+    return coda.ElementwiseOp(shape, inputs, types, region, whole=whole)
 
 
 def gemm(

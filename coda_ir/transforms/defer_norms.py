@@ -14,9 +14,11 @@ GEMM produces x: no standalone norm kernel touches [M, D] when a GEMM does.
 
 LayerNorm: `layer_norm(x, g, b) @ W.T = r * ((x * g) @ W.T) - (r * mu) * c + e` with the
 column vectors `c = g @ W.T` and `e = b @ W.T`. The statistics are partial sums of x and x^2
-(one fold gives r and r * mu); c and e are computed once per weight by a GEMV: an elementwise
-kernel over W with two partial row reductions (`sum_k W[n, k] g[k]`, `sum_k W[n, k] b[k]`)
-and a fold (2 small kernels per weight, independent of the tokens; count them when counting).
+(one fold gives r and r * mu); c and e are computed once per weight by a GEMV: one
+`coda.elementwise whole rows` kernel over W whose programs walk whole rows of W in a fixed
+order, completing both reductions (`sum_k W[n, k] g[k]`, `sum_k W[n, k] b[k]`) in the kernel
+(1 small kernel per weight, independent of the tokens: `coda-group-launches` can share its
+launch with another small kernel).
 
 When no GEMM produces x (a function argument, the first layer), deferring would need three
 kernels (statistics, fold, pre-scale) where one row kernel does the whole norm: then the norm
@@ -35,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -49,7 +51,7 @@ from xdsl.pattern_rewriter import (
 from coda_ir.dialects import nn
 from coda_ir.dialects.coda import Axis, ReduceKind
 from coda_ir.transforms import remarks
-from coda_ir.transforms._build import Epilogue, elementwise, elt_of, fold, gemm, shape_of
+from coda_ir.transforms._build import Epilogue, elementwise, elt_of, gemm, shape_of
 from coda_ir.transforms.lower_nn import _origin, _prop, ln_stats, rms_stats, row_kernel_fits
 
 
@@ -78,7 +80,9 @@ def _gemm_users(value: SSAValue) -> list[Operation]:
 
 
 def ln_column_vectors(norm: nn.LayerNormOp, w: SSAValue, transposed: bool) -> list[Operation]:
-    """`c = g @ W.T`, `e = b @ W.T` (per output column n) as a GEMV kernel + fold."""
+    """`c = g @ W.T`, `e = b @ W.T` (per output column n) as one GEMV kernel: a `whole rows`
+    elementwise kernel over W (`whole cols` over an nn.matmul operand) whose programs walk
+    their rows' tiles in order, so both reductions complete in the kernel (no fold)."""
     g, b = norm.w, norm.b
     if transposed:  # nn.linear weight [N, D]: reduce each row of W
         n, d = shape_of(w)
@@ -88,7 +92,7 @@ def ln_column_vectors(norm: nn.LayerNormOp, w: SSAValue, transposed: bool) -> li
             return [e.reduce(ReduceKind.SUM, e.scale(t, gv, Axis.COLS), 1),
                     e.reduce(ReduceKind.SUM, e.scale(t, bv, Axis.COLS), 1)]
 
-        gemv = elementwise((n, d), [w, g, b], build, [None, None])
+        gemv = elementwise((n, d), [w, g, b], build, [None, None], whole=Axis.ROWS)
     else:  # nn.matmul operand [D, N]: reduce each column
         d, n = shape_of(w)
 
@@ -97,10 +101,8 @@ def ln_column_vectors(norm: nn.LayerNormOp, w: SSAValue, transposed: bool) -> li
             return [e.reduce(ReduceKind.SUM, e.scale(t, gv, Axis.ROWS), 0),
                     e.reduce(ReduceKind.SUM, e.scale(t, bv, Axis.ROWS), 0)]
 
-        gemv = elementwise((d, n), [w, g, b], build, [None, None])
-    vec = TensorType(f32, [n])
-    ce = fold(list(gemv.results), [], [vec, vec], lambda s, c, e: [c, e])
-    return [_origin(gemv, norm, "colvec"), _origin(ce, norm, "colvec_fold")]
+        gemv = elementwise((d, n), [w, g, b], build, [None, None], whole=Axis.COLS)
+    return [_origin(gemv, norm, "colvec")]
 
 
 def _producer_k(value: SSAValue, depth: int = 4) -> int | None:

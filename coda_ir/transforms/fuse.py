@@ -309,6 +309,8 @@ class Fuser:
             return False
         if _rows(p) != _rows(e):
             return False
+        if getattr(p, "whole_axis", None) != getattr(e, "whole_axis", None):
+            return False  # a whole rows/cols kernel merges only with one that walks the same tiles
         if isinstance(p, coda.GemmOp) and (p.interleave is not None or p.interleave_wide is not None):
             return False
         built = build_merged(p, e)

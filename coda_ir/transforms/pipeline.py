@@ -7,9 +7,10 @@
     coda-legalize         prove every epilogue op tile-local; record tile constraints
     cse                   xDSL's common subexpression elimination (duplicate loads, column
                           indices, broadcasts left by merging kernels)
+    coda-group-launches   independent small kernels (folds, GEMVs) share one launch
 
 Options (`-p 'nn-to-coda{fuse=false remarks-as-errors=true}'`): `defer-norms`, `fuse`,
-`interleave`, `cse` (each true by default) switch a stage off (the result is still a correct,
+`interleave`, `cse`, `group-launches` (each true by default) switch a stage off (the result is still a correct,
 less fused program); `cost-model=false` stops the stages from asking the IO model (norm
 statistics placement, QK-norm placement) and fuses whenever it is legal; `remarks-as-errors`
 turns every "did not fuse" remark into an error.
@@ -32,7 +33,8 @@ from coda_ir.transforms.lower_nn import ConvertNNToCodaPass
 
 @dataclass(frozen=True)
 class NNToCodaPass(ModulePass):
-    """The whole pipeline from nn to coda kernels: defer norms, lower, fuse, interleave, legalize."""
+    """The whole pipeline from nn to coda kernels: defer norms, lower, fuse, interleave, legalize,
+    then group independent small kernels into shared launches."""
 
     name = "nn-to-coda"
 
@@ -40,6 +42,7 @@ class NNToCodaPass(ModulePass):
     fuse: bool = True
     interleave: bool = True
     cse: bool = True
+    group_launches: bool = True
     cost_model: bool = True
     remarks_as_errors: bool = False
 
@@ -59,6 +62,10 @@ class NNToCodaPass(ModulePass):
             from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
             stages.append(CommonSubexpressionElimination())
+        if self.group_launches:
+            from coda_ir.transforms.group_launches import GroupLaunchesPass
+
+            stages.append(GroupLaunchesPass())
         return stages
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

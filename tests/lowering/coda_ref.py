@@ -166,9 +166,18 @@ def run_coda(fn: func.FuncOp, args: list[torch.Tensor], dtype: torch.dtype = tor
             return x
         return x.to(dtype_of(ty))
 
-    for op in block.ops:
+    ops: list = []
+    for op in block.ops:  # a launch group runs its members, then names their results
+        if isinstance(op, coda.LaunchGroupOp):
+            ops += [*op.members(), op]
+        else:
+            ops.append(op)
+    for op in ops:
         if isinstance(op, func.ReturnOp):
             return [env[v] for v in op.arguments]
+        if isinstance(op, coda.LaunchGroupOp):
+            env.update(zip(op.outputs, [env[v] for v in op.body.blocks[0].last_op.operands]))
+            continue
         if isinstance(op, coda.GemmOp):
             a, b = f(env[op.a]), f(env[op.b])
             a = a.T if op.transpose_a else a

@@ -35,7 +35,12 @@ def _launches(source: str, name: str) -> int:
     fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name)
     calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
     names = [c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "") for c in calls]
-    return sum(n in ("launch_gemm", "launch_elementwise", "launch_fold") for n in names)
+    return sum(n in ("launch_gemm", "launch_elementwise", "launch_fold", "launch_group") for n in names)
+
+
+# launches per call of the hand-written programs through `coda-group-launches`: independent
+# small kernels share a launch (llama_bwd: the dgamma fold of one norm with the next rstd fold)
+GROUPED = {"llama_bwd": 12}
 
 
 @pytest.mark.parametrize("name", sorted(refs.PROGRAMS))
@@ -43,6 +48,18 @@ def test_program_matches_reference(name):
     program = refs.PROGRAMS[name]
     cm = coda_ir.compile(program.path, pipeline=None)
     assert _launches(cm.source, name) == cm.kernel_count(name)
+    _check(cm, name, program)
+
+
+@pytest.mark.parametrize("name", sorted(GROUPED))
+def test_program_through_group_launches(name):
+    program = refs.PROGRAMS[name]
+    cm = coda_ir.compile(program.path, pipeline="coda-group-launches")
+    assert cm.kernel_count(name) == _launches(cm.source, name) == GROUPED[name]
+    _check(cm, name, program)
+
+
+def _check(cm, name, program):
     inputs = refs.make_inputs(name, seed=1)
     outs = getattr(cm, name)(*[x.to(DEVICE) for x in inputs])
     outs = [o.cpu() for o in (outs if isinstance(outs, tuple) else (outs,))]

@@ -62,16 +62,17 @@ func.func @gpt2_block(%x0: tensor<24x64xf32>, %y0: tensor<24x64xf32>, %wo: tenso
 
 // GPT-2: the same 4 GEMM-epilogue kernels + 2 LayerNorm folds, with biases, GELU and the
 // deferred LayerNorm (acc * r - (r * mu) * c + e) in epilogues. c = g @ W.T and e = b @ W.T
-// are per-weight GEMVs (elementwise over W [N, D] + fold): they read weights, not activations.
+// are per-weight GEMVs (one `whole rows` elementwise kernel over W [N, D] each, no fold): they
+// read weights, not activations, so each shares a launch with a LayerNorm fold (6 launches).
 // CHECK-LABEL: func.func @gpt2_block
 // CHECK:       %[[X1:.*]], %[[S1:.*]], %[[Q1:.*]], %[[H1:.*]] = coda.gemm %y0, %wo transpose_b ins(%bo, %x0, %g1 : {{.*}})
 // CHECK:         coda.shift %{{.*}} cols
 // CHECK:         coda.accumulate
 // CHECK:         coda.reduce sum
 // CHECK:         coda.reduce sumsq
-// CHECK:       %[[R1:.*]], %{{.*}}, %[[RMU1:.*]] = coda.fold %[[S1]], %[[Q1]]
-// CHECK:       coda.elementwise [256, 64] ins(%wfc, %g1, %b1 : {{.*}}"nn.layer_norm.colvec"
-// CHECK:       %[[C1:.*]], %[[E1:.*]] = coda.fold
+// CHECK:       %[[R1:.*]], %{{.*}}, %[[RMU1:.*]], %[[C1:.*]], %[[E1:.*]] = coda.launch_group
+// CHECK-NEXT:    coda.fold %[[S1]], %[[Q1]]
+// CHECK:         coda.elementwise [256, 64] whole rows ins(%wfc, %g1, %b1 : {{.*}}"nn.layer_norm.colvec"
 // CHECK:       %[[G:.*]] = coda.gemm %[[H1]], %wfc transpose_b ins(%[[R1]], %[[RMU1]], %[[C1]], %[[E1]], %bfc : {{.*}}) {{.*}} -> tensor<24x256xf32>
 // CHECK:         coda.scale %{{.*}} rows
 // CHECK:         coda.map
@@ -81,9 +82,9 @@ func.func @gpt2_block(%x0: tensor<24x64xf32>, %y0: tensor<24x64xf32>, %wo: tenso
 // CHECK:           math.tanh
 // CHECK-NOT:   coda.elementwise [24
 // CHECK:       %[[X2:.*]], %{{.*}}, %{{.*}}, %[[H2:.*]] = coda.gemm %[[G]], %wproj transpose_b ins(%bproj, %[[X1]], %g2 : {{.*}})
-// CHECK:       coda.fold
-// CHECK:       coda.elementwise [192, 64] ins(%wqkv, %g2, %b2
-// CHECK:       coda.fold
+// CHECK:       coda.launch_group
+// CHECK-NEXT:    coda.fold
+// CHECK:         coda.elementwise [192, 64] whole rows ins(%wqkv, %g2, %b2
 // CHECK:       %[[QKV:.*]] = coda.gemm %[[H2]], %wqkv transpose_b {{.*}} -> tensor<24x192xf32>
 // CHECK-NOT:   coda.elementwise
 // CHECK:       func.return %[[X2]], %[[QKV]]

@@ -426,9 +426,18 @@ def run_coda(
         if tuple(value.shape) != tuple(ty.get_shape()):
             raise ValueError(f"input {arg.name_hint}: shape {tuple(value.shape)}, expected {tuple(ty.get_shape())}")
         env[arg] = value.to(torch.float64) if machine.exact and value.dtype.is_floating_point else value
-    for op in block.ops:
+    ops: list = []
+    for op in block.ops:  # a launch group runs its members, then names their results
+        if isinstance(op, coda.LaunchGroupOp):
+            ops += [*op.members(), op]
+        else:
+            ops.append(op)
+    for op in ops:
         if isinstance(op, func.ReturnOp):
             return [env[v] for v in op.arguments]  # type: ignore[misc]
+        if isinstance(op, coda.LaunchGroupOp):
+            env.update(zip(op.outputs, [env[v] for v in op.body.blocks[0].last_op.operands]))
+            continue
         if isinstance(op, coda.GemmOp):
             results = machine.gemm(op, env)
         elif isinstance(op, coda.ElementwiseOp):
