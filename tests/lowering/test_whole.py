@@ -10,7 +10,7 @@ import torch
 
 import coda_ir
 
-from .helpers import check, random_inputs, the_func
+from .helpers import DEVICE, check, random_inputs, the_func
 
 CONFIG = "config #coda.config<bm = 16, bn = 32, bk = 16, warps = 4, stages = 1>"
 
@@ -52,7 +52,7 @@ def test_whole_rows_and_cols_match_reference(config: str):
 
 def test_whole_kernels_are_bitwise_deterministic():
     cm = coda_ir.compile(program(CONFIG), pipeline=None)
-    inputs = random_inputs(the_func(cm), seed=3)
+    inputs = [x.to(DEVICE) for x in random_inputs(the_func(cm), seed=3)]
     first = cm.whole(*inputs)
     second = cm.whole(*inputs)
     for a, b in zip(first, second):
