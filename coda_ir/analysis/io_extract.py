@@ -45,6 +45,8 @@ Without `coda.origin`, labels are inferred from the epilogue's primitives.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -369,10 +371,15 @@ class _Extractor:
         inputs = [self.tensor(a) for a in self.args] if self.fn.body.blocks else []
         outputs: list[m.Tensor] = []
         ops: list[Operation] = []
+        riders: set[int] = set()  # ops that run inside an earlier member's launch
         for op in self.fn.body.ops if self.fn.body.blocks else []:
-            # a launch group's members are priced as the kernels they are (one launch overhead
-            # each: the model does not credit the shared launch)
-            ops += op.members() if isinstance(op, coda.LaunchGroupOp) else [op]
+            if isinstance(op, coda.LaunchGroupOp):
+                # a launch group's members are priced as the kernels they are, sharing one launch
+                members = list(op.members())
+                riders.update(id(member) for member in members[1:])
+                ops += members
+            else:
+                ops.append(op)
         for op in ops:
             if op.name.startswith("nn."):
                 kernels.append(self.nn_kernel(op))
@@ -387,6 +394,8 @@ class _Extractor:
                 continue
             else:
                 continue
+            if id(op) in riders:
+                kernels[-1] = dataclasses.replace(kernels[-1], shares_launch=True)
             kernel_ops.append(op)
         # Re-resolve weight roles of inputs for the input list.
         roles = {t.name: t.role for k in kernels for t in k.all_reads()}

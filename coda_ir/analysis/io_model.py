@@ -230,6 +230,9 @@ class Kernel:
     ops: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     programs: int | None = None  # CTAs of a non-GEMM kernel; None: enough to fill the GPU
+    # A member of a launch group after the first: it runs in the first member's launch, so
+    # it pays no launch overhead of its own (its bytes and FLOPs still add up).
+    shares_launch: bool = False
 
     def all_reads(self) -> tuple[Tensor, ...]:
         if self.gemm is None:
@@ -485,7 +488,7 @@ def kernel_cost(kernel: Kernel, gpu: GPU | str | None = None) -> KernelCost:
         regs_per_thread=regs,
         fits=fits,
         times=times,
-        launch_s=gpu.launch_s,
+        launch_s=0.0 if kernel.shares_launch else gpu.launch_s,
         exposed_s=exposed,
     )
 
@@ -528,7 +531,7 @@ class ProgramCost:
 
     @property
     def launches(self) -> int:
-        return len(self.kernels)
+        return sum(1 for k in self.kernels if not k.kernel.shares_launch)
 
 
 def program_cost(kernels: Iterable[Kernel], gpu: GPU | str | None = None) -> ProgramCost:

@@ -131,3 +131,27 @@ def test_fusion_plan_dot(h100):
     assert 'style="dashed", color="blue"' in dot and "partials" in dot
     assert "return x1 bf16[256x512]" in dot
     assert dot.count("{") == dot.count("}")
+
+
+def test_launch_group_members_share_one_launch(h100):
+    """GPT-2 through nn-to-coda: 8 kernels in 6 launches (each LayerNorm fold carries the next
+    GEMM's column-vector kernel); the model charges a launch per launch, not per member."""
+    from pathlib import Path
+
+    from xdsl.passes import PassPipeline
+
+    text = (Path(__file__).resolve().parents[2] / "tests" / "programs" / "nn" / "gpt2_block.mlir").read_text()
+    module = parse(text)
+    PassPipeline.parse_spec(coda_passes(), "nn-to-coda").apply(make_context(), module)
+    (plan,) = x.extract_module(module, h100)
+    cost = m.program_cost(plan.kernels, h100)
+    riders = [c for c in cost.kernels if c.kernel.shares_launch]
+    assert len(cost.kernels) == 8 and cost.launches == 6 and len(riders) == 2
+    assert all(c.launch_s == 0.0 and c.hbm_bytes > 0 for c in riders)
+    # ungrouped, the same kernels pay two more launches and nothing else changes
+    module = parse(text)
+    PassPipeline.parse_spec(coda_passes(), "nn-to-coda{group-launches=false}").apply(make_context(), module)
+    (ungrouped,) = x.extract_module(module, h100)
+    alone = m.program_cost(ungrouped.kernels, h100)
+    assert alone.launches == 8
+    assert alone.time_s - cost.time_s == pytest.approx(2 * h100.launch_s, rel=1e-6)
