@@ -1480,38 +1480,40 @@ class _HostEmitter:
             )
             self.emit_unpack(outs, len(ins))
         elif isinstance(op, coda.ElementwiseOp):
-            m, n = op.iteration_shape()
-            ins, args = self.epilogue_args(op, m, n)
-            fixed = ""
-            if op.config is not None:
-                c = op.config.as_dict()
-                self.check_config(op, c, info)
-                fixed = f", config=_rt.TileConfig({c['bm']}, {c['bn']}, {c['warps']})"
-            whole = f", whole={op.whole_axis.value!r}" if op.whole_axis is not None else ""
-            self.emit(f"# {info.name}: coda.elementwise {m}x{n}{' whole ' + op.whole_axis.value if whole else ''}")
-            self.emit(
-                f"_cfg, _e = _rt.launch_elementwise({info.name}, "
-                f"lambda _cfg: {args}, "
-                f"M={m}, N={n}, bn_multiple_of={info.bn_multiple_of}{whole}{fixed})"
-            )
+            ins, comment, call = self.elementwise_call(op, info)
+            self.emit(f"# {info.name}: {comment}")
+            self.emit(f"_cfg, _e = _rt.launch_elementwise({info.name}, {call})")
             self.emit_unpack(outs, len(ins))
         else:
             assert isinstance(op, coda.FoldOp)
-            parts = [self.get(op, v) for v in op.partials]
-            ins = [self.get(op, v) for v in op.inputs]
-            allocs = [self.alloc(r.type) for r in op.outputs]
-            sums = any(not r.type.get_shape() for r in op.outputs)  # type: ignore[union-attr]
-
-            def tup(xs: list[str]) -> str:
-                return f"({', '.join(xs)}{',' if len(xs) == 1 else ''})"
-
-            self.emit(f"# {info.name}: coda.fold over {op.length()} rows")
-            self.emit(
-                f"_e = _rt.launch_fold({info.name}, {tup(parts)}, {tup(ins)}, {tup(allocs)}, "
-                f"L={op.length()}, sums={sums})"
-            )
+            comment, call = self.fold_call(op)
+            self.emit(f"# {info.name}: {comment}")
+            self.emit(f"_e = _rt.launch_fold({info.name}, {call})")
             if outs:
                 self.emit(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = _e")
+
+    def elementwise_call(self, op: coda.ElementwiseOp, info: KernelInfo) -> tuple[list[str], str, str]:
+        """(input names, a comment, the launch arguments) of a coda.elementwise kernel, shared by
+        its standalone launch and its share of a launch group."""
+        m, n = op.iteration_shape()
+        ins, args = self.epilogue_args(op, m, n)
+        fixed = ""
+        if op.config is not None:
+            c = op.config.as_dict()
+            self.check_config(op, c, info)
+            fixed = f", config=_rt.TileConfig({c['bm']}, {c['bn']}, {c['warps']})"
+        whole = f", whole={op.whole_axis.value!r}" if op.whole_axis is not None else ""
+        comment = f"coda.elementwise {m}x{n}{' whole ' + op.whole_axis.value if whole else ''}"
+        return ins, comment, f"lambda _cfg: {args}, M={m}, N={n}, bn_multiple_of={info.bn_multiple_of}{whole}{fixed}"
+
+    def fold_call(self, op: coda.FoldOp) -> tuple[str, str]:
+        """(a comment, the launch arguments) of a coda.fold kernel (standalone or in a group)."""
+        parts = [self.get(op, v) for v in op.partials]
+        ins = [self.get(op, v) for v in op.inputs]
+        allocs = [self.alloc(r.type) for r in op.outputs]
+        sums = any(not r.type.get_shape() for r in op.outputs)  # type: ignore[union-attr]
+        call = f"{_tuple(parts)}, {_tuple(ins)}, {_tuple(allocs)}, L={op.length()}, sums={sums}"
+        return f"coda.fold over {op.length()} rows", call
 
     def emit_group(self, group: coda.LaunchGroupOp, info: KernelInfo) -> None:
         """One launch for the members: each member's launch description (its grid, arguments,
@@ -1524,30 +1526,14 @@ class _HostEmitter:
             spec = self.names("_g")
             specs.append(spec)
             if isinstance(op, coda.ElementwiseOp):
-                m, n = op.iteration_shape()
-                ins, args = self.epilogue_args(op, m, n)
-                fixed = ""
-                if op.config is not None:
-                    c = op.config.as_dict()
-                    self.check_config(op, c, minfo)
-                    fixed = f", config=_rt.TileConfig({c['bm']}, {c['bn']}, {c['warps']})"
-                whole = f", whole={op.whole_axis.value!r}" if op.whole_axis is not None else ""
-                self.emit(f"#   {minfo.name}: coda.elementwise {m}x{n}{' whole ' + op.whole_axis.value if whole else ''}")
-                self.emit(
-                    f"{spec} = _rt.elementwise_launch(lambda _cfg: {args}, M={m}, N={n}, "
-                    f"bn_multiple_of={minfo.bn_multiple_of}{whole}{fixed}, n_inputs={len(ins)})"
-                )
+                ins, comment, call = self.elementwise_call(op, minfo)
+                self.emit(f"#   {minfo.name}: {comment}")
+                self.emit(f"{spec} = _rt.elementwise_launch({call}, n_inputs={len(ins)})")
             else:
                 assert isinstance(op, coda.FoldOp)
-                parts = [self.get(op, v) for v in op.partials]
-                ins = [self.get(op, v) for v in op.inputs]
-                allocs = [self.alloc(r.type) for r in op.outputs]
-                sums = any(not r.type.get_shape() for r in op.outputs)  # type: ignore[union-attr]
-                self.emit(f"#   {minfo.name}: coda.fold over {op.length()} rows")
-                self.emit(
-                    f"{spec} = _rt.fold_launch({_tuple(parts)}, {_tuple(ins)}, {_tuple(allocs)}, "
-                    f"L={op.length()}, sums={sums})"
-                )
+                comment, call = self.fold_call(op)
+                self.emit(f"#   {minfo.name}: {comment}")
+                self.emit(f"{spec} = _rt.fold_launch({call})")
         self.emit(f"_rt.launch_group({info.name}, {_tuple(specs)})")
         outs = [self.var(r, f"r{i}") for i, r in enumerate(group.outputs)]
         k = 0
