@@ -24,6 +24,13 @@ QK-norm into a GEMM's epilogue forces BN to a multiple of head_dim (whole heads 
 heads (e.g. 256-wide heads at decode-sized M, where narrow tiles fill more SMs) the norm stays
 a separate elementwise kernel and a remark gives both predicted costs. With `cost-model=false`
 the norm fuses whenever it is legal.
+
+RoPE into a GEMM's epilogue computes angle + libdevice sin/cos per pair in every column tile;
+`io_model.rope_table_plan` prices that against cos/sin [M, hd/2] tables computed once by a
+small elementwise kernel (`lower_nn.rope_table_kernel`, same angle formula) and read in the
+epilogue with `coda.load cols_period hd/2` (`lower_nn.use_rope_table`). A remark states the
+choice and both predicted costs. With `cost-model=false` sin/cos stay in the epilogue; option
+`rope-table=always|never` forces the choice.
 """
 
 from __future__ import annotations

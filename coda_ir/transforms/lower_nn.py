@@ -11,7 +11,7 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 | rms_norm | one row kernel (`segment_reduce sumsq width D`, D a power of two <= 8192); otherwise elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
 | layer_norm | one row kernel (mean, then variance of x - mean); otherwise sum and sum-of-squares partials, fold -> (rstd, -mean), apply |
 | swiglu / geglu | elementwise [M, F] over the 2F-wide z tile: `coda.pair_map stride F` (2 -> 1) |
-| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1) |
+| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1); coda-fuse may later swap the angles for cos/sin tables (`rope_table_kernel`, `use_rope_table`) |
 | head_rms_norm | elementwise: `coda.segment_reduce sumsq width hd`, map |
 | cross_entropy | elementwise LSE partials + target `coda.select`, one fold with a finalize |
 
