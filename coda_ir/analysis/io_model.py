@@ -96,7 +96,14 @@ its `PlanCost` (predicted time, bytes, kernels), so a pass can print why it chos
   otherwise the GEMM emits per-head partials and an elementwise kernel normalises
   (one more read + write of [M, N], one more launch). Costs are keyed "bn=<width>".
 
-All three take `gpu` as a `GPU` or a name ("h100", "h200"); `None` means "h100".
+* `rope_table_plan(M, N, head_dim, *, K, dtype="bf16", gpu=None, tile=None) ->
+  Decision[choice in {"epilogue", "table"}]`: RoPE fused into a GEMM's epilogue computes
+  angle + libdevice sin/cos per pair after each tile's mainloop (tens of instructions per
+  pair, exposed), or reads them from [M, head_dim/2] cos/sin tables a small kernel computes
+  once (one more launch, L2-resident reads). Priced with `SINCOS_INSTR_PER_PAIR` and
+  `rope_angle_instr`, and `Kernel.exposed_flops` (epilogue arithmetic added per wave).
+
+All of them take `gpu` as a `GPU` or a name ("h100", "h200"); `None` means "h100".
 `coda-opt FILE -t 'io-report{decisions=true}'` prints what they choose for each choice an
 nn function offers (io_extract.nn_decisions).
 """
@@ -233,6 +240,9 @@ class Kernel:
     # A member of a launch group after the first: it runs in the first member's launch, so
     # it pays no launch overhead of its own (its bytes and FLOPs still add up).
     shares_launch: bool = False
+    exposed_flops: float = 0.0
+    """GEMM epilogue arithmetic that runs after each tile's mainloop with nothing to overlap it
+    (one CTA per SM, Triton 3.6): added per wave, like exposed epilogue loads."""
 
     def all_reads(self) -> tuple[Tensor, ...]:
         if self.gemm is None:
@@ -461,6 +471,9 @@ def kernel_cost(kernel: Kernel, gpu: GPU | str | None = None) -> KernelCost:
         epi_loads = sum(t.nbytes for t in kernel.reads if len(t.shape) == 2)
         if epi_loads:
             exposed = (epi_loads / gpu.hbm_bw + waves * gpu.epilogue_latency_s) * (1.0 - gpu.epilogue_overlap)
+        if kernel.exposed_flops:
+            # each SM runs its tile's share of the arithmetic after its mainloop, once per wave
+            exposed += waves * (kernel.exposed_flops / tiles) / (gpu.simt_flops / gpu.sms)
     else:
         tile = None
         smem, regs, fits = 0, 0, True
@@ -862,6 +875,67 @@ def qk_norm_tile_width(head_dim: int, N: int, *, M: int, K: int, heads: int | No
                                          f"per-head partials, tile {tile.describe()}")
     best, reason = _decide(costs)
     return Decision(int(best.split("=")[1]), costs, f"{costs[best].note}; {reason}")
+
+
+SINCOS_INSTR_PER_PAIR = 50.0
+"""FP32-pipe instructions of libdevice `sinf` + `cosf` for one angle (range reduction,
+polynomials, quadrant fix-up): what `tl.cos`/`tl.sin` compile to, not one SFU op each."""
+
+ROPE_ROTATE_INSTR_PER_PAIR = 6.0
+"""The rotation itself: 4 multiplies, 2 adds per pair."""
+
+
+def rope_angle_instr(head_dim: int) -> float:
+    """Instructions per pair of the angle `pos[m] * inv_freq(p mod hd/2)` as lower_nn builds it:
+    inv_freq is two select chains of ~sqrt(hd/2) constants (compare + select each), plus the
+    div/rem of the index, the int -> float conversion, the multiply and the rotary-head select."""
+    half = head_dim // 2
+    if half <= 8:
+        chain = 2.0 * (half - 1)
+    else:
+        step = 1 << ((half - 1).bit_length() + 1) // 2
+        chain = 2.0 * (-(-half // step) - 1) + 2.0 * (step - 1)
+    return chain + 8.0
+
+
+def rope_table_plan(M: int, N: int, head_dim: int, *, K: int, dtype: str = "bf16", gpu: GPU | str | None = None,
+                    tile: Tile | None = None) -> Decision:
+    """Where a GEMM [M, N] = [M, K] @ W.T followed by RoPE (head_dim, pairs over all N/2 pair
+    columns) gets its rotation coefficients. Choice in {"epilogue", "table"}:
+
+    "epilogue": every tile computes the angle and libdevice sin/cos for each of its BM x BN/2
+    pairs after its mainloop (`rope_angle_instr + SINCOS_INSTR_PER_PAIR` instructions per
+    pair, 2 FLOP-equivalents each at `simt_flops`), exposed per wave.
+    "table": a small elementwise kernel computes cos/sin once per (row, frequency), [M, hd/2]
+    each (fp32), one more launch; the GEMM tiles read their [BM, hd/2] slices (the 2 M hd/2
+    fp32 stay in L2) as exposed epilogue loads, and only rotate.
+    The same rotation runs in both; both use the tile that is cheapest for the plain GEMM.
+    """
+    gpu = as_gpu(gpu)
+    half = head_dim // 2
+    pairs = M * (N // 2)
+    a = Tensor("a", (M, K), dtype)
+    w = Tensor("w", (N, K), dtype, "weight")
+    out = Tensor("out", (M, N), dtype)
+    pos = Tensor("pos", (M,), "i32")
+    rotate = 2.0 * ROPE_ROTATE_INSTR_PER_PAIR * pairs
+    base = Kernel("gemm_rope", "gemm", (pos,), (out,), gemm=GemmSpec(M, N, K, a, w), tile=tile)
+    chosen = tile or _best_tile_cost(base, gpu).tile
+    angle_sincos = rope_angle_instr(head_dim) + SINCOS_INSTR_PER_PAIR
+    in_epi = replace(base, tile=chosen, exposed_flops=rotate + 2.0 * angle_sincos * pairs)
+    cos_t, sin_t = Tensor("cos", (M, half), "f32"), Tensor("sin", (M, half), "f32")
+    table = Kernel("rope_table", "elementwise", (pos,), (cos_t, sin_t),
+                   epilogue_flops=2.0 * angle_sincos * M * half)
+    # the select keeping cos = 1, sin = 0 on non-rotary heads: a compare and two selects
+    with_table = replace(base, tile=chosen, reads=(cos_t, sin_t), exposed_flops=rotate + 2.0 * 3.0 * pairs)
+    costs = {
+        "epilogue": PlanCost((kernel_cost(in_epi, gpu),),
+                             f"{angle_sincos:.0f} instructions of angle + sin/cos per pair, {pairs} pairs"),
+        "table": PlanCost((kernel_cost(table, gpu), kernel_cost(with_table, gpu)),
+                          f"cos/sin tables of {M}x{half} fp32 computed once"),
+    }
+    choice, reason = _decide(costs)
+    return Decision(choice, costs, reason)
 
 
 # ============================================================================ calibration files

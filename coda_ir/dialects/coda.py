@@ -49,6 +49,7 @@ Primitives (the epilogue vocabulary of EPILOGUES.md):
 | op | meaning |
 |---|---|
 | `coda.load %C` | the tile of matrix C at this tile's coordinates, in fp32 |
+| `coda.load %T cols_period P` | `T[m, c mod P]`: an [M, P] table repeated along the tile's columns |
 | `coda.broadcast %v rows/cols` | `v[m]` or `v[n mod len(v)]` as a tile |
 | `coda.index rows/cols` | the global row or column index of each element (i32) |
 | `coda.scale %t, %v rows/cols/scalar` | `t * v[m]`, `t * v[n]`, `t * s` |
@@ -457,17 +458,33 @@ class TileOperation(IRDLOperation):
 
 @irdl_op_definition
 class LoadOp(TileOperation):
-    """The tile of a matrix input at this tile's coordinates, converted to fp32 (i32 stays)."""
+    """The tile of a matrix input at this tile's coordinates, converted to fp32 (i32 stays).
+
+    With `cols_period P` the source is a narrow [M, P] table repeated along the columns of
+    a wider logical M x W matrix (P divides W): element (m, c) is `T[m, c mod P]`. Tables of
+    per-(row, c mod P) values (RoPE's cos/sin per position and frequency) are then computed
+    once per row instead of once per column tile; the read stays at the tile's own rows, so
+    the load is tile-local like a plain one.
+    """
 
     name = "coda.load"
     source = operand_def(TensorType)
+    cols_period = opt_prop_def(IntegerAttr)
     result = result_def(TileType)
-    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
 
-    def __init__(self, source: SSAValue):
+    def __init__(self, source: SSAValue, cols_period: int | None = None, cols: int | None = None):
         shape = tensor_shape(source.type)
         elt = i32 if _is_i32_tensor(source.type) else f32
-        super().__init__(operands=[source], result_types=[TileType(shape, elt)])
+        props: dict[str, Attribute] = {}
+        if cols_period is not None:
+            props["cols_period"] = IntegerAttr(cols_period, i64)
+            assert cols is not None, "a periodic load names the width of the tile it builds"
+            shape = (shape[0], cols)
+        super().__init__(operands=[source], result_types=[TileType(shape, elt)], properties=props)
+
+    @property
+    def period(self) -> int | None:
+        return None if self.cols_period is None else self.cols_period.value.data
 
     def verify_(self) -> None:
         ty = _check_kernel_input(self, self.source, "loaded value")
@@ -476,11 +493,52 @@ class LoadOp(TileOperation):
             raise VerifyException(f"coda.load reads a matrix, got a tensor of shape {_fmt(shape)}")
         result = self.result.type
         assert isinstance(result, TileType)
-        if result.get_shape() != shape:
-            raise VerifyException(f"result tile must be {_fmt(shape)} like the loaded matrix, got {_fmt(result.get_shape())}")
+        period = self.period
+        if period is None:
+            if result.get_shape() != shape:
+                raise VerifyException(
+                    f"result tile must be {_fmt(shape)} like the loaded matrix, got {_fmt(result.get_shape())}"
+                )
+        else:
+            if period <= 0 or result.cols % period:
+                raise VerifyException(
+                    f"cols_period {period} must be positive and divide the tile's {result.cols} columns"
+                )
+            if shape != (result.rows, period):
+                raise VerifyException(
+                    f"a table read with cols_period {period} must be {result.rows}x{period} "
+                    f"(the tile's rows x the period), got {_fmt(shape)}"
+                )
         expected = i32 if _is_i32_tensor(ty) else f32
         if result.element_type != expected:
             raise VerifyException(f"loading {ty.get_element_type()} gives a {expected} tile, not {result.element_type}")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        unresolved = parser.parse_unresolved_operand()
+        props: dict[str, Attribute] = {}
+        if parser.parse_optional_keyword("cols_period") is not None:
+            props["cols_period"] = IntegerAttr(parser.parse_integer(allow_boolean=False, allow_negative=False), i64)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        src_type = parser.parse_type()
+        parser.parse_punctuation("->")
+        result_type = parser.parse_type()
+        (source,) = parser.resolve_operands([unresolved], [src_type], parser.pos)
+        op = cls.create(operands=[source], result_types=[result_type], properties=props)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.source)
+        if self.period is not None:
+            printer.print_string(f" cols_period {self.period}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.source.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
 
 
 @irdl_op_definition

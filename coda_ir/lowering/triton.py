@@ -582,6 +582,23 @@ class _EpilogueEmitter:
         self.emit(f"    {var} = {expr}")
         return var
 
+    def load_periodic(self, op: coda.LoadOp) -> str:
+        """`T[m, c mod P]` for the tile's W-wide columns c, from an [M, P] table.
+
+        The tile's columns (the user's columns under an interleave of this width) are
+        reduced mod P: a masked gather of the [BM, P] rows, contiguous runs of P per row, that
+        stays in L2 across the column tiles of a row band. When the tile is exactly P wide
+        (BN/2 == P for RoPE's pair tile) the indices are one plain [BM, P] block."""
+        ty = op.result.type
+        assert isinstance(ty, coda.TileType) and op.period is not None
+        period = op.period
+        c = self.cols(op, ty.cols)
+        rows = self.row_offsets()
+        p = self.ptr(op, op.source)
+        conv = _to_f32(op.source.type.get_element_type())  # type: ignore[attr-defined]
+        idx = c.cols if period == ty.cols else f"({c.cols} % {period})"
+        return f"tl.load({p} + {rows}[:, None] * {period} + {idx}[None, :], mask={c.mask2}, other=0){conv}"
+
     def load_vector(self, op: Operation, vector: SSAValue, axis: coda.Axis, width: int) -> str:
         """The vector as a [BM, 1] (rows), [1, TW] (cols) or scalar operand."""
         ty = vector.type
@@ -623,7 +640,10 @@ class _EpilogueEmitter:
 
     # -------------------------------------------------------------- primitives
     def emit_op(self, op: Operation) -> None:
-        if isinstance(op, coda.LoadOp):
+        if isinstance(op, coda.LoadOp) and op.period is not None:
+            self.emit(f"# {op.name} cols_period {op.period}")
+            self.assign(op.result, self.load_periodic(op))
+        elif isinstance(op, coda.LoadOp):
             self.emit(f"# {op.name}")
             self.assign(op.result, self.load_matrix(op, op.source))
         elif isinstance(op, coda.BroadcastOp):

@@ -24,6 +24,13 @@ QK-norm into a GEMM's epilogue forces BN to a multiple of head_dim (whole heads 
 heads (e.g. 256-wide heads at decode-sized M, where narrow tiles fill more SMs) the norm stays
 a separate elementwise kernel and a remark gives both predicted costs. With `cost-model=false`
 the norm fuses whenever it is legal.
+
+RoPE into a GEMM's epilogue computes angle + libdevice sin/cos per pair in every column tile;
+`io_model.rope_table_plan` prices that against cos/sin [M, hd/2] tables computed once by a
+small elementwise kernel (`lower_nn.rope_table_kernel`, same angle formula) and read in the
+epilogue with `coda.load cols_period hd/2` (`lower_nn.use_rope_table`). A remark states the
+choice and both predicted costs. With `cost-model=false` sin/cos stay in the epilogue; option
+`rope-table=always|never` forces the choice.
 """
 
 from __future__ import annotations
@@ -42,7 +49,9 @@ from coda_ir.transforms import remarks
 from coda_ir.transforms._build import scalar_body
 from coda_ir.transforms.interleave import apply_interleave, interleave_plan
 from coda_ir.transforms.legality import describe_failure, prove_kernel
-from coda_ir.transforms.lower_nn import ORIGIN
+from coda_ir.transforms import lower_nn
+from coda_ir.transforms._build import stamp
+from coda_ir.transforms.lower_nn import ORIGIN, match_rope
 
 EPILOGUE_KERNELS = (coda.GemmOp, coda.ElementwiseOp)
 
@@ -76,7 +85,7 @@ def dataflow_graph(block: Block) -> nx.DiGraph:
 def _only_loaded(e: Operation, arg: BlockArgument) -> bool:
     for use in arg.uses:
         user = use.operation
-        if isinstance(user, coda.LoadOp):
+        if isinstance(user, coda.LoadOp) and user.period is None:  # a periodic read is no tile of P's
             continue
         if isinstance(user, coda.AccumulateOp) and use.index == 1:
             continue
@@ -124,7 +133,7 @@ def build_merged(p: Operation, e: Operation) -> tuple[Operation, list[int]] | No
     # loads already present at the top level of P's region, to reuse
     loaded: dict[SSAValue, SSAValue] = {}
     for op in block.ops:
-        if isinstance(op, coda.LoadOp):
+        if isinstance(op, coda.LoadOp) and op.period is None:  # a periodic load is another tile
             loaded.setdefault(op.source, op.result)
 
     for op in e_block.ops:
@@ -133,7 +142,7 @@ def build_merged(p: Operation, e: Operation) -> tuple[Operation, list[int]] | No
         if isinstance(op, coda.LoadOp) and op.source in tiles:
             mapping[op.result] = tiles[op.source]  # type: ignore[index]
             continue
-        if isinstance(op, coda.LoadOp) and mapping.get(op.source) in loaded:
+        if isinstance(op, coda.LoadOp) and op.period is None and mapping.get(op.source) in loaded:
             mapping[op.result] = loaded[mapping[op.source]]
             continue
         if isinstance(op, coda.AccumulateOp) and op.matrix in tiles:
@@ -267,7 +276,10 @@ def prefers_unfused(decision, head_dim: int) -> tuple[bool, str]:
 
 class Fuser:
     def __init__(self, block: Block, remarks_as_errors: bool, siblings: bool, interleave: bool = True,
-                 cost_model: bool = True):
+                 cost_model: bool = True, rope_table: str = "auto"):
+        if rope_table not in ("auto", "always", "never"):
+            raise ValueError(f"rope-table must be auto, always or never, got '{rope_table}'")
+        self.rope_mode = rope_table
         self.block = block
         self.cost_model = cost_model
         self.cost_reported: set[int] = set()
@@ -349,6 +361,10 @@ class Fuser:
                         f"plan cheaper: {costs}; it stays a separate kernel",
                     )
                 return False
+        if isinstance(p, coda.GemmOp) and self.rope_mode != "never" and (self.cost_model or self.rope_mode == "always"):
+            swapped = self.rope_table(p, e, merged)
+            if swapped is not None:
+                merged, kept, where, e = swapped
         self.block.insert_op_before(merged, where)
         n_kept = len(kept)
         for k, i in enumerate(kept):
@@ -359,6 +375,61 @@ class Fuser:
             old.detach()
             old.erase()
         return True
+
+    def rope_table(self, p: coda.GemmOp, e: Operation, merged: Operation):
+        """RoPE into gemm P's epilogue: ask the IO model (`io_model.rope_table_plan`) whether the
+        rotation reads cos/sin from [M, hd/2] tables computed once by a small kernel, rather
+        than computing sin/cos per pair in every tile. On "table", E is replaced by its table
+        form (`lower_nn.use_rope_table`) and the table kernel goes before the earliest of
+        P and E (it reads only the positions); returns the new (merged, kept, where, E)."""
+        assert isinstance(e, coda.ElementwiseOp)
+        matches = [m for m in (match_rope(op) for op in _block(e).ops) if m is not None]
+        if len(matches) != 1 or not isinstance(matches[0].pos, BlockArgument):
+            return None
+        match = matches[0]
+        m, n, k = p.problem_shape()
+        elt = p.results[0].type.get_element_type()  # type: ignore[attr-defined]
+        if self.rope_mode == "always":  # forced (tests, experiments): no model, no remark
+            choice, text = "table", ""
+        else:
+            try:
+                from coda_ir.analysis import io_model
+
+                decision = io_model.rope_table_plan(m, n, 2 * match.half, K=k, dtype=_DTYPES.get(str(elt), "bf16"))
+            except ImportError:  # the model is optional
+                return None
+            costs = decision.costs
+            choice = decision.choice
+            text = (f"table (cos/sin [{m}x{match.half}] computed once, one more kernel) "
+                    f"{costs['table'].time_s * 1e6:.1f} us vs in-epilogue sin/cos {costs['epilogue'].time_s * 1e6:.1f} us")
+        if choice != "table":
+            remarks.emit_remark(e, f"RoPE in the epilogue of {_origin(p)} computes sin/cos per pair: the IO model "
+                                f"found it cheaper: {text}", informational=True)
+            return None
+        pos = e.operands[match.pos.index]  # type: ignore[attr-defined]
+        table = lower_nn.rope_table_kernel(pos, m, match)
+        table.attributes[ORIGIN] = StringAttr("nn.rope.table")
+        stamp(table, e.location)
+        pos_ok_at_p = isinstance(pos, BlockArgument) or self.order().get(pos.owner, -1) < self.order()[p]  # type: ignore[arg-type]
+        self.block.insert_op_before(table, p if pos_ok_at_p else e)
+        e2 = lower_nn.use_rope_table(e, match, table.results[0], table.results[1])
+        self.block.insert_op_before(e2, e)
+        for old, fresh in zip(e.results, e2.results):
+            old.replace_all_uses_with(fresh)
+        e.detach()
+        e.erase()
+        merged.erase()
+        built = build_merged(p, e2)
+        assert built is not None, "the table form reads P's results like the angle form did"
+        merged2, kept = built
+        where = self.placement(p, e2, kept)
+        assert where is not None, "the table kernel precedes P or E, so the placement is unchanged"
+        ok, _, reason = _prove_or_interleave(merged2, self.interleave)
+        assert ok, f"a periodic load is tile-local, so the table form proves like the angle form: {reason}"
+        if text:
+            remarks.emit_remark(e2, f"RoPE in the epilogue of {_origin(p)} reads cos/sin tables: the IO model found "
+                                f"them cheaper: {text}", informational=True)
+        return merged2, kept, where, e2
 
     def step(self) -> bool:
         graph = dataflow_graph(self.block)
@@ -422,9 +493,15 @@ class FusePass(ModulePass):
     """Count a merge as legal when interleaving the gemm's columns (coda-interleave) makes it so."""
     cost_model: bool = True
     """Ask the IO model (`io_model.qk_norm_tile_width`) whether QK-norm in the GEMM's epilogue
-    (whole heads per tile) beats a separate norm kernel; off: fuse whenever it is legal."""
+    (whole heads per tile) beats a separate norm kernel, and (`io_model.rope_table_plan`)
+    whether RoPE in a GEMM's epilogue reads cos/sin tables; off: fuse whenever it is legal and
+    compute sin/cos in the epilogue."""
+    rope_table: str = "auto"
+    """RoPE fused into a GEMM: "auto" (the IO model decides, when `cost_model`), "always" (cos/sin
+    tables), "never" (sin/cos per pair in the epilogue)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in op.walk():
             if isinstance(f, func.FuncOp) and f.body.blocks:
-                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings, self.interleave, self.cost_model).run()
+                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings, self.interleave, self.cost_model,
+                      self.rope_table).run()

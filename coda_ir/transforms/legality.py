@@ -9,7 +9,9 @@ ops can reach outside a tile:
 * `coda.segment_reduce width w`: a reduction over aligned segments of w columns.
 
 Every other primitive reads its operands at the element's own coordinates (or produces one
-partial per tile), so it is THREAD-local by construction; `coda.reduce` completes inside the
+partial per tile), so it is THREAD-local by construction; `coda.load cols_period P` reads
+global memory at the element's own row and column mod P (no value of another tile), so it is
+too; `coda.reduce` completes inside the
 tile at the level `reduction_level` reports (one partial per tile).
 
 The proof is run over the candidate column-tile widths BN the lowering may pick (the

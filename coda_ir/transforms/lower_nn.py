@@ -11,7 +11,7 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 | rms_norm | one row kernel (`segment_reduce sumsq width D`, D a power of two <= 8192); otherwise elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
 | layer_norm | one row kernel (mean, then variance of x - mean); otherwise sum and sum-of-squares partials, fold -> (rstd, -mean), apply |
 | swiglu / geglu | elementwise [M, F] over the 2F-wide z tile: `coda.pair_map stride F` (2 -> 1) |
-| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1) |
+| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1); coda-fuse may later swap the angles for cos/sin tables (`rope_table_kernel`, `use_rope_table`) |
 | head_rms_norm | elementwise: `coda.segment_reduce sumsq width hd`, map |
 | cross_entropy | elementwise LSE partials + target `coda.select`, one fold with a finalize |
 
@@ -27,8 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, f32, i32
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -41,7 +43,7 @@ from xdsl.pattern_rewriter import (
 from coda_ir.dialects import nn
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import Axis, ReduceKind, TileType
-from coda_ir.transforms._build import Epilogue, Scalar, elementwise, elt_of, fold, gemm, shape_of, stamp
+from coda_ir.transforms._build import Epilogue, Scalar, elementwise, elt_of, fold, gemm, scalar_body, shape_of, stamp
 
 ORIGIN = "coda.origin"
 """Discardable attribute naming the nn op a kernel came from (for remarks and FileCheck)."""
@@ -289,6 +291,173 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation) -> 
 
     stride = half if style == "half" else 1
     return e.pair_map([tile, ang], [(m, n)], rotate, stride=stride, wide=[True, False])[0]
+
+
+@dataclass
+class RopeMatch:
+    """A RoPE rotation as `rope_epilogue` builds it, found in a kernel's block."""
+
+    pair_map: coda.PairMapOp
+    angle: coda.MapOp  # (pair index, pos[m]) -> angle, on the narrow pair tile
+    pos: SSAValue  # the kernel's block argument holding the positions
+    half: int  # hd/2: the angle depends on the pair index only through p mod hd/2
+    limit: int  # rotary_heads * hd/2: pairs at or beyond it are not rotated
+
+
+def _const_int(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+def match_rope(pair_map: Operation) -> RopeMatch | None:
+    """The RoPE of `rope_epilogue` around a pair_map, or None.
+
+    Read back from the IR (the nn op is gone once kernels fuse): the pair_map's one narrow
+    input is the angle `coda.map` of (`coda.index cols`, `coda.broadcast %pos rows`), the body
+    uses that angle only through one `math.cos` and one `math.sin`, and the angle body has the
+    `remsi p, hd/2` and `cmpi slt p, rotary_heads * hd/2` that `rope_epilogue` writes."""
+    if not isinstance(pair_map, coda.PairMapOp):
+        return None
+    narrow = [v for v in pair_map.inputs if not pair_map.is_wide(v)]
+    if len(narrow) != 1 or not isinstance(narrow[0].owner, coda.MapOp):
+        return None
+    angle = narrow[0].owner
+    if len(angle.inputs) != 2 or len(angle.outputs) != 1:
+        return None
+    idx, rows = (v.owner for v in angle.inputs)
+    if not (isinstance(idx, coda.IndexOp) and idx.axis.data == Axis.COLS):
+        return None
+    if not (isinstance(rows, coda.BroadcastOp) and rows.axis.data == Axis.ROWS):
+        return None
+    # the body argument of the angle: after the two args of each wide input before it
+    k = 0
+    for v in pair_map.inputs:
+        if v is narrow[0]:
+            break
+        k += 2 if pair_map.is_wide(v) else 1
+    arg = pair_map.body.blocks[0].args[k]
+    users = sorted(type(u.operation).__name__ for u in arg.uses)
+    if users != ["CosOp", "SinOp"]:
+        return None
+    p = angle.body.blocks[0].args[0]
+    half = limit = None
+    for inner in angle.body.blocks[0].ops:
+        if isinstance(inner, arith.RemSIOp) and inner.lhs is p:
+            half = _const_int(inner.rhs)
+        if isinstance(inner, arith.CmpiOp) and inner.lhs is p and inner.predicate.value.data == 2:  # slt
+            limit = _const_int(inner.rhs)
+    if half is None or limit is None or half <= 0:
+        return None
+    return RopeMatch(pair_map, angle, rows.source, half, limit)
+
+
+def rope_table_kernel(pos: SSAValue, m: int, match: RopeMatch) -> coda.ElementwiseOp:
+    """`coda.elementwise [M, hd/2]`: cos and sin (fp32) of the angle of each (row, frequency).
+
+    The angle map's body is cloned as is onto the [M, hd/2] tile: pair p < hd/2 gives the
+    same `remsi` and (p < rotary_heads * hd/2, rotary_heads >= 1) the same select, so each
+    table entry is bit-identical to what the epilogue computed for every pair p' = p mod hd/2
+    of a rotary head."""
+    half = match.half
+
+    def build(e: Epilogue, p):
+        like = TileType((m, half), f32)
+        pairs = e._add(coda.IndexOp(Axis.COLS, like))
+        rows = e._add(coda.BroadcastOp(p, Axis.ROWS, like))
+        ang = e._add(coda.MapOp([pairs, rows], [like], match.angle.body.clone()))
+        return e.map([ang], lambda s, a: [s.cos(a), s.sin(a)], n_out=2)
+
+    return elementwise((m, half), [pos], build, [f32, f32])
+
+
+def use_rope_table(kernel: coda.ElementwiseOp, match: RopeMatch, cos: SSAValue, sin: SSAValue) -> coda.ElementwiseOp:
+    """A copy of `kernel` whose RoPE reads cos/sin from the [M, hd/2] tables (`coda.load
+    cols_period hd/2`) instead of computing them: pair p takes column p mod hd/2 of its row.
+    Pairs of non-rotary heads (p >= rotary_heads * hd/2) keep cos = 1, sin = 0 by a select on
+    the pair index, as the angle map's select to 0 did."""
+    block = kernel.body.blocks[0]
+    at = list(block.ops).index(match.pair_map)
+    new = coda.ElementwiseOp.create(
+        operands=[*kernel.operands, cos, sin], result_types=[r.type for r in kernel.results],
+        properties=dict(kernel.properties), attributes=dict(kernel.attributes), regions=[kernel.body.clone()],
+    )
+    new.location = kernel.location
+    nblock = new.body.blocks[0]
+    cos_arg = nblock.insert_arg(cos.type, len(nblock.args))
+    sin_arg = nblock.insert_arg(sin.type, len(nblock.args))
+    pm = list(nblock.ops)[at]
+    found = match_rope(pm)
+    assert found is not None, "the clone keeps the matched RoPE"
+    narrow_ty = found.angle.outputs[0].type
+    assert isinstance(narrow_ty, TileType)
+    loc = pm.location
+    built: list[Operation] = []
+    c_tile = coda.LoadOp(cos_arg, found.half, narrow_ty.cols)
+    s_tile = coda.LoadOp(sin_arg, found.half, narrow_ty.cols)
+    built += [c_tile, s_tile]
+    c_val, s_val = c_tile.result, s_tile.result
+    if found.limit < narrow_ty.cols:
+        limit = found.limit
+
+        def keep(s: Scalar, p, c, sn):
+            rotary = s.cmpi("slt", p, s.iconst(limit))
+            return [s.select(rotary, c, s.const(1.0)), s.select(rotary, sn, s.const(0.0))]
+
+        sel = coda.MapOp([found.angle.inputs[0], c_val, s_val], [narrow_ty, narrow_ty],
+                         scalar_body([i32, f32, f32], keep))
+        built.append(sel)
+        c_val, s_val = sel.results
+    # the rotation body, with the angle argument split into (cos, sin) arguments
+    old_body = pm.body.blocks[0]
+    inputs: list[SSAValue] = []
+    arg_types: list = []
+    mapping: dict[SSAValue, SSAValue] = {}
+    new_block = Block()
+    k = 0
+    for v in pm.inputs:
+        if v is found.angle.outputs[0]:
+            inputs += [c_val, s_val]
+            a = old_body.args[k]
+            ca, sa = new_block.insert_arg(f32, len(new_block.args)), new_block.insert_arg(f32, len(new_block.args))
+            for use in list(a.uses):
+                mapping[use.operation.results[0]] = ca if isinstance(use.operation, xmath.CosOp) else sa
+            k += 1
+        else:
+            inputs.append(v)
+            for _ in range(2 if pm.is_wide(v) else 1):
+                mapping[old_body.args[k]] = new_block.insert_arg(old_body.args[k].type, len(new_block.args))
+                k += 1
+    for inner in old_body.ops:
+        if isinstance(inner, (xmath.CosOp, xmath.SinOp)) and inner.operands[0] in old_body.args:
+            continue
+        new_block.add_op(inner.clone(value_mapper=mapping))
+    rot = coda.PairMapOp(inputs, [r.type for r in pm.results], Region(new_block), stride=pm.stride)
+    rot.attributes.update(pm.attributes)
+    built.append(rot)
+    for op_ in built:
+        stamp(op_, loc)
+        nblock.insert_op_before(op_, pm)
+    for old, fresh in zip(pm.results, rot.results):
+        old.replace_all_uses_with(fresh)
+    pm.detach()
+    pm.erase()
+    # the angle and its inputs are dead now (unless something else reads them)
+    for inner in reversed(list(nblock.ops)):
+        if inner is not nblock.last_op and inner.results and all(not r.uses for r in inner.results):
+            inner.detach()
+            inner.erase()
+    # drop the inputs only the angle read (the positions): the gemm this fuses into would
+    # otherwise carry a dead argument
+    keep = [i for i, a in enumerate(nblock.args) if a.uses]
+    if len(keep) != len(nblock.args):
+        operands = [new.operands[i] for i in keep]
+        for a in [a for a in nblock.args if not a.uses]:
+            nblock.erase_arg(a)
+        new.operands = operands
+    new.verify()
+    return new
 
 
 def lower_rope(op: nn.RoPEOp) -> tuple[list[Operation], SSAValue]:

@@ -12,7 +12,9 @@
 Options (`-p 'nn-to-coda{fuse=false remarks-as-errors=true}'`): `defer-norms`, `fuse`,
 `interleave`, `cse`, `group-launches` (each true by default) switch a stage off (the result is still a correct,
 less fused program); `cost-model=false` stops the stages from asking the IO model (norm
-statistics placement, QK-norm placement) and fuses whenever it is legal; `remarks-as-errors`
+statistics placement, QK-norm placement, RoPE cos/sin tables) and fuses whenever it is legal,
+with sin/cos computed in the epilogue; `rope-table=always|never` forces the RoPE choice
+(`auto`, the default, asks the model); `remarks-as-errors`
 turns every "did not fuse" remark into an error.
 """
 
@@ -44,6 +46,7 @@ class NNToCodaPass(ModulePass):
     cse: bool = True
     group_launches: bool = True
     cost_model: bool = True
+    rope_table: str = "auto"
     remarks_as_errors: bool = False
 
     def stages(self) -> list[ModulePass]:
@@ -53,7 +56,8 @@ class NNToCodaPass(ModulePass):
         stages.append(ConvertNNToCodaPass())
         if self.fuse:
             stages.append(
-                FusePass(remarks_as_errors=self.remarks_as_errors, interleave=self.interleave, cost_model=self.cost_model)
+                FusePass(remarks_as_errors=self.remarks_as_errors, interleave=self.interleave, cost_model=self.cost_model,
+                         rope_table=self.rope_table)
             )
         if self.interleave:
             stages.append(InterleavePass())

@@ -23,8 +23,10 @@ EMITTED: list[str] = []
 """Every remark printed in this process, in order (tests and the Python API read it)."""
 
 
-def emit_remark(op: Operation | None, message: str, *, as_error: bool = False) -> None:
-    if as_error or REMARKS_AS_ERRORS:
+def emit_remark(op: Operation | None, message: str, *, as_error: bool = False, informational: bool = False) -> None:
+    """`informational`: the remark reports a choice between two complete plans (nothing the
+    user asked for was lost), so `remarks-as-errors` does not turn it into an error."""
+    if not informational and (as_error or REMARKS_AS_ERRORS):
         raise CompilerError(op, message)
     text = str(Diagnostic(op, message, severity="remark"))
     EMITTED.append(text)

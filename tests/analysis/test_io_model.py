@@ -290,3 +290,21 @@ def test_predictions_within_20_percent_of_measured_h100(h100):
         assert abs(predicted / measured - 1) <= 0.20, (label, predicted, measured)
         if kind == "residual+sumsq":  # the exposed residual load is what brings it within 3%
             assert abs(predicted / measured - 1) <= 0.03, (label, predicted, measured)
+
+
+def test_rope_table_plan_flips_with_heads_per_row():
+    # LLaMA-3 8B QKV: 48 heads share each row's [BM, 64] cos/sin; per-pair libdevice sin/cos
+    # in every tile costs more than one table kernel and L2 reads
+    qkv = m.rope_table_plan(8192, 6144, 128, K=4096, gpu="h100")
+    assert qkv.choice == "table"
+    assert qkv.costs["table"].time_s < qkv.costs["epilogue"].time_s
+    assert len(qkv.costs["table"].kernels) == 2 and len(qkv.costs["epilogue"].kernels) == 1
+    # one head per row (N = head_dim): nothing is recomputed across column tiles, the launch loses
+    single = m.rope_table_plan(8192, 128, 128, K=4096, gpu="h100")
+    assert single.choice == "epilogue"
+
+
+def test_sincos_is_priced_as_tens_of_instructions():
+    # libdevice sinf + cosf are FP32-pipe instruction sequences, not one SFU op each
+    assert m.SINCOS_INSTR_PER_PAIR >= 20
+    assert 20 < m.rope_angle_instr(128) < 60  # two select chains of 8 for hd/2 = 64

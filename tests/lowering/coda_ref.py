@@ -238,7 +238,10 @@ def _epilogue(block: Block, args: list, n: int, h: int, body: _Body, f, hw: int 
                     x = y
                 res.append(x)
             return res
-        if isinstance(op, coda.LoadOp):
+        if isinstance(op, coda.LoadOp) and op.period is not None:
+            c = f(env[op.source])  # an [M, P] table repeated along the tile's columns
+            env[op.result] = c[:, colidx(op.result.type.cols) % op.period]
+        elif isinstance(op, coda.LoadOp):
             c = f(env[op.source])
             env[op.result] = c[:, colidx(c.shape[1])]
         elif isinstance(op, coda.AccumulateOp):

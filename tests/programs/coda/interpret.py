@@ -230,6 +230,16 @@ class _Machine:
 
     def tile_op(self, op, env, layout: _Layout) -> list:
         c = self.compute
+        if isinstance(op, coda.LoadOp) and op.period is not None:
+            # an [M, P] table repeated along the tile's columns (the user's columns, permuted
+            # like any access of this width)
+            src = self.load_value(env[op.source])
+            _, w = _tile_shape(op.result)
+            cols = torch.arange(w)
+            p = layout.perm(w)
+            if p is not None:
+                cols = cols[p]
+            return [src[:, cols % op.period]]
         if isinstance(op, coda.LoadOp):
             src = self.load_value(env[op.source])
             return [layout.to_kernel(src)]
