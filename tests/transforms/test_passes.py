@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import coda_ir
-
 from pathlib import Path
 
 import pytest
@@ -11,6 +9,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
+import coda_ir
 from coda_ir.analysis import linear_layout as ll
 from coda_ir.dialects import coda, nn
 from coda_ir.tools.coda_opt import coda_passes, make_context
