@@ -95,6 +95,7 @@ class TileRecorder:
 
 
 KERNEL_NAME = re.compile(r"_k(\d+)_(gemm|elementwise|fold)")
+GROUP_NAME = re.compile(r"_g(\d+)_launch_group")  # one launch running several small kernels
 
 
 def profile_kernels(call, fn_name: str, calls: int) -> dict[int, list[float]]:
@@ -116,6 +117,13 @@ def profile_kernels(call, fn_name: str, calls: int) -> dict[int, list[float]]:
         match = KERNEL_NAME.search(name[name.index(prefix):])
         if match:
             times.setdefault(int(match.group(1)), []).append(e.time_range.elapsed_us() / 1e6)
+    group_prefix = f"_{fn_name}_g"
+    for e in prof.events():
+        if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA or group_prefix not in e.name:
+            continue
+        match = GROUP_NAME.search(e.name[e.name.index(group_prefix):])
+        if match:  # keyed -1, -2, ...: group g is -(g + 1), apart from kernel indices
+            times.setdefault(-(int(match.group(1)) + 1), []).append(e.time_range.elapsed_us() / 1e6)
     return times
 
 
@@ -165,13 +173,20 @@ def run_file(path: Path, gpu: m.GPU, recorder: TileRecorder | None, smoke: bool)
 
             whole = do_bench(call, warmup=25, rep=200, return_mode="median") / 1e3
             measured_by_index = profile_kernels(call, name, calls=10)
+        group = -1
         for i, kernel in enumerate(plan.kernels):
             gen_name = f"_{name}_k{i}_{kernel.kind}"
+            opens_group = not kernel.shares_launch and i + 1 < len(plan.kernels) and plan.kernels[i + 1].shares_launch
+            if opens_group:
+                # the profiler sees one kernel for the whole launch group: its time goes on the
+                # first member's row, with the members' summed prediction beside it
+                group += 1
+                gen_name = f"_{name}_g{group}_launch_group"
             tile = recorder.tile(gen_name) if recorder is not None and kernel.gemm is not None else None
             if tile is not None:
                 kernel = dataclasses.replace(kernel, tile=tile)
             kc = m.kernel_cost(kernel, gpu)
-            meas = measured_by_index.get(i)
+            meas = measured_by_index.get(-(group + 1) if opens_group else i)
             row = {
                 "kernel": kernel.name, "generated": gen_name, "kind": kernel.kind,
                 "tile": kc.tile.describe() if kc.tile else "-", "tile_from": "autotuner" if tile else "model default",
@@ -180,6 +195,12 @@ def run_file(path: Path, gpu: m.GPU, recorder: TileRecorder | None, smoke: bool)
             }
             if kernel.gemm is not None:
                 row["plain_predicted_s"], row["plain_measured_s"] = plain_gemm(kc, gpu, measure=not smoke)
+            if opens_group:
+                row["group_predicted_s"] = kc.time_s
+                group_row = row
+            elif kernel.shares_launch:
+                row["generated"] = f"(in _{name}_g{group}_launch_group)"
+                group_row["group_predicted_s"] += kc.time_s
             rows.append(row)
         results.append({"file": str(path), "function": name, "whole_call_s": whole, "kernels": rows,
                         "predicted_total_s": sum(r["predicted_s"] for r in rows)})
@@ -196,13 +217,14 @@ def ratio(a: float | None, b: float | None) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="*", default=[str(ROOT / "examples" / "llama_block.mlir")])
+    ap.add_argument("files", nargs="*", help="nn programs (default: examples/llama_block.mlir; with --smoke its small twin)")
     ap.add_argument("--constants", help="a bench/calibrate.py JSON (default: gpu_constants.json for this GPU)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter on tests/programs/nn/llama_block.mlir, no timing")
     args = ap.parse_args()
     smoke = args.smoke or not torch.cuda.is_available()
-    files = [str(ROOT / "tests" / "programs" / "nn" / "llama_block.mlir")] if smoke and not args.files[1:] and args.smoke else args.files
+    default = ROOT / ("tests/programs/nn" if args.smoke else "examples") / "llama_block.mlir"
+    files = args.files or [str(default)]
     gpu = gpu_constants(args.constants)
     recorder = None if smoke else TileRecorder()
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu (interpreter)"
@@ -220,11 +242,14 @@ def main() -> None:
         print(f"{'kernel':<20} {'tile':<17} {'bound':<8} {'pred us':>10} {'meas us':>10} {'pred/meas':>7}"
               f" {'plain pred':>10} {'plain meas':>10} {'pred/meas':>7} {'fused/plain':>7}")
         for r in res["kernels"]:
-            print(f"{r['kernel'][:20]:<20} {r['tile']:<17} {r['bound']:<8} {fmt_us(r['predicted_s'])} {fmt_us(r['measured_s'])}"
-                  f" {ratio(r['predicted_s'], r['measured_s'])} {fmt_us(r.get('plain_predicted_s'))} "
+            # a launch group's row: its measured time is the whole group's, so is its prediction
+            pred = r.get("group_predicted_s", r["predicted_s"])
+            label = ("group:" + r["kernel"]) if "group_predicted_s" in r else r["kernel"]
+            print(f"{label[:20]:<20} {r['tile']:<17} {r['bound']:<8} {fmt_us(pred)} {fmt_us(r['measured_s'])}"
+                  f" {ratio(pred, r['measured_s'])} {fmt_us(r.get('plain_predicted_s'))} "
                   f"{fmt_us(r.get('plain_measured_s'))} {ratio(r.get('plain_predicted_s'), r.get('plain_measured_s'))}"
                   f" {ratio(r['measured_s'], r.get('plain_measured_s'))}")
-        meas = [r["measured_s"] for r in res["kernels"]]
+        meas = [r["measured_s"] for r in res["kernels"] if not r["generated"].startswith("(in ")]
         if all(x is not None for x in meas):
             total = sum(meas)  # type: ignore[arg-type]
             print(f"{'sum of kernels':<20} {'':<17} {'':<8} {fmt_us(res['predicted_total_s'])} {fmt_us(total)}"
