@@ -181,10 +181,13 @@ class _Extractor:
         self.names = _Names()
         self.partials: dict[SSAValue, m.Tensor] = {}
         self.args = list(fn.body.blocks[0].args) if fn.body.blocks else []
+        # a launch group's results are its members' results under new SSA names
+        self.group_results: dict[SSAValue, SSAValue] = {}
 
     # ---------------------------------------------------------------- tensors
 
     def tensor(self, value: SSAValue, role: str | None = None) -> m.Tensor:
+        value = self.group_results.get(value, value)
         if value in self.partials:
             return self.partials[value]
         ty = value.type
@@ -377,6 +380,8 @@ class _Extractor:
                 # a launch group's members are priced as the kernels they are, sharing one launch
                 members = list(op.members())
                 riders.update(id(member) for member in members[1:])
+                member_results = [r for member in members for r in member.results]
+                self.group_results.update(zip(op.results, member_results))
                 ops += members
             else:
                 ops.append(op)

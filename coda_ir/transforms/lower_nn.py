@@ -369,7 +369,9 @@ def rope_table_kernel(pos: SSAValue, m: int, match: RopeMatch) -> coda.Elementwi
         ang = e._add(coda.MapOp([pairs, rows], [like], match.angle.body.clone()))
         return e.map([ang], lambda s, a: [s.cos(a), s.sin(a)], n_out=2)
 
-    return elementwise((m, half), [pos], build, [f32, f32])
+    table = elementwise((m, half), [pos], build, [f32, f32])
+    table.results[0].name_hint, table.results[1].name_hint = "rope_cos", "rope_sin"  # readable IR and reports
+    return table
 
 
 def use_rope_table(kernel: coda.ElementwiseOp, match: RopeMatch, cos: SSAValue, sin: SSAValue) -> coda.ElementwiseOp:

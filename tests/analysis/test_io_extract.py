@@ -155,3 +155,20 @@ def test_launch_group_members_share_one_launch(h100):
     alone = m.program_cost(ungrouped.kernels, h100)
     assert alone.launches == 8
     assert alone.time_s - cost.time_s == pytest.approx(2 * h100.launch_s, rel=1e-6)
+
+
+def test_launch_group_results_are_their_members_tensors(h100):
+    """The 8B LLaMA block: the QKV GEMM reads the rstd fold's vector and RoPE's cos/sin tables
+    through the launch group's results; the model (and the fusion-plan edges) must see the
+    members' tensors, not new ones."""
+    from xdsl.passes import PassPipeline
+
+    module = parse(LLAMA_8B)
+    PassPipeline.parse_spec(coda_passes(), "nn-to-coda").apply(make_context(), module)
+    (plan,) = x.extract_module(module, h100)
+    written = {t.name for k in plan.kernels for t in k.writes} | {t.name for t in plan.inputs}
+    qkv = plan.kernels[-1]
+    assert {"rope_cos", "rope_sin"} <= {t.name for t in qkv.reads}
+    assert all(t.name in written for k in plan.kernels for t in k.all_reads())
+    dot = fusion_plan.to_dot([plan], h100)
+    assert any("rope_cos" in line and "->" in line for line in dot.splitlines())  # the table -> QKV edge
