@@ -5,26 +5,19 @@ the ungrouped program (members keep their own grids and tile constants)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 import torch
+from test_numerics import (
+    variant,  # tests/transforms is on sys.path (pytest prepend mode)
+)
 
 import coda_ir
 from coda_ir import testing
 from coda_ir.dialects import coda
 
 PROGRAMS = Path(__file__).parent / "programs"
-
-
-def variant(text: str, rows: int, dtype: str) -> str:
-    """The program with M = `rows` (the files use 24) and element type `dtype` (as test_numerics)."""
-    text = re.sub(r"(?<![0-9])24x", f"{rows}x", text)
-    if dtype != "f32":
-        text = re.sub(r"x(\d+)xf32>", rf"x\1x{dtype}>", text)
-        text = re.sub(r"<(\d+)xf32>", rf"<\1x{dtype}>", text)
-    return text
 
 
 @pytest.mark.parametrize("rows,dtype", [(19, "bf16"), (7, "f32")])
