@@ -158,7 +158,7 @@ class _Ctx:
         ir = element_dtype(op.results[index])
         if self.exact:
             return torch.float64
-        if self.override is not None and _is_float(ir) and op.name != "nn.cross_entropy":
+        if self.override is not None and _is_float(ir) and op.name not in F32_RESULT_OPS:
             return self.override
         return ir
 
@@ -167,13 +167,14 @@ def _rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * w
 
 
-def _rope(ctx: _Ctx, x: torch.Tensor, pos: torch.Tensor, hd: int, heads: int, theta: float, style: str) -> torch.Tensor:
+def _rope(ctx: _Ctx, x: torch.Tensor, pos: torch.Tensor, hd: int, heads: int, theta: float, style: str,
+          sign: float = 1.0) -> torch.Tensor:
     m, n = x.shape
     half = hd // 2
     i = torch.arange(half, dtype=torch.float64, device=x.device)
     inv_freq = (theta ** (-2.0 * i / hd)).to(ctx.internal)  # float64, then rounded to fp32
     angle = pos.to(ctx.internal)[:, None] * inv_freq[None, :]  # [M, hd/2]
-    cos, sin = torch.cos(angle), torch.sin(angle)
+    cos, sin = torch.cos(angle), sign * torch.sin(angle)  # sign -1: the transpose (nn.rope_grad)
     out = x.clone()
     rot = x[:, : heads * hd].reshape(m, heads, hd)
     if style == "half":
@@ -191,12 +192,51 @@ def _rope(ctx: _Ctx, x: torch.Tensor, pos: torch.Tensor, hd: int, heads: int, th
     return out
 
 
-def _head_rms_norm(x: torch.Tensor, w: torch.Tensor, hd: int, heads: int, eps: float) -> torch.Tensor:
+def _head_rms_norm(x: torch.Tensor, w: torch.Tensor, hd: int, heads: int, eps: float, first: int = 0) -> torch.Tensor:
     m, _ = x.shape
     out = x.clone()
-    part = x[:, : heads * hd].reshape(m, heads, hd)
-    out[:, : heads * hd] = _rms_norm(part, w, eps).reshape(m, heads * hd)
+    lo, hi = first * hd, (first + heads) * hd
+    part = x[:, lo:hi].reshape(m, heads, hd)
+    out[:, lo:hi] = _rms_norm(part, w, eps).reshape(m, heads * hd)
     return out
+
+
+def _rms_norm_grad(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """dx, dw of `x * r * w` for rows (r: one value per row, broadcast over the last dim)."""
+    n = x * r.unsqueeze(-1)
+    q = dy * w
+    dx = r.unsqueeze(-1) * (q - n * (q * n).mean(dim=-1, keepdim=True))
+    return dx, (dy * n).reshape(-1, w.shape[0]).sum(dim=0)
+
+
+def _head_rms_norm_grad(dy, x, w, hd: int, heads: int, eps: float, first: int):
+    m, _ = x.shape
+    lo, hi = first * hd, (first + heads) * hd
+    part = x[:, lo:hi].reshape(m, heads, hd)
+    r = torch.rsqrt(part.pow(2).mean(dim=-1) + eps)
+    dpart, dw = _rms_norm_grad(dy[:, lo:hi].reshape(m, heads, hd), part, w, r)
+    dx = dy.clone()
+    dx[:, lo:hi] = dpart.reshape(m, heads * hd)
+    return dx, dw
+
+
+def _gelu_grad(dy: torch.Tensor, x: torch.Tensor, approximate: str) -> torch.Tensor:
+    return torch.ops.aten.gelu_backward(dy, x, approximate=approximate)
+
+
+def _cross_entropy_grad(logits, targets, dloss, ignore_index: int, reduction: str) -> torch.Tensor:
+    m, v = logits.shape
+    t = targets.to(torch.int64)
+    keep = t != ignore_index
+    bad = keep & ((t < 0) | (t >= v))
+    if bool(bad.any()):
+        raise ValueError(f"cross_entropy target out of range [0, {v}) at rows {bad.nonzero().flatten().tolist()[:8]}")
+    p = torch.softmax(logits, dim=-1)
+    onehot = torch.zeros_like(p).scatter_(1, torch.where(keep, t, 0)[:, None], 1.0)
+    scale = dloss.to(p.dtype)
+    if reduction == "mean":
+        scale = scale / keep.sum().to(p.dtype)
+    return torch.where(keep[:, None], (p - onehot) * scale, torch.zeros((), dtype=p.dtype))
 
 
 def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, reduction: str) -> torch.Tensor:
@@ -250,9 +290,55 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
             ctx, a[0], args[1], _prop(op, "head_dim"), _prop(op, "rotary_heads"), _prop(op, "theta"), _prop(op, "style")
         )
     if name == "nn.head_rms_norm":
-        return _head_rms_norm(a[0], a[1], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"))
+        return _head_rms_norm(a[0], a[1], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"), _prop(op, "first_head"))
     if name == "nn.cross_entropy":
         return _cross_entropy(a[0], args[1], _prop(op, "ignore_index"), _prop(op, "reduction"))
+    # backward ops (nn-autodiff); multi-result ops return tuples
+    if name == "nn.gemm":
+        lhs = a[0].T if _prop(op, "transpose_a") else a[0]
+        rhs = a[1].T if _prop(op, "transpose_b") else a[1]
+        return lhs @ rhs
+    if name == "nn.column_sum":
+        return a[0].sum(dim=0)
+    if name == "nn.silu_grad":
+        sg = torch.sigmoid(a[1])
+        return a[0] * sg * (1 + a[1] * (1 - sg))
+    if name == "nn.relu_grad":
+        return torch.where(a[1] > 0, a[0], torch.zeros((), dtype=a[0].dtype))
+    if name == "nn.gelu_grad":
+        return _gelu_grad(a[0], a[1], _prop(op, "approximate"))
+    if name in ("nn.swiglu_grad", "nn.geglu_grad"):
+        dy, z = a
+        f = z.shape[1] // 2
+        gate, up = z[:, :f], z[:, f:]
+        if name == "nn.swiglu_grad":
+            sg = torch.sigmoid(gate)
+            return torch.cat([dy * up * sg * (1 + gate * (1 - sg)), dy * gate * sg], dim=1)
+        approx = _prop(op, "approximate")
+        return torch.cat([_gelu_grad(dy * up, gate, approx), dy * F.gelu(gate, approximate=approx)], dim=1)
+    if name == "nn.rope_grad":
+        return _rope(ctx, a[0], args[1], _prop(op, "head_dim"), _prop(op, "rotary_heads"), _prop(op, "theta"),
+                     _prop(op, "style"), sign=-1.0)
+    if name == "nn.rms_norm_rstd":
+        return torch.rsqrt(a[0].pow(2).mean(dim=-1) + _prop(op, "eps"))
+    if name == "nn.rms_norm_grad":
+        return _rms_norm_grad(a[0], a[1], a[2], a[3])
+    if name == "nn.layer_norm_stats":
+        x = a[0]
+        mean = x.mean(dim=-1)
+        var = (x - mean[:, None]).pow(2).mean(dim=-1)
+        return mean, torch.rsqrt(var + _prop(op, "eps"))
+    if name == "nn.layer_norm_grad":
+        dy, x, w, mean, r = a
+        n = (x - mean[:, None]) * r[:, None]
+        q = dy * w
+        dx = r[:, None] * (q - q.mean(dim=-1, keepdim=True) - n * (q * n).mean(dim=-1, keepdim=True))
+        return dx, (dy * n).sum(dim=0), dy.sum(dim=0)
+    if name == "nn.head_rms_norm_grad":
+        return _head_rms_norm_grad(a[0], a[1], a[2], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"),
+                                   _prop(op, "first_head"))
+    if name == "nn.cross_entropy_grad":
+        return _cross_entropy_grad(a[0], args[1], a[2], _prop(op, "ignore_index"), _prop(op, "reduction"))
     raise NotImplementedError(f"the reference interpreter has no rule for '{name}'")
 
 
@@ -271,7 +357,24 @@ NN_OPS = (
     "nn.rope",
     "nn.head_rms_norm",
     "nn.cross_entropy",
+    "nn.gemm",
+    "nn.column_sum",
+    "nn.silu_grad",
+    "nn.relu_grad",
+    "nn.gelu_grad",
+    "nn.swiglu_grad",
+    "nn.geglu_grad",
+    "nn.rope_grad",
+    "nn.rms_norm_rstd",
+    "nn.rms_norm_grad",
+    "nn.layer_norm_stats",
+    "nn.layer_norm_grad",
+    "nn.head_rms_norm_grad",
+    "nn.cross_entropy_grad",
 )
+
+F32_RESULT_OPS = ("nn.cross_entropy", "nn.rms_norm_rstd", "nn.layer_norm_stats")
+"""Ops whose results are f32 by definition (a loss, row statistics): never rounded to the program's type."""
 
 
 def _convert_input(ctx: _Ctx, arg: SSAValue, value: torch.Tensor, index: int) -> torch.Tensor:
@@ -324,10 +427,13 @@ def run_reference(
         if op.name not in NN_OPS:
             raise NotImplementedError(f"the reference interpreter runs nn ops only, found '{op.name}'")
         args = [env[v] for v in op.operands]
-        out = _eval(ctx, op, args).to(ctx.result_dtype(op))
-        env[op.results[0]] = out
-        if trace is not None:
-            trace(op, out)
+        value = _eval(ctx, op, args)
+        outs = value if isinstance(value, tuple) else (value,)
+        for i, (result, out) in enumerate(zip(op.results, outs)):
+            out = out.to(ctx.result_dtype(op, i))
+            env[result] = out
+            if trace is not None:
+                trace(op, out)
     raise ValueError(f"@{fn.sym_name.data} has no func.return")
 
 

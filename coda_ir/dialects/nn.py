@@ -163,7 +163,11 @@ class NNOperation(IRDLOperation):
         )
         types_end = parser.pos
         parser.parse_punctuation("->")
-        result_type = parser.parse_type()
+        if parser.parse_optional_punctuation("(") is not None:
+            result_types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+            parser.parse_punctuation(")")
+        else:
+            result_types = [parser.parse_type()]
         if len(operand_types) != len(unresolved):
             parser.raise_error(
                 f"expected {len(unresolved)} operand types, got {len(operand_types)}",
@@ -171,9 +175,7 @@ class NNOperation(IRDLOperation):
                 types_end,
             )
         operands = parser.resolve_operands(unresolved, operand_types, parser.pos)
-        return cls.create(
-            operands=operands, result_types=[result_type], properties=dict(properties)
-        )
+        return cls.create(operands=operands, result_types=result_types, properties=dict(properties))
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -184,7 +186,12 @@ class NNOperation(IRDLOperation):
         printer.print_string(" : ")
         printer.print_list((o.type for o in self.operands), printer.print_attribute)
         printer.print_string(" -> ")
-        printer.print_attribute(self.results[0].type)
+        if len(self.results) == 1:
+            printer.print_attribute(self.results[0].type)
+        else:
+            printer.print_string("(")
+            printer.print_list((r.type for r in self.results), printer.print_attribute)
+            printer.print_string(")")
 
 
 # ----------------------------------------------------------------------------- ops
@@ -496,18 +503,14 @@ class HeadRMSNormOp(NNOperation):
     head_dim = prop_def(IntegerAttr)
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr, default_value=FloatAttr(1e-6, f32))
+    first_head = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue, w: SSAValue, head_dim: int, heads: int, eps: float = 1e-6):
-        super().__init__(
-            operands=[x, w],
-            result_types=[x.type],
-            properties={
-                "head_dim": IntegerAttr(head_dim, i64),
-                "heads": IntegerAttr(heads, i64),
-                "eps": _eps_attr(eps),
-            },
-        )
+    def __init__(self, x: SSAValue, w: SSAValue, head_dim: int, heads: int, eps: float = 1e-6, first_head: int = 0):
+        props = {"head_dim": IntegerAttr(head_dim, i64), "heads": IntegerAttr(heads, i64), "eps": _eps_attr(eps)}
+        if first_head:
+            props["first_head"] = IntegerAttr(first_head, i64)
+        super().__init__(operands=[x, w], result_types=[x.type], properties=props)
 
     def verify_(self) -> None:
         _check_static_float(self, "x", self.x, 2)
@@ -519,14 +522,28 @@ class HeadRMSNormOp(NNOperation):
             raise VerifyException(f"x has {n} columns, not a multiple of head_dim {hd}")
         if _shape(self.w) != (hd,):
             raise VerifyException(f"w must have shape {hd} (head_dim), got {_fmt(_shape(self.w))}")
-        heads = _int_prop(self, "heads")
-        if not 0 <= heads <= n // hd:
-            raise VerifyException(
-                f"heads must be between 0 and {n // hd} (x has {n // hd} heads of {hd}), got {heads}"
-            )
+        _check_head_range(self, n, hd)
         if _float_prop(self, "eps") < 0:
             raise VerifyException("eps must be non-negative")
         _check_result(self, (m, n), self.x)
+
+
+def first_head_of(op: IRDLOperation) -> int:
+    """`first_head` of a head_rms_norm (or its gradient): optional, 0 when absent."""
+    attr = op.properties.get("first_head")
+    return 0 if attr is None else _int_prop(op, "first_head")
+
+
+def _check_head_range(op: IRDLOperation, n: int, hd: int) -> None:
+    heads = _int_prop(op, "heads")
+    first = first_head_of(op)
+    if first < 0:
+        raise VerifyException(f"first_head must be non-negative, got {first}")
+    if not 0 <= heads <= n // hd - first:
+        raise VerifyException(
+            f"heads must be between 0 and {n // hd - first} (x has {n // hd} heads of {hd}, "
+            f"starting at head {first}), got {heads}"
+        )
 
 
 CROSS_ENTROPY_REDUCTIONS = ("mean", "sum")
@@ -567,6 +584,401 @@ class CrossEntropyOp(NNOperation):
             raise VerifyException(f"result must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
 
 
+# ----------------------------------------------------------------------------- backward ops
+#
+# `nn-autodiff` writes the backward of a program with these ops. Each keeps the meaning of one
+# forward op's derivative (a norm's backward is one op, not decomposed arithmetic), so the
+# passes that fuse them are written once per op, like the forward ones. They are the nn
+# dialect's own ops: they verify, print, run in the reference interpreter and lower through
+# `convert-nn-to-coda` like the forward ops. Statistics are f32 vectors, one value per row.
+
+
+def _check_f32_vector(name: str, value: SSAValue, length: int) -> None:
+    ty = value.type
+    if not (isinstance(ty, TensorType) and len(ty.get_shape()) == 1 and ty.get_element_type() == f32):
+        raise VerifyException(f"{name} must be a rank-1 tensor of f32 (one value per row), got {ty}")
+    if ty.get_shape()[0] != length:
+        raise VerifyException(f"{name} must have {length} elements (one per row), got {ty}")
+
+
+def _check_like(op: IRDLOperation, index: int, like: SSAValue, what: str) -> None:
+    result = op.results[index]
+    if result.type != like.type:
+        raise VerifyException(f"result #{index} ({what}) must have type {like.type}, got {result.type}")
+
+
+def _check_grad_pair(op: IRDLOperation, dy: SSAValue, x: SSAValue, x_name: str = "x") -> None:
+    _check_static_float(op, "dy", dy, 2)
+    _check_static_float(op, x_name, x, 2)
+    _check_same_element_type(op, [("dy", dy), (x_name, x)])
+
+
+def _f32_vector(x: SSAValue) -> TensorType:
+    return TensorType(f32, [_shape(x)[0]])
+
+
+@irdl_op_definition
+class GemmOp(NNOperation):
+    """`op(a) @ op(b)` where `op` transposes when `transpose_a` / `transpose_b` is true: the
+    transposed products of a backward (`dy @ w`, `dy.T @ x`) without copying an operand."""
+
+    name = "nn.gemm"
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    result = result_def(TensorType)
+    transpose_a = prop_def(IntegerAttr)
+    transpose_b = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, a: SSAValue, b: SSAValue, transpose_a: bool = False, transpose_b: bool = False):
+        sa, sb = _shape(a), _shape(b)
+        m = sa[1] if transpose_a else sa[0]
+        n = sb[0] if transpose_b else sb[1]
+        super().__init__(
+            operands=[a, b],
+            result_types=[TensorType(_element_type(a), [m, n])],
+            properties={"transpose_a": IntegerAttr.from_bool(transpose_a), "transpose_b": IntegerAttr.from_bool(transpose_b)},
+        )
+
+    def flags(self) -> tuple[bool, bool]:
+        return bool(self.transpose_a.value.data), bool(self.transpose_b.value.data)
+
+    def problem(self) -> tuple[int, int, int]:
+        ta, tb = self.flags()
+        (a0, a1), (b0, b1) = _shape(self.a), _shape(self.b)
+        m, k = (a1, a0) if ta else (a0, a1)
+        k2, n = (b1, b0) if tb else (b0, b1)
+        return m, n, k if k == k2 else -1
+
+    def verify_(self) -> None:
+        for name in ("transpose_a", "transpose_b"):
+            attr = self.properties[name]
+            if not (isinstance(attr, IntegerAttr) and isinstance(attr.type, IntegerType) and attr.type.width.data == 1):
+                raise VerifyException(f"property {name} must be a boolean (`true` or `false`), got {attr}")
+        _check_static_float(self, "a", self.a, 2)
+        _check_static_float(self, "b", self.b, 2)
+        _check_same_element_type(self, [("a", self.a), ("b", self.b)])
+        m, n, k = self.problem()
+        if k < 0:
+            raise VerifyException(
+                f"the contraction sizes of a {_fmt(_shape(self.a))} and b {_fmt(_shape(self.b))} differ "
+                f"(transpose_a = {self.flags()[0]}, transpose_b = {self.flags()[1]})"
+            )
+        _check_result(self, (m, n), self.a)
+
+
+@irdl_op_definition
+class ColumnSumOp(NNOperation):
+    """`sum_m x[m, n]`: one value per column (bias and norm-weight gradients), in fp32, rounded once."""
+
+    name = "nn.column_sum"
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue):
+        super().__init__(operands=[x], result_types=[TensorType(_element_type(x), [_shape(x)[1]])])
+
+    def verify_(self) -> None:
+        _check_static_float(self, "x", self.x, 2)
+        _check_result(self, (_shape(self.x)[1],), self.x)
+
+
+class _ActivationGradOp(NNOperation):
+    """`dy * act'(x)`."""
+
+    dy = operand_def(TensorType)
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        _check_grad_pair(self, self.dy, self.x)
+        if _shape(self.dy) != _shape(self.x):
+            raise VerifyException(f"dy has shape {_fmt(_shape(self.dy))} but x has {_fmt(_shape(self.x))}")
+        _check_result(self, _shape(self.x), self.x)
+
+
+@irdl_op_definition
+class SiluGradOp(_ActivationGradOp):
+    name = "nn.silu_grad"
+
+    def __init__(self, dy: SSAValue, x: SSAValue):
+        super().__init__(operands=[dy, x], result_types=[x.type])
+
+
+@irdl_op_definition
+class ReluGradOp(_ActivationGradOp):
+    name = "nn.relu_grad"
+
+    def __init__(self, dy: SSAValue, x: SSAValue):
+        super().__init__(operands=[dy, x], result_types=[x.type])
+
+
+@irdl_op_definition
+class GeluGradOp(_ActivationGradOp):
+    name = "nn.gelu_grad"
+    approximate = prop_def(StringAttr)
+
+    def __init__(self, dy: SSAValue, x: SSAValue, approximate: str = "none"):
+        super().__init__(operands=[dy, x], result_types=[x.type], properties={"approximate": StringAttr(approximate)})
+
+    def verify_(self) -> None:
+        super().verify_()
+        _check_choice(self, "approximate", GELU_APPROXIMATIONS)
+
+
+class _GatedGradOp(NNOperation):
+    """`dz` (M x 2F) of a gated activation from `dy` (M x F) and the saved pre-activation z."""
+
+    dy = operand_def(TensorType)
+    z = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        _check_grad_pair(self, self.dy, self.z, "z")
+        m, two_f = _shape(self.z)
+        if two_f % 2 or _shape(self.dy) != (m, two_f // 2):
+            raise VerifyException(
+                f"dy must have shape {m}x{two_f // 2} (half of z's {two_f} columns), got {_fmt(_shape(self.dy))}"
+            )
+        _check_result(self, (m, two_f), self.z)
+
+
+@irdl_op_definition
+class SwiGLUGradOp(_GatedGradOp):
+    name = "nn.swiglu_grad"
+
+    def __init__(self, dy: SSAValue, z: SSAValue):
+        super().__init__(operands=[dy, z], result_types=[z.type])
+
+
+@irdl_op_definition
+class GeGLUGradOp(_GatedGradOp):
+    name = "nn.geglu_grad"
+    approximate = prop_def(StringAttr)
+
+    def __init__(self, dy: SSAValue, z: SSAValue, approximate: str = "none"):
+        super().__init__(operands=[dy, z], result_types=[z.type], properties={"approximate": StringAttr(approximate)})
+
+    def verify_(self) -> None:
+        super().verify_()
+        _check_choice(self, "approximate", GELU_APPROXIMATIONS)
+
+
+@irdl_op_definition
+class RoPEGradOp(NNOperation):
+    """The transpose of `nn.rope`: the same pairs rotated by the negated angle (R is orthogonal)."""
+
+    name = "nn.rope_grad"
+    dy = operand_def(TensorType)
+    pos = operand_def(TensorType)
+    result = result_def(TensorType)
+    head_dim = prop_def(IntegerAttr)
+    rotary_heads = prop_def(IntegerAttr)
+    theta = prop_def(FloatAttr)
+    style = prop_def(StringAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, dy: SSAValue, pos: SSAValue, properties: dict[str, Attribute]):
+        super().__init__(operands=[dy, pos], result_types=[dy.type], properties=dict(properties))
+
+    verify_ = RoPEOp.verify_
+
+    @property
+    def x(self) -> SSAValue:  # the rotated operand, named as in nn.rope for shared checks
+        return self.dy
+
+
+@irdl_op_definition
+class RMSNormRstdOp(NNOperation):
+    """`rsqrt(mean_j(x^2) + eps)` per row (f32): the statistic an RMSNorm's backward keeps."""
+
+    name = "nn.rms_norm_rstd"
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    eps = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, eps: float):
+        super().__init__(operands=[x], result_types=[_f32_vector(x)], properties={"eps": _eps_attr(eps)})
+
+    def verify_(self) -> None:
+        _check_static_float(self, "x", self.x, 2)
+        if _float_prop(self, "eps") < 0:
+            raise VerifyException("eps must be non-negative")
+        _check_f32_vector("result", self.result, _shape(self.x)[0])
+
+
+@irdl_op_definition
+class RMSNormGradOp(NNOperation):
+    """Backward of `nn.rms_norm` from its saved statistic: with `n = x * rstd` and `q = dy * w`,
+    `dx = rstd * (q - n * mean_j(q_j n_j))` and `dw = sum_rows(dy * n)`."""
+
+    name = "nn.rms_norm_grad"
+    dy = operand_def(TensorType)
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    rstd = operand_def(TensorType)
+    dx = result_def(TensorType)
+    dw = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, rstd: SSAValue):
+        super().__init__(operands=[dy, x, w, rstd], result_types=[x.type, w.type])
+
+    def verify_(self) -> None:
+        _check_grad_pair(self, self.dy, self.x)
+        _check_static_float(self, "w", self.w, 1)
+        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
+        m, d = _shape(self.x)
+        if _shape(self.dy) != (m, d) or _shape(self.w) != (d,):
+            raise VerifyException(f"dy must be {m}x{d} and w {d}, got {_fmt(_shape(self.dy))} and {_fmt(_shape(self.w))}")
+        _check_f32_vector("rstd", self.rstd, m)
+        _check_like(self, 0, self.x, "dx")
+        _check_like(self, 1, self.w, "dw")
+
+
+@irdl_op_definition
+class LayerNormStatsOp(NNOperation):
+    """`(mean, rsqrt(var + eps))` per row (f32, biased variance): what a LayerNorm's backward keeps."""
+
+    name = "nn.layer_norm_stats"
+    x = operand_def(TensorType)
+    mean = result_def(TensorType)
+    rstd = result_def(TensorType)
+    eps = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, eps: float):
+        super().__init__(operands=[x], result_types=[_f32_vector(x)] * 2, properties={"eps": _eps_attr(eps)})
+
+    def verify_(self) -> None:
+        _check_static_float(self, "x", self.x, 2)
+        if _float_prop(self, "eps") < 0:
+            raise VerifyException("eps must be non-negative")
+        _check_f32_vector("mean", self.mean, _shape(self.x)[0])
+        _check_f32_vector("rstd", self.rstd, _shape(self.x)[0])
+
+
+@irdl_op_definition
+class LayerNormGradOp(NNOperation):
+    """Backward of `nn.layer_norm`: with `n = (x - mean) * rstd`, `q = dy * w`:
+    `dx = rstd * (q - mean_j(q) - n * mean_j(q n))`, `dw = sum_rows(dy * n)`, `db = sum_rows(dy)`."""
+
+    name = "nn.layer_norm_grad"
+    dy = operand_def(TensorType)
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    mean = operand_def(TensorType)
+    rstd = operand_def(TensorType)
+    dx = result_def(TensorType)
+    dw = result_def(TensorType)
+    db = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, mean: SSAValue, rstd: SSAValue):
+        super().__init__(operands=[dy, x, w, mean, rstd], result_types=[x.type, w.type, w.type])
+
+    def verify_(self) -> None:
+        _check_grad_pair(self, self.dy, self.x)
+        _check_static_float(self, "w", self.w, 1)
+        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
+        m, d = _shape(self.x)
+        if _shape(self.dy) != (m, d) or _shape(self.w) != (d,):
+            raise VerifyException(f"dy must be {m}x{d} and w {d}, got {_fmt(_shape(self.dy))} and {_fmt(_shape(self.w))}")
+        _check_f32_vector("mean", self.mean, m)
+        _check_f32_vector("rstd", self.rstd, m)
+        _check_like(self, 0, self.x, "dx")
+        _check_like(self, 1, self.w, "dw")
+        _check_like(self, 2, self.w, "db")
+
+
+@irdl_op_definition
+class HeadRMSNormGradOp(NNOperation):
+    """Backward of `nn.head_rms_norm` (same properties): per normalized head, RMSNorm's backward
+    over its `head_dim` columns (statistics recomputed inside the head); other columns pass dy."""
+
+    name = "nn.head_rms_norm_grad"
+    dy = operand_def(TensorType)
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    dx = result_def(TensorType)
+    dw = result_def(TensorType)
+    head_dim = prop_def(IntegerAttr)
+    heads = prop_def(IntegerAttr)
+    eps = prop_def(FloatAttr)
+    first_head = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
+    traits = traits_def(Pure())
+
+    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, properties: dict[str, Attribute]):
+        super().__init__(operands=[dy, x, w], result_types=[x.type, w.type], properties=dict(properties))
+
+    def verify_(self) -> None:
+        _check_grad_pair(self, self.dy, self.x)
+        _check_static_float(self, "w", self.w, 1)
+        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
+        m, n = _shape(self.x)
+        if _shape(self.dy) != (m, n):
+            raise VerifyException(f"dy must have shape {m}x{n} like x, got {_fmt(_shape(self.dy))}")
+        hd = _check_positive(self, "head_dim")
+        if n % hd or _shape(self.w) != (hd,):
+            raise VerifyException(f"x must have a multiple of head_dim {hd} columns and w shape {hd}")
+        _check_head_range(self, n, hd)
+        _float_prop(self, "eps")
+        _check_like(self, 0, self.x, "dx")
+        _check_like(self, 1, self.w, "dw")
+
+
+@irdl_op_definition
+class CrossEntropyGradOp(NNOperation):
+    """`dlogits[m, v] = (softmax(logits[m])[v] - [v == t[m]]) * dloss / count` for kept rows
+    (`count` = kept rows for "mean", 1 for "sum"), 0 for rows whose target is `ignore_index`.
+    A target outside `[0, V)` that is not ignored is a run-time error, as in the forward."""
+
+    name = "nn.cross_entropy_grad"
+    logits = operand_def(TensorType)
+    targets = operand_def(TensorType)
+    dloss = operand_def(TensorType)
+    result = result_def(TensorType)
+    ignore_index = prop_def(IntegerAttr)
+    reduction = prop_def(StringAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, logits: SSAValue, targets: SSAValue, dloss: SSAValue, properties: dict[str, Attribute]):
+        super().__init__(operands=[logits, targets, dloss], result_types=[logits.type], properties=dict(properties))
+
+    def verify_(self) -> None:
+        _check_static_float(self, "logits", self.logits, 2)
+        m, _ = _shape(self.logits)
+        _check_i32_vector("targets", self.targets, m)
+        ty = self.dloss.type
+        if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
+            raise VerifyException(f"dloss must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
+        _int_prop(self, "ignore_index")
+        _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
+        _check_like(self, 0, self.logits, "dlogits")
+
+
+BACKWARD_OPS = (
+    GemmOp,
+    ColumnSumOp,
+    SiluGradOp,
+    ReluGradOp,
+    GeluGradOp,
+    SwiGLUGradOp,
+    GeGLUGradOp,
+    RoPEGradOp,
+    RMSNormRstdOp,
+    RMSNormGradOp,
+    LayerNormStatsOp,
+    LayerNormGradOp,
+    HeadRMSNormGradOp,
+    CrossEntropyGradOp,
+)
+
+
 NN = Dialect(
     "nn",
     [
@@ -584,6 +996,7 @@ NN = Dialect(
         RoPEOp,
         HeadRMSNormOp,
         CrossEntropyOp,
+        *BACKWARD_OPS,
     ],
     [],
 )
