@@ -191,13 +191,36 @@ def lower_rms_norm(op: nn.RMSNormOp) -> tuple[list[Operation], SSAValue]:
     if row_kernel_fits(shape_of(op.x)[1]):
         return rms_row_kernel(op)
     ops = rms_stats(op, op.x, _prop(op, "eps"))
-    rstd = ops[-1].results[0]
+    apply = rms_apply_kernel(op, op.x, op.w, ops[-1].results[0])
+    return [*ops, apply], apply.results[0]
 
-    def build(e: Epilogue, x, r, w):
-        return [e.scale(e.scale(e.load(x), r, Axis.ROWS), w, Axis.COLS)]
 
-    apply = elementwise(shape_of(op.x), [op.x, rstd, op.w], build, [elt_of(op.results[0])])
-    return [*ops, _origin(apply, op, "apply")], apply.results[0]
+def rms_apply_kernel(op: Operation, x: SSAValue, w: SSAValue, rstd: SSAValue) -> coda.ElementwiseOp:
+    """`x * rstd[m] * w` from a known statistic (an RMSNorm's apply step, `nn.rms_norm_apply`)."""
+
+    def build(e: Epilogue, xt, r, wt):
+        return [e.scale(e.scale(e.load(xt), r, Axis.ROWS), wt, Axis.COLS)]
+
+    apply = elementwise(shape_of(x), [x, rstd, w], build, [elt_of(op.results[0])])
+    return _origin(apply, op, "apply")
+
+
+def lower_rms_norm_apply(op: nn.RMSNormApplyOp) -> tuple[list[Operation], SSAValue]:
+    k = rms_apply_kernel(op, op.x, op.w, op.rstd)
+    return [k], k.results[0]
+
+
+def lower_layer_norm_apply(op: nn.LayerNormApplyOp) -> tuple[list[Operation], SSAValue]:
+    """`(x - mean[m]) * rstd[m] * w + b` from the saved statistics."""
+
+    def build(e: Epilogue, x, mu, r, w, b):
+        t = e.load(x)
+        t = e.map1([t, e.broadcast(mu, Axis.ROWS, t)], lambda s, v, q: s.sub(v, q))
+        t = e.scale(t, r, Axis.ROWS)
+        return [e.shift(e.scale(t, w, Axis.COLS), b, Axis.COLS)]
+
+    k = elementwise(shape_of(op.x), [op.x, op.mean, op.rstd, op.w, op.b], build, [elt_of(op.results[0])])
+    return [_origin(k, op)], k.results[0]
 
 
 def lower_layer_norm(op: nn.LayerNormOp) -> tuple[list[Operation], SSAValue]:
@@ -535,6 +558,8 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue]]
     nn.RoPEOp: lower_rope,
     nn.HeadRMSNormOp: lower_head_rms_norm,
     nn.CrossEntropyOp: lower_cross_entropy,
+    nn.RMSNormApplyOp: lower_rms_norm_apply,
+    nn.LayerNormApplyOp: lower_layer_norm_apply,
 }
 
 
@@ -557,7 +582,9 @@ class LowerNNOp(RewritePattern):
         | nn.GeGLUOp
         | nn.RoPEOp
         | nn.HeadRMSNormOp
-        | nn.CrossEntropyOp,
+        | nn.CrossEntropyOp
+        | nn.RMSNormApplyOp
+        | nn.LayerNormApplyOp,
         rewriter: PatternRewriter,
     ) -> None:
         ops, result = LOWERINGS[type(op)](op)
