@@ -342,6 +342,8 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
     if name == "nn.head_rms_norm_grad":
         return _head_rms_norm_grad(a[0], a[1], a[2], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"),
                                    _first_head(op))
+    if name == "nn.zeros":
+        return torch.zeros(tuple(op.results[0].type.get_shape()), dtype=ctx.internal)  # type: ignore[attr-defined]
     if name == "nn.rms_norm_apply":
         return a[0] * a[2][:, None] * a[1]
     if name == "nn.layer_norm_apply":
@@ -382,6 +384,7 @@ NN_OPS = (
     "nn.cross_entropy_grad",
     "nn.rms_norm_apply",
     "nn.layer_norm_apply",
+    "nn.zeros",
 )
 
 F32_RESULT_OPS = ("nn.cross_entropy", "nn.rms_norm_rstd", "nn.layer_norm_stats")

@@ -1026,6 +1026,23 @@ class LayerNormApplyOp(NNOperation):
         _check_result(self, (m, d), self.x)
 
 
+@irdl_op_definition
+class ZerosOp(NNOperation):
+    """A tensor of zeros: the gradient of an argument no result depends on."""
+
+    name = "nn.zeros"
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, result_type: Attribute):
+        super().__init__(operands=[], result_types=[result_type])
+
+    def verify_(self) -> None:
+        _check_static_float(self, "result", self.result, None)
+        if len(_shape(self.result)) not in (1, 2):
+            raise VerifyException(f"result must be rank 1 or 2, got {self.result.type}")
+
+
 BACKWARD_OPS = (
     GemmOp,
     ColumnSumOp,
@@ -1043,6 +1060,7 @@ BACKWARD_OPS = (
     CrossEntropyGradOp,
     RMSNormApplyOp,
     LayerNormApplyOp,
+    ZerosOp,
 )
 
 

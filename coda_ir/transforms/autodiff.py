@@ -25,8 +25,7 @@ What the forward saves is decided value by value:
 * RoPE's backward needs only the positions (its rotation is orthogonal: `dx = R(-a) dy`).
 
 Gradients flow only through values that depend on a floating-point argument; integer arguments
-(positions, targets) get none. A floating-point argument no result depends on is refused with a
-located error (its gradient would be identically zero).
+(positions, targets) get none. A floating-point argument no result depends on gets `nn.zeros`.
 """
 
 from __future__ import annotations
@@ -457,10 +456,11 @@ class _Differentiator:
         for arg in self.block.args:
             if not _is_float(arg):
                 continue
-            if arg not in grads:
-                raise CompilerError(
-                    self.f, f"nn-autodiff: argument %{arg.name_hint or arg.index} of @{self.f.sym_name.data} "
-                    "influences no result, so its gradient is identically zero; remove the argument")
+            if arg not in grads:  # no result depends on it: its gradient is zero (PyTorch: zeros)
+                zeros = nn.ZerosOp(arg.type)
+                zeros.location = loc
+                block.add_op(zeros)
+                grads[arg] = zeros.result
             g = grads[arg]
             if g.type != arg.type:
                 raise CompilerError(self.f, f"nn-autodiff: gradient of %{arg.name_hint} has type {g.type}, expected {arg.type}")

@@ -210,6 +210,20 @@ def lower_rms_norm_apply(op: nn.RMSNormApplyOp) -> tuple[list[Operation], SSAVal
     return [k], k.results[0]
 
 
+def lower_zeros(op: nn.ZerosOp) -> tuple[list[Operation], SSAValue]:
+    """Zeros: a fold of nothing for a vector, an elementwise kernel of a constant for a matrix."""
+    shape = shape_of(op.result)
+    if len(shape) == 1:
+        k: Operation = fold([], [], [op.result.type], lambda s: s.const(0.0))
+    else:
+        def build(e: Epilogue):
+            cols = e._add(coda.IndexOp(Axis.COLS, TileType(shape, i32)))
+            return [e.map1([cols], lambda s, c: s.const(0.0))]
+
+        k = elementwise(shape, [], build, [elt_of(op.result)])
+    return [_origin(k, op)], k.results[0]
+
+
 def lower_layer_norm_apply(op: nn.LayerNormApplyOp) -> tuple[list[Operation], SSAValue]:
     """`(x - mean[m]) * rstd[m] * w + b` from the saved statistics."""
 
@@ -560,6 +574,7 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue]]
     nn.CrossEntropyOp: lower_cross_entropy,
     nn.RMSNormApplyOp: lower_rms_norm_apply,
     nn.LayerNormApplyOp: lower_layer_norm_apply,
+    nn.ZerosOp: lower_zeros,
 }
 
 
@@ -584,7 +599,8 @@ class LowerNNOp(RewritePattern):
         | nn.HeadRMSNormOp
         | nn.CrossEntropyOp
         | nn.RMSNormApplyOp
-        | nn.LayerNormApplyOp,
+        | nn.LayerNormApplyOp
+        | nn.ZerosOp,
         rewriter: PatternRewriter,
     ) -> None:
         ops, result = LOWERINGS[type(op)](op)
