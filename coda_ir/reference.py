@@ -206,11 +206,14 @@ def _head_rms_norm(x: torch.Tensor, w: torch.Tensor, hd: int, heads: int, eps: f
     return out
 
 
-def _rms_norm_grad(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """dx, dw of `x * r * w` for rows (r: one value per row, broadcast over the last dim)."""
+def _rms_norm_grad(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, r: torch.Tensor,
+                   hdh: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """dx, dw of `x * r * w` for rows (r: one value per row, broadcast over the last dim);
+    `hdh`: the row statistic `sum_j dy_j h_j` when given (nn.rms_norm_grad's optional operand)."""
     n = x * r.unsqueeze(-1)
     q = dy * w
-    dx = r.unsqueeze(-1) * (q - n * (q * n).mean(dim=-1, keepdim=True))
+    s = (q * n).mean(dim=-1, keepdim=True) if hdh is None else hdh.unsqueeze(-1) / x.shape[-1]
+    dx = r.unsqueeze(-1) * (q - n * s)
     return dx, (dy * n).reshape(-1, w.shape[0]).sum(dim=0)
 
 
@@ -327,7 +330,9 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
     if name == "nn.rms_norm_rstd":
         return torch.rsqrt(a[0].pow(2).mean(dim=-1) + _prop(op, "eps"))
     if name == "nn.rms_norm_grad":
-        return _rms_norm_grad(a[0], a[1], a[2], a[3])
+        return _rms_norm_grad(a[0], a[1], a[2], a[3], a[4] if len(a) > 4 else None)
+    if name == "nn.row_dot":
+        return (a[0] * a[1]).sum(dim=-1)
     if name == "nn.layer_norm_stats":
         x = a[0]
         mean = x.mean(dim=-1)
@@ -385,9 +390,10 @@ NN_OPS = (
     "nn.rms_norm_apply",
     "nn.layer_norm_apply",
     "nn.zeros",
+    "nn.row_dot",
 )
 
-F32_RESULT_OPS = ("nn.cross_entropy", "nn.rms_norm_rstd", "nn.layer_norm_stats")
+F32_RESULT_OPS = ("nn.cross_entropy", "nn.rms_norm_rstd", "nn.layer_norm_stats", "nn.row_dot")
 """Ops whose results are f32 by definition (a loss, row statistics): never rounded to the program's type."""
 
 

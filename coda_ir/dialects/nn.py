@@ -30,6 +30,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     result_def,
@@ -823,21 +824,51 @@ class RMSNormRstdOp(NNOperation):
 
 
 @irdl_op_definition
+class RowDotOp(NNOperation):
+    """`sum_j a[m, j] * b[m, j]` per row, in fp32 (f32 [M]). nn-autodiff writes it for the
+    RMSNorm backward's row statistic: with `z = h @ W.T` and `dh = dz @ W`,
+    `sum_j dh_j h_j = sum_k dz_k z_k`, so the statistic is reduced where dz is produced."""
+
+    name = "nn.row_dot"
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, a: SSAValue, b: SSAValue):
+        super().__init__(operands=[a, b], result_types=[_f32_vector(a)])
+
+    def verify_(self) -> None:
+        _check_static_float(self, "a", self.a, 2)
+        _check_static_float(self, "b", self.b, 2)
+        _check_same_element_type(self, [("a", self.a), ("b", self.b)])
+        if _shape(self.a) != _shape(self.b):
+            raise VerifyException(f"a and b must have the same shape, got {_fmt(_shape(self.a))} and {_fmt(_shape(self.b))}")
+        _check_f32_vector("result", self.result, _shape(self.a)[0])
+
+
+@irdl_op_definition
 class RMSNormGradOp(NNOperation):
     """Backward of `nn.rms_norm` from its saved statistic: with `n = x * rstd` and `q = dy * w`,
-    `dx = rstd * (q - n * mean_j(q_j n_j))` and `dw = sum_rows(dy * n)`."""
+    `dx = rstd * (q - n * mean_j(q_j n_j))` and `dw = sum_rows(dy * n)`.
+
+    The optional last operand `hdh` is the row statistic `sum_j dy_j h_j` with h the norm's
+    output (so `mean_j(q_j n_j) = hdh / d`), computed elsewhere: for `z = h @ W.T` and
+    `dy = dz @ W` it equals `sum_k dz_k z_k`, an `nn.row_dot` reduced where dz is produced. Then
+    dx is elementwise in dy and can run in the epilogue of the GEMM that produces dy."""
 
     name = "nn.rms_norm_grad"
     dy = operand_def(TensorType)
     x = operand_def(TensorType)
     w = operand_def(TensorType)
     rstd = operand_def(TensorType)
+    hdh = opt_operand_def(TensorType)
     dx = result_def(TensorType)
     dw = result_def(TensorType)
     traits = traits_def(Pure())
 
-    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, rstd: SSAValue):
-        super().__init__(operands=[dy, x, w, rstd], result_types=[x.type, w.type])
+    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, rstd: SSAValue, hdh: SSAValue | None = None):
+        super().__init__(operands=[dy, x, w, rstd, [hdh] if hdh is not None else []], result_types=[x.type, w.type])
 
     def verify_(self) -> None:
         _check_grad_pair(self, self.dy, self.x)
@@ -847,6 +878,8 @@ class RMSNormGradOp(NNOperation):
         if _shape(self.dy) != (m, d) or _shape(self.w) != (d,):
             raise VerifyException(f"dy must be {m}x{d} and w {d}, got {_fmt(_shape(self.dy))} and {_fmt(_shape(self.w))}")
         _check_f32_vector("rstd", self.rstd, m)
+        if self.hdh is not None:
+            _check_f32_vector("hdh", self.hdh, m)
         _check_like(self, 0, self.x, "dx")
         _check_like(self, 1, self.w, "dw")
 
@@ -1061,6 +1094,7 @@ BACKWARD_OPS = (
     RMSNormApplyOp,
     LayerNormApplyOp,
     ZerosOp,
+    RowDotOp,
 )
 
 

@@ -22,7 +22,12 @@ What the forward saves is decided value by value:
   statistics) is stored or recomputed as the IO model decides (`io_model.store_or_recompute`:
   an extra [M, N] write in forward plus a read in backward, against recomputing it in the
   backward kernel that needs it); option `cost-model=false` stores it;
-* RoPE's backward needs only the positions (its rotation is orthogonal: `dx = R(-a) dy`).
+* RoPE's backward needs only the positions (its rotation is orthogonal: `dx = R(-a) dy`);
+* an RMSNorm whose output feeds only GEMMs (`z = h @ W.T`) gets its backward statistic from
+  `sum_k z_k dz_k` (`nn.row_dot`, reduced where dz is produced; through a RoPE of z, whose
+  output is used since R is orthogonal) when z (or the RoPE output) is kept anyway: a value the
+  backward reads for another reason or a result of f. Its dx is then elementwise in dy, so it
+  runs in the epilogue of the GEMM producing dy.
 
 Gradients flow only through values that depend on a floating-point argument; integer arguments
 (positions, targets) get none. A floating-point argument no result depends on gets `nn.zeros`.
@@ -236,6 +241,25 @@ RULES: dict[type[Operation], Rule] = {
 }
 
 
+def hdh_sources(norm: nn.RMSNormOp) -> list[SSAValue]:
+    """For an RMSNorm whose output h feeds only GEMMs as their activation (`z_i = h @ W_i.T`):
+    the values z'_i with `sum_j dh_j h_j = sum_i sum_k z'_ik dz'_ik` (EPILOGUES.md, "Backward
+    rewrites"): z_i itself, or the RoPE of z_i when that is z_i's only use (R is orthogonal, so
+    `z . dz = R z . R dz`); [] when h has another kind of use."""
+    sources: list[SSAValue] = []
+    for use in norm.results[0].uses:
+        user = use.operation
+        if not (isinstance(user, (nn.LinearOp, nn.MatmulOp)) and use.index == 0):
+            return []
+        z = user.results[0]
+        uses = list(z.uses)
+        if len(uses) == 1 and isinstance(uses[0].operation, nn.RoPEOp) and uses[0].index == 0:
+            z = uses[0].operation.results[0]
+        if z not in sources:
+            sources.append(z)
+    return sources
+
+
 # ----------------------------------------------------------------------------- store or recompute
 
 
@@ -294,6 +318,9 @@ class _Differentiator:
     remarks_as_errors: bool = False
     saved: list[Needed] = field(default_factory=list)
     recomputed: list[SSAValue] = field(default_factory=list)
+    hdh_plan: dict[Operation, list[SSAValue]] = field(default_factory=dict)
+    """RMSNorms whose backward statistic is reduced where their consumers' gradients are made
+    (`hdh_sources`), with the forward values z' whose `row_dot(z', dz')` it sums."""
 
     @property
     def block(self) -> Block:
@@ -334,6 +361,16 @@ class _Differentiator:
             for v in rule.needs(op, wants):
                 if v not in needed:
                     needed.append(v)
+        # the RMSNorm backward statistic from the consumers' z . dz, where z' is kept anyway
+        returned = set(self.returned())
+        for op in order:
+            if isinstance(op, nn.RMSNormOp):
+                sources = hdh_sources(op)
+                if sources and all(z in needed or z in returned for z in sources):
+                    self.hdh_plan[op] = sources
+                    for z in sources:
+                        if z not in needed:
+                            needed.append(z)
         # store or recompute: a value rebuilt in backward must be rebuilt from saved values
         available = set(needed)
         for v in list(needed):
@@ -445,7 +482,10 @@ class _Differentiator:
                 continue
             if any(d is None for d in dys):  # nn ops have one result; defensive for future multi-result ops
                 raise CompilerError(op, "nn-autodiff: some results of this op have no gradient")
-            new_ops, dxs = RULES[type(op)].grad(op, dys, wants_of[op], fwd)
+            if op in self.hdh_plan:
+                new_ops, dxs = self.rms_grad_from_consumers(op, dys, wants_of[op], fwd, grads)
+            else:
+                new_ops, dxs = RULES[type(op)].grad(op, dys, wants_of[op], fwd)
             for new in new_ops:
                 new.location = op.location
                 block.add_op(new)
@@ -471,6 +511,26 @@ class _Differentiator:
         bwd = func.FuncOp(name, FunctionType.from_lists(list(block.arg_types), [o.type for o in outs]), Region(block))
         bwd.location = loc
         return bwd
+
+    def rms_grad_from_consumers(self, op: nn.RMSNormOp, dys, wants, fwd, grads):
+        """`nn.rms_norm_grad` whose statistic `sum_j dh_j h_j` is `sum_i row_dot(z'_i, dz'_i)`."""
+        (dy,) = dys
+        ops: list[Operation] = []
+        total: SSAValue | None = None
+        for z in self.hdh_plan[op]:
+            if z not in grads:
+                continue  # a consumer that reaches no result adds nothing to dh
+            ops.append(dot := nn.RowDotOp(fwd(z), grads[z]))
+            if total is None:
+                total = dot.result
+            else:
+                ops.append(acc := nn.AddOp(total, dot.result))
+                total = acc.result
+        if total is None:
+            return RULES[nn.RMSNormOp].grad(op, dys, wants, fwd)
+        g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)), total)
+        ops.append(g)
+        return ops, [g.dx if wants[0] else None, g.dw if wants[1] else None]
 
     def recompute(self, value: SSAValue, fwd_map: dict[Needed, SSAValue]) -> Operation:
         op = value.owner
