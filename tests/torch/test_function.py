@@ -1,0 +1,282 @@
+"""coda_ir.torch.function: custom ops with autograd through the compiled @f_bwd.
+
+The hand-written module below follows the nn-autodiff contract (NN_DIALECT.md): @f_fwd returns
+f's results then saved tensors, @f_bwd takes the saved tensors then one upstream gradient per
+result and returns one gradient per float argument. It saves an input (x), one of f's results
+(y) and a tensor computed only for the backward (u), has two results (so a loss that uses one
+leaves the other's gradient None) and an unused integer argument (which gets no gradient).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.utils.checkpoint
+
+import coda_ir
+import coda_ir.torch
+from coda_ir.lowering.runtime import ArgumentError
+from coda_ir.testing import assert_matches
+
+M, N = 8, 16
+T = f"tensor<{M}x{N}x{{dt}}>"
+
+
+def module_text(dt: str = "f32") -> str:
+    t = T.format(dt=dt)
+    i = f"tensor<{M}xi32>"
+    return f"""
+// y = x * w, z = (y + v) * x
+func.func @f(%x: {t}, %w: {t}, %v: {t}, %tok: {i}) -> ({t}, {t}) {{
+  %y = nn.mul %x, %w : {t}, {t} -> {t}
+  %u = nn.add %y, %v : {t}, {t} -> {t}
+  %z = nn.mul %u, %x : {t}, {t} -> {t}
+  func.return %y, %z : {t}, {t}
+}}
+func.func @f_fwd(%x: {t}, %w: {t}, %v: {t}, %tok: {i}) -> ({t}, {t}, {t}, {t}, {t}, {t}) {{
+  %y = nn.mul %x, %w : {t}, {t} -> {t}
+  %u = nn.add %y, %v : {t}, {t} -> {t}
+  %z = nn.mul %u, %x : {t}, {t} -> {t}
+  func.return %y, %z, %x, %w, %y, %u : {t}, {t}, {t}, {t}, {t}, {t}
+}}
+// dz/du = x, dz/dx = u (direct), dy/dx = w, dy/dw = x, du/dv = 1
+func.func @f_bwd(%x: {t}, %w: {t}, %y: {t}, %u: {t}, %dy: {t}, %dz: {t}) -> ({t}, {t}, {t}) {{
+  %du = nn.mul %dz, %x : {t}, {t} -> {t}
+  %dyt = nn.add %dy, %du : {t}, {t} -> {t}
+  %dx0 = nn.mul %dyt, %w : {t}, {t} -> {t}
+  %dx1 = nn.mul %dz, %u : {t}, {t} -> {t}
+  %dx = nn.add %dx0, %dx1 : {t}, {t} -> {t}
+  %dw = nn.mul %dyt, %x : {t}, {t} -> {t}
+  func.return %dx, %dw, %du : {t}, {t}, {t}
+}}
+"""
+
+
+def torch_f(x, w, v):
+    y = x * w
+    return y, (y + v) * x
+
+
+# separate kernels per nn op, so dropping a gradient visibly drops kernels
+UNFUSED = "nn-to-coda{fuse=false group-launches=false}"
+
+
+@pytest.fixture(scope="module")
+def fn():
+    return coda_ir.torch.function(module_text(), pipeline=UNFUSED)
+
+
+def inputs(dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x, w, v = (torch.randn(M, N, generator=g, dtype=torch.float64).to(dtype) for _ in range(3))
+    tok = torch.randint(0, 100, (M,), generator=g, dtype=torch.int32)
+    return x, w, v, tok
+
+
+def reference_grads(x, w, v, dy, dz, dtype):
+    """Autograd of the same math with every tensor in `dtype` (float64: exact)."""
+    leaves = [t.detach().to(dtype).requires_grad_(True) for t in (x, w, v)]
+    y, z = torch_f(*leaves)
+    torch.autograd.backward([y, z], [dy.to(dtype), dz.to(dtype)])
+    return [(y, z), [t.grad for t in leaves]]
+
+
+def test_forward_and_gradients_match_float64_autograd(fn):
+    x, w, v, tok = inputs()
+    leaves = [t.clone().requires_grad_(True) for t in (x, w, v)]
+    y, z = fn(*leaves, tok)
+    g = torch.Generator().manual_seed(1)
+    dy, dz = torch.randn(M, N, generator=g), torch.randn(M, N, generator=g)
+    torch.autograd.backward([y, z], [dy, dz])
+    (y64, z64), grads64 = reference_grads(x, w, v, dy, dz, torch.float64)
+    (y32, z32), grads32 = reference_grads(x, w, v, dy, dz, torch.float32)
+    outs = [y.detach(), z.detach(), *[t.grad for t in leaves]]
+    assert_matches(outs, [y64, z64, *grads64], [y32, z32, *grads32], ["y", "z", "dx", "dw", "dv"])
+    assert all(t.grad.dtype == torch.float32 for t in leaves)
+
+
+def test_bf16_gradients_within_the_bar():
+    fn = coda_ir.torch.function(module_text("bf16"))
+    x, w, v, tok = inputs(torch.bfloat16)
+    leaves = [t.clone().requires_grad_(True) for t in (x, w, v)]
+    y, z = fn(*leaves, tok)
+    dy, dz = torch.randn(M, N).bfloat16(), torch.randn(M, N).bfloat16()
+    torch.autograd.backward([y, z], [dy, dz])
+    _, grads64 = reference_grads(x, w, v, dy, dz, torch.float64)
+    _, grads16 = reference_grads(x, w, v, dy, dz, torch.bfloat16)
+    assert_matches([t.grad for t in leaves], grads64, grads16, ["dx", "dw", "dv"])
+    assert all(t.grad.dtype == torch.bfloat16 for t in leaves)
+
+
+def test_unused_result_gets_zero_gradient_and_integer_input_none(fn):
+    x, w, v, tok = inputs()
+    leaves = [t.clone().requires_grad_(True) for t in (x, w, v)]
+    _, z = fn(*leaves, tok)
+    z.sum().backward()  # y unused: its upstream gradient is None -> zeros
+    _, grads64 = reference_grads(x, w, v, torch.zeros(M, N), torch.ones(M, N), torch.float64)
+    for got, ref in zip([t.grad for t in leaves], grads64):
+        torch.testing.assert_close(got.double(), ref, rtol=1e-5, atol=1e-5)
+    # an integer argument never gets a gradient (it cannot require one); autograd accepts None
+    assert not tok.requires_grad
+
+
+def test_saved_tensors_from_inputs_and_results_are_not_copied(fn):
+    # x and w are saved as the inputs themselves, y as the result; only u is an extra output
+    assert [(s.source, s.index) for s in fn.saved] == [("input", 0), ("input", 1), ("result", 0), ("extra", 0)]
+    assert fn.num_saved == 4
+
+
+def test_no_grad_runs_plain_forward(fn):
+    x, w, v, tok = inputs()
+    with torch.no_grad():
+        y, z = fn(x.requires_grad_(True), w, v, tok)
+    assert not y.requires_grad and not z.requires_grad
+    ry, rz = torch_f(x.detach(), w, v)
+    torch.testing.assert_close(y, ry)
+    torch.testing.assert_close(z, rz)
+
+
+def test_frozen_inputs_use_a_smaller_backward_variant(fn):
+    full = fn.compiled.kernel_count("f_bwd")
+    only_x = fn.backward_module((True, False, False))
+    assert only_x.kernel_count("f_bwd") < full
+    assert fn.backward_module((True, False, False)) is only_x  # cached per mask
+    # with w frozen (nn.Parameter with requires_grad=False) the variant computes dx and dv only
+    x, w, v, tok = inputs()
+    xl, vl = x.clone().requires_grad_(True), v.clone().requires_grad_(True)
+    y, z = fn(xl, w, vl, tok)
+    (y.sum() + z.sum()).backward()
+    _, (dx, dw, dv) = reference_grads(x, w, v, torch.ones(M, N), torch.ones(M, N), torch.float64)
+    torch.testing.assert_close(xl.grad.double(), dx, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(vl.grad.double(), dv, rtol=1e-5, atol=1e-5)
+    assert (True, False, True) in fn._variants
+    assert fn.backward_module((True, False, True)).kernel_count("f_bwd") < full
+
+
+class Layer(torch.nn.Module):
+    """A module calling the op with its parameters (w trainable, v frozen)."""
+
+    def __init__(self, fn, w, v):
+        super().__init__()
+        self.fn = fn
+        self.w = torch.nn.Parameter(w.clone())
+        self.v = torch.nn.Parameter(v.clone(), requires_grad=False)
+
+    def forward(self, x, tok):
+        y, z = self.fn(x, self.w, self.v, tok)
+        return (y * z).sum()
+
+
+def test_nn_module_with_parameters(fn):
+    x, w, v, tok = inputs()
+    layer = Layer(fn, w, v)
+    xl = x.clone().requires_grad_(True)
+    layer(xl, tok).backward()
+    ref_x, ref_w = x.clone().double().requires_grad_(True), w.clone().double().requires_grad_(True)
+    y, z = torch_f(ref_x, ref_w, v.double())
+    (y * z).sum().backward()
+    torch.testing.assert_close(layer.w.grad.double(), ref_w.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(xl.grad.double(), ref_x.grad, rtol=1e-5, atol=1e-5)
+    assert layer.v.grad is None
+
+
+def test_torch_compile_aot_eager_fullgraph_no_graph_break(fn):
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    x, w, v, tok = inputs()
+    layer = Layer(fn, w, v)
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    xl = x.clone().requires_grad_(True)
+    loss = compiled(xl, tok)
+    loss.backward()
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    eager = Layer(fn, w, v)
+    xe = x.clone().requires_grad_(True)
+    eager_loss = eager(xe, tok)
+    eager_loss.backward()
+    torch.testing.assert_close(loss, eager_loss)
+    torch.testing.assert_close(layer.w.grad, eager.w.grad)
+    torch.testing.assert_close(xl.grad, xe.grad)
+    torch._dynamo.reset()
+
+
+def test_activation_checkpointing(fn):
+    x, w, v, tok = inputs()
+    leaves = [t.clone().requires_grad_(True) for t in (x, w, v)]
+
+    def block(a, b, c):
+        y, z = fn(a, b, c, tok)
+        return (y * z).sum()
+
+    torch.utils.checkpoint.checkpoint(block, *leaves, use_reentrant=False).backward()
+    plain = [t.clone().requires_grad_(True) for t in (x, w, v)]
+    block(*plain).backward()
+    for a, b in zip(leaves, plain):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_fake_tensors_trace_without_running(fn):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(M, N)
+        y, z = fn(x, x, x, torch.empty(M, dtype=torch.int32))
+    assert y.shape == (M, N) and z.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda x, tok: (x, x, tok), r"takes 4 tensors .* got 3"),
+        (lambda x, tok: (x, x, x[:, :4], tok), r"argument #2 'v' must be 8x16 float32, got 8x4 float32"),
+        (lambda x, tok: (x, x.double(), x, tok), r"argument #1 'w' must be 8x16 float32, got 8x16 float64"),
+        (lambda x, tok: (x, x, x, tok.long()), r"argument #3 'tok' must be 8 int32, got 8 int64"),
+        (lambda x, tok: (x, x, x.to("meta"), tok), r"argument #2 'v' is on meta"),
+        (lambda x, tok: (x.to("meta"), x.to("meta"), x.to("meta"), tok.to("meta")), r"argument #0 'x' is a meta tensor"),
+        (lambda x, tok: (x, x, x, 3), r"argument #3 'tok' must be a torch.Tensor"),
+    ],
+)
+def test_argument_errors(fn, make, match):
+    x, _, _, tok = inputs()
+    with pytest.raises(ArgumentError, match=match):
+        fn(*make(x, tok))
+
+
+def test_meta_tensors_refused_by_the_op_itself(fn):
+    x = torch.empty(M, N, device="meta")
+    with pytest.raises(ArgumentError, match="meta tensor"):
+        fn.forward_op(x, x, x, torch.empty(M, dtype=torch.int32, device="meta"))
+
+
+def test_same_program_twice_shares_ops_and_names_differ_per_program(fn):
+    again = coda_ir.torch.function(module_text(), pipeline=UNFUSED)
+    assert again.op_name == fn.op_name and again.forward_op is fn.forward_op
+    other = coda_ir.torch.function(module_text(), pipeline="nn-to-coda")
+    assert other.op_name != fn.op_name
+
+
+def test_forward_only_function_refuses_grad_without_autodiff():
+    text = module_text().split("func.func @f_fwd")[0]
+    fn = coda_ir.torch.function(text)
+    x, w, v, tok = inputs()
+    y, z = fn(x, w, v, tok)
+    torch.testing.assert_close(z, torch_f(x, w, v)[1])
+    if not fn.differentiable:
+        with pytest.raises(ArgumentError, match="requires grad"):
+            fn(x.requires_grad_(True), w, v, tok)
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_example_runs(capsys):
+    snippets = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    snippet = next(s for s in snippets if "coda_ir.torch.function(" in s)
+    exec(compile(snippet, str(README), "exec"), {})
+    assert "max |grad - ref|" in capsys.readouterr().out
