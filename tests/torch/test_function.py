@@ -280,3 +280,23 @@ def test_readme_example_runs(capsys):
     snippet = next(s for s in snippets if "coda_ir.torch.function(" in s)
     exec(compile(snippet, str(README), "exec"), {})
     assert "max |grad - ref|" in capsys.readouterr().out
+
+
+def test_opcheck_schema_fake_and_autograd_registration(fn):
+    # torch.library's own checks: schema, fake implementation vs real, autograd, AOT dispatch
+    x, w, v, tok = inputs()
+    torch.library.opcheck(fn.forward_op, (x, w, v, tok))
+    torch.library.opcheck(fn.fwd_op, (x.requires_grad_(True), w.requires_grad_(True), v, tok))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_cuda_gradients_match_cpu(fn):
+    x, w, v, tok = inputs()
+    cpu = [t.clone().requires_grad_(True) for t in (x, w, v)]
+    gpu = [t.cuda().requires_grad_(True) for t in (x, w, v)]
+    for leaves, t in ((cpu, tok), (gpu, tok.cuda())):
+        y, z = fn(*leaves, t)
+        (y * z).sum().backward()
+    for a, b in zip(cpu, gpu):
+        assert b.grad.device.type == "cuda"
+        torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=1e-4, atol=1e-4)
