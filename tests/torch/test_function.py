@@ -10,6 +10,7 @@ leaves the other's gradient None) and an unused integer argument (which gets no 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -300,3 +301,130 @@ def test_cuda_gradients_match_cpu(fn):
     for a, b in zip(cpu, gpu):
         assert b.grad.device.type == "cuda"
         torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- real programs
+# These use the nn-autodiff pass (f_fwd / f_bwd made by the compiler) on the project's block
+# templates at tiny shapes, checked against autograd through coda_ir.reference.
+
+
+def _autodiff_available() -> bool:
+    from coda_ir.tools.coda_opt import coda_passes
+
+    return "nn-autodiff" in coda_passes()
+
+
+needs_autodiff = pytest.mark.skipif(not _autodiff_available(), reason="the nn-autodiff pass is not registered")
+
+
+def _generator():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "programs" / "generate.py"
+    spec = importlib.util.spec_from_file_location("coda_program_templates", path)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    sys.modules[spec.name] = module  # its dataclasses look their module up while being made
+    spec.loader.exec_module(module)
+    return module
+
+
+def tiny_program(kind: str, dt: str) -> str:
+    gen = _generator()
+    if kind == "llama_block":
+        return gen.nn_llama_block(gen.Llama("tiny", m=19, d=32, f=24, hd=16, hq=1, hkv=1, dt=dt))
+    if kind == "gpt2_block":
+        return gen.nn_gpt2_block(gen.Gpt2("tiny", m=19, d=32, f=48, dt=dt))
+    if kind == "lm_head":
+        return gen.nn_lm_head(gen.LmHead("tiny", m=19, d=32, v=40, dt=dt))
+    raise ValueError(kind)
+
+
+def reference_gradients(text: str, inputs, upstream, dtype: torch.dtype, mask=None):
+    """Gradients of the float inputs by autograd through the op-by-op reference computed in
+    `dtype` (float64: exact; the program's type: every op, forward and backward, rounded to it)."""
+    from coda_ir.reference import run_reference
+
+    leaves = [t.detach().to(dtype).requires_grad_(True) if t.is_floating_point() else t for t in inputs]
+    outs = run_reference(text, leaves, dtype)
+    torch.autograd.backward(outs, [u.to(o.dtype) for u, o in zip(upstream, outs)])
+    return [t.grad for t in leaves if t.is_floating_point()]
+
+
+def upstream_for(outs, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(o.shape, generator=g, dtype=torch.float64).to(o.dtype) if o.dim() else torch.ones((), dtype=o.dtype) for o in outs]
+
+
+@needs_autodiff
+@pytest.mark.parametrize("kind, dt", [("llama_block", "bf16"), ("gpt2_block", "f32"), ("lm_head", "bf16")])
+def test_real_program_gradients_match_reference_autograd(kind, dt):
+    from coda_ir.reference import program_dtype, load_func
+    from coda_ir.testing import random_inputs
+
+    text = tiny_program(kind, dt)
+    fn = coda_ir.torch.function(text)
+    assert fn.differentiable and fn.num_saved >= 0
+    inputs = random_inputs(text, seed=0)
+    leaves = [t.clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs]
+    outs = fn(*leaves)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    upstream = upstream_for(outs)
+    torch.autograd.backward(outs, upstream)
+    dtype = program_dtype(load_func(text))
+    grads = [t.grad for t in leaves if t.is_floating_point()]
+    names = [a.name for a in fn.args if a.is_float]
+    assert_matches(grads, reference_gradients(text, inputs, upstream, torch.float64),
+                   reference_gradients(text, inputs, upstream, dtype), names)
+
+
+@needs_autodiff
+def test_real_program_frozen_weights_drop_gradient_kernels():
+    from coda_ir.reference import program_dtype, load_func
+    from coda_ir.testing import random_inputs
+
+    text = tiny_program("llama_block", "f32")
+    fn = coda_ir.torch.function(text)
+    inputs = random_inputs(text, seed=1)
+    # only the activations train (frozen weights, as LoRA's base model)
+    trainable = {"x0", "y0"}
+    leaves = [t.clone().requires_grad_(a.name in trainable) if a.is_float else t for a, t in zip(fn.args, inputs)]
+    outs = fn(*leaves)
+    upstream = upstream_for(outs)
+    torch.autograd.backward(outs, upstream)
+    mask = tuple(fn.args[i].name in trainable for i in fn.float_args)
+    assert fn.backward_module(mask).kernel_count(fn.bwd_name) < fn.compiled.kernel_count(fn.bwd_name)
+    names = [a.name for a in fn.args if a.is_float]
+    got = [leaves[i].grad for i in fn.float_args if fn.args[i].name in trainable]
+    ref64 = reference_gradients(text, inputs, upstream, torch.float64)
+    refT = reference_gradients(text, inputs, upstream, program_dtype(load_func(text)))
+    keep = [k for k, n in enumerate(names) if n in trainable]
+    assert_matches(got, [ref64[k] for k in keep], [refT[k] for k in keep], [names[k] for k in keep])
+    assert all(leaves[i].grad is None for i in fn.float_args if fn.args[i].name not in trainable)
+
+
+@needs_autodiff
+def test_real_loss_under_torch_compile_and_checkpoint():
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    text = tiny_program("lm_head", "f32")
+    fn = coda_ir.torch.function(text)
+    from coda_ir.testing import random_inputs
+
+    x, wn, wlm, targets = random_inputs(text, seed=2)
+
+    def loss_of(a, b, c):
+        return torch.utils.checkpoint.checkpoint(fn, a, b, c, targets, use_reentrant=False)
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(loss_of, fullgraph=True, backend="aot_eager")
+    leaves = [t.clone().requires_grad_(True) for t in (x, wn, wlm)]
+    compiled(*leaves).backward()
+    assert not counters["graph_break"]
+    eager = [t.clone().requires_grad_(True) for t in (x, wn, wlm)]
+    fn(*eager, targets).backward()
+    for a, b in zip(leaves, eager):
+        torch.testing.assert_close(a.grad, b.grad)
+    torch._dynamo.reset()
