@@ -145,6 +145,11 @@ def _prop(op: Operation, name: str):
 # ----------------------------------------------------------------------------- the ops
 
 
+def _first_head(op: Operation) -> int:
+    attr = op.properties.get("first_head")  # optional (NN_DIALECT.md): absent means 0
+    return 0 if attr is None else attr.value.data  # type: ignore[union-attr]
+
+
 class _Ctx:
     def __init__(self, compute_dtype: torch.dtype | None):
         self.exact = compute_dtype == torch.float64
@@ -290,7 +295,7 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
             ctx, a[0], args[1], _prop(op, "head_dim"), _prop(op, "rotary_heads"), _prop(op, "theta"), _prop(op, "style")
         )
     if name == "nn.head_rms_norm":
-        return _head_rms_norm(a[0], a[1], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"), _prop(op, "first_head"))
+        return _head_rms_norm(a[0], a[1], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"), _first_head(op))
     if name == "nn.cross_entropy":
         return _cross_entropy(a[0], args[1], _prop(op, "ignore_index"), _prop(op, "reduction"))
     # backward ops (nn-autodiff); multi-result ops return tuples
@@ -336,7 +341,11 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
         return dx, (dy * n).sum(dim=0), dy.sum(dim=0)
     if name == "nn.head_rms_norm_grad":
         return _head_rms_norm_grad(a[0], a[1], a[2], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"),
-                                   _prop(op, "first_head"))
+                                   _first_head(op))
+    if name == "nn.rms_norm_apply":
+        return a[0] * a[2][:, None] * a[1]
+    if name == "nn.layer_norm_apply":
+        return (a[0] - a[3][:, None]) * a[4][:, None] * a[1] + a[2]
     if name == "nn.cross_entropy_grad":
         return _cross_entropy_grad(a[0], args[1], a[2], _prop(op, "ignore_index"), _prop(op, "reduction"))
     raise NotImplementedError(f"the reference interpreter has no rule for '{name}'")
@@ -371,6 +380,8 @@ NN_OPS = (
     "nn.layer_norm_grad",
     "nn.head_rms_norm_grad",
     "nn.cross_entropy_grad",
+    "nn.rms_norm_apply",
+    "nn.layer_norm_apply",
 )
 
 F32_RESULT_OPS = ("nn.cross_entropy", "nn.rms_norm_rstd", "nn.layer_norm_stats")

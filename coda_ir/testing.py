@@ -42,9 +42,12 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import SSAValue
 
-from coda_ir.reference import element_dtype, load_func, program_dtype, reference_pair
+from coda_ir.reference import element_dtype, load_func, program_dtype, reference_pair, run_reference
 
 __all__ = [
+    "reference_gradients",
+    "random_upstream",
+    "check_gradients",
     "check_close",
     "assert_matches",
     "check_against_reference",
@@ -300,3 +303,93 @@ def random_inputs(
 
 def program_dtype_of(module_or_func, func_name: str | None = None) -> torch.dtype:
     return program_dtype(load_func(module_or_func, func_name))
+
+
+# ----------------------------------------------------------------------------- gradients
+
+
+def random_upstream(
+    module_or_func: ModuleOp | func.FuncOp | str | os.PathLike,
+    seed: int = 0,
+    *,
+    func_name: str | None = None,
+    device: str | torch.device = "cpu",
+) -> list[torch.Tensor]:
+    """One random upstream gradient per result of the function (`randn` in the result's type;
+    a 0-d f32 loss gets a random scale around 1), for checking `@f_bwd`."""
+    fn = load_func(module_or_func, func_name)
+    gen = torch.Generator().manual_seed(10_000 + seed)
+    out = []
+    for ty in fn.function_type.outputs.data:
+        assert isinstance(ty, TensorType)
+        shape = tuple(ty.get_shape())
+        dt = element_dtype(ty)
+        if not shape:
+            t = 0.5 + torch.rand((), generator=gen, dtype=torch.float64)
+        else:
+            t = torch.randn(shape, generator=gen, dtype=torch.float64)
+        out.append(t.to(dt).to(device))
+    return out
+
+
+def reference_gradients(
+    module_or_func: ModuleOp | func.FuncOp | str | os.PathLike,
+    inputs: Sequence[torch.Tensor],
+    upstream: Sequence[torch.Tensor],
+    *,
+    func_name: str | None = None,
+    dtype: torch.dtype | None = None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """`(grad64, grad_T)`: the gradients of every floating-point argument (in order) of the
+    function's results against `upstream`, by PyTorch autograd through the op-by-op reference:
+    in float64, and in the program's element type (`dtype`), where every op rounds its result
+    and, through the reference's casts, every gradient flowing into a value once (the
+    NN_DIALECT.md bar's `ref_T` for gradients)."""
+    fn = load_func(module_or_func, func_name)
+    low = dtype if dtype is not None else program_dtype(fn)
+    grads: list[list[torch.Tensor]] = []
+    for compute, cast in ((torch.float64, torch.float64), (low, None)):
+        leaves = []
+        for x in inputs:
+            if x.is_floating_point():
+                leaf = x.detach().to(cast if cast is not None else x.dtype).clone().requires_grad_(True)
+            else:
+                leaf = x
+            leaves.append(leaf)
+        outs = run_reference(fn, leaves, compute)
+        ups = [u.to(torch.float64) if compute == torch.float64 else u.to(o.dtype) for u, o in zip(upstream, outs)]
+        pairs = [(o, u) for o, u in zip(outs, ups) if o.requires_grad]
+        wrt = [leaf for leaf in leaves if leaf.is_floating_point()]
+        got = torch.autograd.grad([o for o, _ in pairs], wrt, [u for _, u in pairs], allow_unused=True)
+        grads.append([g if g is not None else torch.zeros_like(w) for g, w in zip(got, wrt)])
+    return grads[0], grads[1]
+
+
+def check_gradients(
+    program,
+    source: ModuleOp | func.FuncOp | str | os.PathLike,
+    inputs: Sequence[torch.Tensor],
+    *,
+    func_name: str | None = None,
+    seed: int = 0,
+    upstream: Sequence[torch.Tensor] | None = None,
+) -> list[CheckResult]:
+    """Run a compiled `@f_fwd` and `@f_bwd` (`program`: a `CompiledModule` of an
+    `nn-autodiff` pipeline) and check f's results and every gradient against the reference
+    (float64 autograd, and autograd in the element type) under the NN_DIALECT.md bar."""
+    fn = load_func(source, func_name)
+    name = fn.sym_name.data
+    n_results = len(fn.function_type.outputs.data)
+    ups = list(upstream) if upstream is not None else random_upstream(fn, seed, device=inputs[0].device)
+    fwd_out = getattr(program, f"{name}_fwd")(*inputs)
+    fwd_out = list(fwd_out) if isinstance(fwd_out, (tuple, list)) else [fwd_out]
+    results, saved = fwd_out[:n_results], fwd_out[n_results:]
+    bwd_out = getattr(program, f"{name}_bwd")(*saved, *ups)
+    bwd_out = list(bwd_out) if isinstance(bwd_out, (tuple, list)) else [bwd_out]
+    ref64, ref_t = reference_pair(fn, inputs)
+    g64, g_t = reference_gradients(fn, inputs, ups)
+    args = [a for a in fn.body.blocks[0].args]
+    float_args = [a for a, x in zip(args, inputs) if x.is_floating_point()]
+    names = [f"@{name} result #{i}" for i in range(n_results)]
+    names += [f"d{_name(a) or f'arg{a.index}'}" for a in float_args]
+    return assert_matches([*results, *bwd_out], [*ref64, *g64], [*ref_t, *g_t], names)

@@ -30,6 +30,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -258,9 +259,19 @@ class _BinaryOp(NNOperation):
         super().__init__(operands=[lhs, rhs], result_types=[lhs.type])
 
     def verify_(self) -> None:
-        _check_static_float(self, "lhs", self.lhs, 2)
+        _check_static_float(self, "lhs", self.lhs, None)
         _check_static_float(self, "rhs", self.rhs, None)
         _check_same_element_type(self, [("lhs", self.lhs), ("rhs", self.rhs)])
+        if len(_shape(self.lhs)) == 1:
+            # vectors of the same length (sums of weight gradients written by nn-autodiff)
+            if _shape(self.rhs) != _shape(self.lhs):
+                raise VerifyException(
+                    f"a rank-1 lhs needs an rhs of the same shape {_fmt(_shape(self.lhs))}, got {_fmt(_shape(self.rhs))}"
+                )
+            _check_result(self, _shape(self.lhs), self.lhs)
+            return
+        if len(_shape(self.lhs)) != 2:
+            raise VerifyException(f"lhs must be rank 2 (or rank 1 with an rhs of the same shape), got {self.lhs.type}")
         m, n = _shape(self.lhs)
         rhs = _shape(self.rhs)
         if rhs not in ((m, n), (n,)):
@@ -503,7 +514,7 @@ class HeadRMSNormOp(NNOperation):
     head_dim = prop_def(IntegerAttr)
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr, default_value=FloatAttr(1e-6, f32))
-    first_head = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
+    first_head = opt_prop_def(IntegerAttr)  # absent: 0
     traits = traits_def(Pure())
 
     def __init__(self, x: SSAValue, w: SSAValue, head_dim: int, heads: int, eps: float = 1e-6, first_head: int = 0):
@@ -540,9 +551,9 @@ def _check_head_range(op: IRDLOperation, n: int, hd: int) -> None:
     if first < 0:
         raise VerifyException(f"first_head must be non-negative, got {first}")
     if not 0 <= heads <= n // hd - first:
+        start = f", starting at head {first}" if first else ""
         raise VerifyException(
-            f"heads must be between 0 and {n // hd - first} (x has {n // hd} heads of {hd}, "
-            f"starting at head {first}), got {heads}"
+            f"heads must be between 0 and {n // hd - first} (x has {n // hd} heads of {hd}{start}), got {heads}"
         )
 
 
@@ -909,7 +920,7 @@ class HeadRMSNormGradOp(NNOperation):
     head_dim = prop_def(IntegerAttr)
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr)
-    first_head = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
+    first_head = opt_prop_def(IntegerAttr)  # absent: 0
     traits = traits_def(Pure())
 
     def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, properties: dict[str, Attribute]):
@@ -961,6 +972,60 @@ class CrossEntropyGradOp(NNOperation):
         _check_like(self, 0, self.logits, "dlogits")
 
 
+@irdl_op_definition
+class RMSNormApplyOp(NNOperation):
+    """`x * rstd[m] * w`: an RMSNorm from its saved statistic (a backward rebuilding the
+    normalized activation instead of reading a stored copy)."""
+
+    name = "nn.rms_norm_apply"
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    rstd = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, w: SSAValue, rstd: SSAValue):
+        super().__init__(operands=[x, w, rstd], result_types=[x.type])
+
+    def verify_(self) -> None:
+        _check_static_float(self, "x", self.x, 2)
+        _check_static_float(self, "w", self.w, 1)
+        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
+        m, d = _shape(self.x)
+        if _shape(self.w) != (d,):
+            raise VerifyException(f"w must have shape {d}, got {_fmt(_shape(self.w))}")
+        _check_f32_vector("rstd", self.rstd, m)
+        _check_result(self, (m, d), self.x)
+
+
+@irdl_op_definition
+class LayerNormApplyOp(NNOperation):
+    """`(x - mean[m]) * rstd[m] * w + b`: a LayerNorm from its saved statistics."""
+
+    name = "nn.layer_norm_apply"
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    b = operand_def(TensorType)
+    mean = operand_def(TensorType)
+    rstd = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, w: SSAValue, b: SSAValue, mean: SSAValue, rstd: SSAValue):
+        super().__init__(operands=[x, w, b, mean, rstd], result_types=[x.type])
+
+    def verify_(self) -> None:
+        _check_static_float(self, "x", self.x, 2)
+        _check_same_element_type(self, [("x", self.x), ("w", self.w), ("b", self.b)])
+        m, d = _shape(self.x)
+        for name, v in (("w", self.w), ("b", self.b)):
+            if _shape(v) != (d,):
+                raise VerifyException(f"{name} must have shape {d}, got {_fmt(_shape(v))}")
+        _check_f32_vector("mean", self.mean, m)
+        _check_f32_vector("rstd", self.rstd, m)
+        _check_result(self, (m, d), self.x)
+
+
 BACKWARD_OPS = (
     GemmOp,
     ColumnSumOp,
@@ -976,6 +1041,8 @@ BACKWARD_OPS = (
     LayerNormGradOp,
     HeadRMSNormGradOp,
     CrossEntropyGradOp,
+    RMSNormApplyOp,
+    LayerNormApplyOp,
 )
 
 

@@ -74,6 +74,9 @@ def lower_linear(op: nn.LinearOp | nn.MatmulOp) -> tuple[list[Operation], SSAVal
 def lower_binary(op: nn.AddOp | nn.MulOp) -> tuple[list[Operation], SSAValue]:
     lhs, rhs = op.lhs, op.rhs
     is_add = isinstance(op, nn.AddOp)
+    if len(shape_of(lhs)) == 1:  # two vectors (summed weight gradients): a fold of no partials
+        k = fold([], [lhs, rhs], [op.results[0].type], lambda s, a, b: s.add(a, b) if is_add else s.mul(a, b))
+        return [_origin(k, op)], k.results[0]
     if len(shape_of(rhs)) == 1:
         def build(e: Epilogue, a, v):
             t = e.load(a)

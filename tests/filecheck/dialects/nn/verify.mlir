@@ -189,7 +189,7 @@ func.func @add_lhs_rank1(%a: tensor<8xf32>, %b: tensor<2x8xf32>) {
   %0 = "nn.add"(%a, %b) : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   func.return
 }
-// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.add' op lhs must be rank 2, got tensor<8xf32>
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.add' op a rank-1 lhs needs an rhs of the same shape 8, got 2x8
 // CHECK-NEXT: {{^// -{5}$}}
 
 // -----

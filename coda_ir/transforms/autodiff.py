@@ -1,0 +1,526 @@
+"""`nn-autodiff`: reverse-mode differentiation of nn functions (NN_DIALECT.md, "Gradients").
+
+For every function `@f` with a floating-point argument the pass keeps `@f` and adds
+
+* `@f_fwd`: the same arguments; returns f's results, then the tensors the backward needs;
+* `@f_bwd`: those saved tensors, then one upstream gradient per result of f (same type as the
+  result; a 0-d f32 for a loss); returns one gradient per floating-point argument of f, in
+  argument order, each of that argument's type.
+
+The backward is written with the nn dialect's backward ops (`nn.rms_norm_grad`,
+`nn.swiglu_grad`, `nn.gemm` with transposes, ...), one op per forward op's derivative, so that
+every later pass sees what a value means and fusion rules are written once per op, never by
+re-recognizing decomposed arithmetic. A value used several times sums its gradients (`nn.add`).
+
+What the forward saves is decided value by value:
+
+* norms save their row statistics (`nn.rms_norm_rstd`, `nn.layer_norm_stats`: f32 vectors,
+  computed next to the norm; `coda-defer-norms` reuses the statistics the deferred norm computes
+  anyway), never the normalized activation for its own backward;
+* a value the backward needs that is cheap to rebuild from values saved anyway (an activation
+  from its input, a gated activation from the pre-activation z, a norm's output from x and the
+  statistics) is stored or recomputed as the IO model decides (`io_model.store_or_recompute`:
+  an extra [M, N] write in forward plus a read in backward, against recomputing it in the
+  backward kernel that needs it); option `cost-model=false` stores it;
+* RoPE's backward needs only the positions (its rotation is orthogonal: `dx = R(-a) dy`).
+
+Gradients flow only through values that depend on a floating-point argument; integer arguments
+(positions, targets) get none. A floating-point argument no result depends on is refused with a
+located error (its gradient would be identically zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from coda_ir.dialects import nn
+from coda_ir.tools.diagnostics import CompilerError
+from coda_ir.transforms import remarks
+
+FWD_SUFFIX = "_fwd"
+BWD_SUFFIX = "_bwd"
+
+
+def _is_float(value: SSAValue) -> bool:
+    ty = value.type
+    return isinstance(ty, TensorType) and not str(ty.get_element_type()).startswith("i")
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    return tuple(ty.get_shape())
+
+
+@dataclass(frozen=True)
+class Stat:
+    """A row statistic of a norm op that the forward computes and saves (key of a saved value)."""
+
+    norm: Operation
+    index: int  # rms_norm: 0 = rstd; layer_norm: 0 = mean, 1 = rstd
+
+
+Needed = SSAValue | Stat
+
+
+# ----------------------------------------------------------------------------- gradient rules
+#
+# A rule gets the forward op, the upstream gradients of its results (None where a result has
+# none), which operands need a gradient, and `fwd(v)`: the backward's copy of a forward value
+# (saved or recomputed). It returns ops to append and one gradient (or None) per operand.
+# `needs(op, wants)` lists the forward values the rule reads, so the forward can save them.
+
+
+@dataclass
+class Rule:
+    needs: Callable[[Operation, list[bool]], list[Needed]]
+    grad: Callable[..., tuple[list[Operation], list[SSAValue | None]]]
+
+
+def _linear_needs(op, wants):
+    x, w = op.operands
+    return ([w] if wants[0] else []) + ([x] if wants[1] else [])
+
+
+def _linear_grad(op, dys, wants, fwd):
+    (dy,) = dys
+    x, w = op.operands
+    ops: list[Operation] = []
+    dx = dw = None
+    if wants[0]:  # dx = dy @ w
+        ops.append(g := nn.MatmulOp(dy, fwd(w)))
+        dx = g.result
+    if wants[1]:  # dw = dy.T @ x
+        ops.append(g := nn.GemmOp(dy, fwd(x), transpose_a=True))
+        dw = g.result
+    return ops, [dx, dw]
+
+
+def _matmul_grad(op, dys, wants, fwd):
+    (dy,) = dys
+    a, b = op.operands
+    ops: list[Operation] = []
+    da = db = None
+    if wants[0]:  # da = dy @ b.T
+        ops.append(g := nn.LinearOp(dy, fwd(b)))
+        da = g.result
+    if wants[1]:  # db = a.T @ dy
+        ops.append(g := nn.GemmOp(fwd(a), dy, transpose_a=True))
+        db = g.result
+    return ops, [da, db]
+
+
+def _gemm_grad(op: nn.GemmOp, dys, wants, fwd):
+    (dy,) = dys
+    ta, tb = op.flags()
+    a, b = op.operands
+    ops: list[Operation] = []
+    da = db = None
+    if wants[0]:  # dA = dy @ B.T; da = dA or dA.T
+        g = nn.GemmOp(fwd(b), dy, transpose_a=tb, transpose_b=True) if ta else nn.GemmOp(dy, fwd(b), transpose_b=not tb)
+        ops.append(g)
+        da = g.result
+    if wants[1]:  # dB = A.T @ dy; db = dB or dB.T
+        g = nn.GemmOp(dy, fwd(a), transpose_a=True, transpose_b=ta) if tb else nn.GemmOp(fwd(a), dy, transpose_a=not ta)
+        ops.append(g)
+        db = g.result
+    return ops, [da, db]
+
+
+def _reduce_to(dy: SSAValue, like: SSAValue, ops: list[Operation]) -> SSAValue:
+    """The gradient of a broadcast rank-1 operand: the column sums of dy."""
+    if len(_shape(like)) == 1:
+        ops.append(s := nn.ColumnSumOp(dy))
+        return s.result
+    return dy
+
+
+def _add_grad(op, dys, wants, fwd):
+    (dy,) = dys
+    ops: list[Operation] = []
+    return ops, [dy if wants[0] else None, _reduce_to(dy, op.rhs, ops) if wants[1] else None]
+
+
+def _mul_needs(op, wants):
+    return ([op.rhs] if wants[0] else []) + ([op.lhs] if wants[1] else [])
+
+
+def _mul_grad(op, dys, wants, fwd):
+    (dy,) = dys
+    ops: list[Operation] = []
+    da = db = None
+    if wants[0]:
+        ops.append(m := nn.MulOp(dy, fwd(op.rhs)))
+        da = m.result
+    if wants[1]:
+        ops.append(m := nn.MulOp(dy, fwd(op.lhs)))
+        db = _reduce_to(m.result, op.rhs, ops)
+    return ops, [da, db]
+
+
+def _unary_grad(op, dys, wants, fwd):
+    (dy,) = dys
+    x = fwd(op.operands[0])
+    if isinstance(op, nn.SiluOp):
+        g = nn.SiluGradOp(dy, x)
+    elif isinstance(op, nn.ReluOp):
+        g = nn.ReluGradOp(dy, x)
+    elif isinstance(op, nn.GeluOp):
+        g = nn.GeluGradOp(dy, x, op.approximate.data)
+    elif isinstance(op, nn.SwiGLUOp):
+        g = nn.SwiGLUGradOp(dy, x)
+    else:
+        assert isinstance(op, nn.GeGLUOp)
+        g = nn.GeGLUGradOp(dy, x, op.approximate.data)
+    return [g], [g.result]
+
+
+def _rms_grad(op: nn.RMSNormOp, dys, wants, fwd):
+    (dy,) = dys
+    g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)))
+    return [g], [g.dx if wants[0] else None, g.dw if wants[1] else None]
+
+
+def _ln_grad(op: nn.LayerNormOp, dys, wants, fwd):
+    (dy,) = dys
+    g = nn.LayerNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)), fwd(Stat(op, 1)))
+    return [g], [g.dx if wants[0] else None, g.dw if wants[1] else None, g.db if wants[2] else None]
+
+
+def _rope_grad(op: nn.RoPEOp, dys, wants, fwd):
+    (dy,) = dys
+    props = {k: v for k, v in op.properties.items()}
+    for name in ("theta", "style"):  # defaults of the forward op become explicit
+        props.setdefault(name, getattr(op, name))
+    g = nn.RoPEGradOp(dy, fwd(op.pos), props)
+    return [g], [g.result, None]
+
+
+def _head_norm_grad(op: nn.HeadRMSNormOp, dys, wants, fwd):
+    (dy,) = dys
+    props = dict(op.properties)
+    props.setdefault("eps", op.eps)
+    g = nn.HeadRMSNormGradOp(dy, fwd(op.x), fwd(op.w), props)
+    return [g], [g.dx if wants[0] else None, g.dw if wants[1] else None]
+
+
+def _ce_grad(op: nn.CrossEntropyOp, dys, wants, fwd):
+    (dloss,) = dys
+    props = {"ignore_index": op.ignore_index, "reduction": op.reduction}
+    g = nn.CrossEntropyGradOp(fwd(op.logits), fwd(op.targets), dloss, props)
+    return [g], [g.result, None]
+
+
+RULES: dict[type[Operation], Rule] = {
+    nn.LinearOp: Rule(_linear_needs, _linear_grad),
+    nn.MatmulOp: Rule(_linear_needs, _matmul_grad),
+    nn.GemmOp: Rule(_linear_needs, _gemm_grad),
+    nn.AddOp: Rule(lambda op, wants: [], _add_grad),
+    nn.MulOp: Rule(_mul_needs, _mul_grad),
+    nn.SiluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
+    nn.ReluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
+    nn.GeluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
+    nn.SwiGLUOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
+    nn.GeGLUOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
+    nn.RMSNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0)], _rms_grad),
+    nn.LayerNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0), Stat(op, 1)], _ln_grad),
+    nn.RoPEOp: Rule(lambda op, wants: [op.pos], _rope_grad),
+    nn.HeadRMSNormOp: Rule(lambda op, wants: [op.x, op.w], _head_norm_grad),
+    nn.CrossEntropyOp: Rule(lambda op, wants: [op.logits, op.targets], _ce_grad),
+}
+
+
+# ----------------------------------------------------------------------------- store or recompute
+
+
+RECOMPUTE_COST = {
+    # per element of the recomputed value: (FLOPs, special-function ops)
+    nn.SiluOp: (4.0, 1.0),
+    nn.GeluOp: (8.0, 1.0),
+    nn.ReluOp: (1.0, 0.0),
+    nn.SwiGLUOp: (5.0, 1.0),
+    nn.GeGLUOp: (9.0, 1.0),
+    nn.RMSNormOp: (2.0, 0.0),
+    nn.LayerNormOp: (4.0, 0.0),
+}
+"""Forward ops whose result the backward may rebuild instead of reading a saved copy."""
+
+
+def _recompute_inputs(op: Operation) -> list[Needed]:
+    """What rebuilding op's result reads (norms: x, weights and the saved statistics)."""
+    if isinstance(op, nn.RMSNormOp):
+        return [op.x, op.w, Stat(op, 0)]
+    if isinstance(op, nn.LayerNormOp):
+        return [op.x, op.w, op.b, Stat(op, 0), Stat(op, 1)]
+    return list(op.operands)
+
+
+def _dtype_name(value: SSAValue) -> str:
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    return {"bf16": "bf16", "f16": "f16", "f32": "f32"}.get(str(ty.get_element_type()), "bf16")
+
+
+def recompute_decision(value: SSAValue, cost_model: bool) -> tuple[str, str]:
+    """("store" | "recompute", why) for a forward value the backward reads."""
+    op = value.owner
+    if not cost_model or type(op) not in RECOMPUTE_COST or len(_shape(value)) != 2:
+        return "store", "no cost model" if not cost_model else "not rebuildable"
+    flops, sfu = RECOMPUTE_COST[type(op)]
+    m, n = _shape(value)
+    try:
+        from coda_ir.analysis import io_model
+
+        decision = io_model.store_or_recompute(m, n, dtype=_dtype_name(value), recompute_flops_per_element=flops,
+                                               recompute_sfu_per_element=sfu)
+    except ImportError:  # the model is optional
+        return "store", "no cost model"
+    return decision.choice, decision.summary()
+
+
+# ----------------------------------------------------------------------------- the pass
+
+
+@dataclass
+class _Differentiator:
+    f: func.FuncOp
+    cost_model: bool
+    remarks_as_errors: bool = False
+    saved: list[Needed] = field(default_factory=list)
+    recomputed: list[SSAValue] = field(default_factory=list)
+
+    @property
+    def block(self) -> Block:
+        return self.f.body.blocks[0]
+
+    def returned(self) -> list[SSAValue]:
+        ret = self.block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        return list(ret.arguments)
+
+    def active_values(self) -> set[SSAValue]:
+        """Float values that depend on a float argument and reach a result."""
+        forward: set[SSAValue] = {a for a in self.block.args if _is_float(a)}
+        for op in self.block.ops:
+            if any(v in forward for v in op.operands):
+                forward.update(r for r in op.results if _is_float(r))
+        backward: set[SSAValue] = set(self.returned())
+        for op in reversed(list(self.block.ops)):
+            if any(r in backward for r in op.results):
+                backward.update(op.operands)
+        return forward & backward
+
+    def plan(self) -> tuple[list[Operation], dict[Operation, list[bool]]]:
+        """The ops to differentiate (reverse order), what each wants, and what the backward reads."""
+        active = self.active_values()
+        order: list[Operation] = []
+        wants_of: dict[Operation, list[bool]] = {}
+        needed: list[Needed] = []
+        for op in reversed(list(self.block.ops)):
+            if isinstance(op, func.ReturnOp) or not any(r in active for r in op.results):
+                continue
+            rule = RULES.get(type(op))
+            if rule is None:
+                raise CompilerError(op, f"nn-autodiff has no gradient rule for '{op.name}'")
+            wants = [v in active for v in op.operands]
+            order.append(op)
+            wants_of[op] = wants
+            for v in rule.needs(op, wants):
+                if v not in needed:
+                    needed.append(v)
+        # store or recompute: a value rebuilt in backward must be rebuilt from saved values
+        available = set(needed)
+        for v in list(needed):
+            if isinstance(v, Stat) or isinstance(v, BlockArgument) or not _is_float(v):
+                continue
+            choice, why = recompute_decision(v, self.cost_model)
+            if choice == "recompute":
+                inputs = _recompute_inputs(v.owner)
+                if all(i in available or isinstance(i, BlockArgument) for i in inputs):
+                    self.recomputed.append(v)
+                    for i in inputs:
+                        if i not in needed:
+                            needed.append(i)
+                            available.add(i)
+        self.saved = sorted((v for v in needed if v not in self.recomputed), key=self._program_order)
+        return order, wants_of
+
+    def _program_order(self, v: Needed) -> tuple[int, int, int]:
+        """Saved tensors in program order: arguments, then values as defined (statistics right
+        after their norm), so f_fwd's extra results read like the program."""
+        if isinstance(v, BlockArgument):
+            return (0, v.index, 0)
+        ops = list(self.block.ops)
+        if isinstance(v, Stat):
+            return (1, ops.index(v.norm), 1 + v.index)
+        assert isinstance(v.owner, Operation)
+        return (1, ops.index(v.owner), 0)
+
+    def build_forward(self, name: str) -> func.FuncOp:
+        mapping: dict[SSAValue, SSAValue] = {}
+        fwd = self.f.clone(value_mapper=mapping)
+        fwd.sym_name = StringAttr(name)
+        block = fwd.body.blocks[0]
+        stats: dict[Operation, Operation] = {}
+        for v in self.saved:
+            if isinstance(v, Stat) and v.norm not in stats:
+                norm = mapping[v.norm.results[0]].owner
+                assert isinstance(norm, Operation)
+                eps = norm.properties.get("eps") or v.norm.eps  # type: ignore[union-attr]
+                stat_op = (nn.RMSNormRstdOp if isinstance(norm, nn.RMSNormOp) else nn.LayerNormStatsOp)(
+                    norm.operands[0], eps.value.data)  # type: ignore[union-attr]
+                stat_op.properties["eps"] = eps
+                stat_op.location = norm.location
+                base = norm.operands[0].name_hint or "x"
+                if isinstance(stat_op, nn.RMSNormRstdOp):
+                    stat_op.results[0].name_hint = f"rstd_{base}"
+                else:
+                    stat_op.results[0].name_hint, stat_op.results[1].name_hint = f"mean_{base}", f"rstd_{base}"
+                block.insert_op_after(stat_op, norm)
+                stats[v.norm] = stat_op
+        values = [stats[v.norm].results[v.index] if isinstance(v, Stat) else mapping[v] for v in self.saved]
+        ret = block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        results = [*ret.arguments, *values]
+        new_ret = func.ReturnOp(*results)
+        new_ret.location = ret.location
+        block.insert_op_before(new_ret, ret)
+        ret.detach()
+        ret.erase()
+        fwd.function_type = FunctionType.from_lists(list(fwd.function_type.inputs), [r.type for r in results])
+        return fwd
+
+    def stat_type(self, v: Stat) -> TensorType:
+        from xdsl.dialects.builtin import f32
+
+        return TensorType(f32, [_shape(v.norm.operands[0])[0]])
+
+    def build_backward(self, name: str, order: list[Operation], wants_of: dict[Operation, list[bool]]) -> func.FuncOp:
+        results = self.returned()
+        saved_types = [self.stat_type(v) if isinstance(v, Stat) else v.type for v in self.saved]
+        block = Block(arg_types=[*saved_types, *(r.type for r in results)])
+        loc = self.f.location
+        fwd_map: dict[Needed, SSAValue] = {}
+        for v, arg in zip(self.saved, block.args):
+            fwd_map[v] = arg
+            if isinstance(v, Stat):
+                base = v.norm.operands[0].name_hint or "x"
+                arg.name_hint = (("rstd",) if isinstance(v.norm, nn.RMSNormOp) else ("mean", "rstd"))[v.index] + f"_{base}"
+            elif v.name_hint:
+                arg.name_hint = v.name_hint
+        for op_ in self.block.ops:  # rebuild recomputed values in forward order
+            for r in op_.results:
+                if r in self.recomputed:
+                    block.add_op(self.recompute(r, fwd_map))
+        grads: dict[SSAValue, SSAValue] = {}
+
+        def add_grad(v: SSAValue, g: SSAValue, where: Operation) -> None:
+            if v in grads:
+                s = nn.AddOp(grads[v], g)
+                s.location = where.location
+                block.add_op(s)
+                grads[v] = s.result
+            else:
+                grads[v] = g
+
+        for r, arg in zip(results, block.args[len(self.saved):]):
+            arg.name_hint = f"d{r.name_hint}" if r.name_hint else None
+            if _is_float(r):
+                add_grad(r, arg, self.block.last_op)  # type: ignore[arg-type]
+
+        def fwd(v: Needed) -> SSAValue:
+            if v not in fwd_map:
+                raise AssertionError(f"backward reads a forward value that was not saved: {v}")
+            return fwd_map[v]
+
+        for op in order:
+            dys = [grads.get(r) for r in op.results]
+            if all(d is None for d in dys):
+                continue
+            if any(d is None for d in dys):  # nn ops have one result; defensive for future multi-result ops
+                raise CompilerError(op, "nn-autodiff: some results of this op have no gradient")
+            new_ops, dxs = RULES[type(op)].grad(op, dys, wants_of[op], fwd)
+            for new in new_ops:
+                new.location = op.location
+                block.add_op(new)
+            for v, g in zip(op.operands, dxs):
+                if g is not None and wants_of[op][list(op.operands).index(v)]:
+                    add_grad(v, g, op)
+        outs: list[SSAValue] = []
+        for arg in self.block.args:
+            if not _is_float(arg):
+                continue
+            if arg not in grads:
+                raise CompilerError(
+                    self.f, f"nn-autodiff: argument %{arg.name_hint or arg.index} of @{self.f.sym_name.data} "
+                    "influences no result, so its gradient is identically zero; remove the argument")
+            g = grads[arg]
+            if g.type != arg.type:
+                raise CompilerError(self.f, f"nn-autodiff: gradient of %{arg.name_hint} has type {g.type}, expected {arg.type}")
+            outs.append(g)
+        ret = func.ReturnOp(*outs)
+        ret.location = loc
+        block.add_op(ret)
+        bwd = func.FuncOp(name, FunctionType.from_lists(list(block.arg_types), [o.type for o in outs]), Region(block))
+        bwd.location = loc
+        return bwd
+
+    def recompute(self, value: SSAValue, fwd_map: dict[Needed, SSAValue]) -> Operation:
+        op = value.owner
+        assert isinstance(op, Operation)
+        new: Operation
+        if isinstance(op, nn.RMSNormOp):
+            new = nn.RMSNormApplyOp(fwd_map[op.x], fwd_map[op.w], fwd_map[Stat(op, 0)])
+        elif isinstance(op, nn.LayerNormOp):
+            new = nn.LayerNormApplyOp(fwd_map[op.x], fwd_map[op.w], fwd_map[op.b], fwd_map[Stat(op, 0)],
+                                      fwd_map[Stat(op, 1)])
+        else:
+            new = op.clone(value_mapper={v: fwd_map[v] for v in op.operands})
+        new.location = op.location
+        fwd_map[value] = new.results[0]
+        if value.name_hint:
+            new.results[0].name_hint = value.name_hint
+        return new
+
+
+def differentiate(f: func.FuncOp, cost_model: bool = True) -> tuple[func.FuncOp, func.FuncOp]:
+    """`(f_fwd, f_bwd)` of an nn function (detached; the caller inserts them)."""
+    name = f.sym_name.data
+    d = _Differentiator(f, cost_model)
+    order, wants = d.plan()
+    bwd = d.build_backward(name + BWD_SUFFIX, order, wants)
+    fwd = d.build_forward(name + FWD_SUFFIX)
+    return fwd, bwd
+
+
+@dataclass(frozen=True)
+class NNAutodiffPass(ModulePass):
+    """Add `@f_fwd` (results, then saved tensors) and `@f_bwd` (saved tensors and upstream
+    gradients -> one gradient per float argument) for every function `@f` (module docstring)."""
+
+    name = "nn-autodiff"
+
+    cost_model: bool = True
+    """Ask the IO model (`io_model.store_or_recompute`) whether the backward rebuilds a cheap
+    activation (silu, gated, norm outputs) instead of reading a copy the forward saved; off: save it."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        funcs = [f for f in op.body.block.ops if isinstance(f, func.FuncOp) and f.body.blocks]
+        names = {f.sym_name.data for f in funcs}
+        for f in funcs:
+            name = f.sym_name.data
+            if not any(_is_float(a) for a in f.body.blocks[0].args):
+                continue
+            for suffix in (FWD_SUFFIX, BWD_SUFFIX):
+                if name + suffix in names:
+                    raise CompilerError(f, f"nn-autodiff: @{name}{suffix} exists already; rename it")
+            fwd, bwd = differentiate(f, self.cost_model)
+            op.body.block.insert_op_after(bwd, f)
+            op.body.block.insert_op_after(fwd, f)
