@@ -206,9 +206,10 @@ class CodaFunction:
     """A compiled nn function callable on torch tensors and differentiable through `@f_bwd`.
 
     Attributes: `name`, `args` / `results` (TensorSpecs from the IR), `compiled` (the
-    CompiledModule holding `f`, `f_fwd`, `f_bwd`), `nn_module` (the nn module after
-    `nn-autodiff`), `num_saved`, `differentiable`; `backward_module(mask)` is the compiled
-    `@f_bwd` variant returning only the gradients of the float arguments selected by `mask`.
+    CompiledModule of `@f`), `forward_module` (of `@f_fwd`), `nn_module` (the nn module after
+    `nn-autodiff`: f, f_fwd, f_bwd), `num_saved`, `differentiable`; `backward_module(mask)` is
+    the compiled `@f_bwd` variant returning only the gradients of the float arguments selected
+    by `mask` (all true: `@f_bwd` itself).
     """
 
     def __init__(self, source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda"):
@@ -241,7 +242,10 @@ class CodaFunction:
 
         digest = hashlib.sha256(f"{self.nn_module}\n{self.pipeline}".encode()).hexdigest()[:16]
         self.op_name = f"{NAMESPACE}::{_identifier(name, 'f')}_{digest}"
-        self.compiled: CompiledModule = coda_ir.compile(self.nn_module.clone(), self.pipeline)
+        # @f is compiled now (errors surface here); @f_fwd and each @f_bwd variant when first
+        # needed, so a program whose backward does not lower yet still runs without gradients.
+        self.compiled: CompiledModule = coda_ir.compile(_only_functions(self.nn_module, [name]), self.pipeline)
+        self._forward_module: CompiledModule | None = None
         self._variants: dict[tuple[bool, ...], CompiledModule] = {}
         self._lock = threading.RLock()
 
@@ -288,7 +292,7 @@ class CodaFunction:
         extra_specs = [fwd_results[p] for p in extra_positions]
 
         def run_fwd(*tensors):
-            outs = _as_tuple(getattr(self.compiled, self.fwd_name)(*tensors))
+            outs = _as_tuple(getattr(self.forward_module, self.fwd_name)(*tensors))
             return tuple(outs[p] for p in picked)
 
         self.fwd_op = _define_op(f"{self.op_name}_fwd", self.args, [*self.results, *extra_specs], run_fwd, self.fwd_name)
@@ -330,6 +334,16 @@ class CodaFunction:
             gradients[i] = g
         return tuple(gradients)
 
+    @property
+    def forward_module(self) -> CompiledModule:
+        """The compiled `@f_fwd` (compiled on first use)."""
+        if not self.differentiable:
+            raise ArgumentError(f"@{self.name} has no @{self.fwd_name}: cannot compute gradients")
+        with self._lock:
+            if self._forward_module is None:
+                self._forward_module = coda_ir.compile(_only_functions(self.nn_module, [self.fwd_name]), self.pipeline)
+            return self._forward_module
+
     # ------------------------------------------------------------------ backward variants
 
     def backward_module(self, mask: Sequence[bool]) -> CompiledModule:
@@ -341,8 +355,6 @@ class CodaFunction:
         mask = tuple(bool(m) for m in mask)
         if len(mask) != len(self.float_args):
             raise ArgumentError(f"mask has {len(mask)} entries, @{self.name} has {len(self.float_args)} float arguments")
-        if all(mask):
-            return self.compiled
         with self._lock:
             variant = self._variants.get(mask)
             if variant is None:
@@ -361,7 +373,8 @@ class CodaFunction:
         bwd.body.blocks[0].insert_op_before(new_ret, ret)
         bwd.body.blocks[0].erase_op(ret)
         bwd.function_type = FunctionType.from_lists(list(bwd.function_type.inputs.data), [v.type for v in kept])
-        dce(module)  # nn ops are Pure: the kernels only the dropped gradients used disappear
+        if not all(mask):
+            dce(module)  # nn ops are Pure: the kernels only the dropped gradients used disappear
         return module
 
     def _backward_op(self, mask: tuple[bool, ...]):
