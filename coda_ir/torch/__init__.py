@@ -1,0 +1,14 @@
+"""PyTorch integration: compiled nn functions as differentiable `torch.library` custom ops.
+
+* `coda_ir.torch.function(source, name=None, *, pipeline="nn-to-coda")`: a callable on torch
+  tensors whose forward runs the compiled `@f` (or `@f_fwd` when a gradient is needed) and whose
+  backward runs the compiled `@f_bwd` (the `nn-autodiff` contract of NN_DIALECT.md). Both are
+  custom ops with fake implementations, so `torch.compile(fullgraph=True)` traces them without
+  graph breaks, and non-reentrant activation checkpointing recomputes them.
+"""
+
+from __future__ import annotations
+
+from coda_ir.torch.function import CodaFunction, function
+
+__all__ = ["function", "CodaFunction"]

@@ -1,0 +1,429 @@
+"""`coda_ir.torch.function`: an nn function compiled into differentiable PyTorch custom ops.
+
+Three kinds of `torch.library` custom ops are made per compiled function (names carry a hash of
+the differentiated nn module and the pipeline, so two different programs never share an op and
+compiling the same program twice reuses the first registration):
+
+* `coda_ir::<f>_<hash>`: runs the compiled `@f` (used when no input needs a gradient);
+* `coda_ir::<f>_<hash>_fwd`: runs `@f_fwd` and returns f's results, then those saved tensors
+  that are neither an input nor one of f's results (those are saved directly, no copy); its
+  autograd formula saves them and runs the backward op;
+* `coda_ir::<f>_<hash>_bwd_<mask>`: runs `@f_bwd` specialised to the float inputs whose
+  gradient is needed (`mask`, one 0/1 per float argument): unneeded results are dropped from the
+  nn-level `@f_bwd` and dead code elimination removes the kernels that only they used (frozen
+  weights do not pay for their weight-gradient GEMMs). Variants are compiled once per mask.
+
+Every op has a fake implementation computed from the IR types, so FakeTensor tracing
+(`torch.compile`, `aot_eager`) never runs a kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import keyword
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
+from xdsl.ir import BlockArgument, SSAValue
+
+import coda_ir
+from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments
+from coda_ir.reference import element_dtype
+
+__all__ = ["function", "CodaFunction"]
+
+AUTODIFF_PASS = "nn-autodiff"
+NAMESPACE = "coda_ir"
+
+# One registration per op name for the whole process: torch.library refuses to define a name
+# twice, and equal names mean equal content (the name carries the content hash).
+_OPS: dict[str, object] = {}
+_OPS_LOCK = threading.RLock()
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Name, shape and dtype of one argument or result, read from the IR."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def signature(self) -> tuple[str, tuple[int, ...], torch.dtype]:
+        return (self.name, self.shape, self.dtype)
+
+
+def _spec_of(value_type, name: str) -> TensorSpec:
+    if not isinstance(value_type, TensorType):
+        raise coda_ir.CompileError([f"<torch>: error: '{name}' is not a tensor ({value_type}); coda_ir.torch takes tensors only"])
+    return TensorSpec(name, tuple(value_type.get_shape()), element_dtype(value_type))
+
+
+def _identifier(text: str, fallback: str) -> str:
+    """A name that is a valid identifier in op names and schemas."""
+    text = re.sub(r"\W", "_", text)
+    if not text or text[0].isdigit() or keyword.iskeyword(text) or text in ("self", "out"):
+        return fallback
+    return text
+
+
+def _arg_specs(fn: func.FuncOp) -> list[TensorSpec]:
+    specs, seen = [], set()
+    for i, arg in enumerate(fn.body.blocks[0].args):
+        name = _identifier(arg.name_hint or "", f"arg{i}")
+        if name in seen:
+            name = f"{name}_{i}"
+        seen.add(name)
+        specs.append(_spec_of(arg.type, name))
+    return specs
+
+
+def _result_specs(fn: func.FuncOp) -> list[TensorSpec]:
+    return [_spec_of(t, f"result{i}") for i, t in enumerate(fn.function_type.outputs.data)]
+
+
+def _funcs(module: ModuleOp) -> dict[str, func.FuncOp]:
+    return {op.sym_name.data: op for op in module.ops if isinstance(op, func.FuncOp)}
+
+
+def _only_functions(module: ModuleOp, names: Sequence[str]) -> ModuleOp:
+    """A clone of `module` holding only the functions `names` (nothing else is compiled)."""
+    clone = module.clone()
+    for op in list(clone.ops):
+        if isinstance(op, func.FuncOp) and op.sym_name.data not in names:
+            clone.body.block.erase_op(op)
+    return clone
+
+
+def _autodiff_registered() -> bool:
+    from coda_ir.tools.coda_opt import coda_passes
+
+    return AUTODIFF_PASS in coda_passes()
+
+
+def _split_pipeline(pipeline: str | None) -> str | None:
+    """The lowering part of `pipeline`: a leading `nn-autodiff` is run separately (we need the
+    nn-level `@f_bwd` to build variants), so it is removed here."""
+    if not pipeline:
+        return pipeline
+    stages = [s.strip() for s in re.split(r",(?![^{]*\})", pipeline)]
+    return ",".join(s for s in stages if s.split("{")[0].strip() != AUTODIFF_PASS) or None
+
+
+def _schema(args: Sequence[TensorSpec], n_results: int) -> str:
+    params = ", ".join(f"Tensor {a.name}" for a in args)
+    if n_results == 1:
+        returns = "Tensor"
+    else:
+        returns = "(" + ", ".join(["Tensor"] * n_results) + ")"
+    return f"({params}) -> {returns}"
+
+
+def _is_fake(t: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
+def _refuse_meta(fname: str, specs: Sequence[TensorSpec], args: Sequence[object]) -> None:
+    """Meta tensors have no data to run kernels on: refuse them at run time (FakeTensors, which
+    tracing uses, are fine)."""
+    for i, (spec, arg) in enumerate(zip(specs, args)):
+        if isinstance(arg, torch.Tensor) and arg.is_meta and not _is_fake(arg):
+            raise ArgumentError(
+                f"{fname}(): argument #{i} '{spec.name}' is a meta tensor (no data): expected a tensor on cpu or cuda"
+            )
+
+
+def _unaliased(outputs: Sequence[torch.Tensor], inputs: Sequence[object]) -> tuple[torch.Tensor, ...]:
+    """Custom ops may not return an input, or the same tensor twice: a host function that
+    returns an argument as is (a saved input, `dx = dy`) gets a copy there."""
+    seen = {a.untyped_storage().data_ptr() for a in inputs if isinstance(a, torch.Tensor) and a.numel()}
+    result = []
+    for out in outputs:
+        key = out.untyped_storage().data_ptr()
+        if out.numel() and key in seen:
+            out = out.clone()
+            key = out.untyped_storage().data_ptr()
+        seen.add(key)
+        result.append(out)
+    return tuple(result)
+
+
+def _as_tuple(value) -> tuple[torch.Tensor, ...]:
+    if isinstance(value, torch.Tensor):
+        return (value,)
+    if value is None:
+        return ()
+    return tuple(value)
+
+
+def _define_op(qualname: str, args: Sequence[TensorSpec], results: Sequence[TensorSpec], run, fname: str):
+    """Register (once per name) a custom op `run(*tensors) -> tuple` with a fake implementation
+    that makes tensors of `results`' shapes and dtypes on the inputs' device."""
+    with _OPS_LOCK:
+        existing = _OPS.get(qualname)
+        if existing is not None:
+            return existing
+        single = len(results) == 1
+
+        def impl(*tensors):
+            _refuse_meta(fname, args, tensors)
+            outs = _unaliased(run(*tensors), tensors)
+            return outs[0] if single else outs
+
+        def fake(*tensors):
+            _refuse_meta(fname, args, tensors)
+            device = next((t.device for t in tensors if isinstance(t, torch.Tensor)), torch.device("cpu"))
+            outs = tuple(torch.empty(r.shape, dtype=r.dtype, device=device) for r in results)
+            return outs[0] if single else outs
+
+        op = torch.library.custom_op(qualname, impl, mutates_args=(), schema=_schema(args, len(results)))
+        op.register_fake(fake)
+        _OPS[qualname] = op
+        return op
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """Where one saved tensor of `@f_fwd` comes from: `input` i, f's `result` i, or `extra`
+    output i of the forward op (computed by `@f_fwd` only for the backward)."""
+
+    source: str
+    index: int
+
+
+class CodaFunction:
+    """A compiled nn function callable on torch tensors and differentiable through `@f_bwd`.
+
+    Attributes: `name`, `args` / `results` (TensorSpecs from the IR), `compiled` (the
+    CompiledModule of `@f`), `forward_module` (of `@f_fwd`), `nn_module` (the nn module after
+    `nn-autodiff`: f, f_fwd, f_bwd), `num_saved`, `differentiable`; `backward_module(mask)` is
+    the compiled `@f_bwd` variant returning only the gradients of the float arguments selected
+    by `mask` (all true: `@f_bwd` itself).
+    """
+
+    def __init__(self, source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda"):
+        module = coda_ir.parse(source)
+        funcs = _funcs(module)
+        if not funcs:
+            raise coda_ir.CompileError(["<torch>: error: the module has no func.func"])
+        if name is None:
+            # the first function that is not the _fwd / _bwd of another one
+            name = next(n for n in funcs if not (n.endswith(("_fwd", "_bwd")) and n[:-4] in funcs))
+        if name not in funcs:
+            raise coda_ir.CompileError([f"<torch>: error: no func.func @{name} (have {', '.join('@' + n for n in funcs)})"])
+        self.name = name
+        self.fwd_name, self.bwd_name = f"{name}_fwd", f"{name}_bwd"
+        self.pipeline = _split_pipeline(pipeline)
+
+        fn = funcs[name]
+        self.args = _arg_specs(fn)
+        self.results = _result_specs(fn)
+        self.float_args = [i for i, a in enumerate(self.args) if a.is_float]
+
+        # Differentiate unless the module already follows the contract (hand-written f_fwd/f_bwd).
+        if not (self.fwd_name in funcs and self.bwd_name in funcs) and self.float_args and _autodiff_registered():
+            module = _only_functions(module, [name])
+            coda_ir.lower(module, AUTODIFF_PASS)
+            funcs = _funcs(module)
+        self.differentiable = self.fwd_name in funcs and self.bwd_name in funcs
+        kept = [name, self.fwd_name, self.bwd_name] if self.differentiable else [name]
+        self.nn_module = _only_functions(module, kept)
+
+        digest = hashlib.sha256(f"{self.nn_module}\n{self.pipeline}".encode()).hexdigest()[:16]
+        self.op_name = f"{NAMESPACE}::{_identifier(name, 'f')}_{digest}"
+        # @f is compiled now (errors surface here); @f_fwd and each @f_bwd variant when first
+        # needed, so a program whose backward does not lower yet still runs without gradients.
+        self.compiled: CompiledModule = coda_ir.compile(_only_functions(self.nn_module, [name]), self.pipeline)
+        self._forward_module: CompiledModule | None = None
+        self._variants: dict[tuple[bool, ...], CompiledModule] = {}
+        self._lock = threading.RLock()
+
+        self.forward_op = _define_op(
+            self.op_name, self.args, self.results, lambda *t: _as_tuple(getattr(self.compiled, name)(*t)), name
+        )
+        if self.differentiable:
+            self._prepare_autograd(_funcs(self.nn_module))
+
+    # ------------------------------------------------------------------ forward with saves
+
+    def _prepare_autograd(self, funcs: dict[str, func.FuncOp]) -> None:
+        fwd, bwd = funcs[self.fwd_name], funcs[self.bwd_name]
+        n = len(self.results)
+        fwd_results = _result_specs(fwd)
+        self.num_saved = len(fwd_results) - n
+        if self.num_saved < 0 or [r.signature()[1:] for r in fwd_results[:n]] != [r.signature()[1:] for r in self.results]:
+            raise coda_ir.CompileError([f"<torch>: error: @{self.fwd_name} must return @{self.name}'s results first, then the saved tensors"])
+        bwd_args = _arg_specs(bwd)
+        expected_grads = [(r.shape, r.dtype) for r in self.results]
+        if len(bwd_args) != self.num_saved + n or [(a.shape, a.dtype) for a in bwd_args[self.num_saved:]] != expected_grads:
+            raise coda_ir.CompileError(
+                [f"<torch>: error: @{self.bwd_name} must take the {self.num_saved} saved tensors of @{self.fwd_name}, "
+                 f"then one gradient per result of @{self.name}"]
+            )
+        grads = [(self.args[i].shape, self.args[i].dtype) for i in self.float_args]
+        if [(r.shape, r.dtype) for r in _result_specs(bwd)] != grads:
+            raise coda_ir.CompileError([f"<torch>: error: @{self.bwd_name} must return one gradient per float argument of @{self.name}, in order"])
+        self._bwd_args = bwd_args
+
+        # Which saved tensors are inputs or f's results already: save those without a copy.
+        returned = list(fwd.body.blocks[0].last_op.operands)
+        self.saved: list[SavedTensor] = []
+        extra_positions: list[int] = []  # positions in f_fwd's results the op must return
+        for j, value in enumerate(returned[n:]):
+            if isinstance(value, BlockArgument):
+                self.saved.append(SavedTensor("input", value.index))
+            elif any(value is r for r in returned[:n]):
+                self.saved.append(SavedTensor("result", next(i for i, r in enumerate(returned[:n]) if value is r)))
+            else:
+                self.saved.append(SavedTensor("extra", len(extra_positions)))
+                extra_positions.append(n + j)
+        picked = list(range(n)) + extra_positions
+        extra_specs = [fwd_results[p] for p in extra_positions]
+
+        def run_fwd(*tensors):
+            outs = _as_tuple(getattr(self.forward_module, self.fwd_name)(*tensors))
+            return tuple(outs[p] for p in picked)
+
+        self.fwd_op = _define_op(f"{self.op_name}_fwd", self.args, [*self.results, *extra_specs], run_fwd, self.fwd_name)
+        if not getattr(self.fwd_op, "_coda_autograd", False):
+            self.fwd_op.register_autograd(self._backward, setup_context=self._setup_context)
+            self.fwd_op._coda_autograd = True
+
+    def _setup_context(self, ctx, inputs, output) -> None:
+        output = _as_tuple(output)
+        n = len(self.results)
+        saved = []
+        for s in self.saved:
+            if s.source == "input":
+                saved.append(inputs[s.index])
+            elif s.source == "result":
+                saved.append(output[s.index])
+            else:
+                saved.append(output[n + s.index])
+        ctx.save_for_backward(*saved)
+        # the extra outputs exist only to be saved: no gradient flows into them
+        if len(output) > n:
+            ctx.mark_non_differentiable(*output[n:])
+
+    def _backward(self, ctx, *grads):
+        n = len(self.results)
+        saved = ctx.saved_tensors
+        mask = tuple(bool(ctx.needs_input_grad[i]) for i in self.float_args)
+        gradients: list[torch.Tensor | None] = [None] * len(self.args)
+        if not any(mask):
+            return tuple(gradients)
+        device = next((t.device for t in (*saved, *grads) if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        upstream = []
+        for g, spec in zip(grads[:n], self.results):
+            # a result the loss does not use has no gradient: the backward takes zeros
+            upstream.append(torch.zeros(spec.shape, dtype=spec.dtype, device=device) if g is None else g)
+        outs = _as_tuple(self._backward_op(mask)(*saved, *upstream))
+        wanted = [i for i, keep in zip(self.float_args, mask) if keep]
+        for i, g in zip(wanted, outs):
+            gradients[i] = g
+        return tuple(gradients)
+
+    @property
+    def forward_module(self) -> CompiledModule:
+        """The compiled `@f_fwd` (compiled on first use)."""
+        if not self.differentiable:
+            raise ArgumentError(f"@{self.name} has no @{self.fwd_name}: cannot compute gradients")
+        with self._lock:
+            if self._forward_module is None:
+                self._forward_module = coda_ir.compile(_only_functions(self.nn_module, [self.fwd_name]), self.pipeline)
+            return self._forward_module
+
+    # ------------------------------------------------------------------ backward variants
+
+    def backward_module(self, mask: Sequence[bool]) -> CompiledModule:
+        """The compiled `@f_bwd` returning only the gradients of the float arguments selected by
+        `mask` (one bool per float argument, in order), with the work only the others needed
+        removed. Compiled once per mask."""
+        if not self.differentiable:
+            raise ArgumentError(f"@{self.name} has no @{self.bwd_name}: cannot compute gradients")
+        mask = tuple(bool(m) for m in mask)
+        if len(mask) != len(self.float_args):
+            raise ArgumentError(f"mask has {len(mask)} entries, @{self.name} has {len(self.float_args)} float arguments")
+        with self._lock:
+            variant = self._variants.get(mask)
+            if variant is None:
+                variant = coda_ir.compile(self._backward_variant_ir(mask), self.pipeline)
+                self._variants[mask] = variant
+            return variant
+
+    def _backward_variant_ir(self, mask: tuple[bool, ...]) -> ModuleOp:
+        from xdsl.transforms.dead_code_elimination import dce
+
+        module = _only_functions(self.nn_module, [self.bwd_name])
+        bwd = _funcs(module)[self.bwd_name]
+        ret = bwd.body.blocks[0].last_op
+        kept: list[SSAValue] = [v for v, keep in zip(ret.operands, mask) if keep]
+        new_ret = func.ReturnOp(*kept)
+        bwd.body.blocks[0].insert_op_before(new_ret, ret)
+        bwd.body.blocks[0].erase_op(ret)
+        bwd.function_type = FunctionType.from_lists(list(bwd.function_type.inputs.data), [v.type for v in kept])
+        if not all(mask):
+            dce(module)  # nn ops are Pure: the kernels only the dropped gradients used disappear
+        return module
+
+    def _backward_op(self, mask: tuple[bool, ...]):
+        bits = "".join("1" if m else "0" for m in mask)
+        qualname = f"{self.op_name}_bwd_{bits}"
+        with _OPS_LOCK:
+            op = _OPS.get(qualname)
+        if op is not None:
+            return op
+        wanted = [self.args[i] for i, keep in zip(self.float_args, mask) if keep]
+        specs = [TensorSpec(f"d{a.name}", a.shape, a.dtype) for a in wanted]
+
+        def run_bwd(*tensors):
+            return _as_tuple(getattr(self.backward_module(mask), self.bwd_name)(*tensors))
+
+        return _define_op(qualname, self._bwd_args, specs, run_bwd, self.bwd_name)
+
+    # ------------------------------------------------------------------ calling
+
+    def check(self, tensors: Sequence[object]) -> None:
+        """Raise ArgumentError for a wrong number, shape, dtype or device of tensors, or for
+        meta tensors (no data); never casts."""
+        check_arguments(self.name, tensors, [a.signature() for a in self.args])
+        _refuse_meta(self.name, self.args, tensors)
+
+    def __call__(self, *tensors: torch.Tensor):
+        self.check(tensors)
+        needs_grad = torch.is_grad_enabled() and any(tensors[i].requires_grad for i in self.float_args)
+        if needs_grad:
+            if not self.differentiable:
+                raise ArgumentError(
+                    f"{self.name}(): an input requires grad but @{self.name} has no @{self.bwd_name} "
+                    f"(the {AUTODIFF_PASS} pass is not available and the module does not define it)"
+                )
+            outs = _as_tuple(self.fwd_op(*tensors))[: len(self.results)]
+        else:
+            outs = _as_tuple(self.forward_op(*tensors))
+        return outs[0] if len(outs) == 1 else outs
+
+    def __repr__(self) -> str:
+        return f"<coda_ir.torch.function @{self.name} op={self.op_name}>"
+
+
+def function(source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda") -> CodaFunction:
+    """Compile the nn function `name` (default: the first) of `source` (MLIR text, a path or an
+    xDSL ModuleOp) into a callable on torch tensors, differentiable through `@f_bwd`.
+
+    When the module does not define `@<name>_fwd` and `@<name>_bwd` itself, the `nn-autodiff`
+    pass makes them; `pipeline` is the lowering that follows (a leading `nn-autodiff` is
+    accepted and ignored). Returns a `CodaFunction`: call it with tensors of the argument types
+    (a tensor, or a tuple when the function has several results)."""
+    return CodaFunction(source, name, pipeline=pipeline)
