@@ -133,17 +133,18 @@ def ln_moments(s: Scalar, sm: SSAValue, ss: SSAValue, d: int, eps: float) -> tup
     return mu, s.rsqrt(s.add(var, s.const(eps)))
 
 
-def ln_stats(op: Operation, x: SSAValue, eps: float) -> list[Operation]:
-    """Partials of sum(x) and sum(x^2), folded to (rstd, -mean, rstd * mean)."""
+def ln_stats(op: Operation, x: SSAValue, eps: float, with_mean: bool = False) -> list[Operation]:
+    """Partials of sum(x) and sum(x^2), folded to (rstd, -mean, rstd * mean), and the mean
+    itself as a fourth result `with_mean` (what an nn.layer_norm_stats of x saves)."""
     m, d = shape_of(x)
     stats = ln_partials(x)
 
     def body(s: Scalar, sm, ss):
         mu, r = ln_moments(s, sm, ss, d, eps)
-        return [r, s.neg(mu), s.mul(r, mu)]
+        return [r, s.neg(mu), s.mul(r, mu), *([mu] if with_mean else [])]
 
     vec = TensorType(f32, [m])
-    r = fold(list(stats.results), [], [vec, vec, vec], body)
+    r = fold(list(stats.results), [], [vec] * (4 if with_mean else 3), body)
     return [_origin(stats, op, "stats"), _origin(r, op, "rstd")]
 
 
