@@ -30,6 +30,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -503,7 +504,7 @@ class HeadRMSNormOp(NNOperation):
     head_dim = prop_def(IntegerAttr)
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr, default_value=FloatAttr(1e-6, f32))
-    first_head = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
+    first_head = opt_prop_def(IntegerAttr)  # absent: 0 (first_head_of); absent stays absent in print
     traits = traits_def(Pure())
 
     def __init__(self, x: SSAValue, w: SSAValue, head_dim: int, heads: int, eps: float = 1e-6, first_head: int = 0):
@@ -909,7 +910,7 @@ class HeadRMSNormGradOp(NNOperation):
     head_dim = prop_def(IntegerAttr)
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr)
-    first_head = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
+    first_head = opt_prop_def(IntegerAttr)  # absent: 0 (first_head_of); absent stays absent in print
     traits = traits_def(Pure())
 
     def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, properties: dict[str, Attribute]):
