@@ -130,6 +130,8 @@ def program_dtype(fn: func.FuncOp) -> torch.dtype:
 
 def _prop(op: Operation, name: str):
     attr = op.properties.get(name)
+    if attr is None and name == "first_head":
+        return 0  # optional (NN_DIALECT.md): absent means the first head
     if attr is None:
         # irdl default values live on the op definition; reading the accessor applies them
         attr = getattr(op, name)
