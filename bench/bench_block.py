@@ -103,6 +103,15 @@ def llama_block_torch(x0, y0, wo, wn0, wgu, wd, wn1, wqkv, cos, sin, *, eps: flo
     return x2, q, k, v
 
 
+def llama_block_eager(x0, y0, wo, wn0, wgu, wd, wn1, wqkv, pos, *, eps, head_dim, rotary_heads, theta):
+    """The nn program's signature and results (x2, packed roped qkv), for bench_mainloop.py."""
+    hkv = wqkv.shape[0] // head_dim - rotary_heads
+    cos, sin = rope_tables(pos, head_dim, theta, x0.dtype)
+    x2, q, k, v = llama_block_torch(x0, y0, wo, wn0, wgu, wd, wn1, wqkv, cos, sin, eps=eps, hd=head_dim,
+                                    hq=rotary_heads - hkv, hkv=hkv)
+    return x2, as_qkv(q, k, v)
+
+
 def liger_fns():
     """Liger-Kernel's RMSNorm, RoPE and SwiGLU, or raise ImportError."""
     from liger_kernel.ops.rms_norm import LigerRMSNormFunction
