@@ -60,7 +60,11 @@ SHAPES = {
     "1b": Llama("LLaMA-3.2-1B", m=16384, d=2048, f=8192, hd=64, hq=32, hkv=8, eps=1e-5, theta=500000.0),
     "smoke": Llama("smoke", m=64, d=64, f=96, hd=16, hq=2, hkv=1, eps=1e-5, theta=500000.0),
 }
-GROUPS = ("gemms", "eager", "liger", "coda", "derived", "hand", "compile", "compile-max")
+# Built in this order (most wanted first: a spent --budget-s skips the tail).
+GROUPS = ("gemms", "eager", "coda", "derived", "compile", "liger", "hand", "compile-max")
+# A group starts only with this much of its shape's build budget left (s): the cold cost of
+# compiling/tuning it is most of that (warm caches make it seconds).
+MIN_LEFT = {"derived": 60, "hand": 60, "compile": 30, "compile-max": 90}
 # Hopper candidates kept by --tune short (indices into gemm_launch.TMA_CANDIDATES): 128x256 s3,
 # 128x256 s4, 128x128 w8 s4 -- the winners of every earlier 8B run (bench/RESULTS.md).
 SHORT_TMA = (0, 2, 5)
@@ -330,7 +334,19 @@ class ShapeRun:
         if compile_mode is not None:
             import torch._dynamo
 
-            torch._dynamo.reset()
+            # No dynamo reset between modes: each mode's graphs (inference, training) stay cached
+            # under its own backend guard.
+            torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 16)
+            inner = block
+
+            def block(*a):
+                return inner(*a)
+
+            # A code object of its own per mode (dynamo caches compiled frames per code object).
+            import types
+
+            block = types.FunctionType(block.__code__.replace(co_name=f"block_{compile_mode.replace('-', '_')}"),
+                                       block.__globals__, block.__name__, None, block.__closure__)
             block = torch.compile(block, mode=compile_mode, fullgraph=True, dynamic=False)
         fb = self.torch_fwd_bwd(block)
 
@@ -543,7 +559,7 @@ class ShapeRun:
                  f"QKV={self.s.qkv} rotary_heads={self.s.rot}")
         self.reference()
         for g in groups:
-            if time.time() > deadline:
+            if time.time() > deadline - MIN_LEFT.get(g, 0):
                 self.row["skipped"][g] = "wall-time budget (--budget-s) spent"
                 self.log(f"  {g}: skipped (budget)")
                 continue
@@ -613,6 +629,50 @@ def compile_once(key: str, tune: str) -> dict:
     return {"compile_s": t1 - t0, "first_call_s": t2 - t1, "total_s": t2 - t0}
 
 
+def print_table(report: dict, tune: str) -> None:
+    """The short table: per shape, every timed variant with its ratio to the plain GEMMs."""
+    print(f"\n{report['gpu']}, torch {report['torch']}, triton {report['triton']}, "
+          f"liger {report['liger_kernel']}, {report['date']}, wall {report['wall_s']:.0f} s, tune={tune}")
+    for key, row in report["shapes"].items():
+        s = SHAPES[key]
+        print(f"\n{key}: {s.name} M={s.m} D={s.d} F={s.f} hd={s.hd} QKV={s.qkv}")
+        print(f"  {'variant':<44} {'ms':>8} {'x GEMMs':>8} {'peak MiB':>9} {'kernels':>8} {'1st call s':>10} check")
+        times = row.get("times", {})
+
+        def info_for(name: str) -> dict:
+            return row["variants"].get(row.get("fn_variant", {}).get(name), {})
+
+        for label in ("fwd", "fwd+bwd"):
+            for name, t in times.get(label, {}).items():
+                rec = info_for(name)
+                fb = label == "fwd+bwd"
+                peak = rec.get("peak_mib_fwd_bwd" if fb else "peak_mib_fwd")
+                if "kernels_fwd" in rec:
+                    kern = f"{rec['kernels_fwd']}+{rec['kernels_bwd']}" if fb else str(rec["kernels_fwd"])
+                else:
+                    kern = str(rec.get("kernels", ""))
+                first = rec.get("first_call_s")
+                if first is None and "first_call_fwd_s" in rec:
+                    first = rec["first_call_fwd_s"] + (rec.get("first_call_bwd_s", 0) if fb else 0)
+                    if fb and "first_call_fwd_bwd_s" in rec:
+                        first = rec["first_call_fwd_s"] + rec["first_call_fwd_bwd_s"]
+                if first is not None and "compile_s" in rec:
+                    first += rec["compile_s"]
+                chk = {True: "ok", False: "FAIL", None: ""}[rec.get("check_ok")]
+                print(f"  {name:<44} {t['ms']:8.3f} {t.get('x_gemms', float('nan')):8.3f} "
+                      f"{'' if peak is None else f'{peak:9.0f}':>9} {kern:>8} "
+                      f"{'' if first is None else f'{first:10.1f}':>10} {chk}")
+        if not times:
+            for vname, rec in row["variants"].items():
+                kern = rec.get("kernels", f"{rec.get('kernels_fwd', '')}+{rec.get('kernels_bwd', '')}")
+                chk = {True: "ok", False: "FAIL", None: "-"}[rec.get("check_ok")]
+                print(f"  {vname:<44} kernels {kern!s:>6}  check {chk}")
+        for g, why in row.get("skipped", {}).items():
+            print(f"  skipped {g}: {why[:160]}")
+        for g, err in row.get("errors", {}).items():
+            print(f"  ERROR {g}: {err.splitlines()[0][:300]}")
+
+
 # ============================================================================ main
 
 
@@ -678,8 +738,9 @@ def main() -> int:
         s = SHAPES[key]
         run = ShapeRun(key, s, args, dev, log, save)
         report["shapes"][key] = run.row
-        # Keep ~60 s per shape still to come (this one included) for the timing rounds.
-        deadline = t_start + args.budget_s - 60 * (len(keys) - i) if args.budget_s else math.inf
+        # Each shape's builds get an equal share of the budget (what one leaves rolls over to the
+        # next), less ~60 s kept for its timing rounds.
+        deadline = t_start + args.budget_s * (i + 1) / len(keys) - 60 if args.budget_s else math.inf
         run.build(groups, deadline)
         for name, rec in run.row["variants"].items():
             if rec.get("kind") == "coda" and rec.get("check_ok") is False:
@@ -699,47 +760,7 @@ def main() -> int:
     save()
     (out_dir / "bench_block.log").write_text("\n".join(lines) + "\n")
 
-    # ---------------------------------------------------------------- the short table, last
-    print(f"\n{report['gpu']}, torch {report['torch']}, triton {report['triton']}, "
-          f"liger {report['liger_kernel']}, {report['date']}, wall {report['wall_s']:.0f} s, tune={args.tune}")
-    for key, row in report["shapes"].items():
-        s = SHAPES[key]
-        print(f"\n{key}: {s.name} M={s.m} D={s.d} F={s.f} hd={s.hd} QKV={s.qkv}")
-        print(f"  {'variant':<44} {'ms':>8} {'x GEMMs':>8} {'peak MiB':>9} {'kernels':>8} {'1st call s':>10} check")
-        times = row.get("times", {})
-
-        def info_for(name: str) -> dict:
-            return row["variants"].get(row.get("fn_variant", {}).get(name), {})
-
-        for label in ("fwd", "fwd+bwd"):
-            for name, t in times.get(label, {}).items():
-                rec = info_for(name)
-                fb = label == "fwd+bwd"
-                peak = rec.get("peak_mib_fwd_bwd" if fb else "peak_mib_fwd")
-                if "kernels_fwd" in rec:
-                    kern = f"{rec['kernels_fwd']}+{rec['kernels_bwd']}" if fb else str(rec["kernels_fwd"])
-                else:
-                    kern = str(rec.get("kernels", ""))
-                first = rec.get("first_call_s")
-                if first is None and "first_call_fwd_s" in rec:
-                    first = rec["first_call_fwd_s"] + (rec.get("first_call_bwd_s", 0) if fb else 0)
-                    if fb and "first_call_fwd_bwd_s" in rec:
-                        first = rec["first_call_fwd_s"] + rec["first_call_fwd_bwd_s"]
-                if first is not None and "compile_s" in rec:
-                    first += rec["compile_s"]
-                chk = {True: "ok", False: "FAIL", None: ""}[rec.get("check_ok")]
-                print(f"  {name:<44} {t['ms']:8.3f} {t.get('x_gemms', float('nan')):8.3f} "
-                      f"{'' if peak is None else f'{peak:9.0f}':>9} {kern:>8} "
-                      f"{'' if first is None else f'{first:10.1f}':>10} {chk}")
-        if not times:
-            for vname, rec in row["variants"].items():
-                kern = rec.get("kernels", f"{rec.get('kernels_fwd', '')}+{rec.get('kernels_bwd', '')}")
-                chk = {True: "ok", False: "FAIL", None: "-"}[rec.get("check_ok")]
-                print(f"  {vname:<44} kernels {kern!s:>6}  check {chk}")
-        for g, why in row.get("skipped", {}).items():
-            print(f"  skipped {g}: {why[:160]}")
-        for g, err in row.get("errors", {}).items():
-            print(f"  ERROR {g}: {err.splitlines()[0][:300]}")
+    print_table(report, args.tune)
     if failed:
         print("\nFAILED: a coda variant failed its check or did not build")
         return 1
