@@ -501,7 +501,7 @@ class ShapeRun:
         if ok:
             self.register("coda derived", "coda fwd (derived f_fwd)", lambda: f_fwd(*inputs),
                           "coda fwd+bwd (derived)", fb)
-        if self.args.warm_compile and self.dev == "cuda":
+        if self.args.warm_compile and self.dev == "cuda" and time.time() < self.deadline - 60:
             rec["warm_compile"] = warm_compile_probe(self.key, self.args)
             self.log(f"    warm compile (new process, disk caches): {rec['warm_compile']}")
 
@@ -557,6 +557,7 @@ class ShapeRun:
     def build(self, groups: list[str], deadline: float) -> None:
         self.log(f"== {self.key}: {self.s.name} M={self.s.m} D={self.s.d} F={self.s.f} hd={self.s.hd} "
                  f"QKV={self.s.qkv} rotary_heads={self.s.rot}")
+        self.deadline = deadline
         self.reference()
         for g in groups:
             if time.time() > deadline - MIN_LEFT.get(g, 0):
@@ -664,7 +665,7 @@ def print_table(report: dict, tune: str) -> None:
                       f"{'' if first is None else f'{first:10.1f}':>10} {chk}")
         if not times:
             for vname, rec in row["variants"].items():
-                kern = rec.get("kernels", f"{rec.get('kernels_fwd', '')}+{rec.get('kernels_bwd', '')}")
+                kern = rec.get("kernels", f"{rec['kernels_fwd']}+{rec['kernels_bwd']}" if "kernels_bwd" in rec else "-")
                 chk = {True: "ok", False: "FAIL", None: "-"}[rec.get("check_ok")]
                 print(f"  {vname:<44} kernels {kern!s:>6}  check {chk}")
         for g, why in row.get("skipped", {}).items():
