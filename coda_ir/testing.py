@@ -19,12 +19,12 @@ the argument plays (found from its uses, then from its name):
 |---|---|
 | activation (default) | `randn` (std 1) |
 | weight of `nn.linear` / `coda.gemm ... transpose_b` (N x K) | `randn / sqrt(K)` |
-| `nn.matmul` right operand (K x N) | `randn / sqrt(K)` |
-| norm weight (`rms_norm`, `layer_norm`, `head_rms_norm` w; `nn.mul` by a vector) | `1 + 0.1 randn` |
-| bias (`layer_norm` b, `nn.add` of a vector) | `0.1 randn` |
-| positions (`nn.rope` pos, i32) | integers in `[0, max_position)` (default 4096) |
-| targets (`nn.cross_entropy`, i32) | integers in `[0, V)`, about `ignore_fraction` of rows (at least one when M >= 4) set to the op's `ignore_index` |
-| rstd-like f32 vectors named `rstd*` / `r*` | uniform in `[0.5, 2)` |
+| `nn.matmul` / `nn.gemm` right operand | `randn / sqrt(K)` |
+| norm weight (`rms_norm`, `layer_norm`, `head_rms_norm` w and their `_grad`s; `nn.mul` by a vector) | `1 + 0.1 randn` |
+| bias (`layer_norm` b, `nn.add` of a vector; the mean operand of `layer_norm_grad`) | `0.1 randn` |
+| positions (`nn.rope` / `nn.rope_grad` pos, i32) | integers in `[0, max_position)` (default 4096) |
+| targets (`nn.cross_entropy(_grad)`, i32) | integers in `[0, V)`, about `ignore_fraction` of rows (at least one when M >= 4) set to the op's `ignore_index` |
+| rstd operands of `rms_norm_grad` / `layer_norm_grad`, rstd-like f32 vectors named `rstd*` / `r*` | uniform in `[0.5, 2)` |
 
 Public API: `check_close`, `assert_matches`, `check_against_reference`, `random_inputs`,
 `argument_roles`, `Mismatch`.
@@ -218,9 +218,17 @@ def argument_roles(fn: func.FuncOp) -> list[Role]:
                 role = Role("norm_weight" if idx == 1 else "bias")
             elif op.name in ("nn.add", "nn.mul") and idx == 1 and len(shape) == 1:
                 role = Role("bias" if op.name == "nn.add" else "norm_weight")
-            elif op.name == "nn.rope" and idx == 1:
+            elif op.name == "nn.gemm" and idx == 1:
+                role = Role("weight", fan_in=shape[1] if op.transpose_b.value.data else shape[0])
+            elif op.name in ("nn.rms_norm_grad", "nn.layer_norm_grad", "nn.head_rms_norm_grad") and idx == 2:
+                role = Role("norm_weight")
+            elif (op.name, idx) in (("nn.rms_norm_grad", 3), ("nn.layer_norm_grad", 4)):
+                role = Role("rstd")
+            elif op.name == "nn.layer_norm_grad" and idx == 3:
+                role = Role("bias")  # a row mean: small, either sign
+            elif op.name in ("nn.rope", "nn.rope_grad") and idx == 1:
                 role = Role("positions")
-            elif op.name == "nn.cross_entropy" and idx == 1:
+            elif op.name in ("nn.cross_entropy", "nn.cross_entropy_grad") and idx == 1:
                 logits = op.operands[0].type
                 assert isinstance(logits, TensorType)
                 role = Role("targets", vocab=logits.get_shape()[1], ignore_index=op.ignore_index.value.data)

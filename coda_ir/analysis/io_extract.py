@@ -209,16 +209,18 @@ class _Extractor:
             roles[1] = "weight"
         elif op.name in ("nn.rms_norm", "nn.layer_norm", "nn.head_rms_norm"):
             roles[1:] = ["weight"] * (len(operands) - 1)
+        elif op.name in ("nn.rms_norm_grad", "nn.layer_norm_grad", "nn.head_rms_norm_grad"):
+            roles[2] = "weight"
         elif op.name in ("nn.add", "nn.mul") and len(operands) == 2:
             ty = operands[1].type
             if isinstance(ty, TensorType) and len(ty.get_shape()) == 1:
                 roles[1] = "weight"
         inputs = [self.tensor(v, r) for v, r in zip(operands, roles)]
-        output = self.tensor(op.results[0])
+        output, *extra = [self.tensor(r) for r in op.results]  # multi-result backward ops write all
         props = {
             k: v.value.data for k, v in op.properties.items() if isinstance(v, IntegerAttr)
         }
-        kernel = m.nn_op_kernel(op.name, inputs, output, **props)
+        kernel = m.nn_op_kernel(op.name, inputs, output, extra_outputs=extra, **props)
         return m.Kernel(**{**kernel.__dict__, "ops": (nn_op_id(op),)})
 
     # ---------------------------------------------------------------- coda kernels

@@ -564,16 +564,46 @@ _ELEMENTWISE_COST: dict[str, tuple[float, float]] = {
 }
 
 
-def nn_op_kernel(op: str, inputs: Sequence[Tensor], output: Tensor, name: str | None = None, **props: object) -> Kernel:
-    """The kernel PyTorch eager runs for one nn op: each input read once, the output written
-    once. `props` are the op's properties (head_dim, heads, rotary_heads, ...)."""
+_BACKWARD_COST: dict[str, tuple[float, float, float]] = {
+    # (flops, sfu ops) per element of the op's largest operand, sfu ops per row of it
+    "nn.column_sum": (1, 0, 0),
+    "nn.relu_grad": (1, 0, 0),
+    "nn.silu_grad": (8, 2, 0),  # sigmoid (4, 2) and dy s (1 + x (1 - s))
+    "nn.gelu_grad": (12, 2, 0),  # cdf (erf or tanh) and pdf (exp)
+    "nn.swiglu_grad": (5, 1, 0),  # per element of z: sigmoid once per pair, both derivatives
+    "nn.geglu_grad": (8, 1, 0),
+    "nn.rms_norm_rstd": (2, 0, 1),  # x^2 and sum; one rsqrt per row
+    "nn.layer_norm_stats": (3, 0, 1),
+    "nn.rms_norm_grad": (9, 0, 0),  # row statistic, dx and the dw column partials
+    "nn.layer_norm_grad": (14, 0, 0),
+    "nn.head_rms_norm_grad": (12, 0, 0),  # + one rsqrt per row and head (below)
+    "nn.cross_entropy_grad": (6, 1, 1),  # LSE pass, then exp(l - lse) - onehot, scaled
+}
+
+
+def nn_op_kernel(op: str, inputs: Sequence[Tensor], output: Tensor, name: str | None = None,
+                 extra_outputs: Sequence[Tensor] = (), **props: object) -> Kernel:
+    """The kernel PyTorch eager runs for one nn op: each input read once, the outputs written
+    once (`extra_outputs`: the results after the first of a multi-result op, e.g. a norm's
+    dw). `props` are the op's properties (head_dim, heads, rotary_heads, ...)."""
     label = name or output.name
     ops = (f"{op}:{output.name}",)
-    if op in ("nn.linear", "nn.matmul"):
+    writes = (output, *extra_outputs)
+    if op in ("nn.linear", "nn.matmul", "nn.gemm"):
         x, w = inputs[0], inputs[1]
-        m, k = x.shape
-        n = w.shape[0] if op == "nn.linear" else w.shape[1]
-        return Kernel(label, "gemm", writes=(output,), gemm=GemmSpec(m, n, k, x, w), ops=ops)
+        m, n = output.shape
+        k = x.shape[0] if op == "nn.gemm" and props.get("transpose_a") else x.shape[1]
+        return Kernel(label, "gemm", writes=writes, gemm=GemmSpec(m, n, k, x, w), ops=ops)
+    if op in _BACKWARD_COST:
+        flops, sfu, per_row = _BACKWARD_COST[op]
+        big = max(inputs, key=lambda t: t.numel)
+        row_sfu = per_row * big.shape[0]
+        if op == "nn.head_rms_norm_grad":
+            row_sfu = big.shape[0] * int(props.get("heads", 1))
+        return Kernel(label, op, tuple(inputs), writes, epilogue_flops=flops * big.numel,
+                      sfu_ops=sfu * big.numel + row_sfu, ops=ops)
+    if op == "nn.rope_grad":
+        op = "nn.rope"  # the same rotation by the negated angle
     elems = output.numel
     if op in _ELEMENTWISE_COST:
         flops, sfu = _ELEMENTWISE_COST[op]

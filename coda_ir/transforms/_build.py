@@ -145,6 +145,22 @@ class Scalar:
             return self.mul(self.mul(half, x), self.add(one, self.tanh(inner)))
         return self.mul(self.mul(half, x), self.add(one, self.erf(self.mul(x, self.const(1.0 / pymath.sqrt(2.0))))))
 
+    def gelu_grad(self, dy: SSAValue, x: SSAValue, approximate: str) -> SSAValue:
+        """`dy * gelu'(x)`, as PyTorch's gelu_backward writes it (same association)."""
+        half, one = self.const(0.5), self.const(1.0)
+        if approximate == "tanh":
+            beta, kappa = self.const(pymath.sqrt(2.0 / pymath.pi)), self.const(0.044715)
+            x_sq = self.mul(x, x)
+            inner = self.mul(beta, self.add(x, self.mul(kappa, self.mul(x_sq, x))))
+            t = self.tanh(inner)
+            left_derivative = self.mul(half, self.add(one, t))
+            right_derivative = self.mul(self.mul(half, x), self.sub(one, self.mul(t, t)))
+            inner_derivative = self.mul(beta, self.add(one, self.mul(self.const(3.0 * 0.044715), x_sq)))
+            return self.mul(dy, self.add(left_derivative, self.mul(right_derivative, inner_derivative)))
+        cdf = self.mul(half, self.add(one, self.erf(self.mul(x, self.const(1.0 / pymath.sqrt(2.0))))))
+        pdf = self.mul(self.const(1.0 / pymath.sqrt(2.0 * pymath.pi)), self.exp(self.mul(self.mul(x, x), self.const(-0.5))))
+        return self.mul(dy, self.add(cdf, self.mul(x, pdf)))
+
     def relu(self, x: SSAValue) -> SSAValue:
         return self.select(self.cmpf("ogt", x, self.const(0.0)), x, self.const(0.0))
 
@@ -264,15 +280,18 @@ def elementwise(
 ) -> coda.ElementwiseOp:
     """A coda.elementwise kernel; `build(E, *ins)` returns what to yield; `elts[i]` is the
     element type of the tensor result storing yielded tile i (None for partials). With
-    `whole`, partials along that axis complete in the kernel: their results are f32 vectors."""
+    `whole`, partials along that axis complete in the kernel: their results are vectors of
+    `elts[i]` (f32 when None)."""
     e = Epilogue([v.type for v in inputs])
     values = list(build(e, *e.args))
     region = e.yield_(*values)
     types = [result_type_for(v, elt if elt is not None else f32) for v, elt in zip(values, elts)]
-    if whole is not None:
+    if whole is not None:  # completed reductions: f32 vectors, or rounded once to a given type
         types = [
-            TensorType(f32, [t.length.data]) if isinstance(t, coda.PartialsType) and t.axis == whole else t
-            for t in types
+            TensorType(elt if elt is not None else f32, [t.length.data])
+            if isinstance(t, coda.PartialsType) and t.axis == whole
+            else t
+            for t, elt in zip(types, elts)
         ]
     return coda.ElementwiseOp(shape, inputs, types, region, whole=whole)
 
@@ -285,14 +304,18 @@ def gemm(
     elts: Sequence[Attribute | None],
     *,
     transpose_b: bool,
+    transpose_a: bool = False,
 ) -> coda.GemmOp:
-    (m, _), bshape = shape_of(a), shape_of(b)
+    """`op(a) @ op(b)` with the epilogue `build(E, acc, *ins)`; `a` is K x M with `transpose_a`
+    (the weight gradient `dy.T @ x` of a backward), `b` is N x K with `transpose_b`."""
+    ashape, bshape = shape_of(a), shape_of(b)
+    m = ashape[1] if transpose_a else ashape[0]
     n = bshape[0] if transpose_b else bshape[1]
     e = Epilogue([TileType((m, n), f32), *(v.type for v in inputs)])
     values = list(build(e, *e.args))
     region = e.yield_(*values)
     types = [result_type_for(v, elt if elt is not None else f32) for v, elt in zip(values, elts)]
-    return coda.GemmOp(a, b, inputs, types, region, transpose_b=transpose_b)
+    return coda.GemmOp(a, b, inputs, types, region, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
 def fold(

@@ -298,6 +298,10 @@ def recompute_decision(value: SSAValue, cost_model: bool) -> tuple[str, str]:
         return "store", "no cost model" if not cost_model else "not rebuildable"
     flops, sfu = RECOMPUTE_COST[type(op)]
     m, n = _shape(value)
+    if isinstance(op, (nn.SwiGLUOp, nn.GeGLUOp)) and n & (n - 1):
+        # rebuilt on its own, the pair (j, j + F) needs a column tile holding 2F columns, a power
+        # of two in Triton; only a GEMM epilogue (interleaved columns) pairs other widths today
+        return "store", f"a standalone {op.name} of width {n} (not a power of two) cannot be rebuilt"
     try:
         from coda_ir.analysis import io_model
 

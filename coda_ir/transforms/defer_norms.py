@@ -30,6 +30,11 @@ has an independent error that can exceed twice the reference's own.)
 A norm is deferred for each of its users that is the activation operand of an `nn.linear` /
 `nn.matmul`; when it has other users too, the `nn` op stays for them (lowered by
 `convert-nn-to-coda`). A norm with no GEMM user is left alone, with a remark.
+
+A training step's forward also saves the norm's statistics for the backward
+(`nn.rms_norm_rstd` / `nn.layer_norm_stats` of the same x and eps): when the norm is deferred,
+those ops take their values from the deferral's statistics fold (rstd; the LayerNorm fold then
+also yields the mean) instead of a second pass over x.
 """
 
 from __future__ import annotations
@@ -67,6 +72,14 @@ def gemm_produced(value: SSAValue, depth: int = 4) -> bool:
     if depth > 0 and isinstance(owner, ELEMENTWISE_NN):
         return any(gemm_produced(v, depth - 1) for v in owner.operands if len(shape_of(v)) == 2)
     return False
+
+
+def _saved_stats(norm: Operation) -> list[Operation]:
+    """The nn.rms_norm_rstd (nn.layer_norm_stats) ops of the same x and eps as `norm`."""
+    kind = nn.LayerNormStatsOp if isinstance(norm, nn.LayerNormOp) else nn.RMSNormRstdOp
+    eps = norm.properties["eps"]
+    return [use.operation for use in norm.x.uses
+            if isinstance(use.operation, kind) and use.operation.properties["eps"] == eps]
 
 
 def _gemm_users(value: SSAValue) -> list[Operation]:
@@ -184,14 +197,23 @@ class DeferNorm(RewritePattern):
                 return
         eps = _prop(op, "eps")
         is_ln = isinstance(op, nn.LayerNormOp)
-        new_ops: list[Operation] = list(ln_stats(op, x, eps) if is_ln else rms_stats(op, x, eps))
-        stats = new_ops[-1]
+        saved = _saved_stats(op)
+        stats_ops: list[Operation] = list(ln_stats(op, x, eps, with_mean=bool(saved)) if is_ln else rms_stats(op, x, eps))
+        stats = stats_ops[-1]
         rstd = stats.results[0]
         scaled = elementwise(
             shape_of(x), [x, g], lambda e, xt, gv: [e.scale(e.load(xt), gv, Axis.COLS)], [elt_of(x)]
         )
-        new_ops.append(_origin(scaled, op, "prescale"))
-        rewriter.insert(new_ops, _before(op))
+        # the statistics go before the first op that needs them (a saved-stats op may come
+        # before the norm); they read x only, which dominates both
+        block = op.parent_block()
+        assert block is not None
+        first = min([op, *saved], key=block.get_operation_index)
+        rewriter.insert(stats_ops, _before(first))
+        rewriter.insert([_origin(scaled, op, "prescale")], _before(op))
+        for user in saved:
+            values = [stats.results[3], stats.results[0]] if is_ln else [stats.results[0]]
+            rewriter.replace(user, [], values)
         for user in users:
             transposed = isinstance(user, nn.LinearOp)
             w = user.operands[1]

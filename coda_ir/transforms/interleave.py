@@ -43,6 +43,9 @@ class InterleavePlan:
     half: int | None
     pair_maps: list[coda.PairMapOp]
     reason: str = ""
+    wide: bool = False
+    """`interleave_wide`: the pairs live in the 2N-wide column space (a 1 -> 2 pair map over an
+    N = F accumulator, as a gated activation's backward), not in the accumulator's own columns."""
 
     @property
     def gated(self) -> bool:
@@ -64,7 +67,7 @@ def interleave_plan(gemm: coda.GemmOp) -> InterleavePlan:
     strided = [
         op for op in block.ops
         if isinstance(op, coda.PairMapOp) and op.stride.value.data > 1
-        and any(_n_wide(v, n) for v in [*op.inputs, *op.outputs])
+        and any(_n_wide(v, n) or _n_wide(v, 2 * n) for v in [*op.inputs, *op.outputs])
     ]
     if not strided:
         return InterleavePlan(None, [], "no pair_map on the accumulator's columns needs a stride")
@@ -72,6 +75,17 @@ def interleave_plan(gemm: coda.GemmOp) -> InterleavePlan:
     if len(strides) > 1:
         return InterleavePlan(None, [], f"pair_maps of different strides {sorted(strides)} on the same columns")
     half = strides.pop()
+    if half == n and all(any(_n_wide(v, 2 * n) for v in [*op.inputs, *op.outputs]) for op in strided):
+        # 1 -> 2 over the accumulator (gated backward): pair (j, j + F) of the 2N-wide tensors
+        # becomes (2j, 2j + 1) when those tensors are accessed at the interleaved columns
+        if gemm.interleave is not None or (gemm.interleave_wide is not None and gemm.interleave_wide.value.data != half):
+            return InterleavePlan(None, [], "the gemm is already interleaved differently")
+        for op in block.ops:
+            if isinstance(op, coda.SegmentReduceOp) and any(_n_wide(v, 2 * n) for v in op.operands):
+                return InterleavePlan(None, [], "a segment reduction over the 2N-wide columns would mix interleaved groups")
+            if isinstance(op, coda.PairMapOp) and op not in strided and any(_n_wide(v, 2 * n) for v in [*op.inputs, *op.outputs]):
+                return InterleavePlan(None, [], "another pair_map pairs the 2N-wide columns differently")
+        return InterleavePlan(half, strided, wide=True)
     if gemm.interleave is not None and gemm.interleave.value.data != half:
         return InterleavePlan(None, [], f"the gemm is already interleaved by {gemm.interleave.value.data}")
     if n % (2 * half):
@@ -91,7 +105,7 @@ def interleave_plan(gemm: coda.GemmOp) -> InterleavePlan:
 
 def apply_interleave(gemm: coda.GemmOp, plan: InterleavePlan) -> None:
     assert plan.half is not None
-    gemm.properties["interleave"] = IntegerAttr(plan.half, i64)
+    gemm.properties["interleave_wide" if plan.wide else "interleave"] = IntegerAttr(plan.half, i64)
     for op in plan.pair_maps:
         op.properties["stride"] = IntegerAttr(1, i64)
 
@@ -102,7 +116,7 @@ class InterleaveGemm(RewritePattern):
         plan = interleave_plan(op)
         if plan.half is None:
             return
-        if not plan.gated and prove_kernel(op).ok:
+        if not plan.gated and not plan.wide and prove_kernel(op).ok:
             return  # e.g. RoPE with whole heads per tile: the stride form is already tile-local
         apply_interleave(op, plan)
         for pm in plan.pair_maps:

@@ -37,7 +37,6 @@ from xdsl.pattern_rewriter import (
     PatternRewriter,
     PatternRewriteWalker,
     RewritePattern,
-    op_type_rewrite_pattern,
 )
 
 from coda_ir.dialects import nn
@@ -119,25 +118,36 @@ def rms_stats(op: Operation, x: SSAValue, eps: float) -> list[Operation]:
     return [_origin(stats, op, "stats"), _origin(r, op, "rstd")]
 
 
-def ln_stats(op: Operation, x: SSAValue, eps: float) -> list[Operation]:
-    """Partials of sum(x) and sum(x^2), folded to (rstd, -mean, rstd * mean)."""
-    m, d = shape_of(x)
+def ln_partials(x: SSAValue) -> coda.ElementwiseOp:
+    """Row partials of sum(x) and sum(x^2) (the LayerNorm statistics before their fold)."""
 
     def build(e: Epilogue, t):
         tile = e.load(t)
         return [e.reduce(ReduceKind.SUM, tile, 1), e.reduce(ReduceKind.SUMSQ, tile, 1)]
 
-    stats = elementwise((m, d), [x], build, [None, None])
+    return elementwise(shape_of(x), [x], build, [None, None])
+
+
+def ln_moments(s: Scalar, sm: SSAValue, ss: SSAValue, d: int, eps: float) -> tuple[SSAValue, SSAValue]:
+    """(mean, rstd) of a row from its folded sum and sum of squares (biased variance)."""
     inv_d = 1.0 / d
+    mu = s.mul(sm, s.const(inv_d))
+    var = s.max(s.sub(s.mul(ss, s.const(inv_d)), s.mul(mu, mu)), s.const(0.0))
+    return mu, s.rsqrt(s.add(var, s.const(eps)))
+
+
+def ln_stats(op: Operation, x: SSAValue, eps: float, with_mean: bool = False) -> list[Operation]:
+    """Partials of sum(x) and sum(x^2), folded to (rstd, -mean, rstd * mean), and the mean
+    itself as a fourth result `with_mean` (what an nn.layer_norm_stats of x saves)."""
+    m, d = shape_of(x)
+    stats = ln_partials(x)
 
     def body(s: Scalar, sm, ss):
-        mu = s.mul(sm, s.const(inv_d))
-        var = s.max(s.sub(s.mul(ss, s.const(inv_d)), s.mul(mu, mu)), s.const(0.0))
-        r = s.rsqrt(s.add(var, s.const(eps)))
-        return [r, s.neg(mu), s.mul(r, mu)]
+        mu, r = ln_moments(s, sm, ss, d, eps)
+        return [r, s.neg(mu), s.mul(r, mu), *([mu] if with_mean else [])]
 
     vec = TensorType(f32, [m])
-    r = fold(list(stats.results), [], [vec, vec, vec], body)
+    r = fold(list(stats.results), [], [vec] * (4 if with_mean else 3), body)
     return [_origin(stats, op, "stats"), _origin(r, op, "rstd")]
 
 
@@ -303,14 +313,19 @@ def inv_freq(s: Scalar, i: SSAValue, hd: int, theta: float) -> SSAValue:
     return s.mul(t1, t2)
 
 
-def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation) -> SSAValue:
-    """RoPE of `tile` (an N-wide tile) by the angles of `op` (shared with the fuser).
+def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sign: float = 1.0) -> SSAValue:
+    """RoPE of `tile` (an N-wide tile) by the angles of `op` (shared with the fuser); `sign`
+    -1 rotates by the negated angle (`nn.rope_grad`).
 
     The angles live on a narrow tile, one per rotated pair (the pair_map's P = N/2 columns):
     pair p is frequency `p mod hd/2` of head `p div hd/2` in both styles (stride hd/2 pairs
     (i, i + hd/2) in groups of hd; stride 1 pairs (2p, 2p + 1)), and also after the gemm's
     columns are interleaved (pair p is then accumulator columns 2p, 2p + 1). Half the angle
-    work and registers of a per-column angle tile."""
+    work and registers of a per-column angle tile.
+
+    The negation is part of the angle map, not the rotation: `match_rope` still recognizes
+    the kernel, and the cos/sin tables `rope_table_kernel` clones from the angle map then hold
+    cos(-a), sin(-a), so a gradient fused into a GEMM may read tables too."""
     hd, heads = _prop(op, "head_dim"), _prop(op, "rotary_heads")
     theta, style = _prop(op, "theta"), _prop(op, "style")
     m, n = tile.type.get_shape()  # type: ignore[attr-defined]
@@ -321,6 +336,8 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation) -> 
 
     def angle(s: Scalar, p, r):
         a = s.mul(s.to_f32(r), inv_freq(s, s.remi(p, s.iconst(half)), hd, theta))
+        if sign < 0:
+            a = s.neg(a)
         return s.select(s.cmpi("slt", p, s.iconst(heads * half)), a, s.const(0.0))
 
     ang = e.map1([pairs, rows], angle)
@@ -509,16 +526,25 @@ def lower_rope(op: nn.RoPEOp) -> tuple[list[Operation], SSAValue]:
     return [_origin(k, op)], k.results[0]
 
 
+def normalized_heads(s: Scalar, col: SSAValue, op: Operation, inside: SSAValue, outside: SSAValue) -> SSAValue:
+    """`inside` on the columns of the heads a head_rms_norm(_grad) normalizes (first_head ..
+    first_head + heads - 1), `outside` elsewhere."""
+    hd, heads, first = _prop(op, "head_dim"), _prop(op, "heads"), nn.first_head_of(op)
+    value = s.select(s.cmpi("slt", col, s.iconst((first + heads) * hd)), inside, outside)
+    if first:
+        value = s.select(s.cmpi("sge", col, s.iconst(first * hd)), value, outside)
+    return value
+
+
 def head_norm_epilogue(e: Epilogue, tile: SSAValue, w: SSAValue, op: Operation) -> SSAValue:
-    hd, heads, eps = _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps")
+    hd, eps = _prop(op, "head_dim"), _prop(op, "eps")
     ss = e.segment_reduce(ReduceKind.SUMSQ, tile, hd)
     cols = e.index(Axis.COLS, tile)
     wt = e.broadcast(w, Axis.COLS, tile)
-    limit = heads * hd
 
     def body(s: Scalar, x, q, c, g):
         y = s.mul(s.mul(x, s.rsqrt(s.add(s.mul(q, s.const(1.0 / hd)), s.const(eps)))), g)
-        return s.select(s.cmpi("slt", c, s.iconst(limit)), y, x)
+        return normalized_heads(s, c, op, y, x)
 
     return e.map1([tile, ss, cols, wt], body)
 
@@ -557,7 +583,297 @@ def ce_fold(op: nn.CrossEntropyOp, lse: SSAValue, sel: SSAValue) -> tuple[list[O
     return [_origin(k, op, "loss")], k.results[0]
 
 
-LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue]]] = {
+# ----------------------------------------------------------------------------- backward ops
+#
+# Statistics (row means, LSE, rstd) are f32 folds of per-tile partials; parameter gradients
+# (dw, db, column sums) are column partials (`coda.reduce ... dim 0`) folded over the row
+# tiles in a fixed order: deterministic, no atomics, one rounding to the result type.
+
+
+def lower_gemm(op: nn.GemmOp) -> tuple[list[Operation], SSAValue]:
+    ta, tb = op.flags()
+    k = gemm(op.a, op.b, [], lambda e, acc: [acc], [elt_of(op.result)], transpose_a=ta, transpose_b=tb)
+    return [_origin(k, op)], k.results[0]
+
+
+def column_fold(op: Operation, partials: list[SSAValue], elts: list, role: str) -> coda.FoldOp:
+    """Column partials summed over the row tiles (in order), each rounded once to its `elts`."""
+    n = partials[0].type.length.data  # type: ignore[attr-defined]
+    k = fold(partials, [], [TensorType(elt, [n]) for elt in elts], lambda s, *sums: list(sums))
+    _origin(k, op, role)
+    return k
+
+
+def lower_column_sum(op: nn.ColumnSumOp) -> tuple[list[Operation], SSAValue]:
+    parts = elementwise(shape_of(op.x), [op.x], lambda e, x: [e.reduce(ReduceKind.SUM, e.load(x), 0)], [None])
+    total = column_fold(op, [parts.results[0]], [elt_of(op.result)], "sum")
+    return [_origin(parts, op, "partials"), total], total.results[0]
+
+
+def activation_grad_fn(op: Operation) -> Callable:
+    """`(S, dy, x) -> dy * act'(x)` in the reference's association."""
+    if isinstance(op, nn.SiluGradOp):
+        def silu_grad(s: Scalar, dy, x):
+            sg, one = s.sigmoid(x), s.const(1.0)
+            return s.mul(s.mul(dy, sg), s.add(one, s.mul(x, s.sub(one, sg))))
+
+        return silu_grad
+    if isinstance(op, nn.ReluGradOp):
+        return lambda s, dy, x: s.select(s.cmpf("ogt", x, s.const(0.0)), dy, s.const(0.0))
+    assert isinstance(op, nn.GeluGradOp)
+    approximate = _prop(op, "approximate")
+    return lambda s, dy, x: s.gelu_grad(dy, x, approximate)
+
+
+def lower_activation_grad(op: nn.SiluGradOp | nn.ReluGradOp | nn.GeluGradOp) -> tuple[list[Operation], SSAValue]:
+    fn = activation_grad_fn(op)
+    k = elementwise(
+        shape_of(op.x), [op.dy, op.x], lambda e, dy, x: [e.map1([e.load(dy), e.load(x)], fn)], [elt_of(op.result)]
+    )
+    return [_origin(k, op)], k.results[0]
+
+
+def gated_grad_fn(op: Operation) -> Callable:
+    """`(S, dy, gate, up) -> (dgate, dup)` of `act(gate) * up`."""
+    if isinstance(op, nn.SwiGLUGradOp):
+        def swiglu_grad(s: Scalar, dy, g, u):
+            sg, one = s.sigmoid(g), s.const(1.0)
+            return [s.mul(s.mul(s.mul(dy, u), sg), s.add(one, s.mul(g, s.sub(one, sg)))), s.mul(s.mul(dy, g), sg)]
+
+        return swiglu_grad
+    approximate = _prop(op, "approximate")
+    return lambda s, dy, g, u: [s.gelu_grad(s.mul(dy, u), g, approximate), s.mul(dy, s.gelu(g, approximate))]
+
+
+def lower_gated_grad(op: nn.SwiGLUGradOp | nn.GeGLUGradOp) -> tuple[list[Operation], SSAValue]:
+    """The 1 -> 2 mirror of `lower_gated`: the kernel iterates over dy's [M, F] (the columns of
+    the GEMM that produces dy, so coda-fuse can absorb it there) and each pair (gate i, up i) of
+    z and dz is F columns apart (`pair_map stride F`, narrow dy, wide z and dz)."""
+    m, two_f = shape_of(op.z)
+    f = two_f // 2
+    fn = gated_grad_fn(op)
+
+    def build(e: Epilogue, dy, z):
+        return e.pair_map([e.load(dy), e.load(z)], [(m, two_f)], fn, stride=f, wide=[False, True])
+
+    k = elementwise((m, f), [op.dy, op.z], build, [elt_of(op.result)])
+    return [_origin(k, op)], k.results[0]
+
+
+def lower_rope_grad(op: nn.RoPEGradOp) -> tuple[list[Operation], SSAValue]:
+    k = elementwise(
+        shape_of(op.dy), [op.dy, op.pos], lambda e, x, p: [rope_epilogue(e, e.load(x), p, op, sign=-1.0)],
+        [elt_of(op.result)],
+    )
+    return [_origin(k, op)], k.results[0]
+
+
+def lower_rms_norm_rstd(op: nn.RMSNormRstdOp) -> tuple[list[Operation], SSAValue]:
+    ops = rms_stats(op, op.x, _prop(op, "eps"))
+    return ops, ops[-1].results[0]
+
+
+def lower_layer_norm_stats(op: nn.LayerNormStatsOp) -> tuple[list[Operation], list[SSAValue]]:
+    m, d = shape_of(op.x)
+    eps = _prop(op, "eps")
+    parts = ln_partials(op.x)
+    vec = TensorType(f32, [m])
+    stats = fold(list(parts.results), [], [vec, vec], lambda s, sm, ss: list(ln_moments(s, sm, ss, d, eps)))
+    return [_origin(parts, op, "stats"), _origin(stats, op, "fold")], list(stats.results)
+
+
+def lower_rms_norm_grad(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[SSAValue]]:
+    """With `n = x * rstd`: one pass over (dy, x) gives the row partials of `sum(dy w x)` and the
+    column partials of `dw = sum_rows(dy n)`; a fold turns the first into `c = mean(dy w n)`;
+    the apply kernel writes `dx = rstd * (dy w - n c)`."""
+    m, d = shape_of(op.x)
+    if op.hdh is not None:
+        return rms_norm_grad_from_hdh(op)
+
+    def stats(e: Epilogue, dy, x, w, r):
+        dyt, xt = e.load(dy), e.load(x)
+        wt, rt = e.broadcast(w, Axis.COLS, dyt), e.broadcast(r, Axis.ROWS, dyt)
+        qx = e.map1([dyt, wt, xt], lambda s, g, v, u: s.mul(s.mul(g, v), u))
+        dyn = e.map1([dyt, xt, rt], lambda s, g, u, q: s.mul(g, s.mul(u, q)))
+        return [e.reduce(ReduceKind.SUM, qx, 1), e.reduce(ReduceKind.SUM, dyn, 0)]
+
+    parts = elementwise((m, d), [op.dy, op.x, op.w, op.rstd], stats, [None, None])
+    inv_d = 1.0 / d
+    mean_qn = fold([parts.results[0]], [op.rstd], [TensorType(f32, [m])],
+                   lambda s, sqx, r: s.mul(s.mul(sqx, r), s.const(inv_d)))
+    dw = column_fold(op, [parts.results[1]], [elt_of(op.dw)], "dw")
+
+    def apply(e: Epilogue, dy, x, w, r, c):
+        dyt = e.load(dy)
+        ins = [dyt, e.load(x), e.broadcast(w, Axis.COLS, dyt), e.broadcast(r, Axis.ROWS, dyt), e.broadcast(c, Axis.ROWS, dyt)]
+        return [e.map1(ins, lambda s, g, u, v, q, k: s.mul(q, s.sub(s.mul(g, v), s.mul(s.mul(u, q), k))))]
+
+    dx = elementwise((m, d), [op.dy, op.x, op.w, op.rstd, mean_qn.results[0]], apply, [elt_of(op.dx)])
+    ops = [_origin(parts, op, "stats"), _origin(mean_qn, op, "fold"), dw, _origin(dx, op, "apply")]
+    return ops, [dx.results[0], dw.results[0]]
+
+
+def rms_norm_grad_from_hdh(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[SSAValue]]:
+    """The row statistic is given (`hdh = sum_j dy_j h_j`, so `mean(q n) = hdh / d`): dx is
+    elementwise in dy, `rstd * (dy w - n hdh / d)`, and one kernel over (dy, x) also emits the
+    column partials of dw. That kernel fuses into the epilogue of the GEMM producing dy."""
+    m, d = shape_of(op.x)
+    inv_d = 1.0 / d
+
+    def build(e: Epilogue, dy, x, w, r, hdh):
+        dyt, xt = e.load(dy), e.load(x)
+        wt, rt, ht = e.broadcast(w, Axis.COLS, dyt), e.broadcast(r, Axis.ROWS, dyt), e.broadcast(hdh, Axis.ROWS, dyt)
+        dx, dyn = e.map([dyt, xt, wt, rt, ht], lambda s, g, u, v, q, k: [
+            s.mul(q, s.sub(s.mul(g, v), s.mul(s.mul(u, q), s.mul(k, s.const(inv_d))))),
+            s.mul(g, s.mul(u, q)),
+        ], n_out=2)
+        return [dx, e.reduce(ReduceKind.SUM, dyn, 0)]
+
+    k = elementwise((m, d), [op.dy, op.x, op.w, op.rstd, op.hdh], build, [elt_of(op.dx), None])
+    dw = column_fold(op, [k.results[1]], [elt_of(op.dw)], "dw")
+    return [_origin(k, op, "apply"), dw], [k.results[0], dw.results[0]]
+
+
+def lower_row_dot(op: nn.RowDotOp) -> tuple[list[Operation], SSAValue]:
+    """`sum_j a_j b_j` per row: row partials of a * b, folded in a fixed order."""
+    m, _ = shape_of(op.a)
+
+    def build(e: Epilogue, a, b):
+        return [e.reduce(ReduceKind.SUM, e.map1([e.load(a), e.load(b)], lambda s, x, y: s.mul(x, y)), 1)]
+
+    parts = elementwise(shape_of(op.a), [op.a, op.b], build, [None])
+    total = fold([parts.results[0]], [], [TensorType(f32, [m])], lambda s, p: p)
+    return [_origin(parts, op, "partials"), _origin(total, op, "fold")], total.results[0]
+
+
+def lower_layer_norm_grad(op: nn.LayerNormGradOp) -> tuple[list[Operation], list[SSAValue]]:
+    """With `n = (x - mean) rstd`, `q = dy w`: one pass gives the row partials of `sum(q)`,
+    `sum(q n)` and the column partials of `dw = sum_rows(dy n)`, `db = sum_rows(dy)`; the apply
+    kernel writes `dx = rstd (q - mean(q) - n mean(q n))`."""
+    m, d = shape_of(op.x)
+
+    def normalized(s: Scalar, u, mu, r):
+        return s.mul(s.sub(u, mu), r)
+
+    def stats(e: Epilogue, dy, x, w, mean, r):
+        dyt, xt = e.load(dy), e.load(x)
+        wt, mt, rt = e.broadcast(w, Axis.COLS, dyt), e.broadcast(mean, Axis.ROWS, dyt), e.broadcast(r, Axis.ROWS, dyt)
+        q, qn, dyn = e.map([dyt, xt, wt, mt, rt], lambda s, g, u, v, mu, rr: [
+            s.mul(g, v), s.mul(s.mul(g, v), normalized(s, u, mu, rr)), s.mul(g, normalized(s, u, mu, rr))], n_out=3)
+        return [e.reduce(ReduceKind.SUM, q, 1), e.reduce(ReduceKind.SUM, qn, 1),
+                e.reduce(ReduceKind.SUM, dyn, 0), e.reduce(ReduceKind.SUM, dyt, 0)]
+
+    parts = elementwise((m, d), [op.dy, op.x, op.w, op.mean, op.rstd], stats, [None] * 4)
+    inv_d = 1.0 / d
+    vec = TensorType(f32, [m])
+    means = fold(list(parts.results[:2]), [], [vec, vec],
+                 lambda s, sq, sqn: [s.mul(sq, s.const(inv_d)), s.mul(sqn, s.const(inv_d))])
+    dwdb = column_fold(op, list(parts.results[2:]), [elt_of(op.dw), elt_of(op.db)], "dw")
+
+    def apply(e: Epilogue, dy, x, w, mean, r, mq, mqn):
+        dyt = e.load(dy)
+        ins = [dyt, e.load(x), e.broadcast(w, Axis.COLS, dyt), *(e.broadcast(v, Axis.ROWS, dyt) for v in (mean, r, mq, mqn))]
+
+        def body(s: Scalar, g, u, v, mu, rr, a, b):
+            return s.mul(rr, s.sub(s.sub(s.mul(g, v), a), s.mul(normalized(s, u, mu, rr), b)))
+
+        return [e.map1(ins, body)]
+
+    dx = elementwise((m, d), [op.dy, op.x, op.w, op.mean, op.rstd, *means.results], apply, [elt_of(op.dx)])
+    ops = [_origin(parts, op, "stats"), _origin(means, op, "fold"), dwdb, _origin(dx, op, "apply")]
+    return ops, [dx.results[0], dwdb.results[0], dwdb.results[1]]
+
+
+def head_sum_kernel(op: Operation, per_column: SSAValue, hd: int, elt) -> coda.ElementwiseOp:
+    """`out[j] = sum_h v[h hd + j]` of an f32 [N] vector: a `whole cols` kernel over the
+    [N, hd] space whose tile holds v[n] where `n mod hd == j` (0 elsewhere); each program walks
+    all N rows of its columns in order, so the column sums complete in the kernel."""
+    (n,) = shape_of(per_column)
+
+    def build(e: Epilogue, v):
+        like = TileType((n, hd), f32)
+        vt = e._add(coda.BroadcastOp(v, Axis.ROWS, like))
+        rows, cols = e.index(Axis.ROWS, vt), e.index(Axis.COLS, vt)
+        on_segment = e.map1([vt, rows, cols], lambda s, x, r, c: s.select(
+            s.cmpi("eq", s.remi(r, s.iconst(hd)), c), x, s.const(0.0)))
+        return [e.reduce(ReduceKind.SUM, on_segment, 0)]
+
+    k = elementwise((n, hd), [per_column], build, [elt], whole=Axis.COLS)
+    return _origin(k, op, "dw_heads")
+
+
+def lower_head_rms_norm_grad(op: nn.HeadRMSNormGradOp) -> tuple[list[Operation], list[SSAValue]]:
+    """Per head, RMSNorm's backward with the statistics recomputed inside the head
+    (`segment_reduce` width hd, like the forward): `dx = r (q - n mean_seg(q n))` on normalized
+    heads, dy elsewhere. dw: column partials of `dy n` (0 outside the normalized heads) folded to
+    an f32 [N] vector, then summed over the heads by `head_sum_kernel`."""
+    m, n = shape_of(op.x)
+    hd, eps = _prop(op, "head_dim"), _prop(op, "eps")
+    inv_hd = 1.0 / hd
+
+    def build(e: Epilogue, dy, x, w):
+        dyt, xt = e.load(dy), e.load(x)
+        ss = e.segment_reduce(ReduceKind.SUMSQ, xt, hd)
+        wt, cols = e.broadcast(w, Axis.COLS, dyt), e.index(Axis.COLS, dyt)
+
+        def normalize(s: Scalar, u, q, g, v):
+            r = s.rsqrt(s.add(s.mul(q, s.const(inv_hd)), s.const(eps)))
+            nv = s.mul(u, r)
+            qv = s.mul(g, v)
+            return [r, nv, qv, s.mul(qv, nv)]
+
+        r, nt, qt, qn = e.map([xt, ss, dyt, wt], normalize, n_out=4)
+        sqn = e.segment_reduce(ReduceKind.SUM, qn, hd)
+
+        def dx_fn(s: Scalar, c, g, rr, nv, qv, k):
+            return normalized_heads(s, c, op, s.mul(rr, s.sub(qv, s.mul(nv, s.mul(k, s.const(inv_hd))))), g)
+
+        dx = e.map1([cols, dyt, r, nt, qt, sqn], dx_fn)
+        dyn = e.map1([cols, dyt, nt], lambda s, c, g, nv: normalized_heads(s, c, op, s.mul(g, nv), s.const(0.0)))
+        return [dx, e.reduce(ReduceKind.SUM, dyn, 0)]
+
+    main = elementwise((m, n), [op.dy, op.x, op.w], build, [elt_of(op.dx), None])
+    per_column = column_fold(op, [main.results[1]], [f32], "dw_cols")
+    dw = head_sum_kernel(op, per_column.results[0], hd, elt_of(op.dw))
+    return [_origin(main, op), per_column, dw], [main.results[0], dw.results[0]]
+
+
+def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation], SSAValue]:
+    """LSE partials folded to lse per row (and, for "mean", the kept-row count), then one
+    kernel writes `(exp(l - lse[m]) - [col == t[m]]) * dloss / count`, 0 on ignored rows."""
+    m, v = shape_of(op.logits)
+    ignore, mean = _prop(op, "ignore_index"), _prop(op, "reduction") == "mean"
+    parts = elementwise((m, v), [op.logits], lambda e, l: [e.reduce(ReduceKind.LSE, e.load(l), 1)], [None])
+
+    def body(s: Scalar, lse, t):
+        kept = s.select(s.cmpi("ne", t, s.iconst(ignore)), s.const(1.0), s.const(0.0))
+        return [lse, kept] if mean else [lse]
+
+    types = [TensorType(f32, [m])] + ([TensorType(f32, [])] if mean else [])
+    lse = fold([parts.results[0]], [op.targets], types, body)
+    scale_ins = [op.dloss, lse.results[1]] if mean else [op.dloss]
+
+    def build(e: Epilogue, logits, lse_v, targets, dloss, *count):
+        lt = e.load(logits)
+        like = TileType((m, v), i32)
+        cols = e._add(coda.IndexOp(Axis.COLS, like))
+        tt = e._add(coda.BroadcastOp(targets, Axis.ROWS, like))
+        ins = [lt, e.broadcast(lse_v, Axis.ROWS, lt), cols, tt, e.broadcast(dloss, Axis.SCALAR, lt),
+               *(e.broadcast(c, Axis.SCALAR, lt) for c in count)]
+
+        def grad(s: Scalar, l, ls, c, t, dl, *cnt):
+            onehot = s.select(s.cmpi("eq", c, t), s.const(1.0), s.const(0.0))
+            scale = s.div(dl, cnt[0]) if cnt else dl
+            g = s.mul(s.sub(s.exp(s.sub(l, ls)), onehot), scale)
+            return s.select(s.cmpi("ne", t, s.iconst(ignore)), g, s.const(0.0))
+
+        return [e.map1(ins, grad)]
+
+    k = elementwise((m, v), [op.logits, lse.results[0], op.targets, *scale_ins], build, [elt_of(op.result)])
+    return [_origin(parts, op, "lse"), _origin(lse, op, "fold"), _origin(k, op, "apply")], k.results[0]
+
+
+LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue | list[SSAValue]]]] = {
     nn.LinearOp: lower_linear,
     nn.MatmulOp: lower_linear,
     nn.AddOp: lower_binary,
@@ -575,36 +891,34 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue]]
     nn.RMSNormApplyOp: lower_rms_norm_apply,
     nn.LayerNormApplyOp: lower_layer_norm_apply,
     nn.ZerosOp: lower_zeros,
+    nn.GemmOp: lower_gemm,
+    nn.ColumnSumOp: lower_column_sum,
+    nn.SiluGradOp: lower_activation_grad,
+    nn.ReluGradOp: lower_activation_grad,
+    nn.GeluGradOp: lower_activation_grad,
+    nn.SwiGLUGradOp: lower_gated_grad,
+    nn.GeGLUGradOp: lower_gated_grad,
+    nn.RoPEGradOp: lower_rope_grad,
+    nn.RMSNormRstdOp: lower_rms_norm_rstd,
+    nn.RMSNormGradOp: lower_rms_norm_grad,
+    nn.LayerNormStatsOp: lower_layer_norm_stats,
+    nn.LayerNormGradOp: lower_layer_norm_grad,
+    nn.HeadRMSNormGradOp: lower_head_rms_norm_grad,
+    nn.CrossEntropyGradOp: lower_cross_entropy_grad,
+    nn.RowDotOp: lower_row_dot,
 }
 
 
 class LowerNNOp(RewritePattern):
-    """Any nn op -> its standalone kernels (LOWERINGS)."""
+    """Any nn op -> its standalone kernels (LOWERINGS); a multi-result op (a norm's gradient,
+    its statistics) is replaced by one value per result."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(
-        self,
-        op: nn.LinearOp
-        | nn.MatmulOp
-        | nn.AddOp
-        | nn.MulOp
-        | nn.SiluOp
-        | nn.ReluOp
-        | nn.GeluOp
-        | nn.RMSNormOp
-        | nn.LayerNormOp
-        | nn.SwiGLUOp
-        | nn.GeGLUOp
-        | nn.RoPEOp
-        | nn.HeadRMSNormOp
-        | nn.CrossEntropyOp
-        | nn.RMSNormApplyOp
-        | nn.LayerNormApplyOp
-        | nn.ZerosOp,
-        rewriter: PatternRewriter,
-    ) -> None:
-        ops, result = LOWERINGS[type(op)](op)
-        rewriter.replace(op, ops, [result])
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        lower = LOWERINGS.get(type(op))
+        if lower is None:
+            return
+        ops, results = lower(op)
+        rewriter.replace(op, ops, [results] if isinstance(results, SSAValue) else list(results))
 
 
 @dataclass(frozen=True)
