@@ -5,21 +5,21 @@
 // pre-activation z; the backward rebuilds h from x and rstd and g from z (IO model), runs
 // the weight gradients as transposed GEMMs, and sums the residual's two gradients.
 
-func.func @mlp(%x: tensor<64x32xbf16>, %wn: tensor<32xbf16>, %wgu: tensor<96x32xbf16>, %wd: tensor<32x48xbf16>) -> tensor<64x32xbf16> {
+func.func @mlp(%x: tensor<64x32xbf16>, %wn: tensor<32xbf16>, %wgu: tensor<128x32xbf16>, %wd: tensor<32x64xbf16>) -> tensor<64x32xbf16> {
   %h = "nn.rms_norm"(%x, %wn) <{eps = 1.0e-06 : f32}> : (tensor<64x32xbf16>, tensor<32xbf16>) -> tensor<64x32xbf16>
-  %z = "nn.linear"(%h, %wgu) : (tensor<64x32xbf16>, tensor<96x32xbf16>) -> tensor<64x96xbf16>
-  %g = "nn.swiglu"(%z) : (tensor<64x96xbf16>) -> tensor<64x48xbf16>
-  %d = "nn.linear"(%g, %wd) : (tensor<64x48xbf16>, tensor<32x48xbf16>) -> tensor<64x32xbf16>
+  %z = "nn.linear"(%h, %wgu) : (tensor<64x32xbf16>, tensor<128x32xbf16>) -> tensor<64x128xbf16>
+  %g = "nn.swiglu"(%z) : (tensor<64x128xbf16>) -> tensor<64x64xbf16>
+  %d = "nn.linear"(%g, %wd) : (tensor<64x64xbf16>, tensor<32x64xbf16>) -> tensor<64x32xbf16>
   %y = "nn.add"(%x, %d) : (tensor<64x32xbf16>, tensor<64x32xbf16>) -> tensor<64x32xbf16>
   func.return %y : tensor<64x32xbf16>
 }
 
 // CHECK:      func.func @mlp(
-// CHECK:      func.func @mlp_fwd(%x: tensor<64x32xbf16>, %wn: tensor<32xbf16>, %wgu: tensor<96x32xbf16>, %wd: tensor<32x48xbf16>) -> (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<32xbf16>, tensor<96x32xbf16>, tensor<32x48xbf16>, tensor<64xf32>, tensor<64x96xbf16>)
+// CHECK:      func.func @mlp_fwd(%x: tensor<64x32xbf16>, %wn: tensor<32xbf16>, %wgu: tensor<128x32xbf16>, %wd: tensor<32x64xbf16>) -> (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<32xbf16>, tensor<128x32xbf16>, tensor<32x64xbf16>, tensor<64xf32>, tensor<64x128xbf16>)
 // CHECK:        %h = nn.rms_norm %x, %wn
 // CHECK-NEXT:   %rstd_x = nn.rms_norm_rstd %x {eps = 1.000000e-06 : f32} : tensor<64x32xbf16> -> tensor<64xf32>
 // CHECK:        func.return %y, %x, %wn, %wgu, %wd, %rstd_x, %z :
-// CHECK:      func.func @mlp_bwd(%x: tensor<64x32xbf16>, %wn: tensor<32xbf16>, %wgu: tensor<96x32xbf16>, %wd: tensor<32x48xbf16>, %rstd_x: tensor<64xf32>, %z: tensor<64x96xbf16>, %dy: tensor<64x32xbf16>) -> (tensor<64x32xbf16>, tensor<32xbf16>, tensor<96x32xbf16>, tensor<32x48xbf16>)
+// CHECK:      func.func @mlp_bwd(%x: tensor<64x32xbf16>, %wn: tensor<32xbf16>, %wgu: tensor<128x32xbf16>, %wd: tensor<32x64xbf16>, %rstd_x: tensor<64xf32>, %z: tensor<64x128xbf16>, %dy: tensor<64x32xbf16>) -> (tensor<64x32xbf16>, tensor<32xbf16>, tensor<128x32xbf16>, tensor<32x64xbf16>)
 // CHECK-NEXT:   %h = nn.rms_norm_apply %x, %wn, %rstd_x
 // CHECK-NEXT:   %g = nn.swiglu %z
 // CHECK-NEXT:   %[[DG:.*]] = nn.matmul %dy, %wd
