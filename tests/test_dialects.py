@@ -129,7 +129,30 @@ def test_every_nn_op_has_a_typed_constructor():
             nn.GeGLUOp(x, approximate="none"),
             nn.RoPEOp(x, t, head_dim=8, rotary_heads=3, theta=5e5, style="interleaved"),
             nn.HeadRMSNormOp(x, hv, head_dim=8, heads=4),
-            nn.CrossEntropyOp(x, t, ignore_index=-1, reduction="sum"),
+            ce := nn.CrossEntropyOp(x, t, ignore_index=-1, reduction="sum"),
+        ]
+        # backward ops (nn-autodiff); hv doubles as an f32 row statistic (8 rows)
+        rope_props = dict(ops[11].properties)
+        ops += [
+            nn.GemmOp(x, y, transpose_a=True),
+            nn.ColumnSumOp(x),
+            nn.SiluGradOp(y, x),
+            nn.ReluGradOp(y, x),
+            nn.GeluGradOp(y, x, "tanh"),
+            nn.SwiGLUGradOp(ops[9].results[0], x),
+            nn.GeGLUGradOp(ops[9].results[0], x, "none"),
+            nn.RoPEGradOp(y, t, rope_props),
+            nn.RMSNormRstdOp(x, 1e-6),
+            nn.RMSNormGradOp(y, x, w, hv),
+            nn.RMSNormGradOp(y, x, w, hv, hv),
+            nn.LayerNormStatsOp(x, 1e-5),
+            nn.LayerNormGradOp(y, x, w, hv, hv),
+            nn.HeadRMSNormGradOp(y, x, ops[12].operands[1], dict(ops[12].properties)),
+            nn.CrossEntropyGradOp(x, t, ce.results[0], dict(ce.properties)),
+            nn.RMSNormApplyOp(x, w, hv),
+            nn.LayerNormApplyOp(x, w, w, hv, hv),
+            nn.ZerosOp(x.type),
+            nn.RowDotOp(x, y),
         ]
         func.ReturnOp()
     ModuleOp([fn]).verify()
@@ -137,7 +160,7 @@ def test_every_nn_op_has_a_typed_constructor():
     shapes = {op.name: tuple(op.results[0].type.get_shape()) for op in ops}
     assert shapes["nn.linear"] == (8, 8) and shapes["nn.matmul"] == (8, 16)
     assert shapes["nn.swiglu"] == (8, 16) and shapes["nn.geglu"] == (8, 16)
-    assert shapes["nn.cross_entropy"] == () and ops[-1].results[0].type == TensorType(f32, [])
+    assert shapes["nn.cross_entropy"] == () and ce.results[0].type == TensorType(f32, [])
     # Property attribute types are the contract's: i64 integers, f32 floats, strings.
     rope = ops[11]
     assert rope.properties["head_dim"] == IntegerAttr(8, i64)

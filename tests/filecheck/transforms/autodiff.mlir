@@ -3,7 +3,8 @@
 
 // An MLP block: the forward saves the norm's rstd (not the normalized h) and the gated
 // pre-activation z; the backward rebuilds h from x and rstd and g from z (IO model), runs
-// the weight gradients as transposed GEMMs, and sums the residual's two gradients.
+// the weight gradients as transposed GEMMs, takes the norm's statistic from z . dz (so its dx
+// can ride in the epilogue of dz @ wgu), and sums the residual's two gradients.
 
 func.func @mlp(%x: tensor<64x32xbf16>, %wn: tensor<32xbf16>, %wgu: tensor<128x32xbf16>, %wd: tensor<32x64xbf16>) -> tensor<64x32xbf16> {
   %h = "nn.rms_norm"(%x, %wn) <{eps = 1.0e-06 : f32}> : (tensor<64x32xbf16>, tensor<32xbf16>) -> tensor<64x32xbf16>
@@ -27,7 +28,8 @@ func.func @mlp(%x: tensor<64x32xbf16>, %wn: tensor<32xbf16>, %wgu: tensor<128x32
 // CHECK-NEXT:   %[[DZ:.*]] = nn.swiglu_grad %[[DG]], %z
 // CHECK-NEXT:   %[[DH:.*]] = nn.matmul %[[DZ]], %wgu
 // CHECK-NEXT:   %[[DWGU:.*]] = nn.gemm %[[DZ]], %h {transpose_a = true, transpose_b = false}
-// CHECK-NEXT:   %[[DX:.*]], %[[DWN:.*]] = nn.rms_norm_grad %[[DH]], %x, %wn, %rstd_x
+// CHECK-NEXT:   %[[DOT:.*]] = nn.row_dot %z, %[[DZ]] : tensor<64x128xbf16>, tensor<64x128xbf16> -> tensor<64xf32>
+// CHECK-NEXT:   %[[DX:.*]], %[[DWN:.*]] = nn.rms_norm_grad %[[DH]], %x, %wn, %rstd_x, %[[DOT]]
 // CHECK-NEXT:   %[[SUM:.*]] = nn.add %dy, %[[DX]]
 // CHECK-NEXT:   func.return %[[SUM]], %[[DWN]], %[[DWGU]], %[[DWD]]
 
