@@ -54,6 +54,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
+from coda_ir.dialects.nn import first_head_of
 
 __all__ = [
     "run_reference",
@@ -290,7 +291,7 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
             ctx, a[0], args[1], _prop(op, "head_dim"), _prop(op, "rotary_heads"), _prop(op, "theta"), _prop(op, "style")
         )
     if name == "nn.head_rms_norm":
-        return _head_rms_norm(a[0], a[1], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"), _prop(op, "first_head"))
+        return _head_rms_norm(a[0], a[1], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"), first_head_of(op))
     if name == "nn.cross_entropy":
         return _cross_entropy(a[0], args[1], _prop(op, "ignore_index"), _prop(op, "reduction"))
     # backward ops (nn-autodiff); multi-result ops return tuples
@@ -336,7 +337,7 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
         return dx, (dy * n).sum(dim=0), dy.sum(dim=0)
     if name == "nn.head_rms_norm_grad":
         return _head_rms_norm_grad(a[0], a[1], a[2], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"),
-                                   _prop(op, "first_head"))
+                                   first_head_of(op))
     if name == "nn.cross_entropy_grad":
         return _cross_entropy_grad(a[0], args[1], a[2], _prop(op, "ignore_index"), _prop(op, "reduction"))
     raise NotImplementedError(f"the reference interpreter has no rule for '{name}'")
