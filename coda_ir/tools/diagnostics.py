@@ -35,6 +35,10 @@ class CompilerError(Exception):
         return str(self.diagnostic)
 
 
+MAX_INTEGER_WIDTH = 2**24 - 1
+"""MLIR's largest integer type width."""
+
+
 class InputError(Exception):
     """Input that cannot even be read as text (`file:line:col: error: ...`, already formatted)."""
 
@@ -109,6 +113,23 @@ class LocatingParser(Parser):
         if operand.operand_name not in self.ssa_values:
             self._first_uses.setdefault(operand.operand_name, operand.span)
         return super().resolve_operand(operand, type)
+
+    def _parse_optional_integer_or_float_type(self):
+        # `i9223372036854775808`: xDSL builds the type and then computes 2**width (memory
+        # exhaustion), or cannot even read the width. MLIR caps widths at 2^24 - 1.
+        token = self._current_token
+        if token.kind == MLIRTokenKind.BARE_IDENT:
+            match = self._builtin_integer_type_regex.match(token.text)
+            if match is not None:
+                digits = match.group(1)
+                if len(digits) > 8 or int(digits) > MAX_INTEGER_WIDTH:
+                    self.raise_error(
+                        f"integer type width {digits if len(digits) <= 30 else digits[:30] + '...'} is out of range "
+                        f"(at most {MAX_INTEGER_WIDTH} bits)",
+                        token.span.start,
+                        token.span.end,
+                    )
+        return super()._parse_optional_integer_or_float_type()
 
     def _parse_extended_type_or_attribute(self, attr_or_dialect_name: str, is_type: bool) -> Attribute:
         # A dialect type/attribute whose parameters do not verify (`!coda.tile<0x4xf32>`,
