@@ -206,9 +206,12 @@ def lower(module: ModuleOp, pipeline: str | None = "nn-to-coda") -> ModuleOp:
         raise
     except Exception as error:
         raise internal_error(error, f"running pipeline '{pipeline}'") from error
-    if diagnostics:
-        raise internal_error(
-            CompileError([f"{d} (after pipeline '{pipeline}')" for d in diagnostics]), "verifying the pipeline's output"
+    if diagnostics:  # the input verified, so a pass produced invalid IR: a bug of coda-ir
+        raise InternalError(
+            "\n".join(
+                [f"internal error: pipeline '{pipeline}' produced invalid IR (this is a bug in coda-ir, not a problem with the input):"]
+                + [str(d) for d in diagnostics[:10]]
+            )
         )
     return module
 

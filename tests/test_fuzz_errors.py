@@ -1,8 +1,9 @@
 """Property-based fuzzing of the error contract (issue 12): mutated IR and bad calls give only
 `coda_ir.CodaError`s, and never an `InternalError` (a bug of coda-ir), for bad input.
 
-Bounded for CI (about a minute on two cores): `CODA_FUZZ_EXAMPLES=N` (or
-`pytest --fuzz-examples=N`) runs N examples per property instead, e.g. 5000 locally.
+Bounded for CI: 60 derandomized examples per property (seconds). `pytest --fuzz-examples=N`
+(or `CODA_FUZZ_EXAMPLES=N`) runs N instead, e.g. 5000 locally; `CODA_FUZZ_RANDOM=1` draws new
+examples on every run instead of the fixed CI ones.
 """
 
 from __future__ import annotations
