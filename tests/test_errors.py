@@ -251,3 +251,9 @@ def test_a_bug_is_an_internal_error(monkeypatch):
         coda_ir.compile(RELU)
     assert isinstance(info.value.__cause__, KeyError)
     assert not isinstance(info.value, (CompileError, ArgumentError))
+
+
+def test_kernel_count_of_unknown_function():
+    cm = coda_ir.compile(RELU)
+    with pytest.raises(ArgumentError, match=r"kernel_count\(\): argument 'name': expected one of the functions \(f\), got 'g'"):
+        cm.kernel_count("g")

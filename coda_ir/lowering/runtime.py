@@ -63,6 +63,11 @@ def check_arguments(name: str, args: Sequence[object], signature: Sequence[tuple
             raise ArgumentError(f"{name}(): argument #{i} '{pname}' is on {arg.device}, the others on {device}", pname)
 
 
+class UnknownFunctionError(ArgumentError, AttributeError):
+    """`kernel_count` of a function the module does not have: an `ArgumentError`, and still the
+    `AttributeError` it used to be."""
+
+
 def _check_devices(name: str, args: Sequence[object]) -> None:
     for i, arg in enumerate(args):
         if isinstance(arg, torch.Tensor) and arg.device.type not in ("cpu", "cuda"):
@@ -443,8 +448,11 @@ class CompiledModule:
         """The number of GPU kernel launches one call of `name` makes."""
         try:
             return self._kernel_counts[name]
-        except KeyError:
-            raise AttributeError(f"no function '{name}' (functions: {', '.join(self._kernel_counts)})") from None
+        except (KeyError, TypeError):
+            raise UnknownFunctionError(
+                f"kernel_count(): argument 'name': expected one of the functions ({', '.join(self._kernel_counts)}), got {name!r}",
+                "name",
+            ) from None
 
     def module(self, interpret: bool) -> ModuleType:
         return load_module(self.source, interpret)
