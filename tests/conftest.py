@@ -15,7 +15,7 @@ def pytest_addoption(parser):
         "--fuzz-examples",
         type=int,
         default=None,
-        help="examples per property in tests/test_fuzz_errors.py (default 60; same as CODA_FUZZ_EXAMPLES)",
+        help="examples per property in tests/test_fuzz_errors.py (default 300; same as CODA_FUZZ_EXAMPLES)",
     )
 
 
