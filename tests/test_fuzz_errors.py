@@ -1,7 +1,7 @@
 """Property-based fuzzing of the error contract (issue 12): mutated IR and bad calls give only
 `coda_ir.CodaError`s, and never an `InternalError` (a bug of coda-ir), for bad input.
 
-Bounded for CI: 300 derandomized examples per property (about 30 s). `pytest --fuzz-examples=N`
+Bounded for CI: 300 derandomized examples per property (seconds). `pytest --fuzz-examples=N`
 (or `CODA_FUZZ_EXAMPLES=N`) runs N instead, e.g. 5000 locally; `CODA_FUZZ_RANDOM=1` draws new
 examples on every run instead of the fixed CI ones.
 """
