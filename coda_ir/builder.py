@@ -30,6 +30,8 @@ nn graphs: `fb.nn.<op>(...)` builds any op of the nn dialect with its typed cons
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -52,10 +54,12 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr, UnknownLoc
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from coda_ir.dialects import coda
+from coda_ir.errors import ArgumentError, CompileError
 
 __all__ = [
     "FunctionBuilder",
@@ -84,6 +88,42 @@ __all__ = [
     "const",
 ]
 
+def _caller_location() -> FileLineColLoc:
+    """Where the user's code called into the builder (the first frame outside this module and
+    the standard library's contextlib), as the location of the ops it builds: diagnostics then
+    name the Python line, as they name the .mlir line for parsed programs."""
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_code.co_filename in (__file__, contextlib.__file__)):
+        frame = frame.f_back
+    if frame is None:
+        return FileLineColLoc(StringAttr("<python>"), IntAttr(0), IntAttr(0))
+    return FileLineColLoc(StringAttr(frame.f_code.co_filename), IntAttr(frame.f_lineno), IntAttr(1))
+
+
+def _locate(op: Operation, location: FileLineColLoc | None = None) -> Operation:
+    if isinstance(op.location, UnknownLoc):
+        op.location = location or _caller_location()
+    return op
+
+
+def _misuse(message: str) -> CompileError:
+    """A program the builder cannot build (a kernel without yield, a function without return),
+    located at the user's line."""
+    loc = _caller_location()
+    return CompileError([f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: error: {message}"])
+
+
+def _verified(module: ModuleOp) -> ModuleOp:
+    """Verify a built module; failures are a `CompileError` naming each op and its Python line
+    (not xDSL's VerifyException with a dump of the whole module)."""
+    from coda_ir.tools.diagnostics import verify_module
+
+    diagnostics = verify_module(module)
+    if diagnostics:
+        raise CompileError([str(d) for d in diagnostics])
+    return module
+
+
 _DTYPES: dict[str, Attribute] = {"f32": f32, "bf16": bf16, "f16": f16, "i32": i32, "i64": i64, "i1": i1}
 
 
@@ -96,7 +136,7 @@ def element_type(dtype: str | Attribute) -> Attribute:
     try:
         return _DTYPES[name]
     except KeyError:
-        raise ValueError(f"unknown element type {dtype!r} (expected one of {', '.join(_DTYPES)})") from None
+        raise ArgumentError(f"unknown element type {dtype!r} (expected one of {', '.join(_DTYPES)})", "dtype") from None
 
 
 def tensor(shape: Sequence[int], dtype: str | Attribute = "f32") -> TensorType:
@@ -303,6 +343,7 @@ class KernelBuilder:
         self._yield: tuple[list[SSAValue], list[Attribute]] | None = None
         self._implicit: ImplicitBuilder | None = None
         self.op: Operation | None = None
+        self._location = _caller_location()  # the line that opened the kernel
 
     # -------------------------------------------------------------- context
     def __enter__(self) -> KernelBuilder:
@@ -316,11 +357,14 @@ class KernelBuilder:
         if exc_type is not None:
             return
         if self._yield is None:
-            raise ValueError(f"the {self.kind} kernel never called yield_(...)")
+            loc = self._location
+            raise CompileError(
+                [f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: error: the {self.kind} kernel never called yield_(...)"]
+            )
         values, result_types = self._yield
         with ImplicitBuilder(self.block):
             coda.YieldOp(*values)
-        self.op = self._make_op(self.inputs, result_types, Region(self.block))
+        self.op = _locate(self._make_op(self.inputs, result_types, Region(self.block)), self._location)
         self.fb._insert(self.op)
 
     @property
@@ -332,7 +376,7 @@ class KernelBuilder:
     @property
     def results(self) -> list[SSAValue]:
         if self.op is None:
-            raise ValueError("kernel results exist once its `with` block has ended")
+            raise _misuse("kernel results exist once its `with` block has ended")
         return list(self.op.results)
 
     def input(self, value: SSAValue) -> SSAValue:
@@ -342,7 +386,7 @@ class KernelBuilder:
         if isinstance(value, BlockArgument) and value.block is self.block:
             return value
         if not isinstance(value.type, TensorType):
-            raise TypeError(f"kernel inputs must be tensors, got {value.type}")
+            raise ArgumentError(f"kernel inputs must be tensors, got {value.type}", "value")
         arg = self.block.insert_arg(value.type, len(self.block.args))
         if value.name_hint:
             arg.name_hint = value.name_hint
@@ -402,7 +446,7 @@ class KernelBuilder:
         widths = [t.type.cols for t in tiles]  # type: ignore[union-attr]
         pairs = {w if n else w // 2 for w, n in zip(widths, narrow_inputs)}
         if len(pairs) != 1:
-            raise ValueError(f"pair_map inputs disagree on the number of pairs: widths {widths}")
+            raise _misuse(f"pair_map inputs disagree on the number of pairs: widths {widths}")
         (p,) = pairs
         arg_types: list[Attribute] = []
         for n in narrow_inputs:
@@ -437,7 +481,7 @@ class KernelBuilder:
                 elt = element_type(dt) if dt is not None else (i32 if ty.element_type == i32 else self.out_dtype)
                 result_types.append(TensorType(elt, list(ty.get_shape())))
             else:
-                raise TypeError(f"kernels yield tiles and partials, got {ty}")
+                raise ArgumentError(f"kernels yield tiles and partials, got {ty}", "values")
         self._yield = (list(values), result_types)
 
 
@@ -456,8 +500,25 @@ class _NN:
         cls = ops[name]
 
         def build(*args: SSAValue, **kwargs: Any) -> SSAValue:
-            op = cls(*args, **kwargs)
-            self._fb._insert(op)
+            location = _caller_location()
+            for i, arg in enumerate(args):
+                if not (isinstance(arg, SSAValue) and isinstance(arg.type, TensorType)):
+                    got = f"a value of type {arg.type}" if isinstance(arg, SSAValue) else type(arg).__name__
+                    raise ArgumentError(
+                        f"{location.filename.data}:{location.line.data}: nn.{name}: operand #{i} must be a "
+                        f"tensor value (a function argument or an op's result), got {got}",
+                        f"#{i}",
+                    )
+            try:
+                op = cls(*args, **kwargs)
+            except TypeError as error:  # wrong number of operands, unknown keyword
+                raise ArgumentError(f"{location.filename.data}:{location.line.data}: nn.{name}: {error}") from None
+            except (ValueError, IndexError, AssertionError) as error:  # shapes the constructor cannot read
+                raise ArgumentError(
+                    f"{location.filename.data}:{location.line.data}: nn.{name}: operands of unexpected rank or "
+                    f"type ({', '.join(str(a.type) for a in args)}): {error or type(error).__name__}"
+                ) from None
+            self._fb._insert(_locate(op, location))
             return op.results[0]
 
         build.__name__ = name
@@ -477,6 +538,7 @@ class FunctionBuilder:
         self._builder = Builder(InsertPoint.at_end(self.block))
         self.func: func.FuncOp | None = None
         self.nn = _NN(self)
+        self._location = _caller_location()
 
     def __getattr__(self, name: str) -> SSAValue:
         names = self.__dict__.get("_names", [])
@@ -490,7 +552,7 @@ class FunctionBuilder:
 
     def _insert(self, op: Operation) -> None:
         if self.func is not None:
-            raise ValueError(f"@{self.name} already returned")
+            raise _misuse(f"@{self.name} already returned")
         self._builder.insert(op)
 
     def gemm(
@@ -546,7 +608,7 @@ class FunctionBuilder:
             if shape and length is None:
                 length = shape[0]
         if length is None:
-            raise ValueError("fold needs partials or a vector input to know its length")
+            raise _misuse("fold needs partials or a vector input to know its length")
         arg_types = [f32] * len(partials)
         for v in ins:
             elt = v.type.get_element_type()  # type: ignore[union-attr]
@@ -563,22 +625,22 @@ class FunctionBuilder:
 
     def returns(self, *values: SSAValue) -> func.FuncOp:
         """End the function with `func.return values` and build the `func.func`."""
-        self._insert(func.ReturnOp(*values))
+        location = _caller_location()
+        self._insert(_locate(func.ReturnOp(*values), location))
         fn_type = ([a.type for a in self.block.args], [v.type for v in values])
-        self.func = func.FuncOp(self.name, fn_type, Region(self.block))
-        return self.func
+        self.func = _locate(func.FuncOp(self.name, fn_type, Region(self.block)), self._location)  # type: ignore[assignment]
+        return self.func  # type: ignore[return-value]
 
     @property
     def module(self) -> ModuleOp:
         """A module holding this function (verified)."""
         if self.func is None:
-            raise ValueError(f"@{self.name} has no return yet: call returns(...)")
+            raise _misuse(f"@{self.name} has no return yet: call returns(...)")
         if self.func.parent is None:
             module = ModuleOp([self.func])
         else:
             module = self.func.parent_op()  # type: ignore[assignment]
-        module.verify()
-        return module  # type: ignore[return-value]
+        return _verified(module)  # type: ignore[arg-type]
 
     def compile(self, pipeline: str | None = "nn-to-coda"):
         import coda_ir
@@ -602,8 +664,7 @@ class ModuleBuilder:
         fns = []
         for fb in self.functions:
             if fb.func is None:
-                raise ValueError(f"@{fb.name} has no return yet")
+                raise _misuse(f"@{fb.name} has no return yet")
             fns.append(fb.func)
         module = ModuleOp(fns)
-        module.verify()
-        return module
+        return _verified(module)

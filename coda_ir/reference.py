@@ -54,6 +54,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
+from coda_ir.dialects.nn import first_head_of
 
 __all__ = [
     "run_reference",
@@ -146,10 +147,6 @@ def _prop(op: Operation, name: str):
 
 # ----------------------------------------------------------------------------- the ops
 
-
-def _first_head(op: Operation) -> int:
-    attr = op.properties.get("first_head")  # optional (NN_DIALECT.md): absent means 0
-    return 0 if attr is None else attr.value.data  # type: ignore[union-attr]
 
 
 class _Ctx:
@@ -300,7 +297,7 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
             ctx, a[0], args[1], _prop(op, "head_dim"), _prop(op, "rotary_heads"), _prop(op, "theta"), _prop(op, "style")
         )
     if name == "nn.head_rms_norm":
-        return _head_rms_norm(a[0], a[1], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"), _first_head(op))
+        return _head_rms_norm(a[0], a[1], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"), first_head_of(op))
     if name == "nn.cross_entropy":
         return _cross_entropy(a[0], args[1], _prop(op, "ignore_index"), _prop(op, "reduction"))
     # backward ops (nn-autodiff); multi-result ops return tuples
@@ -348,7 +345,7 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
         return dx, (dy * n).sum(dim=0), dy.sum(dim=0)
     if name == "nn.head_rms_norm_grad":
         return _head_rms_norm_grad(a[0], a[1], a[2], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"),
-                                   _first_head(op))
+                                   first_head_of(op))
     if name == "nn.zeros":
         return torch.zeros(tuple(op.results[0].type.get_shape()), dtype=ctx.internal)  # type: ignore[attr-defined]
     if name == "nn.rms_norm_apply":

@@ -8,3 +8,18 @@ import os
 
 if os.environ.get("CODA_TEST_DEVICE", "cpu") != "cuda":
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fuzz-examples",
+        type=int,
+        default=None,
+        help="examples per property in tests/test_fuzz_errors.py (default 300; same as CODA_FUZZ_EXAMPLES)",
+    )
+
+
+def pytest_configure(config):
+    examples = config.getoption("--fuzz-examples", default=None)
+    if examples is not None:  # read when test_fuzz_errors.py is imported, i.e. after this hook
+        os.environ["CODA_FUZZ_EXAMPLES"] = str(examples)

@@ -123,6 +123,13 @@ MALFORMED = {
         '  %0 = "nn.rope"(%x, %p) : (tensor<4x64xf32>, tensor<4xi32>) -> tensor<4x64xf32>\n  func.return\n}',
         2,
     ),
+    # issue 12: these were `<unknown>` or an internal error
+    "duplicate_symbol": ("func.func @f() {\n  func.return\n}\nfunc.func @f() {\n  func.return\n}", 4),
+    "zero_size_dim": (
+        "func.func @f(%x: tensor<0x4xf32>) {\n  %y = nn.relu %x : tensor<0x4xf32> -> tensor<0x4xf32>\n  func.return\n}",
+        2,
+    ),
+    "huge_integer_width": ('func.func @f() {\n  "test.op"() {a = 1 : i9223372036854775808} : () -> ()\n  func.return\n}', 2),
 }
 
 

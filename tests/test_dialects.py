@@ -173,9 +173,9 @@ def test_nn_defaults_are_filled_for_generic_input():
     module = parse(
         """
         func.func @f(%x: tensor<4x64xf16>, %p: tensor<4xi32>, %t: tensor<4xi32>) {
-          %0 = "nn.gelu"(%x) : (tensor<4x64xf16>) -> tensor<4x64xf16>
-          %1 = "nn.rope"(%x, %p) <{head_dim = 32 : i64, rotary_heads = 1 : i64}> : (tensor<4x64xf16>, tensor<4xi32>) -> tensor<4x64xf16>
-          %2 = "nn.cross_entropy"(%x, %t) : (tensor<4x64xf16>, tensor<4xi32>) -> tensor<f32>
+          %0 = "nn.gelu"(%x) <{approximate = "none"}> : (tensor<4x64xf16>) -> tensor<4x64xf16>
+          %1 = "nn.rope"(%x, %p) <{head_dim = 32 : i64, rotary_heads = 1 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x64xf16>, tensor<4xi32>) -> tensor<4x64xf16>
+          %2 = "nn.cross_entropy"(%x, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<4x64xf16>, tensor<4xi32>) -> tensor<f32>
           func.return
         }
         """

@@ -150,9 +150,9 @@ def test_unary(op, props, fn):
     assert_bf16_matches(rbf, fn(x.float()), exact=op != "nn.silu")
 
 
-def test_gelu_default_is_exact_erf():
+def test_gelu_none_is_exact_erf():
     x = randn(M, N, seed=5, scale=3.0)
-    text = one_op("nn.gelu", [("x", (M, N), "f32")], ((M, N), "f32"))  # no property: default "none"
+    text = one_op("nn.gelu", [("x", (M, N), "f32")], ((M, N), "f32"), 'approximate = "none"')
     r64 = run1(text, [x.float()], torch.float64)
     torch.testing.assert_close(r64, F.gelu(x.float().double()), rtol=1e-14, atol=1e-14)
     assert (r64 - F.gelu(x.float().double(), approximate="tanh")).abs().max() > 1e-5
@@ -311,7 +311,9 @@ def test_cross_entropy_all_ignored_mean_is_nan_like_pytorch():
 
 
 def test_cross_entropy_rejects_out_of_range_targets():
-    text = one_op("nn.cross_entropy", [("l", (3, 5), "f32"), ("t", (3,), "i32")], ((), "f32"))
+    text = one_op(
+        "nn.cross_entropy", [("l", (3, 5), "f32"), ("t", (3,), "i32")], ((), "f32"), 'ignore_index = -100 : i64, reduction = "mean"'
+    )
     with pytest.raises(ValueError, match="out of range"):
         run1(text, [randn(3, 5).float(), torch.tensor([0, 5, 1], dtype=torch.int32)], torch.float64)
 

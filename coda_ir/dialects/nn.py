@@ -11,6 +11,7 @@ i.e. operands, properties in a dictionary, then operand types and the result typ
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
@@ -67,10 +68,45 @@ def _check_static_float(op: IRDLOperation, name: str, value: SSAValue, rank: int
         raise VerifyException(f"{name} must be a ranked tensor, got {ty}")
     if any(d < 0 for d in ty.get_shape()):
         raise VerifyException(f"{name} must have a static shape, got {ty}")
+    _check_size(name, ty)
     if rank is not None and len(ty.get_shape()) != rank:
         raise VerifyException(f"{name} must be rank {rank}, got {ty}")
     if not isinstance(ty.get_element_type(), FLOAT_TYPES):
         raise VerifyException(f"{name} must have element type f32, bf16 or f16, got {ty}")
+
+
+MAX_ELEMENTS = 2**63 - 1
+"""The most elements one tensor may have: sizes and offsets are int64 in the emitted code."""
+
+
+def _check_size(name: str, ty: TensorType) -> None:
+    """Every dimension at least 1, and the element count within int64 (a dimension beyond
+    int64 would otherwise be emitted as is)."""
+    shape = ty.get_shape()
+    if any(d == 0 for d in shape):
+        raise VerifyException(f"{name} has a zero-size dimension ({ty}): every dimension must be at least 1")
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise VerifyException(
+            f"{name} has {math.prod(shape)} elements ({_fmt(shape)}), more than int64 can index ({MAX_ELEMENTS})"
+        )
+
+
+def _check_eps(op: IRDLOperation) -> None:
+    eps = _float_prop(op, "eps")
+    if not (0 <= eps < math.inf):
+        raise VerifyException(f"eps must be a non-negative finite number, got {eps:.6g}")
+
+
+I32_RANGE = (-(2**31), 2**31 - 1)
+
+
+def _check_ignore_index(op: IRDLOperation) -> None:
+    """Targets are i32: an ignore index outside i32's range could never match one."""
+    value = _int_prop(op, "ignore_index")
+    if not I32_RANGE[0] <= value <= I32_RANGE[1]:
+        raise VerifyException(
+            f"ignore_index must fit in i32 like the targets ([{I32_RANGE[0]}, {I32_RANGE[1]}]), got {value}"
+        )
 
 
 def _check_i32_vector(name: str, value: SSAValue, length: int) -> None:
@@ -80,6 +116,7 @@ def _check_i32_vector(name: str, value: SSAValue, length: int) -> None:
     elt = ty.get_element_type()
     if not (isinstance(elt, IntegerType) and elt.width.data == 32):
         raise VerifyException(f"{name} must have element type i32, got {ty}")
+    _check_size(name, ty)
     if ty.get_shape()[0] != length:
         raise VerifyException(f"{name} must have {length} elements (one per row), got {ty}")
 
@@ -325,7 +362,7 @@ GELU_APPROXIMATIONS = ("none", "tanh")
 @irdl_op_definition
 class GeluOp(_UnaryOp):
     name = "nn.gelu"
-    approximate = prop_def(StringAttr, default_value=StringAttr("none"))
+    approximate = prop_def(StringAttr)
 
     def __init__(self, x: SSAValue, approximate: str = "none"):
         super().__init__(
@@ -349,7 +386,7 @@ class RMSNormOp(NNOperation):
     x = operand_def(TensorType)
     w = operand_def(TensorType)
     result = result_def(TensorType)
-    eps = prop_def(FloatAttr, default_value=FloatAttr(1e-6, f32))
+    eps = prop_def(FloatAttr)
     traits = traits_def(Pure())
 
     def __init__(self, x: SSAValue, w: SSAValue, eps: float = 1e-6):
@@ -362,8 +399,7 @@ class RMSNormOp(NNOperation):
         m, d = _shape(self.x)
         if _shape(self.w) != (d,):
             raise VerifyException(f"w must have shape {d} (one weight per feature), got {_fmt(_shape(self.w))}")
-        if _float_prop(self, "eps") < 0:
-            raise VerifyException("eps must be non-negative")
+        _check_eps(self)
         _check_result(self, (m, d), self.x)
 
 
@@ -376,7 +412,7 @@ class LayerNormOp(NNOperation):
     w = operand_def(TensorType)
     b = operand_def(TensorType)
     result = result_def(TensorType)
-    eps = prop_def(FloatAttr, default_value=FloatAttr(1e-5, f32))
+    eps = prop_def(FloatAttr)
     traits = traits_def(Pure())
 
     def __init__(self, x: SSAValue, w: SSAValue, b: SSAValue, eps: float = 1e-5):
@@ -393,8 +429,7 @@ class LayerNormOp(NNOperation):
         for name, v in (("w", self.w), ("b", self.b)):
             if _shape(v) != (d,):
                 raise VerifyException(f"{name} must have shape {d} (one per feature), got {_fmt(_shape(v))}")
-        if _float_prop(self, "eps") < 0:
-            raise VerifyException("eps must be non-negative")
+        _check_eps(self)
         _check_result(self, (m, d), self.x)
 
 
@@ -433,7 +468,7 @@ class GeGLUOp(_GatedOp):
     """`gelu(z[:, :F]) * z[:, F:]`."""
 
     name = "nn.geglu"
-    approximate = prop_def(StringAttr, default_value=StringAttr("none"))
+    approximate = prop_def(StringAttr)
 
     def __init__(self, z: SSAValue, approximate: str = "none"):
         super().__init__(
@@ -460,8 +495,8 @@ class RoPEOp(NNOperation):
     result = result_def(TensorType)
     head_dim = prop_def(IntegerAttr)
     rotary_heads = prop_def(IntegerAttr)
-    theta = prop_def(FloatAttr, default_value=FloatAttr(10000.0, f32))
-    style = prop_def(StringAttr, default_value=StringAttr("half"))
+    theta = prop_def(FloatAttr)
+    style = prop_def(StringAttr)
     traits = traits_def(Pure())
 
     def __init__(
@@ -498,8 +533,9 @@ class RoPEOp(NNOperation):
             raise VerifyException(
                 f"rotary_heads must be between 0 and {n // hd} (x has {n // hd} heads of {hd}), got {heads}"
             )
-        if _float_prop(self, "theta") <= 0:
-            raise VerifyException("theta must be positive")
+        theta = _float_prop(self, "theta")
+        if not (0 < theta < math.inf):
+            raise VerifyException(f"theta must be a positive finite number, got {theta:.6g}")
         _check_choice(self, "style", ROPE_STYLES)
         _check_result(self, (m, n), self.x)
 
@@ -514,8 +550,8 @@ class HeadRMSNormOp(NNOperation):
     result = result_def(TensorType)
     head_dim = prop_def(IntegerAttr)
     heads = prop_def(IntegerAttr)
-    eps = prop_def(FloatAttr, default_value=FloatAttr(1e-6, f32))
-    first_head = opt_prop_def(IntegerAttr)  # absent: 0
+    eps = prop_def(FloatAttr)
+    first_head = opt_prop_def(IntegerAttr)  # optional, 0 when absent (NN_DIALECT.md): see first_head_of
     traits = traits_def(Pure())
 
     def __init__(self, x: SSAValue, w: SSAValue, head_dim: int, heads: int, eps: float = 1e-6, first_head: int = 0):
@@ -535,8 +571,7 @@ class HeadRMSNormOp(NNOperation):
         if _shape(self.w) != (hd,):
             raise VerifyException(f"w must have shape {hd} (head_dim), got {_fmt(_shape(self.w))}")
         _check_head_range(self, n, hd)
-        if _float_prop(self, "eps") < 0:
-            raise VerifyException("eps must be non-negative")
+        _check_eps(self)
         _check_result(self, (m, n), self.x)
 
 
@@ -569,8 +604,8 @@ class CrossEntropyOp(NNOperation):
     logits = operand_def(TensorType)
     targets = operand_def(TensorType)
     result = result_def(TensorType)
-    ignore_index = prop_def(IntegerAttr, default_value=IntegerAttr(-100, i64))
-    reduction = prop_def(StringAttr, default_value=StringAttr("mean"))
+    ignore_index = prop_def(IntegerAttr)
+    reduction = prop_def(StringAttr)
     traits = traits_def(Pure())
 
     def __init__(
@@ -589,7 +624,7 @@ class CrossEntropyOp(NNOperation):
         _check_static_float(self, "logits", self.logits, 2)
         m, _ = _shape(self.logits)
         _check_i32_vector("targets", self.targets, m)
-        _int_prop(self, "ignore_index")
+        _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
         ty = self.result.type
         if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
@@ -818,8 +853,7 @@ class RMSNormRstdOp(NNOperation):
 
     def verify_(self) -> None:
         _check_static_float(self, "x", self.x, 2)
-        if _float_prop(self, "eps") < 0:
-            raise VerifyException("eps must be non-negative")
+        _check_eps(self)
         _check_f32_vector("result", self.result, _shape(self.x)[0])
 
 
@@ -900,8 +934,7 @@ class LayerNormStatsOp(NNOperation):
 
     def verify_(self) -> None:
         _check_static_float(self, "x", self.x, 2)
-        if _float_prop(self, "eps") < 0:
-            raise VerifyException("eps must be non-negative")
+        _check_eps(self)
         _check_f32_vector("mean", self.mean, _shape(self.x)[0])
         _check_f32_vector("rstd", self.rstd, _shape(self.x)[0])
 
@@ -953,7 +986,7 @@ class HeadRMSNormGradOp(NNOperation):
     head_dim = prop_def(IntegerAttr)
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr)
-    first_head = opt_prop_def(IntegerAttr)  # absent: 0
+    first_head = opt_prop_def(IntegerAttr)  # optional, 0 when absent (NN_DIALECT.md): see first_head_of
     traits = traits_def(Pure())
 
     def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, properties: dict[str, Attribute]):
@@ -970,7 +1003,7 @@ class HeadRMSNormGradOp(NNOperation):
         if n % hd or _shape(self.w) != (hd,):
             raise VerifyException(f"x must have a multiple of head_dim {hd} columns and w shape {hd}")
         _check_head_range(self, n, hd)
-        _float_prop(self, "eps")
+        _check_eps(self)
         _check_like(self, 0, self.x, "dx")
         _check_like(self, 1, self.w, "dw")
 
@@ -1000,7 +1033,7 @@ class CrossEntropyGradOp(NNOperation):
         ty = self.dloss.type
         if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
             raise VerifyException(f"dloss must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
-        _int_prop(self, "ignore_index")
+        _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
         _check_like(self, 0, self.logits, "dlogits")
 

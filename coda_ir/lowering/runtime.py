@@ -37,27 +37,77 @@ import triton  # noqa: E402
 # ============================================================================ used by generated code
 
 
-class ArgumentError(TypeError):
-    """A host function was called with the wrong number, shapes, dtypes or devices of tensors."""
+from coda_ir.errors import ArgumentError, CodaError, internal_error  # noqa: E402  (ArgumentError: re-exported)
 
 
 def check_arguments(name: str, args: Sequence[object], signature: Sequence[tuple[str, tuple[int, ...], torch.dtype]]) -> None:
+    """Raise `ArgumentError` unless `args` are real (not meta) tensors of the signature's shapes
+    and dtypes, all on one device that can run kernels (CPU: Triton's interpreter, or CUDA)."""
+    _check_devices(name, args)
     if len(args) != len(signature):
         expected = ", ".join(f"{n}: {_describe(s, d)}" for n, s, d in signature)
         raise ArgumentError(f"{name}() takes {len(signature)} tensors ({expected}), got {len(args)}")
     device = None
     for i, (arg, (pname, shape, dtype)) in enumerate(zip(args, signature)):
         if not isinstance(arg, torch.Tensor):
-            raise ArgumentError(f"{name}(): argument #{i} '{pname}' must be a torch.Tensor, got {type(arg).__name__}")
+            raise ArgumentError(f"{name}(): argument #{i} '{pname}' must be a torch.Tensor, got {type(arg).__name__}", pname)
         if tuple(arg.shape) != tuple(shape) or arg.dtype != dtype:
             raise ArgumentError(
                 f"{name}(): argument #{i} '{pname}' must be {_describe(shape, dtype)}, "
-                f"got {_describe(tuple(arg.shape), arg.dtype)}"
+                f"got {_describe(tuple(arg.shape), arg.dtype)}",
+                pname,
             )
         if device is None:
             device = arg.device
         elif arg.device != device:
-            raise ArgumentError(f"{name}(): argument #{i} '{pname}' is on {arg.device}, the others on {device}")
+            raise ArgumentError(f"{name}(): argument #{i} '{pname}' is on {arg.device}, the others on {device}", pname)
+
+
+class UnknownFunctionError(ArgumentError, AttributeError):
+    """`kernel_count` of a function the module does not have: an `ArgumentError`, and still the
+    `AttributeError` it used to be."""
+
+
+def _check_devices(name: str, args: Sequence[object]) -> None:
+    for i, arg in enumerate(args):
+        if isinstance(arg, torch.Tensor) and arg.device.type not in ("cpu", "cuda"):
+            what = "a meta tensor (shape only, no data)" if arg.device.type == "meta" else f"a tensor on {arg.device}"
+            raise ArgumentError(f"{name}(): argument #{i} must be a CPU or CUDA tensor with data, got {what}", f"#{i}")
+
+
+def check_indices(name: str, args: Sequence[object], checks: Sequence[IndexCheck]) -> None:
+    """The run-time checks PyTorch makes on integer inputs: a cross-entropy target outside
+    `[0, V)` that is not the ignore index raises, never gives a number. (A host check: one
+    reduction per checked argument before the kernels launch.)"""
+    for check in checks:
+        t = args[check.arg]
+        assert isinstance(t, torch.Tensor)
+        bad = (t < 0) | (t >= check.limit)
+        if check.ignore is not None:
+            bad &= t != check.ignore
+        if bool(bad.any()):
+            row = int(bad.nonzero()[0, 0])
+            value = int(t[row])
+            allowed = f"[0, {check.limit})" + (f" or the ignore index {check.ignore}" if check.ignore is not None else "")
+            raise ArgumentError(
+                f"{name}(): argument #{check.arg} '{check.arg_name}' holds {value} at row {row}, "
+                f"expected {check.what} in {allowed} ({check.op} at {check.location})",
+                check.arg_name,
+            )
+
+
+@dataclass(frozen=True)
+class IndexCheck:
+    """Argument `arg` of a function holds indices that must lie in `[0, limit)` (or equal
+    `ignore`): recorded by `coda_ir.compile` from the nn program (cross-entropy targets)."""
+
+    arg: int
+    arg_name: str
+    limit: int
+    ignore: int | None
+    op: str
+    location: str
+    what: str = "targets"
 
 
 def _describe(shape: Sequence[int], dtype: torch.dtype) -> str:
@@ -373,10 +423,17 @@ class CompiledModule:
     CUDA tensors they are compiled for the GPU.
     """
 
-    def __init__(self, source: str, kernel_counts: dict[str, int], ir: object | None = None):
+    def __init__(
+        self,
+        source: str,
+        kernel_counts: dict[str, int],
+        ir: object | None = None,
+        index_checks: dict[str, list[IndexCheck]] | None = None,
+    ):
         self.source = source
         self._kernel_counts = dict(kernel_counts)
         self.ir = ir  # the coda-level xDSL ModuleOp that was lowered (for inspection)
+        self.index_checks = dict(index_checks or {})  # per function: integer inputs checked before launch
 
     @property
     def functions(self) -> list[str]:
@@ -391,8 +448,11 @@ class CompiledModule:
         """The number of GPU kernel launches one call of `name` makes."""
         try:
             return self._kernel_counts[name]
-        except KeyError:
-            raise AttributeError(f"no function '{name}' (functions: {', '.join(self._kernel_counts)})") from None
+        except (KeyError, TypeError):
+            raise UnknownFunctionError(
+                f"kernel_count(): argument 'name': expected one of the functions ({', '.join(self._kernel_counts)}), got {name!r}",
+                "name",
+            ) from None
 
     def module(self, interpret: bool) -> ModuleType:
         return load_module(self.source, interpret)
@@ -404,13 +464,33 @@ class CompiledModule:
                 f"(functions: {', '.join(self.__dict__.get('_kernel_counts', {}))})"
             )
 
-        def call(*args):
+        def call(*args, **kwargs):
+            if kwargs:
+                raise ArgumentError(
+                    f"{name}() takes its tensors by position (in the function's argument order), "
+                    f"got keyword argument(s) {', '.join(map(repr, kwargs))}",
+                    next(iter(kwargs)),
+                )
+            _check_devices(name, args)  # before loading: a meta tensor must not reach Triton's driver lookup
             interpret = _wants_interpreter(args)
-            module = self.module(interpret)
+            try:
+                module = self.module(interpret)
+            except CodaError:
+                raise
+            except Exception as error:
+                raise internal_error(error, f"loading the generated module for @{name}") from error
             host = getattr(module, name)
             check_arguments(name, args, getattr(module, f"_SIG_{name}"))
-            with interpret_mode(interpret), stdlib_mode(interpret), _quiet_numpy(interpret):
-                return host(*args)
+            check_indices(name, args, self.index_checks.get(name, ()))
+            try:
+                with interpret_mode(interpret), stdlib_mode(interpret), _quiet_numpy(interpret):
+                    return host(*args)
+            except CodaError:
+                raise
+            except torch.cuda.OutOfMemoryError:
+                raise  # a resource limit, not bad input and not a bug
+            except Exception as error:
+                raise internal_error(error, f"running @{name}") from error
 
         call.__name__ = name
         call.__doc__ = f"Run @{name} ({self._kernel_counts[name]} kernel launches)."

@@ -24,7 +24,7 @@ from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from coda_ir.tools.diagnostics import CompilerError, Diagnostic, LocatingParser, verify_module
+from coda_ir.tools.diagnostics import CompilerError, Diagnostic, InputError, LocatingParser, decode_source, verify_module
 
 DESCRIPTION = """\
 coda-opt: parse, verify, transform and lower coda-ir programs.
@@ -182,7 +182,7 @@ class CodaOptMain(xDSLOptMain):
     def parse_chunk(self, chunk, file_extension: str, start_offset: int = 0) -> ModuleOp | None:
         text = chunk.read()
         if isinstance(text, bytes):
-            text = text.decode()
+            text = decode_source(text, self.get_input_name(), start_offset)
         parser = LocatingParser(self.ctx, text, self.get_input_name(), line_offset=start_offset)
         return parser.parse_module(not self.args.no_implicit_module)
 
@@ -238,6 +238,14 @@ class CodaOptMain(xDSLOptMain):
                 output.write(self.output_resulting_program(module))
             except ParseError as error:
                 failed |= self._report(output, [_parse_error_text(error, offset)])
+            except InputError as error:
+                failed |= self._report(output, [str(error)])
+            except RecursionError:
+                failed |= self._report(
+                    output,
+                    [f"{self.get_input_name()}: error: the program nests too deeply to process "
+                     f"(beyond Python's recursion limit of {sys.getrecursionlimit()})"],
+                )
             except _Diagnostics as error:
                 failed |= self._report(output, [str(d) for d in error.diagnostics])
             except CompilerError as error:
@@ -297,6 +305,8 @@ def _parse_error_text(error: ParseError, line_offset: int) -> str:
     if not context or not context[0].strip():  # the span is on an empty line (end of input)
         context = []
     message = error.msg
+    if "{first_char}" in message:  # xDSL's lexer leaves this placeholder unformatted
+        message = message.replace("{first_char}", f"'{span.text[:1]}'")
     if message.startswith(" in "):  # xDSL's bare context messages, e.g. " in block definition"
         message = f"unexpected '{span.text}'{message}"
     lines = [f"{loc.file}:{loc.line + line_offset}:{loc.col}: error: {message}", *context]

@@ -35,6 +35,27 @@ class CompilerError(Exception):
         return str(self.diagnostic)
 
 
+MAX_INTEGER_WIDTH = 2**24 - 1
+"""MLIR's largest integer type width."""
+
+
+class InputError(Exception):
+    """Input that cannot even be read as text (`file:line:col: error: ...`, already formatted)."""
+
+
+def decode_source(data: bytes, name: str, line_offset: int = 0) -> str:
+    """`data` as UTF-8 text; an invalid byte is an `InputError` at its line and column."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1 + line_offset
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise InputError(
+            f"{name}:{line}:{column}: error: invalid UTF-8 byte 0x{data[error.start]:02x}: "
+            "the input must be UTF-8 text"
+        ) from None
+
+
 class LocatingParser(Parser):
     """A Parser that stamps every parsed op with a FileLineColLoc of where it starts, and
     locates the errors that xDSL's parser reports without a useful position (attribute
@@ -73,8 +94,9 @@ class LocatingParser(Parser):
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         if self._current_token.kind == MLIRTokenKind.EOF:
             self.raise_error("empty input: expected at least one operation")
+        start = self._current_token.span
         try:
-            return super().parse_module(allow_implicit_module)
+            module = super().parse_module(allow_implicit_module)
         except ParseError as error:
             # xDSL reports undefined values at the end of the input; point at the first use.
             undefined = [self._first_uses[n] for n in self.forward_ssa_references if n in self._first_uses]
@@ -82,11 +104,32 @@ class LocatingParser(Parser):
                 raise
             use = min(undefined, key=lambda span: span.start)
             raise ParseError(use, f"use of undefined value '{use.text}'") from None
+        if isinstance(module.location, UnknownLoc):  # the implicit module: where the input starts
+            line, column = _line_col(start.input.content, start.start)
+            module.location = FileLineColLoc(StringAttr(start.input.name), IntAttr(line + self._line_offset), IntAttr(column))
+        return module
 
     def resolve_operand(self, operand: UnresolvedOperand, type: AttributeInvT) -> SSAValue[AttributeInvT]:
         if operand.operand_name not in self.ssa_values:
             self._first_uses.setdefault(operand.operand_name, operand.span)
         return super().resolve_operand(operand, type)
+
+    def _parse_optional_integer_or_float_type(self):
+        # `i9223372036854775808`: xDSL builds the type and then computes 2**width (memory
+        # exhaustion), or cannot even read the width. MLIR caps widths at 2^24 - 1.
+        token = self._current_token
+        if token.kind == MLIRTokenKind.BARE_IDENT:
+            match = self._builtin_integer_type_regex.match(token.text)
+            if match is not None:
+                digits = match.group(1)
+                if len(digits) > 8 or int(digits) > MAX_INTEGER_WIDTH:
+                    self.raise_error(
+                        f"integer type width {digits if len(digits) <= 30 else digits[:30] + '...'} is out of range "
+                        f"(at most {MAX_INTEGER_WIDTH} bits)",
+                        token.span.start,
+                        token.span.end,
+                    )
+        return super()._parse_optional_integer_or_float_type()
 
     def _parse_extended_type_or_attribute(self, attr_or_dialect_name: str, is_type: bool) -> Attribute:
         # A dialect type/attribute whose parameters do not verify (`!coda.tile<0x4xf32>`,
@@ -143,7 +186,22 @@ class Diagnostic:
 
     def __str__(self) -> str:
         subject = f"'{self.op.name}' op " if self.op is not None else ""
+        origin = _origin_op_name(self.op)
+        if origin is not None:
+            # A kernel lowered from an nn op sits at that op's line: name the op the user wrote there.
+            subject = f"'{origin}' op (lowered to '{self.op.name}') "  # type: ignore[union-attr]
         return f"{location_of(self.op)}: {self.severity}: {subject}{self.message}"
+
+
+def _origin_op_name(op: Operation | None) -> str | None:
+    """The nn op a coda kernel was lowered from (its `coda.origin`, e.g. "nn.cross_entropy.lse"
+    -> "nn.cross_entropy"); used only to name the op in messages."""
+    if op is None or not op.name.startswith("coda."):
+        return None
+    origin = op.attributes.get("coda.origin")
+    if not isinstance(origin, StringAttr) or not origin.data.startswith("nn."):
+        return None
+    return ".".join(origin.data.split(".")[:2])
 
 
 def _clean(error: Exception) -> str:
@@ -174,7 +232,7 @@ def verify_module(module: ModuleOp) -> list[Diagnostic]:
             message = _clean(error)
             if op.name.split(".")[0] in _SCALAR_DIALECTS and _touches_tiles(op):
                 message = _TILE_MATH
-            diagnostics.append(Diagnostic(op, message))
+            diagnostics.append(_redefinition(op, message) or Diagnostic(op, message))
             failed.add(id(op))
     return diagnostics
 
@@ -183,3 +241,22 @@ def _children(op: Operation):
     for region in op.regions:
         for block in region.blocks:
             yield from block.ops
+
+
+def _redefinition(table: Operation, message: str) -> Diagnostic | None:
+    """xDSL reports a duplicate symbol at the symbol table (the module); point at the second
+    definition instead, and say where the first one is."""
+    match = re.match(r'Redefinition of symbol "(.+)"', message)
+    if match is None:
+        return None
+    name = match.group(1)
+    defs = [
+        op
+        for region in table.regions
+        for block in region.blocks
+        for op in block.ops
+        if isinstance(getattr(op, "sym_name", None), StringAttr) and op.sym_name.data == name  # type: ignore[union-attr]
+    ]
+    if len(defs) < 2:
+        return None
+    return Diagnostic(defs[1], f"redefinition of symbol '@{name}' (first defined at {location_of(defs[0])})")

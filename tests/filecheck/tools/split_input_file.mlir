@@ -25,7 +25,7 @@ func.func @third(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // -----
 
 func.func @fourth(%x: tensor<4x8xf32>) {
-  %0 = "nn.gelu"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %0 = "nn.gelu"(%x) <{approximate = "none"}> : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %1 = nn.relu %x : tensor<4x8xf32> -> tensr<4x8xf32>
   func.return
 }

@@ -10,7 +10,7 @@
 // so the norm stays a separate elementwise kernel. With cost-model=false both fuse.
 
 // Remarks come first (stderr): exactly one, for @qk_norm_decode (its head_rms_norm, line 44).
-// CHECK:       qk_norm_cost_model.mlir:44:3: remark: 'coda.elementwise' op QK-norm not fused into the epilogue of 'nn.linear' (
+// CHECK:       qk_norm_cost_model.mlir:44:3: remark: 'nn.head_rms_norm' op (lowered to 'coda.elementwise') QK-norm not fused into the epilogue of 'nn.linear' (
 // CHECK-SAME:  the IO model found the unfused plan cheaper: unfused (per-head partials + a norm kernel, BN=64) {{[0-9.]+}} us vs fused (whole heads in the tile, BN=256) {{[0-9.]+}} us; it stays a separate kernel
 // CHECK-NOT:   remark
 // OFF-NOT:     remark
@@ -49,10 +49,10 @@ func.func @qk_norm_decode(%x: tensor<64x4096xbf16>, %wq: tensor<4096x4096xbf16>,
 // as its own kernel (with the remark); without it, both functions fuse it into the QKV epilogue.
 // RUN: coda-opt %s --split-input-file -p nn-to-coda 2>&1 | filecheck %s --check-prefix=PIPE
 // RUN: coda-opt %s --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=PIPE-OFF
-// PIPE:         remark: 'coda.elementwise' op QK-norm not fused
+// PIPE:         remark: 'nn.head_rms_norm' op (lowered to 'coda.elementwise') QK-norm not fused
 // PIPE-LABEL:   func.func @qk_norm_decode
 // PIPE:           coda.elementwise
-// PIPE-OFF-NOT: remark: 'coda.elementwise' op QK-norm not fused
+// PIPE-OFF-NOT: remark: 'nn.head_rms_norm' op (lowered to 'coda.elementwise') QK-norm not fused
 // PIPE-OFF-LABEL: func.func @qk_norm_prefill
 // PIPE-OFF:       coda.segment_reduce sumsq
 // PIPE-OFF-LABEL: func.func @qk_norm_decode

@@ -32,12 +32,12 @@ func.func @elementwise(%x: tensor<64x32xf32>, %r: tensor<64x32xf32>, %bias: tens
   %5 = "nn.relu"(%4) : (tensor<64x32xf32>) -> tensor<64x32xf32>
   %6 = "nn.gelu"(%5) <{approximate = "none"}> : (tensor<64x32xf32>) -> tensor<64x32xf32>
   %7 = "nn.gelu"(%6) <{approximate = "tanh"}> : (tensor<64x32xf32>) -> tensor<64x32xf32>
-  %8 = "nn.gelu"(%7) : (tensor<64x32xf32>) -> tensor<64x32xf32>
+  %8 = "nn.gelu"(%7) <{approximate = "none"}> : (tensor<64x32xf32>) -> tensor<64x32xf32>
   func.return %8 : tensor<64x32xf32>
 }
 
 // nn.add / nn.mul take a full MxN operand or a rank-1 N operand (broadcast over rows);
-// nn.gelu without `approximate` gets the default "none".
+// `approximate` is required: verify.mlir checks that leaving it out is an error.
 // CHECK-LABEL: func.func @elementwise(
 // CHECK-NEXT:    %0 = nn.add %x, %r : tensor<64x32xf32>, tensor<64x32xf32> -> tensor<64x32xf32>
 // CHECK-NEXT:    %1 = nn.add %0, %bias : tensor<64x32xf32>, tensor<32xf32> -> tensor<64x32xf32>

@@ -2,20 +2,21 @@
 // RUN: CODA_GENERIC_ROUNDTRIP
 
 // The custom (pretty) syntax as input: `nn.op %a, %b {props} : T_a, T_b -> T_result`.
-// Properties left out take their defaults (NN_DIALECT.md), which both forms then print.
+// Every property is spelled out: NN_DIALECT.md makes them required (only head_rms_norm's
+// `first_head` is optional, default 0, and is not printed when absent).
 
-func.func @defaults(%x: tensor<16x128xf32>, %w: tensor<128xf32>, %b: tensor<128xf32>, %pos: tensor<16xi32>, %t: tensor<16xi32>, %hw: tensor<32xf32>) -> (tensor<16x128xf32>, tensor<16x128xf32>, tensor<16x128xf32>, tensor<16x128xf32>, tensor<16x64xf32>, tensor<16x128xf32>, tensor<f32>) {
-  %g = nn.gelu %x : tensor<16x128xf32> -> tensor<16x128xf32>
-  %r = nn.rms_norm %x, %w : tensor<16x128xf32>, tensor<128xf32> -> tensor<16x128xf32>
-  %l = nn.layer_norm %x, %w, %b : tensor<16x128xf32>, tensor<128xf32>, tensor<128xf32> -> tensor<16x128xf32>
-  %p = nn.rope %x, %pos {head_dim = 32 : i64, rotary_heads = 3 : i64} : tensor<16x128xf32>, tensor<16xi32> -> tensor<16x128xf32>
-  %q = nn.geglu %x : tensor<16x128xf32> -> tensor<16x64xf32>
-  %h = nn.head_rms_norm %x, %hw {head_dim = 32 : i64, heads = 4 : i64} : tensor<16x128xf32>, tensor<32xf32> -> tensor<16x128xf32>
-  %c = nn.cross_entropy %x, %t : tensor<16x128xf32>, tensor<16xi32> -> tensor<f32>
+func.func @properties(%x: tensor<16x128xf32>, %w: tensor<128xf32>, %b: tensor<128xf32>, %pos: tensor<16xi32>, %t: tensor<16xi32>, %hw: tensor<32xf32>) -> (tensor<16x128xf32>, tensor<16x128xf32>, tensor<16x128xf32>, tensor<16x128xf32>, tensor<16x64xf32>, tensor<16x128xf32>, tensor<f32>) {
+  %g = nn.gelu %x {approximate = "none"} : tensor<16x128xf32> -> tensor<16x128xf32>
+  %r = nn.rms_norm %x, %w {eps = 1.0e-06 : f32} : tensor<16x128xf32>, tensor<128xf32> -> tensor<16x128xf32>
+  %l = nn.layer_norm %x, %w, %b {eps = 1.0e-05 : f32} : tensor<16x128xf32>, tensor<128xf32>, tensor<128xf32> -> tensor<16x128xf32>
+  %p = nn.rope %x, %pos {head_dim = 32 : i64, rotary_heads = 3 : i64, theta = 1.0e+04 : f32, style = "half"} : tensor<16x128xf32>, tensor<16xi32> -> tensor<16x128xf32>
+  %q = nn.geglu %x {approximate = "none"} : tensor<16x128xf32> -> tensor<16x64xf32>
+  %h = nn.head_rms_norm %x, %hw {head_dim = 32 : i64, heads = 4 : i64, eps = 1.0e-06 : f32} : tensor<16x128xf32>, tensor<32xf32> -> tensor<16x128xf32>
+  %c = nn.cross_entropy %x, %t {ignore_index = -100 : i64, reduction = "mean"} : tensor<16x128xf32>, tensor<16xi32> -> tensor<f32>
   func.return %g, %r, %l, %p, %q, %h, %c : tensor<16x128xf32>, tensor<16x128xf32>, tensor<16x128xf32>, tensor<16x128xf32>, tensor<16x64xf32>, tensor<16x128xf32>, tensor<f32>
 }
 
-// CHECK-LABEL: func.func @defaults(
+// CHECK-LABEL: func.func @properties(
 // CHECK-NEXT:    %g = nn.gelu %x {approximate = "none"} : tensor<16x128xf32> -> tensor<16x128xf32>
 // CHECK-NEXT:    %r = nn.rms_norm %x, %w {eps = 1.000000e-06 : f32} : tensor<16x128xf32>, tensor<128xf32> -> tensor<16x128xf32>
 // CHECK-NEXT:    %l = nn.layer_norm %x, %w, %b {eps = 1.000000e-05 : f32} : tensor<16x128xf32>, tensor<128xf32>, tensor<128xf32> -> tensor<16x128xf32>
@@ -24,7 +25,7 @@ func.func @defaults(%x: tensor<16x128xf32>, %w: tensor<128xf32>, %b: tensor<128x
 // CHECK-NEXT:    %h = nn.head_rms_norm %x, %hw {head_dim = 32 : i64, heads = 4 : i64, eps = 1.000000e-06 : f32} : tensor<16x128xf32>, tensor<32xf32> -> tensor<16x128xf32>
 // CHECK-NEXT:    %c = nn.cross_entropy %x, %t {ignore_index = -100 : i64, reduction = "mean"} : tensor<16x128xf32>, tensor<16xi32> -> tensor<f32>
 
-// CHECK-GENERIC-LABEL: "func.func"() <{sym_name = "defaults"
+// CHECK-GENERIC-LABEL: "func.func"() <{sym_name = "properties"
 // CHECK-GENERIC:         %g = "nn.gelu"(%x) <{approximate = "none"}> : (tensor<16x128xf32>) -> tensor<16x128xf32>
 // CHECK-GENERIC-NEXT:    %r = "nn.rms_norm"(%x, %w) <{eps = 1.000000e-06 : f32}> : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32>
 // CHECK-GENERIC-NEXT:    %l = "nn.layer_norm"(%x, %w, %b) <{eps = 1.000000e-05 : f32}> : (tensor<16x128xf32>, tensor<128xf32>, tensor<128xf32>) -> tensor<16x128xf32>

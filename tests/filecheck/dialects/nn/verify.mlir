@@ -90,7 +90,7 @@ func.func @result_element_type(%x: tensor<2x8xbf16>) {
 // -----
 
 func.func @result_dynamic(%x: tensor<2x8xf32>) {
-  %0 = "nn.gelu"(%x) : (tensor<2x8xf32>) -> tensor<?x8xf32>
+  %0 = "nn.gelu"(%x) <{approximate = "none"}> : (tensor<2x8xf32>) -> tensor<?x8xf32>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.gelu' op result must have a static shape, got tensor<?x8xf32>
@@ -260,7 +260,7 @@ func.func @swiglu_result(%z: tensor<2x8xbf16>) {
 // -----
 
 func.func @geglu_rank(%z: tensor<8xbf16>) {
-  %0 = "nn.geglu"(%z) : (tensor<8xbf16>) -> tensor<4xbf16>
+  %0 = "nn.geglu"(%z) <{approximate = "none"}> : (tensor<8xbf16>) -> tensor<4xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.geglu' op z must be rank 2, got tensor<8xbf16>
@@ -292,7 +292,7 @@ func.func @rms_eps(%x: tensor<2x8xbf16>, %w: tensor<8xbf16>) {
   %0 = "nn.rms_norm"(%x, %w) <{eps = -1.0e-06 : f32}> : (tensor<2x8xbf16>, tensor<8xbf16>) -> tensor<2x8xbf16>
   func.return
 }
-// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rms_norm' op eps must be non-negative
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rms_norm' op eps must be a non-negative finite number, got -1e-06
 // CHECK-NEXT: {{^// -{5}$}}
 
 // -----
@@ -307,7 +307,7 @@ func.func @rms_eps_type(%x: tensor<2x8xbf16>, %w: tensor<8xbf16>) {
 // -----
 
 func.func @rms_weight_type(%x: tensor<2x8xbf16>, %w: tensor<8xf32>) {
-  %0 = "nn.rms_norm"(%x, %w) : (tensor<2x8xbf16>, tensor<8xf32>) -> tensor<2x8xbf16>
+  %0 = "nn.rms_norm"(%x, %w) <{eps = 1.000000e-06 : f32}> : (tensor<2x8xbf16>, tensor<8xf32>) -> tensor<2x8xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rms_norm' op w element type f32 does not match x element type bf16
@@ -337,13 +337,13 @@ func.func @layer_norm_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf
   %0 = "nn.layer_norm"(%x, %w, %b) <{eps = -1.0 : f32}> : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
   func.return
 }
-// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.layer_norm' op eps must be non-negative
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.layer_norm' op eps must be a non-negative finite number
 // CHECK-NEXT: {{^// -{5}$}}
 
 // -----
 
 func.func @layer_norm_types(%x: tensor<2x8xf16>, %w: tensor<8xf16>, %b: tensor<8xf32>) {
-  %0 = "nn.layer_norm"(%x, %w, %b) : (tensor<2x8xf16>, tensor<8xf16>, tensor<8xf32>) -> tensor<2x8xf16>
+  %0 = "nn.layer_norm"(%x, %w, %b) <{eps = 1.000000e-05 : f32}> : (tensor<2x8xf16>, tensor<8xf16>, tensor<8xf32>) -> tensor<2x8xf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.layer_norm' op b element type f32 does not match x element type f16
@@ -363,7 +363,7 @@ func.func @rope_style(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
 // -----
 
 func.func @rope_odd_head_dim(%x: tensor<4x126xbf16>, %pos: tensor<4xi32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 63 : i64, rotary_heads = 2 : i64}> : (tensor<4x126xbf16>, tensor<4xi32>) -> tensor<4x126xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 63 : i64, rotary_heads = 2 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x126xbf16>, tensor<4xi32>) -> tensor<4x126xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op head_dim must be even (rotation pairs), got 63
@@ -372,7 +372,7 @@ func.func @rope_odd_head_dim(%x: tensor<4x126xbf16>, %pos: tensor<4xi32>) {
 // -----
 
 func.func @rope_zero_head_dim(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 0 : i64, rotary_heads = 2 : i64}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 0 : i64, rotary_heads = 2 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op head_dim must be positive, got 0
@@ -381,7 +381,7 @@ func.func @rope_zero_head_dim(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
 // -----
 
 func.func @rope_columns(%x: tensor<4x96xbf16>, %pos: tensor<4xi32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 1 : i64}> : (tensor<4x96xbf16>, tensor<4xi32>) -> tensor<4x96xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 1 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x96xbf16>, tensor<4xi32>) -> tensor<4x96xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op x has 96 columns, not a multiple of head_dim 64
@@ -390,7 +390,7 @@ func.func @rope_columns(%x: tensor<4x96xbf16>, %pos: tensor<4xi32>) {
 // -----
 
 func.func @rope_too_many_heads(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 3 : i64}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 3 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op rotary_heads must be between 0 and 2 (x has 2 heads of 64), got 3
@@ -399,7 +399,7 @@ func.func @rope_too_many_heads(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
 // -----
 
 func.func @rope_negative_heads(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = -1 : i64}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = -1 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op rotary_heads must be between 0 and 2 (x has 2 heads of 64), got -1
@@ -408,16 +408,16 @@ func.func @rope_negative_heads(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
 // -----
 
 func.func @rope_theta(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, theta = 0.0 : f32}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, theta = 0.0 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
   func.return
 }
-// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op theta must be positive
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op theta must be a positive finite number
 // CHECK-NEXT: {{^// -{5}$}}
 
 // -----
 
 func.func @rope_pos_type(%x: tensor<4x128xbf16>, %pos: tensor<4xi64>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64}> : (tensor<4x128xbf16>, tensor<4xi64>) -> tensor<4x128xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<4xi64>) -> tensor<4x128xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op pos must have element type i32, got tensor<4xi64>
@@ -426,7 +426,7 @@ func.func @rope_pos_type(%x: tensor<4x128xbf16>, %pos: tensor<4xi64>) {
 // -----
 
 func.func @rope_pos_float(%x: tensor<4x128xbf16>, %pos: tensor<4xf32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64}> : (tensor<4x128xbf16>, tensor<4xf32>) -> tensor<4x128xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<4xf32>) -> tensor<4x128xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op pos must have element type i32, got tensor<4xf32>
@@ -435,7 +435,7 @@ func.func @rope_pos_float(%x: tensor<4x128xbf16>, %pos: tensor<4xf32>) {
 // -----
 
 func.func @rope_pos_rank(%x: tensor<4x128xbf16>, %pos: tensor<4x1xi32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64}> : (tensor<4x128xbf16>, tensor<4x1xi32>) -> tensor<4x128xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<4x1xi32>) -> tensor<4x128xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op pos must be a rank-1 tensor of i32, got tensor<4x1xi32>
@@ -444,7 +444,7 @@ func.func @rope_pos_rank(%x: tensor<4x128xbf16>, %pos: tensor<4x1xi32>) {
 // -----
 
 func.func @rope_pos_length(%x: tensor<4x128xbf16>, %pos: tensor<8xi32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64}> : (tensor<4x128xbf16>, tensor<8xi32>) -> tensor<4x128xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<8xi32>) -> tensor<4x128xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op pos must have 4 elements (one per row), got tensor<8xi32>
@@ -453,7 +453,7 @@ func.func @rope_pos_length(%x: tensor<4x128xbf16>, %pos: tensor<8xi32>) {
 // -----
 
 func.func @rope_missing_property(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op property 'rotary_heads' expected in operation 'nn.rope'
@@ -462,7 +462,7 @@ func.func @rope_missing_property(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
 // -----
 
 func.func @rope_unknown_property(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
-  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, base = 1.0 : f32}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, base = 1.0 : f32, theta = 1.000000e+04 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op property 'base' is not defined by the operation 'nn.rope'.
@@ -494,7 +494,7 @@ func.func @head_norm_heads(%x: tensor<4x128xf32>, %w: tensor<64xf32>) {
   %0 = "nn.head_rms_norm"(%x, %w) <{head_dim = 64 : i64, heads = 4 : i64, eps = 1.0e-06 : f32}> : (tensor<4x128xf32>, tensor<64xf32>) -> tensor<4x128xf32>
   func.return
 }
-// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op heads must be between 0 and 2 (x has 2 heads of 64), got 4
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op heads must be between 0 and 2 (x has 2 heads of 64, starting at head 0), got 4
 // CHECK-NEXT: {{^// -{5}$}}
 
 // -----
@@ -512,13 +512,13 @@ func.func @head_norm_eps(%x: tensor<4x128xf32>, %w: tensor<64xf32>) {
   %0 = "nn.head_rms_norm"(%x, %w) <{head_dim = 64 : i64, heads = 2 : i64, eps = -1.0e-06 : f32}> : (tensor<4x128xf32>, tensor<64xf32>) -> tensor<4x128xf32>
   func.return
 }
-// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op eps must be non-negative
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op eps must be a non-negative finite number
 // CHECK-NEXT: {{^// -{5}$}}
 
 // -----
 
 func.func @head_norm_result(%x: tensor<4x128xf32>, %w: tensor<64xf32>) {
-  %0 = "nn.head_rms_norm"(%x, %w) <{head_dim = 64 : i64, heads = 2 : i64}> : (tensor<4x128xf32>, tensor<64xf32>) -> tensor<4x64xf32>
+  %0 = "nn.head_rms_norm"(%x, %w) <{head_dim = 64 : i64, heads = 2 : i64, eps = 1.000000e-06 : f32}> : (tensor<4x128xf32>, tensor<64xf32>) -> tensor<4x64xf32>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op result shape must be 4x128, got 4x64
@@ -538,7 +538,7 @@ func.func @ce_reduction(%l: tensor<4x16xbf16>, %t: tensor<4xi32>) {
 // -----
 
 func.func @ce_result_rank(%l: tensor<4x16xbf16>, %t: tensor<4xi32>) {
-  %0 = "nn.cross_entropy"(%l, %t) : (tensor<4x16xbf16>, tensor<4xi32>) -> tensor<4xf32>
+  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<4x16xbf16>, tensor<4xi32>) -> tensor<4xf32>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op result must be a 0-d tensor of f32 (tensor<f32>), got tensor<4xf32>
@@ -547,7 +547,7 @@ func.func @ce_result_rank(%l: tensor<4x16xbf16>, %t: tensor<4xi32>) {
 // -----
 
 func.func @ce_result_type(%l: tensor<4x16xbf16>, %t: tensor<4xi32>) {
-  %0 = "nn.cross_entropy"(%l, %t) : (tensor<4x16xbf16>, tensor<4xi32>) -> tensor<bf16>
+  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<4x16xbf16>, tensor<4xi32>) -> tensor<bf16>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op result must be a 0-d tensor of f32 (tensor<f32>), got tensor<bf16>
@@ -556,7 +556,7 @@ func.func @ce_result_type(%l: tensor<4x16xbf16>, %t: tensor<4xi32>) {
 // -----
 
 func.func @ce_targets_length(%l: tensor<4x16xbf16>, %t: tensor<16xi32>) {
-  %0 = "nn.cross_entropy"(%l, %t) : (tensor<4x16xbf16>, tensor<16xi32>) -> tensor<f32>
+  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<4x16xbf16>, tensor<16xi32>) -> tensor<f32>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op targets must have 4 elements (one per row), got tensor<16xi32>
@@ -565,7 +565,7 @@ func.func @ce_targets_length(%l: tensor<4x16xbf16>, %t: tensor<16xi32>) {
 // -----
 
 func.func @ce_targets_type(%l: tensor<4x16xbf16>, %t: tensor<4xf32>) {
-  %0 = "nn.cross_entropy"(%l, %t) : (tensor<4x16xbf16>, tensor<4xf32>) -> tensor<f32>
+  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<4x16xbf16>, tensor<4xf32>) -> tensor<f32>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op targets must have element type i32, got tensor<4xf32>
@@ -574,7 +574,7 @@ func.func @ce_targets_type(%l: tensor<4x16xbf16>, %t: tensor<4xf32>) {
 // -----
 
 func.func @ce_logits_type(%l: tensor<4x16xi32>, %t: tensor<4xi32>) {
-  %0 = "nn.cross_entropy"(%l, %t) : (tensor<4x16xi32>, tensor<4xi32>) -> tensor<f32>
+  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<4x16xi32>, tensor<4xi32>) -> tensor<f32>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op logits must have element type f32, bf16 or f16, got tensor<4x16xi32>
@@ -583,7 +583,7 @@ func.func @ce_logits_type(%l: tensor<4x16xi32>, %t: tensor<4xi32>) {
 // -----
 
 func.func @ce_ignore_index_type(%l: tensor<4x16xf32>, %t: tensor<4xi32>) {
-  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = "none"}> : (tensor<4x16xf32>, tensor<4xi32>) -> tensor<f32>
+  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = "none", reduction = "mean"}> : (tensor<4x16xf32>, tensor<4xi32>) -> tensor<f32>
   func.return
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op "none" should be of base attribute integer
@@ -619,6 +619,134 @@ func.func @head_dim_must_be_i64(%x: tensor<4x8xf32>, %p: tensor<4xi32>) -> tenso
   func.return %y : tensor<4x8xf32>
 }
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op property head_dim must be an i64 integer (e.g. `head_dim = 4 : i64`), got i32
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+// ===== required properties, NaN / infinite values, sizes (issue 12)
+
+func.func @missing_eps(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  %0 = "nn.rms_norm"(%x, %w) : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rms_norm' op property 'eps' expected
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @missing_eps_pretty(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  %0 = nn.layer_norm %x, %w, %b : tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<2x8xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.layer_norm' op property 'eps' expected
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @missing_approximate(%x: tensor<2x8xf32>) {
+  %0 = "nn.gelu"(%x) : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.gelu' op property 'approximate' expected
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @missing_theta(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, style = "half"}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op property 'theta' expected
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @missing_style(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, theta = 1.0e+04 : f32}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op property 'style' expected
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @missing_reduction(%l: tensor<4x16xf32>, %t: tensor<4xi32>) {
+  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = -100 : i64}> : (tensor<4x16xf32>, tensor<4xi32>) -> tensor<f32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op property 'reduction' expected
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @missing_ignore_index(%l: tensor<4x16xf32>, %t: tensor<4xi32>) {
+  %0 = "nn.cross_entropy"(%l, %t) <{reduction = "sum"}> : (tensor<4x16xf32>, tensor<4xi32>) -> tensor<f32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op property 'ignore_index' expected
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @eps_nan(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  %0 = "nn.rms_norm"(%x, %w) <{eps = 0x7FC00000 : f32}> : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rms_norm' op eps must be a non-negative finite number, got nan
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @eps_inf(%x: tensor<4x128xf32>, %w: tensor<64xf32>) {
+  %0 = "nn.head_rms_norm"(%x, %w) <{head_dim = 64 : i64, heads = 2 : i64, eps = 0x7F800000 : f32}> : (tensor<4x128xf32>, tensor<64xf32>) -> tensor<4x128xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op eps must be a non-negative finite number, got inf
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @theta_nan(%x: tensor<4x128xbf16>, %pos: tensor<4xi32>) {
+  %0 = "nn.rope"(%x, %pos) <{head_dim = 64 : i64, rotary_heads = 2 : i64, theta = 0x7FC00000 : f32, style = "half"}> : (tensor<4x128xbf16>, tensor<4xi32>) -> tensor<4x128xbf16>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.rope' op theta must be a positive finite number, got nan
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @ignore_index_range(%l: tensor<4x16xf32>, %t: tensor<4xi32>) {
+  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = 4294967296 : i64, reduction = "mean"}> : (tensor<4x16xf32>, tensor<4xi32>) -> tensor<f32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op ignore_index must fit in i32 like the targets ([-2147483648, 2147483647]), got 4294967296
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @zero_dim(%x: tensor<0x8xf32>) {
+  %0 = "nn.relu"(%x) : (tensor<0x8xf32>) -> tensor<0x8xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.relu' op x has a zero-size dimension (tensor<0x8xf32>): every dimension must be at least 1
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @zero_targets(%l: tensor<4x16xf32>, %t: tensor<0xi32>) {
+  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<4x16xf32>, tensor<0xi32>) -> tensor<f32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op targets has a zero-size dimension (tensor<0xi32>): every dimension must be at least 1
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @dims_beyond_int64(%x: tensor<99999999999999999999x8xf32>) {
+  %0 = "nn.silu"(%x) : (tensor<99999999999999999999x8xf32>) -> tensor<99999999999999999999x8xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.silu' op x has 799999999999999999992 elements (99999999999999999999x8), more than int64 can index (9223372036854775807)
 // CHECK-NEXT: {{^// -{5}$}}
 
 // -----

@@ -1,0 +1,4 @@
+// café: a Latin-1 comment
+func.func @f() {
+  func.return
+}
