@@ -238,8 +238,8 @@ def test_fake_tensors_trace_without_running(fn):
         (lambda x, tok: (x, x, x[:, :4], tok), r"argument #2 'v' must be 8x16 float32, got 8x4 float32"),
         (lambda x, tok: (x, x.double(), x, tok), r"argument #1 'w' must be 8x16 float32, got 8x16 float64"),
         (lambda x, tok: (x, x, x, tok.long()), r"argument #3 'tok' must be 8 int32, got 8 int64"),
-        (lambda x, tok: (x, x, x.to("meta"), tok), r"argument #2 'v' is on meta"),
-        (lambda x, tok: (x.to("meta"), x.to("meta"), x.to("meta"), tok.to("meta")), r"argument #0 'x' is a meta tensor"),
+        (lambda x, tok: (x, x, x.to("meta"), tok), r"argument #2 .*meta"),
+        (lambda x, tok: (x.to("meta"), x.to("meta"), x.to("meta"), tok.to("meta")), r"argument #0 .*meta tensor"),
         (lambda x, tok: (x, x, x, 3), r"argument #3 'tok' must be a torch.Tensor"),
     ],
 )

@@ -494,7 +494,7 @@ func.func @head_norm_heads(%x: tensor<4x128xf32>, %w: tensor<64xf32>) {
   %0 = "nn.head_rms_norm"(%x, %w) <{head_dim = 64 : i64, heads = 4 : i64, eps = 1.0e-06 : f32}> : (tensor<4x128xf32>, tensor<64xf32>) -> tensor<4x128xf32>
   func.return
 }
-// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op heads must be between 0 and 2 (x has 2 heads of 64, starting at head 0), got 4
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op heads must be between 0 and 2 (x has 2 heads of 64), got 4
 // CHECK-NEXT: {{^// -{5}$}}
 
 // -----
