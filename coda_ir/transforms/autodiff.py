@@ -18,8 +18,7 @@ What the forward saves is decided value by value:
   computed next to the norm; `coda-defer-norms` reuses the statistics the deferred norm computes
   anyway), never the normalized activation for its own backward;
 * a value the backward needs that is cheap to rebuild from values saved anyway (an activation
-  from its input, a gated activation from the pre-activation z, a norm's output from x and the
-  statistics) is stored or recomputed as the IO model decides (`io_model.store_or_recompute`:
+  from its input, a norm's output from x and the statistics) is stored or recomputed as the IO model decides (`io_model.store_or_recompute`:
   an extra [M, N] write in forward plus a read in backward, against recomputing it in the
   backward kernel that needs it); option `cost-model=false` stores it;
 * RoPE's backward needs only the positions (its rotation is orthogonal: `dx = R(-a) dy`);
@@ -268,12 +267,16 @@ RECOMPUTE_COST = {
     nn.SiluOp: (4.0, 1.0),
     nn.GeluOp: (8.0, 1.0),
     nn.ReluOp: (1.0, 0.0),
-    nn.SwiGLUOp: (5.0, 1.0),
-    nn.GeGLUOp: (9.0, 1.0),
     nn.RMSNormOp: (2.0, 0.0),
     nn.LayerNormOp: (4.0, 0.0),
 }
-"""Forward ops whose result the backward may rebuild instead of reading a saved copy."""
+"""Forward ops whose result the backward may rebuild instead of reading a saved copy.
+
+Gated activations (`nn.swiglu`, `nn.geglu`) are not among them: rebuilt on their own, the pair
+(j, j + F) needs a column tile holding all 2F columns of a row (measured on the H100 at the 1B
+shape, F = 8192: 4.5 ms for that one kernel, against ~0.1 ms to store g in the forward and read
+it back). Rebuilding g in the down-projection's dgrad epilogue, which already reads z at
+interleaved columns, needs a fusion of that sibling kernel into the GEMM that does not exist yet."""
 
 
 def _recompute_inputs(op: Operation) -> list[Needed]:
@@ -298,10 +301,6 @@ def recompute_decision(value: SSAValue, cost_model: bool) -> tuple[str, str]:
         return "store", "no cost model" if not cost_model else "not rebuildable"
     flops, sfu = RECOMPUTE_COST[type(op)]
     m, n = _shape(value)
-    if isinstance(op, (nn.SwiGLUOp, nn.GeGLUOp)) and n & (n - 1):
-        # rebuilt on its own, the pair (j, j + F) needs a column tile holding 2F columns, a power
-        # of two in Triton; only a GEMM epilogue (interleaved columns) pairs other widths today
-        return "store", f"a standalone {op.name} of width {n} (not a power of two) cannot be rebuilt"
     try:
         from coda_ir.analysis import io_model
 

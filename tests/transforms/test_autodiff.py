@@ -85,7 +85,7 @@ def test_contract_signatures():
     float_args = [t for t in f_in if "i32" not in str(t)]
     assert list(bwd.function_type.outputs.data) == float_args
     # the norms save f32 row statistics and rebuild the normalized activations; g = swiglu(z)
-    # is stored here (F = 160: a standalone pair kernel needs a power-of-two width)
+    # is stored (a standalone rebuild would need a 2F-wide tile)
     text = str(module)
     assert text.count("nn.rms_norm_rstd") == 2
     bwd_text = str(bwd)
@@ -107,9 +107,13 @@ func.func @mlp(%x: tensor<45x32xbf16>, %wn: tensor<32xbf16>, %wgu: tensor<128x32
 """
 
 
-def test_gated_activation_is_rebuilt_from_z():
-    bwd = str(load_func(differentiated(MLP), "mlp_bwd"))
-    assert "nn.swiglu %z" in bwd and "nn.rms_norm_apply" in bwd
+def test_gated_activation_is_stored_norm_output_rebuilt():
+    """g = swiglu(z) is saved (a standalone rebuild needs a 2F-wide tile: 4.5 ms on the H100 at
+    the 1B shape); the norm's output is rebuilt from x and rstd."""
+    module = differentiated(MLP)
+    bwd = str(load_func(module, "mlp_bwd"))
+    assert "nn.swiglu %z" not in bwd and "nn.rms_norm_apply" in bwd
+    assert "%g" in str(load_func(module, "mlp_fwd")).split("func.return")[1]
 
 
 def test_store_without_cost_model():
