@@ -231,13 +231,19 @@ def _gelu_grad(dy: torch.Tensor, x: torch.Tensor, approximate: str) -> torch.Ten
     return torch.ops.aten.gelu_backward(dy, x, approximate=approximate)
 
 
-def _cross_entropy_grad(logits, targets, dloss, ignore_index: int, reduction: str) -> torch.Tensor:
-    m, v = logits.shape
+def _kept_targets(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(targets as int64, rows whose target is kept); a kept target outside [0, V) is an error."""
+    v = logits.shape[1]
     t = targets.to(torch.int64)
     keep = t != ignore_index
     bad = keep & ((t < 0) | (t >= v))
     if bool(bad.any()):
         raise ValueError(f"cross_entropy target out of range [0, {v}) at rows {bad.nonzero().flatten().tolist()[:8]}")
+    return t, keep
+
+
+def _cross_entropy_grad(logits, targets, dloss, ignore_index: int, reduction: str) -> torch.Tensor:
+    t, keep = _kept_targets(logits, targets, ignore_index)
     p = torch.softmax(logits, dim=-1)
     onehot = torch.zeros_like(p).scatter_(1, torch.where(keep, t, 0)[:, None], 1.0)
     scale = dloss.to(p.dtype)
@@ -247,12 +253,7 @@ def _cross_entropy_grad(logits, targets, dloss, ignore_index: int, reduction: st
 
 
 def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, reduction: str) -> torch.Tensor:
-    m, v = logits.shape
-    t = targets.to(torch.int64)
-    keep = t != ignore_index
-    bad = keep & ((t < 0) | (t >= v))
-    if bool(bad.any()):
-        raise ValueError(f"cross_entropy target out of range [0, {v}) at rows {bad.nonzero().flatten().tolist()[:8]}")
+    t, keep = _kept_targets(logits, targets, ignore_index)
     lse = torch.logsumexp(logits, dim=-1)
     picked = logits.gather(1, torch.where(keep, t, 0)[:, None])[:, 0]
     losses = torch.where(keep, lse - picked, torch.zeros((), dtype=logits.dtype))

@@ -44,8 +44,8 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from coda_ir.dialects import nn
+from coda_ir.dialects.element_types import element_name
 from coda_ir.tools.diagnostics import CompilerError
-from coda_ir.transforms import remarks
 
 FWD_SUFFIX = "_fwd"
 BWD_SUFFIX = "_bwd"
@@ -53,7 +53,7 @@ BWD_SUFFIX = "_bwd"
 
 def _is_float(value: SSAValue) -> bool:
     ty = value.type
-    return isinstance(ty, TensorType) and not str(ty.get_element_type()).startswith("i")
+    return isinstance(ty, TensorType) and isinstance(ty.get_element_type(), nn.FLOAT_TYPES)
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
@@ -291,7 +291,7 @@ def _recompute_inputs(op: Operation) -> list[Needed]:
 def _dtype_name(value: SSAValue) -> str:
     ty = value.type
     assert isinstance(ty, TensorType)
-    return {"bf16": "bf16", "f16": "f16", "f32": "f32"}.get(str(ty.get_element_type()), "bf16")
+    return element_name(ty.get_element_type())
 
 
 def recompute_decision(value: SSAValue, cost_model: bool) -> tuple[str, str]:
@@ -492,9 +492,9 @@ class _Differentiator:
             for new in new_ops:
                 new.location = op.location
                 block.add_op(new)
-            for v, g in zip(op.operands, dxs):
-                if g is not None and wants_of[op][list(op.operands).index(v)]:
-                    add_grad(v, g, op)
+            for v, g, wanted in zip(op.operands, dxs, wants_of[op]):
+                if g is not None and wanted:
+                    add_grad(v, g, op)  # an operand used twice (x * x) gets both terms
         outs: list[SSAValue] = []
         for arg in self.block.args:
             if not _is_float(arg):

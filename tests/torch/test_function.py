@@ -293,6 +293,9 @@ def test_opcheck_schema_fake_and_autograd_registration(fn):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_cuda_gradients_match_cpu(fn):
+    # Known to fail on the lent H100 (2026-11-23): after the CPU call ran the kernels through
+    # Triton's interpreter, the CUDA compile of the same module fails (runtime.stdlib_mode swaps
+    # Triton internals per call; issue 13 item 5). Each device alone works.
     x, w, v, tok = inputs()
     cpu = [t.clone().requires_grad_(True) for t in (x, w, v)]
     gpu = [t.cuda().requires_grad_(True) for t in (x, w, v)]
@@ -307,15 +310,6 @@ def test_cuda_gradients_match_cpu(fn):
 # ----------------------------------------------------------------------------- real programs
 # These use the nn-autodiff pass (f_fwd / f_bwd made by the compiler) on the project's block
 # templates at tiny shapes, checked against autograd through coda_ir.reference.
-
-
-def _autodiff_available() -> bool:
-    from coda_ir.tools.coda_opt import coda_passes
-
-    return "nn-autodiff" in coda_passes()
-
-
-needs_autodiff = pytest.mark.skipif(not _autodiff_available(), reason="the nn-autodiff pass is not registered")
 
 
 def _generator():
@@ -341,18 +335,12 @@ def tiny_program(kind: str, dt: str) -> str:
     raise ValueError(kind)
 
 
-def differentiable_or_skip(text: str):
-    """The compiled function with its @f_fwd and full @f_bwd compiled; skipped (not failed) only
-    while the nn-to-coda pipeline cannot lower some backward op yet."""
+def differentiable(text: str):
+    """The compiled function with its @f_fwd and full @f_bwd compiled up front (a program whose
+    backward does not lower fails here, naming the op)."""
     fn = coda_ir.torch.function(text)
-    try:
-        fn.forward_module
-        fn.backward_module((True,) * len(fn.float_args))
-    except coda_ir.CompileError as error:
-        if "nn op left after the pipeline" not in str(error):
-            raise
-        left = sorted({m.split("'")[1] for m in error.messages if "'" in m})
-        pytest.skip(f"nn-to-coda does not lower {', '.join(left)} yet")
+    fn.forward_module
+    fn.backward_module((True,) * len(fn.float_args))
     return fn
 
 
@@ -361,13 +349,12 @@ def upstream_for(outs, seed=3):
     return [torch.randn(o.shape, generator=g, dtype=torch.float64).to(o.dtype) if o.dim() else torch.ones((), dtype=o.dtype) for o in outs]
 
 
-@needs_autodiff
 @pytest.mark.parametrize("kind, dt", [("llama_block", "bf16"), ("gpt2_block", "f32"), ("lm_head", "bf16")])
 def test_real_program_gradients_match_reference_autograd(kind, dt):
     from coda_ir.testing import random_inputs
 
     text = tiny_program(kind, dt)
-    fn = differentiable_or_skip(text)
+    fn = differentiable(text)
     assert fn.differentiable and fn.num_saved >= 0
     inputs = random_inputs(text, seed=0)
     leaves = [t.clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs]
@@ -380,12 +367,11 @@ def test_real_program_gradients_match_reference_autograd(kind, dt):
     assert_matches(grads, *reference_gradients(text, inputs, upstream), names)
 
 
-@needs_autodiff
 def test_real_program_frozen_weights_drop_gradient_kernels():
     from coda_ir.testing import random_inputs
 
     text = tiny_program("llama_block", "f32")
-    fn = differentiable_or_skip(text)
+    fn = differentiable(text)
     inputs = random_inputs(text, seed=1)
     # only the activations train (frozen weights, as LoRA's base model)
     trainable = {"x0", "y0"}
@@ -403,7 +389,6 @@ def test_real_program_frozen_weights_drop_gradient_kernels():
     assert all(leaves[i].grad is None for i in fn.float_args if fn.args[i].name not in trainable)
 
 
-@needs_autodiff
 def test_real_loss_under_torch_compile_and_checkpoint():
     import torch._dynamo
     from torch._dynamo.utils import counters
@@ -411,7 +396,7 @@ def test_real_loss_under_torch_compile_and_checkpoint():
     from coda_ir.testing import random_inputs
 
     text = tiny_program("lm_head", "f32")
-    fn = differentiable_or_skip(text)
+    fn = differentiable(text)
 
     x, wn, wlm, targets = random_inputs(text, seed=2)
 
@@ -431,7 +416,6 @@ def test_real_loss_under_torch_compile_and_checkpoint():
     torch._dynamo.reset()
 
 
-@needs_autodiff
 @pytest.mark.parametrize("kind", ["llama_block", "lm_head"])
 def test_real_program_without_grad_runs_f(kind):
     from coda_ir.testing import check_against_reference, random_inputs
@@ -445,7 +429,6 @@ def test_real_program_without_grad_runs_f(kind):
     check_against_reference(text, [t.detach() for t in inputs], outs)
 
 
-@needs_autodiff
 def test_real_program_frozen_weights_variant_has_no_weight_gradient_gemms():
     # LoRA-like: only the activations x0, y0 need gradients; the four weight-gradient GEMMs
     # (dy^T @ x) of the block and every norm-weight reduction must be gone from the variant

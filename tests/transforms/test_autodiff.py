@@ -208,3 +208,16 @@ def test_backward_is_bitwise_deterministic():
     second = program.llama_block_bwd(*saved, *upstream)
     for a, b in zip(first, second):
         assert torch.equal(a, b)
+
+
+def test_operand_used_twice_sums_both_terms():
+    """d(x * x)/dx = 2x: both operand slots contribute (fan-out inside one op)."""
+    source = """
+func.func @sq(%x: tensor<5x24xf32>) -> tensor<5x24xf32> {
+  %y = "nn.mul"(%x, %x) : (tensor<5x24xf32>, tensor<5x24xf32>) -> tensor<5x24xf32>
+  func.return %y : tensor<5x24xf32>
+}
+"""
+    assert exact_gap(source) < 1e-12
+    program = coda_ir.compile(source, pipeline="nn-autodiff,nn-to-coda")
+    testing.check_gradients(program, source, testing.random_inputs(source, seed=1), seed=1)
