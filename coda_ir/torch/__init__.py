@@ -5,10 +5,13 @@
   backward runs the compiled `@f_bwd` (the `nn-autodiff` contract of NN_DIALECT.md). Both are
   custom ops with fake implementations, so `torch.compile(fullgraph=True)` traces them without
   graph breaks, and non-reentrant activation checkpointing recomputes them.
+* `coda_ir.torch.from_hf(model)`: a Hugging Face `LlamaForCausalLM` / `Qwen3ForCausalLM` as a
+  module of compiled fusion units over the model's own parameters (coda_ir/torch/hf.py).
 """
 
 from __future__ import annotations
 
 from coda_ir.torch.function import CodaFunction, function
+from coda_ir.torch.hf import CodaCausalLM, from_hf
 
-__all__ = ["function", "CodaFunction"]
+__all__ = ["function", "CodaFunction", "from_hf", "CodaCausalLM"]

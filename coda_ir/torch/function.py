@@ -34,6 +34,7 @@ from xdsl.ir import BlockArgument, SSAValue
 import coda_ir
 from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments
 from coda_ir.reference import element_dtype
+from coda_ir.transforms.remarks import printed_remarks
 
 __all__ = ["function", "CodaFunction"]
 
@@ -212,7 +213,12 @@ class CodaFunction:
     by `mask` (all true: `@f_bwd` itself).
     """
 
-    def __init__(self, source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda"):
+    def __init__(self, source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda", remarks: bool = True):
+        self.remarks = remarks
+        with printed_remarks(remarks):
+            self._build(source, name, pipeline)
+
+    def _build(self, source: object, name: str | None, pipeline: str | None) -> None:
         module = coda_ir.parse(source)
         funcs = _funcs(module)
         if not funcs:
@@ -341,7 +347,8 @@ class CodaFunction:
             raise ArgumentError(f"@{self.name} has no @{self.fwd_name}: cannot compute gradients")
         with self._lock:
             if self._forward_module is None:
-                self._forward_module = coda_ir.compile(_only_functions(self.nn_module, [self.fwd_name]), self.pipeline)
+                with printed_remarks(self.remarks):
+                    self._forward_module = coda_ir.compile(_only_functions(self.nn_module, [self.fwd_name]), self.pipeline)
             return self._forward_module
 
     # ------------------------------------------------------------------ backward variants
@@ -358,7 +365,8 @@ class CodaFunction:
         with self._lock:
             variant = self._variants.get(mask)
             if variant is None:
-                variant = coda_ir.compile(self._backward_variant_ir(mask), self.pipeline)
+                with printed_remarks(self.remarks):
+                    variant = coda_ir.compile(self._backward_variant_ir(mask), self.pipeline)
                 self._variants[mask] = variant
             return variant
 
@@ -418,12 +426,13 @@ class CodaFunction:
         return f"<coda_ir.torch.function @{self.name} op={self.op_name}>"
 
 
-def function(source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda") -> CodaFunction:
+def function(source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda", remarks: bool = True) -> CodaFunction:
     """Compile the nn function `name` (default: the first) of `source` (MLIR text, a path or an
     xDSL ModuleOp) into a callable on torch tensors, differentiable through `@f_bwd`.
 
     When the module does not define `@<name>_fwd` and `@<name>_bwd` itself, the `nn-autodiff`
     pass makes them; `pipeline` is the lowering that follows (a leading `nn-autodiff` is
     accepted and ignored). Returns a `CodaFunction`: call it with tensors of the argument types
-    (a tensor, or a tuple when the function has several results)."""
-    return CodaFunction(source, name, pipeline=pipeline)
+    (a tensor, or a tuple when the function has several results). `remarks=False` records the
+    compiler's remarks (coda_ir.transforms.remarks.EMITTED) without printing them."""
+    return CodaFunction(source, name, pipeline=pipeline, remarks=remarks)

@@ -19,6 +19,9 @@ from coda_ir.tools.diagnostics import CompilerError, Diagnostic
 REMARKS_AS_ERRORS = False
 """Module-level switch: every remark raises a CompilerError while it is on."""
 
+PRINT_REMARKS = True
+"""Module-level switch: remarks go to stderr while it is on (they are recorded either way)."""
+
 EMITTED: list[str] = []
 """Every remark printed in this process, in order (tests and the Python API read it)."""
 
@@ -30,7 +33,8 @@ def emit_remark(op: Operation | None, message: str, *, as_error: bool = False, i
         raise CompilerError(op, message)
     text = str(Diagnostic(op, message, severity="remark"))
     EMITTED.append(text)
-    print(text, file=sys.stderr)
+    if PRINT_REMARKS:
+        print(text, file=sys.stderr)
 
 
 @contextmanager
@@ -42,3 +46,17 @@ def remarks_as_errors(enabled: bool = True):
         yield
     finally:
         REMARKS_AS_ERRORS = previous
+
+
+@contextmanager
+def printed_remarks(enabled: bool):
+    """Print remarks on stderr while inside (`enabled`) or only record them in `EMITTED`: a
+    library that compiles on a user's behalf (`coda_ir.torch.from_hf`) keeps the user's stderr
+    for what they asked to see."""
+    global PRINT_REMARKS
+    previous = PRINT_REMARKS
+    PRINT_REMARKS = enabled
+    try:
+        yield
+    finally:
+        PRINT_REMARKS = previous
