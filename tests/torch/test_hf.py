@@ -252,3 +252,17 @@ def test_decoder_program_is_valid_nn():
     spec = spec_of(tiny_model("qwen3"))
     module = coda_ir.parse(decoder_program(spec, BATCH * SEQ, SEQ))
     module.verify()
+
+
+def test_readme_example_runs(capsys):
+    import re
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S) if "from_hf(" in s)
+    exec(compile(snippet, str(readme), "exec"), {})
+    steps = re.findall(r"coda-ir loss ([0-9.]+), Hugging Face loss ([0-9.]+)", capsys.readouterr().out)
+    assert len(steps) == 5
+    assert float(steps[-1][0]) < float(steps[0][0])  # it trains
+    for ours, theirs in steps:
+        assert abs(float(ours) - float(theirs)) <= 2e-4
