@@ -417,7 +417,8 @@ def from_hf(model, *, pipeline: str | None = "nn-to-coda", progress: bool = True
     `.loss` (mean cross-entropy of the shifted labels, ignore index -100) when `labels` are given,
     else `.logits` [batch, seq, vocab]. Programs compile on first use of a shape (a message on
     stderr unless `progress=False`); under `torch.compile` use `dynamic=False`. `pipeline` is
-    the nn-to-coda pipeline to lower with ("nn-to-coda" fuses; "nn-to-coda-unfused" does not);
+    the pipeline to lower with after `nn-autodiff` (default "nn-to-coda"; its options switch stages
+    off, e.g. "nn-to-coda{fuse=false}");
     `remarks=True` prints the compiler's remarks (why a rewrite did not fire) on stderr.
     An unsupported configuration raises a `CompileError` naming the config field."""
     return CodaCausalLM(model, pipeline=pipeline, progress=progress, remarks=remarks)
