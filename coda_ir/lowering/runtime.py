@@ -335,6 +335,10 @@ def interpret_mode(interpret: bool) -> Iterator[None]:
 
 _LOCK = threading.RLock()
 _STDLIB_SWAPS: dict[tuple[int, bool], object] = {}
+_MISSING = object()
+_INTERPRETED_IN_PROCESS = False
+"""Set once a call has run under Triton's interpreter: from then on every call of this process
+switches modes under `_LOCK` (the interpreter mutates `triton.language` while it runs)."""
 
 
 @contextlib.contextmanager
@@ -343,7 +347,7 @@ def stdlib_mode(interpret: bool) -> Iterator[None]:
 
     They were decorated once, in the mode of the first import of `triton.language`; when a call
     needs the other mode (CPU tensors in a GPU process, or the reverse) they are swapped for
-    the duration of the call."""
+    the duration of the call. Callers hold `_LOCK` for the whole call (see `triton_mode`)."""
     import triton.language as tl
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
@@ -368,6 +372,69 @@ def stdlib_mode(interpret: bool) -> Iterator[None]:
         with _LOCK:
             for module, name, value in saved:
                 setattr(module, name, value)
+
+
+def _language_objects() -> list[object]:
+    """The modules and classes of `triton.language` whose attributes the interpreter patches."""
+    import triton.language as tl
+
+    candidates = (tl, tl.core, tl.math, getattr(tl, "standard", None), tl.tensor, getattr(tl, "condition", None),
+                  tl.dtype, getattr(tl.core, "tensor_descriptor_base", None))
+    unique = {id(obj): obj for obj in candidates if obj is not None}
+    return list(unique.values())
+
+
+@contextlib.contextmanager
+def restored_language() -> Iterator[None]:
+    """Undo whatever the interpreter leaves patched in `triton.language`.
+
+    The interpreter swaps `triton.language` builtins for numpy-backed ones while a kernel runs,
+    and a device function called from an interpreted kernel (`InterpretedFunction.__call__`,
+    e.g. `tl.cdiv`) patches them again without restoring (Triton 3.6 and 3.9): a later GPU
+    compile in the same process then fails inside `tl.cdiv`. Snapshot and restore."""
+    snapshots = [(obj, dict(vars(obj))) for obj in _language_objects()]
+    try:
+        yield
+    finally:
+        for obj, before in snapshots:
+            now = dict(vars(obj))
+            for name in now.keys() - before.keys():
+                with contextlib.suppress(AttributeError, TypeError):
+                    delattr(obj, name)
+            for name, value in before.items():
+                if now.get(name, _MISSING) is not value:
+                    with contextlib.suppress(AttributeError, TypeError):
+                        setattr(obj, name, value)
+
+
+def _stdlib_is_interpreted() -> bool:
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(getattr(tl.standard, "cdiv", None), InterpretedFunction)
+
+
+@contextlib.contextmanager
+def triton_mode(interpret: bool) -> Iterator[None]:
+    """Run one call of generated code in the right Triton mode, thread-safely.
+
+    A process that only ever compiles for the GPU takes no lock and swaps nothing. Once a call
+    is interpreted (CPU tensors), calls switch the environment variable, the standard library
+    and `triton.language` under one lock held for the whole call, so a GPU compile never sees
+    the interpreter's patches, whichever thread runs it."""
+    global _INTERPRETED_IN_PROCESS
+    if not interpret and not _INTERPRETED_IN_PROCESS and not _stdlib_is_interpreted():
+        yield
+        return
+    with _LOCK:
+        if interpret:
+            _INTERPRETED_IN_PROCESS = True
+        with interpret_mode(interpret), stdlib_mode(interpret):
+            if interpret:
+                with restored_language():
+                    yield
+            else:
+                yield
 
 
 @contextlib.contextmanager
@@ -483,7 +550,7 @@ class CompiledModule:
             check_arguments(name, args, getattr(module, f"_SIG_{name}"))
             check_indices(name, args, self.index_checks.get(name, ()))
             try:
-                with interpret_mode(interpret), stdlib_mode(interpret), _quiet_numpy(interpret):
+                with triton_mode(interpret), _quiet_numpy(interpret):
                     return host(*args)
             except CodaError:
                 raise

@@ -293,9 +293,9 @@ def test_opcheck_schema_fake_and_autograd_registration(fn):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_cuda_gradients_match_cpu(fn):
-    # Known to fail on the lent H100 (2026-11-23): after the CPU call ran the kernels through
-    # Triton's interpreter, the CUDA compile of the same module fails (runtime.stdlib_mode swaps
-    # Triton internals per call; issue 13 item 5). Each device alone works.
+    # The CPU call runs the kernels through Triton's interpreter, which leaves triton.language
+    # patched; the CUDA compile that follows failed inside tl.cdiv on the H100 until
+    # runtime.triton_mode restored it (tests/lowering/test_runtime_modes.py checks that on CPU).
     x, w, v, tok = inputs()
     cpu = [t.clone().requires_grad_(True) for t in (x, w, v)]
     gpu = [t.cuda().requires_grad_(True) for t in (x, w, v)]

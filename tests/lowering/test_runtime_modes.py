@@ -1,0 +1,70 @@
+"""runtime.triton_mode: an interpreted call leaves `triton.language` as it found it.
+
+Triton's interpreter patches `triton.language` builtins while it runs, and a device function
+called from an interpreted kernel (`tl.cdiv` in every GEMM kernel) re-patches them without
+restoring; in a GPU process the next CUDA compile then fails inside `tl.cdiv` (seen on the H100:
+tests/torch/test_function.py::test_cuda_gradients_match_cpu). The snapshot/restore makes an
+interpreted call side-effect free, which this checks on CPU by identity of every attribute.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+import coda_ir
+from coda_ir.lowering import runtime
+
+PROGRAM = """
+func.func @f(%x: tensor<24x40xf32>, %w: tensor<48x40xf32>) -> tensor<24x48xf32> {
+  %y = nn.linear %x, %w : tensor<24x40xf32>, tensor<48x40xf32> -> tensor<24x48xf32>
+  %z = nn.silu %y : tensor<24x48xf32> -> tensor<24x48xf32>
+  func.return %z : tensor<24x48xf32>
+}
+"""
+
+
+def _state():
+    return [(obj, dict(vars(obj))) for obj in runtime._language_objects()]
+
+
+def _changed(before):
+    changes = []
+    for obj, attrs in before:
+        now = dict(vars(obj))
+        for name in set(attrs) | set(now):
+            if attrs.get(name, runtime._MISSING) is not now.get(name, runtime._MISSING):
+                changes.append(f"{getattr(obj, '__name__', obj)}.{name}")
+    return changes
+
+
+def test_interpreted_call_leaves_triton_language_untouched():
+    module = coda_ir.compile(PROGRAM)
+    x, w = torch.randn(24, 40), torch.randn(48, 40)
+    module.f(x, w)  # first call: loads the module (decoration may add attributes once)
+    before = _state()
+    out = module.f(x, w)
+    assert _changed(before) == []
+    torch.testing.assert_close(out, torch.nn.functional.silu(x @ w.T), rtol=1e-4, atol=1e-4)
+
+
+def test_concurrent_interpreted_calls_agree():
+    module = coda_ir.compile(PROGRAM)
+    x, w = torch.randn(24, 40), torch.randn(48, 40)
+    expected = module.f(x, w)
+    results, errors = [], []
+
+    def work():
+        try:
+            results.append(module.f(x, w))
+        except Exception as error:  # surfaced below with the thread's error
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert all(torch.equal(r, expected) for r in results)
