@@ -319,7 +319,27 @@ class EmbeddingUnit(_Unit):
         return embedding_program(self.spec, tokens), f"the token embedding ({tokens} tokens)"
 
     def forward(self, ids: torch.Tensor, seq_len: int) -> torch.Tensor:
-        return self.function("embed", ids.shape[0], seq_len)(ids, self.embed_tokens.weight)
+        x = self.function("embed", ids.shape[0], seq_len)(ids, self.embed_tokens.weight)
+        padding_idx = getattr(self.embed_tokens, "padding_idx", None)
+        if padding_idx is not None and x.requires_grad:
+            # torch.nn.Embedding(padding_idx=p) gives row p no gradient: drop the upstream
+            # gradient of the rows that look it up before it reaches the embedding backward
+            x = _NoGradientRows.apply(x, ids == padding_idx)
+        return x
+
+
+class _NoGradientRows(torch.autograd.Function):
+    """Identity forward; the backward zeroes the upstream gradient of the masked rows."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(rows)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (rows,) = ctx.saved_tensors
+        return grad.masked_fill(rows[:, None], 0), None
 
 
 class DecoderUnit(_Unit):

@@ -117,6 +117,19 @@ def test_tied_embeddings_and_position_ids():
     assert_matches([loss.detach(), w], [loss64.detach(), w64], [lossT.detach(), wT], ["loss", "tied embedding grad"])
 
 
+def test_padding_token_row_gets_no_gradient_like_hugging_face():
+    model = tiny_model("llama", pad_token_id=3)
+    assert model.model.embed_tokens.padding_idx == 3
+    ids, labels = batch()
+    ids[0, :3] = 3  # padding tokens in the input
+    model64 = copy.deepcopy(model).double()
+    model64(input_ids=ids, labels=labels).loss.backward()
+    from_hf(model, progress=False)(ids, labels=labels).loss.backward()
+    grad, grad64 = model.model.embed_tokens.weight.grad, model64.model.embed_tokens.weight.grad
+    assert torch.count_nonzero(grad64[3]) == 0 and torch.count_nonzero(grad[3]) == 0
+    torch.testing.assert_close(grad.double(), grad64, rtol=1e-4, atol=1e-5)
+
+
 def test_parameters_are_the_models_own():
     model = tiny_model("qwen3")
     cmodel = from_hf(model, progress=False)
