@@ -279,3 +279,23 @@ def test_readme_example_runs(capsys):
     assert float(steps[-1][0]) < float(steps[0][0])  # it trains
     for ours, theirs in steps:
         assert abs(float(ours) - float(theirs)) <= 2e-4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_cuda_bf16_loss_and_gradients_match_float64(family):
+    # GPU shapes where SDPA picks a fused attention backend (head_dim 64, seq 256)
+    overrides = dict(hidden_size=256, intermediate_size=640, num_attention_heads=4, num_key_value_heads=2,
+                     head_dim=64, vocab_size=1000)
+    modelT = tiny_model(family, torch.bfloat16, **overrides).cuda()
+    model64 = copy.deepcopy(modelT).double()
+    torch.manual_seed(3)
+    ids = torch.randint(0, 1000, (2, 256), device="cuda")
+    labels = ids.clone()
+    labels[:, :5] = -100
+    loss64, grads64 = hf_loss_and_grads(model64, ids, labels)
+    lossT, gradsT = hf_loss_and_grads(copy.deepcopy(modelT), ids, labels)
+    loss, grads = coda_loss_and_grads(modelT, from_hf(modelT, progress=False), ids, labels)
+    names = sorted(grads64)
+    assert_matches([loss.cpu()] + [grads[n].cpu() for n in names], [loss64.cpu()] + [grads64[n].cpu() for n in names],
+                   [lossT.cpu()] + [gradsT[n].cpu() for n in names], ["loss"] + names)
