@@ -37,6 +37,7 @@ Public API: `run_reference`, `reference_pair`, `load_func`, `program_dtype`, `el
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Callable, Sequence
@@ -162,7 +163,8 @@ class _Ctx:
         ir = element_dtype(op.results[index])
         if self.exact:
             return torch.float64
-        if self.override is not None and _is_float(ir) and op.name not in F32_RESULT_OPS:
+        if (self.override is not None and _is_float(ir) and op.name not in F32_RESULT_OPS
+                and (op.name, index) not in F32_RESULTS):
             return self.override
         return ir
 
@@ -355,7 +357,62 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
         return (a[0] - a[3][:, None]) * a[4][:, None] * a[1] + a[2]
     if name == "nn.cross_entropy_grad":
         return _cross_entropy_grad(a[0], args[1], a[2], _prop(op, "ignore_index"), _prop(op, "reduction"))
+    # whole-model ops
+    if name == "nn.embedding":
+        return a[1][_checked_ids(args[0], a[1].shape[0], name)]
+    if name == "nn.embedding_grad":
+        v = op.results[0].type.get_shape()[0]  # type: ignore[attr-defined]
+        ids = _checked_ids(args[1], v, name)
+        return torch.zeros((v, a[0].shape[1]), dtype=a[0].dtype).index_add_(0, ids, a[0])
+    if name in ("nn.attention", "nn.attention_fwd"):
+        out, lse = _attention(a[0], op)
+        return out if name == "nn.attention" else (out, lse)
+    if name == "nn.attention_grad":
+        # the semantics of the gradient: recomputed from qkv (the saved output and log-sum-exp
+        # are what a kernel reads; the reference does not need them)
+        qkv = a[0].detach().requires_grad_(True)
+        with torch.enable_grad():
+            out, _ = _attention(qkv, op)
+            (grad,) = torch.autograd.grad(out, qkv, a[3])
+        return grad
+    if name == "nn.concat":
+        return torch.cat(a, dim=_prop(op, "axis"))
+    if name == "nn.slice":
+        axis, start = _prop(op, "axis"), _prop(op, "start")
+        size = op.results[0].type.get_shape()[axis]  # type: ignore[attr-defined]
+        return a[0].narrow(axis, start, size)
     raise NotImplementedError(f"the reference interpreter has no rule for '{name}'")
+
+
+def _checked_ids(ids: torch.Tensor, rows: int, name: str) -> torch.Tensor:
+    ids = ids.long()
+    bad = (ids < 0) | (ids >= rows)
+    if bool(bad.any()):
+        from coda_ir.errors import ArgumentError
+
+        first = int(bad.nonzero()[0, 0])
+        raise ArgumentError(f"{name}: id {int(ids[first])} at row {first} is outside [0, {rows})", "ids")
+    return ids
+
+
+def _attention(qkv: torch.Tensor, op: Operation) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output [M, H*hd], log-sum-exp flat [B*H*S] in (sequence, head, row) order)."""
+    from coda_ir.dialects.nn import attention_config
+
+    heads, kv_heads, hd, seq, causal = attention_config(op)
+    m = qkv.shape[0]
+    b = m // seq
+    p = qkv.reshape(b, seq, heads + 2 * kv_heads, hd)
+    group = heads // kv_heads
+    q = p[:, :, :heads].transpose(1, 2)
+    k = p[:, :, heads : heads + kv_heads].transpose(1, 2).repeat_interleave(group, 1)
+    v = p[:, :, heads + kv_heads :].transpose(1, 2).repeat_interleave(group, 1)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+    if causal:
+        scores = scores.masked_fill(torch.ones(seq, seq, dtype=torch.bool).triu(1), float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    out = torch.softmax(scores, dim=-1) @ v
+    return out.transpose(1, 2).reshape(m, heads * hd), lse.reshape(-1)
 
 
 NN_OPS = (
@@ -391,9 +448,17 @@ NN_OPS = (
     "nn.layer_norm_apply",
     "nn.zeros",
     "nn.row_dot",
+    "nn.embedding",
+    "nn.embedding_grad",
+    "nn.attention",
+    "nn.attention_fwd",
+    "nn.attention_grad",
+    "nn.concat",
+    "nn.slice",
 )
 
 F32_RESULT_OPS = ("nn.cross_entropy", "nn.rms_norm_rstd", "nn.layer_norm_stats", "nn.row_dot")
+F32_RESULTS = {("nn.attention_fwd", 1)}  # the attention log-sum-exp
 """Ops whose results are f32 by definition (a loss, row statistics): never rounded to the program's type."""
 
 

@@ -189,7 +189,7 @@ def check_against_reference(
 
 @dataclass
 class Role:
-    kind: str  # activation | weight | norm_weight | bias | positions | targets | rstd
+    kind: str  # activation | weight | norm_weight | bias | positions | targets | ids | rstd
     fan_in: int = 1
     vocab: int = 0
     ignore_index: int = -100
@@ -232,6 +232,10 @@ def argument_roles(fn: func.FuncOp) -> list[Role]:
                 logits = op.operands[0].type
                 assert isinstance(logits, TensorType)
                 role = Role("targets", vocab=logits.get_shape()[1], ignore_index=op.ignore_index.value.data)
+            elif op.name == "nn.embedding" and idx == 0:
+                role = Role("ids", vocab=op.operands[1].type.get_shape()[0])
+            elif op.name == "nn.embedding_grad" and idx == 1:
+                role = Role("ids", vocab=op.results[0].type.get_shape()[0])
             elif op.name == "coda.gemm" and idx == 1:
                 role = Role("weight", fan_in=shape[1] if "transpose_b" in op.properties else shape[0])
             if role is not None:
@@ -284,7 +288,9 @@ def random_inputs(
         shape = tuple(ty.get_shape())
         ir = element_dtype(arg)
         if not ir.is_floating_point:
-            if role.kind == "targets":
+            if role.kind == "ids":  # token ids: every one valid, repeats likely
+                t = torch.randint(0, max(role.vocab, 1), shape, generator=gen, dtype=torch.int64)
+            elif role.kind == "targets":
                 t = torch.randint(0, max(role.vocab, 1), shape, generator=gen, dtype=torch.int64)
                 m = t.numel()
                 if m and ignore_fraction > 0:

@@ -36,6 +36,7 @@ from xdsl.irdl import (
     prop_def,
     result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -1109,6 +1110,255 @@ class ZerosOp(NNOperation):
             raise VerifyException(f"result must be rank 1 or 2, got {self.result.type}")
 
 
+
+# ----------------------------------------------------------------------------- whole-model ops
+# The token embedding, opaque attention and concatenation, so that a whole model (embedding,
+# every layer with its attention, the LM head and the loss) is nn programs (NN_DIALECT.md).
+
+
+@irdl_op_definition
+class EmbeddingOp(NNOperation):
+    """`w[ids[m]]`; an id outside `[0, V)` is a run-time error."""
+
+    name = "nn.embedding"
+    ids = operand_def(TensorType)
+    w = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, ids: SSAValue, w: SSAValue):
+        (m,), (_, d) = _shape(ids), _shape(w)
+        super().__init__(operands=[ids, w], result_types=[TensorType(_element_type(w), [m, d])])
+
+    def verify_(self) -> None:
+        _check_static_float(self, "w", self.w, 2)
+        ids = self.ids.type
+        if not (isinstance(ids, TensorType) and len(ids.get_shape()) == 1 and ids.get_element_type() == IntegerType(32)):
+            raise VerifyException(f"ids must be a rank-1 tensor of i32, got {ids}")
+        (m,), (_, d) = _shape(self.ids), _shape(self.w)
+        _check_result(self, (m, d), self.w)
+
+
+def attention_props(heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool) -> dict[str, Attribute]:
+    return {
+        "heads": IntegerAttr(heads, i64),
+        "kv_heads": IntegerAttr(kv_heads, i64),
+        "head_dim": IntegerAttr(head_dim, i64),
+        "seq_len": IntegerAttr(seq_len, i64),
+        "causal": causal if isinstance(causal, IntegerAttr) else IntegerAttr.from_bool(causal),
+    }
+
+
+ATTENTION_PROPS = ("heads", "kv_heads", "head_dim", "seq_len", "causal")
+
+
+def _check_attention(op: IRDLOperation, qkv: SSAValue) -> tuple[int, int, int, int, int]:
+    """(M, H, KV, hd, S) of an attention op's packed qkv operand, checked."""
+    _check_static_float(op, "qkv", qkv, 2)
+    heads, kv_heads = _check_positive(op, "heads"), _check_positive(op, "kv_heads")
+    hd, seq = _check_positive(op, "head_dim"), _check_positive(op, "seq_len")
+    causal = op.properties.get("causal")
+    if not (isinstance(causal, IntegerAttr) and causal.type == IntegerType(1)):
+        raise VerifyException(f"property 'causal' must be a boolean (true/false), got {causal}")
+    if heads % kv_heads:
+        raise VerifyException(f"kv_heads ({kv_heads}) must divide heads ({heads})")
+    m, n = _shape(qkv)
+    if n != (heads + 2 * kv_heads) * hd:
+        raise VerifyException(
+            f"qkv must have (heads + 2 * kv_heads) * head_dim = {(heads + 2 * kv_heads) * hd} columns, got {n}"
+        )
+    if m % seq:
+        raise VerifyException(f"qkv has {m} rows, not a multiple of seq_len {seq}")
+    return m, heads, kv_heads, hd, seq
+
+
+def attention_config(op: IRDLOperation) -> tuple[int, int, int, int, bool]:
+    """(heads, kv_heads, head_dim, seq_len, causal) of an attention op."""
+    return (_int_prop(op, "heads"), _int_prop(op, "kv_heads"), _int_prop(op, "head_dim"), _int_prop(op, "seq_len"),
+            bool(op.properties["causal"].value.data))
+
+
+@irdl_op_definition
+class AttentionOp(NNOperation):
+    """Opaque multi-head attention over a packed `[q heads | k heads | v heads]` (GQA: q head
+    `h` reads kv head `h // (H / KV)`); never fused, run as one attention kernel."""
+
+    name = "nn.attention"
+    qkv = operand_def(TensorType)
+    result = result_def(TensorType)
+    heads = prop_def(IntegerAttr)
+    kv_heads = prop_def(IntegerAttr)
+    head_dim = prop_def(IntegerAttr)
+    seq_len = prop_def(IntegerAttr)
+    causal = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, qkv: SSAValue, heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool = True):
+        m, _ = _shape(qkv)
+        super().__init__(operands=[qkv], result_types=[TensorType(_element_type(qkv), [m, heads * head_dim])],
+                         properties=attention_props(heads, kv_heads, head_dim, seq_len, causal))
+
+    def verify_(self) -> None:
+        m, heads, _, hd, _ = _check_attention(self, self.qkv)
+        _check_result(self, (m, heads * hd), self.qkv)
+
+
+@irdl_op_definition
+class ConcatOp(NNOperation):
+    """Concatenation along `axis` (0: rows, 1: columns) of tensors of one rank and element type."""
+
+    name = "nn.concat"
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, inputs: Sequence[SSAValue], axis: int):
+        shapes = [_shape(x) for x in inputs]
+        shape = list(shapes[0])
+        shape[axis] = sum(s[axis] for s in shapes)
+        super().__init__(operands=[list(inputs)], result_types=[TensorType(_element_type(inputs[0]), shape)],
+                         properties={"axis": IntegerAttr(axis, i64)})
+
+    def verify_(self) -> None:
+        if not self.inputs:
+            raise VerifyException("needs at least one input")
+        for i, x in enumerate(self.inputs):
+            _check_static_float(self, f"input #{i}", x, None)
+        _check_same_element_type(self, [(f"input #{i}", x) for i, x in enumerate(self.inputs)])
+        shapes = [_shape(x) for x in self.inputs]
+        rank = len(shapes[0])
+        axis = _int_prop(self, "axis")
+        if rank not in (1, 2) or not 0 <= axis < rank:
+            raise VerifyException(f"axis must be 0 or 1 for rank-2 inputs and 0 for rank-1 ones, got {axis} for rank {rank}")
+        for i, shape in enumerate(shapes):
+            if len(shape) != rank or any(a != b for d, (a, b) in enumerate(zip(shape, shapes[0])) if d != axis):
+                raise VerifyException(
+                    f"input #{i} has shape {_fmt(shape)}; every input must match input #0 ({_fmt(shapes[0])}) "
+                    f"except along axis {axis}"
+                )
+        expected = list(shapes[0])
+        expected[axis] = sum(s[axis] for s in shapes)
+        _check_result(self, expected, self.inputs[0])
+
+
+@irdl_op_definition
+class SliceOp(NNOperation):
+    """`x[start : start + size]` along `axis` (the result's extent along it is `size`)."""
+
+    name = "nn.slice"
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    start = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, axis: int, start: int, size: int):
+        shape = list(_shape(x))
+        shape[axis] = size
+        super().__init__(operands=[x], result_types=[TensorType(_element_type(x), shape)],
+                         properties={"axis": IntegerAttr(axis, i64), "start": IntegerAttr(start, i64)})
+
+    def verify_(self) -> None:
+        _check_static_float(self, "x", self.x, None)
+        shape = _shape(self.x)
+        axis, start = _int_prop(self, "axis"), _int_prop(self, "start")
+        if not 0 <= axis < len(shape):
+            raise VerifyException(f"axis {axis} out of range for rank {len(shape)}")
+        rshape = _shape(self.result)
+        if len(rshape) != len(shape) or any(a != b for d, (a, b) in enumerate(zip(rshape, shape)) if d != axis):
+            raise VerifyException(f"result {self.result.type} must match x ({self.x.type}) except along axis {axis}")
+        if not (0 <= start and start + rshape[axis] <= shape[axis]):
+            raise VerifyException(f"slice [{start}, {start + rshape[axis]}) is outside [0, {shape[axis]}) along axis {axis}")
+        if self.result.type.get_element_type() != _element_type(self.x):
+            raise VerifyException("result element type must be x's")
+
+
+WHOLE_MODEL_OPS = (EmbeddingOp, AttentionOp, ConcatOp, SliceOp)
+
+@irdl_op_definition
+class EmbeddingGradOp(NNOperation):
+    """`dw[v] = sum over m with ids[m] = v of dy[m]` (V rows, from the result type), summed in
+    a fixed order (deterministic)."""
+
+    name = "nn.embedding_grad"
+    dy = operand_def(TensorType)
+    ids = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, dy: SSAValue, ids: SSAValue, w_type: Attribute):
+        super().__init__(operands=[dy, ids], result_types=[w_type])
+
+    def verify_(self) -> None:
+        _check_static_float(self, "dy", self.dy, 2)
+        m, d = _shape(self.dy)
+        _check_i32_vector("ids", self.ids, m)
+        _check_static_float(self, "result", self.result, 2)
+        if _shape(self.result)[1] != d or _element_type(self.result) != _element_type(self.dy):
+            raise VerifyException(f"result must be Vx{d} of dy's element type, got {self.result.type}")
+
+
+@irdl_op_definition
+class AttentionFwdOp(NNOperation):
+    """`nn.attention` that also returns the log-sum-exp of every (sequence, head, row): what its
+    backward needs (flat f32 `B*H*S`, in the attention kernel's own order)."""
+
+    name = "nn.attention_fwd"
+    qkv = operand_def(TensorType)
+    out = result_def(TensorType)
+    lse = result_def(TensorType)
+    heads = prop_def(IntegerAttr)
+    kv_heads = prop_def(IntegerAttr)
+    head_dim = prop_def(IntegerAttr)
+    seq_len = prop_def(IntegerAttr)
+    causal = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, qkv: SSAValue, properties: dict[str, Attribute]):
+        m, _ = _shape(qkv)
+        heads, hd = properties["heads"].value.data, properties["head_dim"].value.data
+        super().__init__(operands=[qkv], properties=dict(properties),
+                         result_types=[TensorType(_element_type(qkv), [m, heads * hd]), TensorType(f32, [m * heads])])
+
+    def verify_(self) -> None:
+        m, heads, _, hd, _ = _check_attention(self, self.qkv)
+        _check_result(self, (m, heads * hd), self.qkv)
+        if self.lse.type != TensorType(f32, [m * heads]):
+            raise VerifyException(f"lse must be tensor<{m * heads}xf32>, got {self.lse.type}")
+
+
+@irdl_op_definition
+class AttentionGradOp(NNOperation):
+    """`d(qkv)` of `nn.attention` from qkv, its output, log-sum-exp and the output's gradient."""
+
+    name = "nn.attention_grad"
+    qkv = operand_def(TensorType)
+    out = operand_def(TensorType)
+    lse = operand_def(TensorType)
+    dout = operand_def(TensorType)
+    result = result_def(TensorType)
+    heads = prop_def(IntegerAttr)
+    kv_heads = prop_def(IntegerAttr)
+    head_dim = prop_def(IntegerAttr)
+    seq_len = prop_def(IntegerAttr)
+    causal = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, qkv: SSAValue, out: SSAValue, lse: SSAValue, dout: SSAValue, properties: dict[str, Attribute]):
+        super().__init__(operands=[qkv, out, lse, dout], result_types=[qkv.type], properties=dict(properties))
+
+    def verify_(self) -> None:
+        m, heads, _, hd, _ = _check_attention(self, self.qkv)
+        for name, v in (("out", self.out), ("dout", self.dout)):
+            if v.type != TensorType(_element_type(self.qkv), [m, heads * hd]):
+                raise VerifyException(f"{name} must be the attention output's type, got {v.type}")
+        if self.lse.type != TensorType(f32, [m * heads]):
+            raise VerifyException(f"lse must be tensor<{m * heads}xf32>, got {self.lse.type}")
+        _check_like(self, 0, self.qkv, "dqkv")
+
+
+
 BACKWARD_OPS = (
     GemmOp,
     ColumnSumOp,
@@ -1128,6 +1378,9 @@ BACKWARD_OPS = (
     LayerNormApplyOp,
     ZerosOp,
     RowDotOp,
+    EmbeddingGradOp,
+    AttentionFwdOp,
+    AttentionGradOp,
 )
 
 
@@ -1148,6 +1401,7 @@ NN = Dialect(
         RoPEOp,
         HeadRMSNormOp,
         CrossEntropyOp,
+        *WHOLE_MODEL_OPS,
         *BACKWARD_OPS,
     ],
     [],

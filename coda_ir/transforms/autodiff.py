@@ -221,6 +221,56 @@ def _ce_grad(op: nn.CrossEntropyOp, dys, wants, fwd):
     return [g], [g.result, None]
 
 
+def _embedding_grad(op: nn.EmbeddingOp, dys, wants, fwd):
+    (dy,) = dys
+    g = nn.EmbeddingGradOp(dy, fwd(op.ids), op.w.type)
+    return [g], [None, g.result]
+
+
+def _attention_grad(op: nn.AttentionOp, dys, wants, fwd):
+    (dy,) = dys
+    g = nn.AttentionGradOp(fwd(op.qkv), fwd(op.result), fwd(Stat(op, 0)), dy, dict(op.properties))
+    return [g], [g.result]
+
+
+def _concat_grad(op: nn.ConcatOp, dys, wants, fwd):
+    (dy,) = dys
+    axis = op.axis.value.data
+    ops: list[Operation] = []
+    grads: list[SSAValue | None] = []
+    start = 0
+    for x, wanted in zip(op.inputs, wants):
+        size = _shape(x)[axis]
+        if wanted:
+            ops.append(piece := nn.SliceOp(dy, axis, start, size))
+            grads.append(piece.result)
+        else:
+            grads.append(None)
+        start += size
+    return ops, grads
+
+
+def _slice_grad(op: nn.SliceOp, dys, wants, fwd):
+    (dy,) = dys
+    axis, start = op.axis.value.data, op.start.value.data
+    full = _shape(op.x)
+    size = _shape(op.result)[axis]
+    ops: list[Operation] = []
+    pieces: list[SSAValue] = []
+    for extent in (start, None, full[axis] - start - size):
+        if extent is None:
+            pieces.append(dy)
+        elif extent > 0:
+            shape = list(full)
+            shape[axis] = extent
+            ops.append(z := nn.ZerosOp(TensorType(op.x.type.get_element_type(), shape)))
+            pieces.append(z.result)
+    if len(pieces) == 1:
+        return ops, [dy]
+    ops.append(cat := nn.ConcatOp(pieces, axis))
+    return ops, [cat.result]
+
+
 RULES: dict[type[Operation], Rule] = {
     nn.LinearOp: Rule(_linear_needs, _linear_grad),
     nn.MatmulOp: Rule(_linear_needs, _matmul_grad),
@@ -237,6 +287,11 @@ RULES: dict[type[Operation], Rule] = {
     nn.RoPEOp: Rule(lambda op, wants: [op.pos], _rope_grad),
     nn.HeadRMSNormOp: Rule(lambda op, wants: [op.x, op.w], _head_norm_grad),
     nn.CrossEntropyOp: Rule(lambda op, wants: [op.logits, op.targets], _ce_grad),
+    nn.EmbeddingOp: Rule(lambda op, wants: [op.ids], _embedding_grad),
+    # attention saves its output and log-sum-exp: the backward never re-runs the forward
+    nn.AttentionOp: Rule(lambda op, wants: [op.qkv, op.result, Stat(op, 0)], _attention_grad),
+    nn.ConcatOp: Rule(lambda op, wants: [], _concat_grad),
+    nn.SliceOp: Rule(lambda op, wants: [], _slice_grad),
 }
 
 
@@ -409,6 +464,21 @@ class _Differentiator:
         block = fwd.body.blocks[0]
         stats: dict[Operation, Operation] = {}
         for v in self.saved:
+            if isinstance(v, Stat) and isinstance(v.norm, nn.AttentionOp) and v.norm not in stats:
+                # the forward's attention becomes the variant that also returns its log-sum-exp
+                old = mapping[v.norm.results[0]].owner
+                assert isinstance(old, nn.AttentionOp)
+                new = nn.AttentionFwdOp(old.qkv, dict(old.properties))
+                new.location = old.location
+                new.out.name_hint = old.result.name_hint
+                new.lse.name_hint = f"lse_{old.result.name_hint or 'attention'}"
+                block.insert_op_after(new, old)
+                old.result.replace_all_uses_with(new.out)
+                old.detach()
+                old.erase()
+                mapping[v.norm.results[0]] = new.out
+                stats[v.norm] = new
+                continue
             if isinstance(v, Stat) and v.norm not in stats:
                 norm = mapping[v.norm.results[0]].owner
                 assert isinstance(norm, Operation)
@@ -424,7 +494,7 @@ class _Differentiator:
                     stat_op.results[0].name_hint, stat_op.results[1].name_hint = f"mean_{base}", f"rstd_{base}"
                 block.insert_op_after(stat_op, norm)
                 stats[v.norm] = stat_op
-        values = [stats[v.norm].results[v.index] if isinstance(v, Stat) else mapping[v] for v in self.saved]
+        values = [self.stat_value(stats[v.norm], v) if isinstance(v, Stat) else mapping[v] for v in self.saved]
         ret = block.last_op
         assert isinstance(ret, func.ReturnOp)
         results = [*ret.arguments, *values]
@@ -436,10 +506,20 @@ class _Differentiator:
         fwd.function_type = FunctionType.from_lists(list(fwd.function_type.inputs), [r.type for r in results])
         return fwd
 
+    @staticmethod
+    def stat_value(op: Operation, v: Stat) -> SSAValue:
+        """The saved statistic `v` among the results of its op in f_fwd."""
+        if isinstance(op, nn.AttentionFwdOp):
+            return op.lse
+        return op.results[v.index]
+
     def stat_type(self, v: Stat) -> TensorType:
         from xdsl.dialects.builtin import f32
 
-        return TensorType(f32, [_shape(v.norm.operands[0])[0]])
+        rows = _shape(v.norm.operands[0])[0]
+        if isinstance(v.norm, nn.AttentionOp):
+            return TensorType(f32, [rows * v.norm.heads.value.data])
+        return TensorType(f32, [rows])
 
     def build_backward(self, name: str, order: list[Operation], wants_of: dict[Operation, list[bool]]) -> func.FuncOp:
         results = self.returned()
@@ -449,7 +529,9 @@ class _Differentiator:
         fwd_map: dict[Needed, SSAValue] = {}
         for v, arg in zip(self.saved, block.args):
             fwd_map[v] = arg
-            if isinstance(v, Stat):
+            if isinstance(v, Stat) and isinstance(v.norm, nn.AttentionOp):
+                arg.name_hint = f"lse_{v.norm.result.name_hint or 'attention'}"
+            elif isinstance(v, Stat):
                 base = v.norm.operands[0].name_hint or "x"
                 arg.name_hint = (("rstd",) if isinstance(v.norm, nn.RMSNormOp) else ("mean", "rstd"))[v.index] + f"_{base}"
             elif v.name_hint:
