@@ -218,7 +218,7 @@ def lower(module: ModuleOp, pipeline: str | None = "nn-to-coda") -> ModuleOp:
 
 def index_checks(module: ModuleOp) -> dict[str, list]:
     """Per function, the integer arguments whose values PyTorch would range-check at run time
-    (cross-entropy targets): `CompiledModule` checks them before launching kernels."""
+    (cross-entropy targets, embedding ids): `CompiledModule` checks them before launching kernels."""
     from xdsl.dialects import func
     from xdsl.ir import BlockArgument
 
@@ -233,6 +233,13 @@ def index_checks(module: ModuleOp) -> dict[str, list]:
         entry = fn.body.blocks[0]
         found: dict[int, IndexCheck] = {}
         for op in fn.walk():
+            if isinstance(op, (nn.EmbeddingOp, nn.EmbeddingGradOp)):
+                ids = op.ids
+                if isinstance(ids, BlockArgument) and ids.block is entry:
+                    rows = (op.w if isinstance(op, nn.EmbeddingOp) else op.result).type.get_shape()[0]  # type: ignore[union-attr]
+                    found.setdefault(ids.index, IndexCheck(ids.index, ids.name_hint or f"arg{ids.index}", rows, None,
+                                                           f"'{op.name}'", location_of(op), what="ids"))
+                continue
             if not isinstance(op, (nn.CrossEntropyOp, nn.CrossEntropyGradOp)):
                 continue
             t = op.targets

@@ -1488,6 +1488,156 @@ class LaunchGroupOp(IRDLOperation):
         printer.print_region(self.body)
 
 
+# ============================================================================ library steps
+# Steps that are not GEMM + epilogue kernels: attention (PyTorch's SDPA kernels, opaque per
+# NN_DIALECT.md), the token embedding and its gradient (PyTorch's gather and deterministic
+# sorted scatter-add), and tensor concatenation / slicing (device copies). They run from the
+# host function by calling `coda_ir.lowering.library`; the fusion passes leave them alone.
+
+
+def _static_tensor(value: SSAValue, what: str) -> tuple[int, ...]:
+    ty = value.type
+    if not (isinstance(ty, TensorType) and all(d >= 0 for d in ty.get_shape())):
+        raise VerifyException(f"{what} must be a statically shaped tensor, got {ty}")
+    return tuple(ty.get_shape())
+
+
+class LibraryStepOp(IRDLOperation):
+    """Base of the library steps (one launch each in `launch_count`)."""
+
+
+def _attention_config(op: IRDLOperation) -> tuple[int, int, int, int]:
+    vals = []
+    for name in ("heads", "kv_heads", "head_dim", "seq_len"):
+        attr = op.properties[name]
+        if not (isinstance(attr, IntegerAttr) and attr.value.data > 0):
+            raise VerifyException(f"property {name} must be a positive integer, got {attr}")
+        vals.append(attr.value.data)
+    return tuple(vals)  # type: ignore[return-value]
+
+
+@irdl_op_definition
+class AttentionOp(LibraryStepOp):
+    """Attention over packed `[q | k | v]` heads: `(out, lse)` (lse: flat f32 log-sum-exp)."""
+
+    name = "coda.attention"
+    qkv = operand_def(TensorType)
+    out = result_def(TensorType)
+    lse = result_def(TensorType)
+    heads = prop_def(IntegerAttr)
+    kv_heads = prop_def(IntegerAttr)
+    head_dim = prop_def(IntegerAttr)
+    seq_len = prop_def(IntegerAttr)
+    causal = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        h, kv, hd, s = _attention_config(self)
+        m, n = _static_tensor(self.qkv, "qkv")
+        if n != (h + 2 * kv) * hd or m % s or h % kv:
+            raise VerifyException(f"qkv {self.qkv.type} does not fit heads={h}, kv_heads={kv}, head_dim={hd}, seq_len={s}")
+        if _static_tensor(self.out, "out") != (m, h * hd) or _static_tensor(self.lse, "lse") != (m * h,):
+            raise VerifyException("out must be M x heads*head_dim and lse M*heads")
+
+
+@irdl_op_definition
+class AttentionGradOp(LibraryStepOp):
+    """`d(qkv)` of coda.attention from qkv, out, lse and d(out)."""
+
+    name = "coda.attention_grad"
+    qkv = operand_def(TensorType)
+    out = operand_def(TensorType)
+    lse = operand_def(TensorType)
+    dout = operand_def(TensorType)
+    result = result_def(TensorType)
+    heads = prop_def(IntegerAttr)
+    kv_heads = prop_def(IntegerAttr)
+    head_dim = prop_def(IntegerAttr)
+    seq_len = prop_def(IntegerAttr)
+    causal = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        h, kv, hd, s = _attention_config(self)
+        m, n = _static_tensor(self.qkv, "qkv")
+        if n != (h + 2 * kv) * hd or m % s or h % kv:
+            raise VerifyException(f"qkv {self.qkv.type} does not fit heads={h}, kv_heads={kv}, head_dim={hd}, seq_len={s}")
+        if self.result.type != self.qkv.type:
+            raise VerifyException("d(qkv) must have qkv's type")
+
+
+@irdl_op_definition
+class EmbeddingOp(LibraryStepOp):
+    """`w[ids]` (ids checked on the host before the call)."""
+
+    name = "coda.embedding"
+    ids = operand_def(TensorType)
+    w = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        (m,), (_, d) = _static_tensor(self.ids, "ids"), _static_tensor(self.w, "w")
+        if _static_tensor(self.result, "result") != (m, d):
+            raise VerifyException(f"result must be {m}x{d}")
+
+
+@irdl_op_definition
+class EmbeddingGradOp(LibraryStepOp):
+    """`dw[v] = sum_{m: ids[m] = v} dy[m]`, summed in a fixed order."""
+
+    name = "coda.embedding_grad"
+    dy = operand_def(TensorType)
+    ids = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        (m, d), (mi,) = _static_tensor(self.dy, "dy"), _static_tensor(self.ids, "ids")
+        if m != mi or _static_tensor(self.result, "result")[1] != d:
+            raise VerifyException("dy must have one row per id and the result dy's width")
+
+
+@irdl_op_definition
+class ConcatOp(LibraryStepOp):
+    """Concatenation along `axis` (a device copy)."""
+
+    name = "coda.concat"
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        axis = self.axis.value.data
+        shapes = [_static_tensor(x, "input") for x in self.inputs]
+        expected = list(shapes[0])
+        expected[axis] = sum(sh[axis] for sh in shapes)
+        if list(_static_tensor(self.result, "result")) != expected:
+            raise VerifyException(f"result must have shape {expected}")
+
+
+@irdl_op_definition
+class SliceOp(LibraryStepOp):
+    """`x[start : start + size]` along `axis`, as a new contiguous tensor (a device copy)."""
+
+    name = "coda.slice"
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    start = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        axis, start = self.axis.value.data, self.start.value.data
+        shape, rshape = _static_tensor(self.x, "x"), _static_tensor(self.result, "result")
+        if not (0 <= axis < len(shape)) or start < 0 or start + rshape[axis] > shape[axis]:
+            raise VerifyException("slice out of range")
+
+
+LIBRARY_STEP_OPS = (AttentionOp, AttentionGradOp, EmbeddingOp, EmbeddingGradOp, ConcatOp, SliceOp)
+
+
 KERNEL_OPS = (GemmOp, ElementwiseOp, FoldOp)
 
 
@@ -1499,11 +1649,12 @@ def kernels(op: Operation) -> Iterator[Operation]:
 
 
 def launch_count(op: Operation) -> int:
-    """GPU launches one call makes: one per kernel, a `coda.launch_group` counting once."""
+    """GPU launches one call makes: one per kernel, a `coda.launch_group` counting once, and one
+    per library step (attention, embedding, copies: at least one launch each)."""
     return sum(
         1
         for inner in op.walk()
-        if isinstance(inner, LaunchGroupOp)
+        if isinstance(inner, (LaunchGroupOp, LibraryStepOp))
         or (isinstance(inner, KERNEL_OPS) and not isinstance(inner.parent_op(), LaunchGroupOp))
     )
 
@@ -1527,6 +1678,7 @@ CODA = Dialect(
         ReduceOp,
         SegmentReduceOp,
         SelectOp,
+        *LIBRARY_STEP_OPS,
     ],
     [TileType, PartialsType, TileConfigAttr, AxisAttr, ReduceKindAttr],
 )

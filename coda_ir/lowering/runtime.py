@@ -398,9 +398,8 @@ def restored_language() -> Iterator[None]:
     finally:
         for obj, before in snapshots:
             now = dict(vars(obj))
-            for name in now.keys() - before.keys():
-                with contextlib.suppress(AttributeError, TypeError):
-                    delattr(obj, name)
+            # names the interpreter adds stay: its rewritten (cached) functions read some of them
+            # as globals of triton.language modules (e.g. `interpreter_semantic`)
             for name, value in before.items():
                 if now.get(name, _MISSING) is not value:
                     with contextlib.suppress(AttributeError, TypeError):

@@ -100,6 +100,7 @@ import torch
 import triton
 import triton.language as tl
 
+from coda_ir.lowering import library as _lib
 from coda_ir.lowering import runtime as _rt
 from coda_ir.lowering.gemm_launch import launch_gemm
 
@@ -1388,7 +1389,7 @@ class _HostEmitter:
     def __init__(self, fn: func.FuncOp, kernel_infos: dict[Operation, KernelInfo]):
         self.fn = fn
         self.infos = kernel_infos
-        self.names = _Names(["torch", "triton", "tl", "os", "launch_gemm", "libdevice", "_rt", "_dev", "_cfg", "_e"])
+        self.names = _Names(["torch", "triton", "tl", "os", "launch_gemm", "libdevice", "_rt", "_lib", "_dev", "_cfg", "_e"])
         self.vals: dict[SSAValue, str] = {}
         self.lines: list[str] = []
 
@@ -1452,6 +1453,8 @@ class _HostEmitter:
                 self.emit_group(op, self.infos[op])
             elif op in self.infos:
                 self.emit_launch(op, self.infos[op])
+            elif isinstance(op, coda.LibraryStepOp):
+                self.emit_library_step(op)
             elif isinstance(op, func.ReturnOp):
                 results = [self.get(op, v) for v in op.arguments]
                 if not results:
@@ -1467,6 +1470,28 @@ class _HostEmitter:
                     "coda.launch_group and func.return; run the nn-to-coda pipeline first for nn ops)",
                 )
         return head + self.lines
+
+    def emit_library_step(self, op: Operation) -> None:
+        """One call into coda_ir.lowering.library (the step's typed properties become arguments)."""
+        args = [self.get(op, v) for v in op.operands]
+        outs = [self.var(r, "t") for r in op.results]
+        if isinstance(op, (coda.AttentionOp, coda.AttentionGradOp)):
+            config = ", ".join(str(op.properties[k].value.data) for k in ("heads", "kv_heads", "head_dim", "seq_len"))
+            causal = bool(op.properties["causal"].value.data)
+            fn = "attention_forward" if isinstance(op, coda.AttentionOp) else "attention_backward"
+            call = f"_lib.{fn}({', '.join(args)}, {config}, {causal})"
+        elif isinstance(op, coda.EmbeddingOp):
+            call = f"_lib.embedding({args[0]}, {args[1]})"
+        elif isinstance(op, coda.EmbeddingGradOp):
+            call = f"_lib.embedding_grad({args[0]}, {args[1]}, {op.result.type.get_shape()[0]})"
+        elif isinstance(op, coda.ConcatOp):
+            call = f"_lib.concat([{', '.join(args)}], {op.axis.value.data})"
+        else:
+            assert isinstance(op, coda.SliceOp)
+            axis = op.axis.value.data
+            call = f"_lib.slice_copy({args[0]}, {axis}, {op.start.value.data}, {op.result.type.get_shape()[axis]})"
+        self.emit(f"# {op.name}")
+        self.emit(f"{', '.join(outs)}{',' if len(outs) == 1 and len(op.results) > 1 else ''} = {call}")
 
     def epilogue_args(self, op: coda.GemmOp | coda.ElementwiseOp, m: int, n: int) -> tuple[list[str], str]:
         """The kernel's inputs, and the source of the tuple `launch_*` passes to the kernel: the

@@ -873,6 +873,64 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
     return [_origin(parts, op, "lse"), _origin(lse, op, "fold"), _origin(k, op, "apply")], k.results[0]
 
 
+# ----------------------------------------------------------------------------- library steps
+# Attention, the embedding and concatenation/slicing are not GEMM epilogues: one library step
+# each (coda_ir/lowering/library.py runs them), which the fusion passes leave alone.
+
+
+def _library(op: Operation, step: Operation) -> tuple[list[Operation], SSAValue]:
+    step.location = op.location
+    return [step], step.results[0]
+
+
+def lower_embedding(op: nn.EmbeddingOp) -> tuple[list[Operation], SSAValue]:
+    return _library(op, coda.EmbeddingOp.create(operands=[op.ids, op.w], result_types=[op.result.type]))
+
+
+def lower_embedding_grad(op: nn.EmbeddingGradOp) -> tuple[list[Operation], SSAValue]:
+    return _library(op, coda.EmbeddingGradOp.create(operands=[op.dy, op.ids], result_types=[op.result.type]))
+
+
+def _attention_step(op: Operation) -> coda.AttentionOp:
+    qkv = op.operands[0]
+    m = qkv.type.get_shape()[0]  # type: ignore[attr-defined]
+    heads, hd = op.properties["heads"].value.data, op.properties["head_dim"].value.data  # type: ignore[attr-defined]
+    elt = qkv.type.get_element_type()  # type: ignore[attr-defined]
+    step = coda.AttentionOp.create(
+        operands=[qkv],
+        result_types=[TensorType(elt, [m, heads * hd]), TensorType(f32, [m * heads])],
+        properties={k: op.properties[k] for k in nn.ATTENTION_PROPS},
+    )
+    step.location = op.location
+    return step
+
+
+def lower_attention(op: nn.AttentionOp) -> tuple[list[Operation], SSAValue]:
+    step = _attention_step(op)
+    return [step], step.results[0]
+
+
+def lower_attention_fwd(op: nn.AttentionFwdOp) -> tuple[list[Operation], list[SSAValue]]:
+    step = _attention_step(op)
+    return [step], list(step.results)
+
+
+def lower_attention_grad(op: nn.AttentionGradOp) -> tuple[list[Operation], SSAValue]:
+    return _library(op, coda.AttentionGradOp.create(
+        operands=list(op.operands), result_types=[op.result.type],
+        properties={k: op.properties[k] for k in nn.ATTENTION_PROPS}))
+
+
+def lower_concat(op: nn.ConcatOp) -> tuple[list[Operation], SSAValue]:
+    return _library(op, coda.ConcatOp.create(operands=list(op.inputs), result_types=[op.result.type],
+                                             properties={"axis": op.axis}))
+
+
+def lower_slice(op: nn.SliceOp) -> tuple[list[Operation], SSAValue]:
+    return _library(op, coda.SliceOp.create(operands=[op.x], result_types=[op.result.type],
+                                            properties={"axis": op.axis, "start": op.start}))
+
+
 LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue | list[SSAValue]]]] = {
     nn.LinearOp: lower_linear,
     nn.MatmulOp: lower_linear,
@@ -906,6 +964,13 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue |
     nn.HeadRMSNormGradOp: lower_head_rms_norm_grad,
     nn.CrossEntropyGradOp: lower_cross_entropy_grad,
     nn.RowDotOp: lower_row_dot,
+    nn.EmbeddingOp: lower_embedding,
+    nn.EmbeddingGradOp: lower_embedding_grad,
+    nn.AttentionOp: lower_attention,
+    nn.AttentionFwdOp: lower_attention_fwd,
+    nn.AttentionGradOp: lower_attention_grad,
+    nn.ConcatOp: lower_concat,
+    nn.SliceOp: lower_slice,
 }
 
 

@@ -33,7 +33,7 @@ def _changed(before):
     changes = []
     for obj, attrs in before:
         now = dict(vars(obj))
-        for name in set(attrs) | set(now):
+        for name in attrs:  # names the interpreter adds (globals of its rewritten functions) may stay
             if attrs.get(name, runtime._MISSING) is not now.get(name, runtime._MISSING):
                 changes.append(f"{getattr(obj, '__name__', obj)}.{name}")
     return changes
