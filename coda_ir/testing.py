@@ -73,9 +73,17 @@ def _max_abs(t: torch.Tensor) -> float:
     return float(t.abs().max()) if t.numel() else 0.0
 
 
-def check_close(out: torch.Tensor, ref64: torch.Tensor, ref_T: torch.Tensor) -> tuple[bool, float, float]:
+def loss_slack(ref64: torch.Tensor, element: torch.dtype, rows: int) -> float:
+    """NN_DIALECT.md's extra bar for a 0-d result (a loss) of a program in `element`:
+    `2 * u * |ref64| / sqrt(rows)` (u: 2^-9 for bf16, 2^-12 for f16, 2^-25 for f32)."""
+    u = torch.finfo(element).eps / 4
+    return 2.0 * u * float(_as64(ref64).abs().max()) / math.sqrt(max(rows, 1))
+
+
+def check_close(out: torch.Tensor, ref64: torch.Tensor, ref_T: torch.Tensor, slack: float = 0.0) -> tuple[bool, float, float]:
     """`(ok, error, bound)` with `error = max|out - ref64|` and
-    `bound = 2 * max|ref_T - ref64| + 1e-6 * max|ref64|`, all computed in float64."""
+    `bound = 2 * max|ref_T - ref64| + 1e-6 * max|ref64| + slack` (`loss_slack` for a loss), all
+    computed in float64."""
     o, r, t = _as64(out), _as64(ref64), _as64(ref_T)
     if tuple(o.shape) != tuple(r.shape) or tuple(t.shape) != tuple(r.shape):
         return False, math.inf, math.nan
@@ -88,7 +96,7 @@ def check_close(out: torch.Tensor, ref64: torch.Tensor, ref_T: torch.Tensor) -> 
     t = torch.where(torch.isnan(t), r, t)  # a NaN in ref_T where ref64 is finite: no slack from it
     diff = (o - r).abs()
     error = math.inf if bool((~torch.isfinite(o)).any()) else _max_abs(diff)
-    bound = 2.0 * _max_abs(t - r) + REL_FLOOR * _max_abs(r)
+    bound = 2.0 * _max_abs(t - r) + REL_FLOOR * _max_abs(r) + slack
     return error <= bound, error, bound
 
 
@@ -140,9 +148,12 @@ def assert_matches(
     ref64s: Sequence[torch.Tensor],
     refTs: Sequence[torch.Tensor],
     names: Sequence[str] | None = None,
+    *,
+    loss: tuple[torch.dtype, int] | None = None,
 ) -> list[CheckResult]:
     """Check every output against the bar; raise `Mismatch` (an AssertionError) with a table if any
-    fails. Returns the per-output results when all pass."""
+    fails. Returns the per-output results when all pass. `loss = (element type, rows reduced)`
+    adds NN_DIALECT.md's slack for 0-d outputs (`loss_slack`)."""
     outputs, ref64s, refTs = list(outputs), list(ref64s), list(refTs)
     if not (len(outputs) == len(ref64s) == len(refTs)):
         raise Mismatch(
@@ -152,7 +163,8 @@ def assert_matches(
     results = []
     for name, out, r64, rt in zip(names, outputs, ref64s, refTs):
         out_t = out if isinstance(out, torch.Tensor) else torch.as_tensor(out)
-        ok, error, bound = check_close(out_t, r64, rt)
+        slack = loss_slack(r64, *loss) if loss is not None and r64.dim() == 0 else 0.0
+        ok, error, bound = check_close(out_t, r64, rt, slack)
         if tuple(out_t.shape) != tuple(r64.shape):
             name = f"{name} (shape {tuple(out_t.shape)} != {tuple(r64.shape)})"
         results.append(CheckResult(name, tuple(r64.shape), str(out_t.dtype).replace("torch.", ""), ok, error, bound))

@@ -84,6 +84,7 @@ def test_loss_and_every_gradient_match_float64(family, dtype):
         [loss64] + [grads64[n] for n in names],
         [lossT] + [gradsT[n] for n in names],
         ["loss"] + names,
+        loss=(dtype, BATCH * SEQ),
     )
 
 
@@ -298,4 +299,4 @@ def test_cuda_bf16_loss_and_gradients_match_float64(family):
     loss, grads = coda_loss_and_grads(modelT, from_hf(modelT, progress=False), ids, labels)
     names = sorted(grads64)
     assert_matches([loss.cpu()] + [grads[n].cpu() for n in names], [loss64.cpu()] + [grads64[n].cpu() for n in names],
-                   [lossT.cpu()] + [gradsT[n].cpu() for n in names], ["loss"] + names)
+                   [lossT.cpu()] + [gradsT[n].cpu() for n in names], ["loss"] + names, loss=(torch.bfloat16, 2 * 256))
