@@ -39,6 +39,7 @@ from coda_ir.transforms.remarks import printed_remarks
 __all__ = ["function", "CodaFunction"]
 
 AUTODIFF_PASS = "nn-autodiff"
+SIBLINGS_PASS = "nn-fuse-siblings"
 NAMESPACE = "coda_ir"
 
 # One registration per op name for the whole process: torch.library refuses to define a name
@@ -240,7 +241,8 @@ class CodaFunction:
         # Differentiate unless the module already follows the contract (hand-written f_fwd/f_bwd).
         if not (self.fwd_name in funcs and self.bwd_name in funcs) and self.float_args and _autodiff_registered():
             module = _only_functions(module, [name])
-            coda_ir.lower(module, AUTODIFF_PASS)
+            # sibling linears are packed first, so that the backward is derived from one GEMM
+            coda_ir.lower(module, f"{SIBLINGS_PASS},{AUTODIFF_PASS}")
             funcs = _funcs(module)
         self.differentiable = self.fwd_name in funcs and self.bwd_name in funcs
         kept = [name, self.fwd_name, self.bwd_name] if self.differentiable else [name]

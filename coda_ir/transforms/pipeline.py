@@ -1,5 +1,7 @@
 """`nn-to-coda`: the whole pipeline from an `nn` program to coda GEMM-epilogue kernels.
 
+    nn-fuse-siblings      sibling linears sharing an input -> one GEMM on concatenated weights
+                          (with `fuse`; silu(x Wg) * (x Wu) -> swiglu of the packed GEMM)
     coda-defer-norms      reparameterize: norm row scales move into the consuming GEMMs
     convert-nn-to-coda    every remaining nn op -> standalone kernels (the always-correct baseline)
     coda-fuse             absorb kernels into their producers' epilogues (proof-gated)
@@ -50,7 +52,11 @@ class NNToCodaPass(ModulePass):
     remarks_as_errors: bool = False
 
     def stages(self) -> list[ModulePass]:
+        from coda_ir.transforms.fuse_siblings import FuseSiblingsPass
+
         stages: list[ModulePass] = []
+        if self.fuse:
+            stages.append(FuseSiblingsPass())
         if self.defer_norms:
             stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors, cost_model=self.cost_model))
         stages.append(ConvertNNToCodaPass())

@@ -8,6 +8,7 @@ gradients are the whole batch's gradients (up to the order of fp32 additions).
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
 import sys
@@ -36,7 +37,9 @@ def _free_port() -> int:
 
 def _worker(rank: int, mode: str, port: int, out: str) -> None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
+    # a rank that fails makes the other time out instead of waiting forever
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
+                            timeout=datetime.timedelta(seconds=180))
     try:
         model = tiny_model("llama")
         cmodel = from_hf(model, progress=False)
@@ -55,7 +58,7 @@ def _worker(rank: int, mode: str, port: int, out: str) -> None:
         loss = wrapped(ids[rows], labels=labels[rows]).loss
         loss.backward()
         grads = {}
-        for name, p in cmodel.named_parameters():
+        for name, p in model.named_parameters():  # the Hugging Face names (the same parameters)
             g = p.grad
             if hasattr(g, "full_tensor"):  # FSDP2: a sharded DTensor gradient
                 g = g.full_tensor()
