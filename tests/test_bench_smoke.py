@@ -24,3 +24,19 @@ def test_bench_block_smoke(tmp_path):
         assert variants[name]["check_ok"], (name, variants[name])
     assert variants["coda derived"]["check_gradients"] == "ok"
     assert variants["coda derived"]["kernels_bwd"] > 0
+
+
+def test_bench_model_smoke(tmp_path):
+    # the whole-model step benchmark at a tiny LLaMA on CPU: the limit, HF eager and coda-ir
+    # (from_hf) all run, and coda-ir's loss matches eager's on the same batch
+    env = dict(os.environ, TRITON_INTERPRET="1", CODA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = tmp_path / "model.json"
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_model.py"), "--smoke", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    results = json.loads(out.read_text())["results"]
+    for name in ("limit", "eager", "coda"):
+        assert "error" not in results[name], results[name]
+        assert results[name]["median_ms"] > 0
+    assert abs(results["coda"]["loss_minus_eager"]) < 1e-4

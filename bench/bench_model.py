@@ -1,0 +1,320 @@
+"""A whole-model training step (forward + backward) of Hugging Face models: coda-ir against
+HF eager (sdpa), HF + torch.compile and HF + Liger, with the step's limit measured in the same
+rounds (its GEMMs via cuBLAS plus its attention via SDPA, PERFORMANCE.md).
+
+Per variant: median step time, ratio to the limit, tokens/s, peak memory above the resident
+model, first-step time (compile / autotune), the loss against eager's. Variants run in rounds
+whose order rotates; a failing variant is recorded with its error and the others go on.
+
+GPU (carry [".whl", ".devcache"]; the device has transformers, torch, Triton):
+
+    python3 -m pip install -q --no-index --no-deps --target .site .whl/*.whl && \
+    export PYTHONPATH=$PWD/.site:$PWD CODA_CACHE_DIR=$PWD/.devcache/coda && \
+    python bench/bench_model.py --shape llama1b --layers 4 --out $OUT/model-llama1b.json
+
+CPU smoke (tests/test_bench_smoke.py): `python bench/bench_model.py --smoke`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SHAPES = {
+    # LLaMA-3.2-1B: hidden 2048, ffn 8192, 32 / 8 heads of 64, vocab 128256, tied, theta 5e5
+    "llama1b": dict(family="llama", hidden_size=2048, intermediate_size=8192, num_attention_heads=32,
+                    num_key_value_heads=8, head_dim=64, vocab_size=128256, tie_word_embeddings=True,
+                    rope_theta=500000.0, rms_norm_eps=1e-5),
+    # Qwen3-1.7B: hidden 2048, ffn 6144, 16 / 8 heads of 128, vocab 151936, tied, QK-norm
+    "qwen3": dict(family="qwen3", hidden_size=2048, intermediate_size=6144, num_attention_heads=16,
+                  num_key_value_heads=8, head_dim=128, vocab_size=151936, tie_word_embeddings=True,
+                  rope_theta=1000000.0, rms_norm_eps=1e-6),
+    "smoke": dict(family="llama", hidden_size=64, intermediate_size=96, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, vocab_size=128, tie_word_embeddings=False,
+                  rope_theta=10000.0, rms_norm_eps=1e-6),
+}
+VARIANTS = ("limit", "eager", "compile", "liger", "coda")
+
+
+def make_model(shape: dict, layers: int, dtype, device):
+    import transformers
+
+    kw = {k: v for k, v in shape.items() if k not in ("family", "rope_theta")}
+    cls_cfg = transformers.LlamaConfig if shape["family"] == "llama" else transformers.Qwen3Config
+    config = cls_cfg(num_hidden_layers=layers, **kw)
+    if hasattr(config, "rope_parameters") and isinstance(config.rope_parameters, dict):
+        config.rope_parameters["rope_theta"] = shape["rope_theta"]
+    else:
+        config.rope_theta = shape["rope_theta"]
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    cls = transformers.LlamaForCausalLM if shape["family"] == "llama" else transformers.Qwen3ForCausalLM
+    with torch.device(device):
+        model = cls(config)
+    return model.to(dtype)
+
+
+# ----------------------------------------------------------------------------- the limit
+
+
+def limit_step(shape: dict, layers: int, tokens: int, seq: int, dtype, device):
+    """The step's GEMMs (forward, dX, dW of every projection and of the LM head) and its attention
+    (SDPA forward + backward, GQA, causal): two closures timed separately."""
+    D, F, H, KV, hd, V = (shape[k] for k in ("hidden_size", "intermediate_size", "num_attention_heads",
+                                            "num_key_value_heads", "head_dim", "vocab_size"))
+    g = torch.Generator(device=device).manual_seed(0)
+
+    def rnd(*s):
+        return torch.randn(*s, device=device, dtype=dtype, generator=g) * 0.02
+
+    projections = [(D, (H + 2 * KV) * hd), (H * hd, D), (D, 2 * F), (F, D)]
+    mats = []
+    for k, n in projections:
+        mats.append((rnd(tokens, k), rnd(n, k), rnd(tokens, n)))
+    head = (rnd(tokens, D), rnd(V, D), rnd(tokens, V))
+
+    def gemms():
+        for _ in range(layers):
+            for x, w, dy in mats:
+                x @ w.T
+                dy @ w
+                dy.T @ x
+        x, w, dy = head
+        x @ w.T
+        dy @ w
+        dy.T @ x
+
+    b = tokens // seq
+    q = rnd(b, H, seq, hd).requires_grad_(True)
+    k = rnd(b, KV, seq, hd).requires_grad_(True)
+    v = rnd(b, KV, seq, hd).requires_grad_(True)
+    do = rnd(b, H, seq, hd)
+
+    def attention():
+        for _ in range(layers):
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            torch.autograd.grad(o, (q, k, v), do)
+
+    return gemms, attention
+
+
+# ----------------------------------------------------------------------------- variants
+
+
+class LigerPatches:
+    """Liger patches module-level functions (RoPE) of transformers: install them only while the
+    Liger variant runs, so that eager and compile stay plain Hugging Face."""
+
+    def __init__(self, family: str, model):
+        import importlib
+
+        from liger_kernel import transformers as lt
+
+        self.module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+        before = dict(vars(self.module))
+        apply = getattr(lt, f"apply_liger_kernel_to_{family}")
+        apply(rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=True, model=model)
+        after = dict(vars(self.module))
+        self.liger = {k: v for k, v in after.items() if before.get(k) is not v}
+        self.plain = {k: before.get(k) for k in self.liger}
+        self._set(self.plain)
+
+    def _set(self, values):
+        for k, v in values.items():
+            setattr(self.module, k, v)
+
+    @contextlib.contextmanager
+    def active(self):
+        self._set(self.liger)
+        try:
+            yield
+        finally:
+            self._set(self.plain)
+
+
+def build_variant(name: str, base, shape, layers, tokens, seq, dtype, device):
+    """(step closure returning the loss or None, context manager factory)."""
+    ids = torch.randint(0, shape["vocab_size"], (tokens // seq, seq), device=device,
+                        generator=torch.Generator(device=device).manual_seed(1))
+    ctx = contextlib.nullcontext
+    if name == "limit":
+        gemms, attention = limit_step(shape, layers, tokens, seq, dtype, device)
+
+        def step():
+            gemms()
+            attention()
+            return None
+
+        step.parts = {"gemms": gemms, "attention": attention}  # type: ignore[attr-defined]
+        return step, ctx
+    model = copy.deepcopy(base)
+    if name == "compile":
+        fwd = torch.compile(model)
+    elif name == "liger":
+        patches = LigerPatches(shape["family"], model)
+        ctx = patches.active
+        fwd = model
+    elif name == "coda":
+        import coda_ir.torch
+
+        fwd = coda_ir.torch.from_hf(model, progress=True)
+    else:
+        fwd = model
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        loss = (fwd(ids, labels=ids) if name == "coda" else fwd(input_ids=ids, labels=ids)).loss
+        loss.backward()
+        return loss.detach()
+
+    return step, ctx
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device, iters: int) -> float:
+    """Median ms of `iters` calls (CUDA events on a GPU)."""
+    times = []
+    for _ in range(iters):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", choices=sorted(SHAPES), default="llama1b")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=4096)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--iters", type=int, default=5, help="timed steps per variant per round")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--out", default=None, help="JSON path (default: $OUT/model-<shape>.json when $OUT is set)")
+    p.add_argument("--smoke", action="store_true", help="tiny CPU run through the Triton interpreter")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.shape, args.layers, args.batch, args.seq, args.rounds, args.iters = "smoke", 2, 2, 16, 1, 1
+        args.variants = "limit,eager,coda"
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    shape = SHAPES[args.shape]
+    tokens = args.batch * args.seq
+    names = [v.strip() for v in args.variants.split(",") if v.strip()]
+    import transformers
+
+    info = {
+        "date": time.strftime("%Y-%m-%d"),
+        "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "shape": args.shape, "layers": args.layers, "batch": args.batch, "seq": args.seq, "dtype": str(dtype),
+    }
+    with contextlib.suppress(Exception):
+        import triton
+
+        info["triton"] = triton.__version__
+    with contextlib.suppress(Exception):
+        import importlib.metadata as md
+
+        info["liger"] = md.version("liger-kernel")
+    base = make_model(shape, args.layers, dtype, device)
+    resident = torch.cuda.memory_allocated() if device.type == "cuda" else 0
+    results: dict[str, dict] = {}
+    steps = {}
+    for name in names:
+        entry = results.setdefault(name, {})
+        try:
+            step, ctx = build_variant(name, base, shape, args.layers, tokens, args.seq, dtype, device)
+            with ctx():
+                sync(device)
+                if device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated() if device.type == "cuda" else 0
+                t = time.perf_counter()
+                loss = step()
+                sync(device)
+                entry["first_step_s"] = time.perf_counter() - t
+                t = time.perf_counter()
+                step()
+                sync(device)
+                entry["warm_step_s"] = time.perf_counter() - t
+                if device.type == "cuda":
+                    entry["peak_gib_above_model"] = (torch.cuda.max_memory_allocated() - before) / 2**30
+                if loss is not None:
+                    entry["loss"] = float(loss)
+            steps[name] = (step, ctx)
+            entry["ms"] = []
+        except Exception as exc:  # recorded, the others go on
+            entry["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+            entry["traceback"] = traceback.format_exc()[-4000:]
+            print(f"[{name}] failed: {entry['error'][:300]}", file=sys.stderr)
+    order = list(steps)
+    for r in range(args.rounds):
+        rotated = order[r % len(order):] + order[: r % len(order)] if order else []
+        for name in rotated:
+            step, ctx = steps[name]
+            with ctx():
+                results[name]["ms"].append(timed(step, device, args.iters))
+                if name == "limit":
+                    for part, fn in step.parts.items():
+                        results[name].setdefault(f"{part}_ms", []).append(timed(fn, device, args.iters))
+    limit = statistics.median(results["limit"]["ms"]) if results.get("limit", {}).get("ms") else None
+    eager_loss = results.get("eager", {}).get("loss")
+    for name, entry in results.items():
+        if entry.get("ms"):
+            entry["median_ms"] = statistics.median(entry["ms"])
+            entry["tokens_per_s"] = tokens / (entry["median_ms"] / 1e3)
+            if limit:
+                entry["x_limit"] = entry["median_ms"] / limit
+        if eager_loss is not None and "loss" in entry:
+            entry["loss_minus_eager"] = entry["loss"] - eager_loss
+    report = {"info": info, "resident_gib": resident / 2**30, "results": results}
+    out = args.out or (os.path.join(os.environ["OUT"], f"model-{args.shape}.json") if os.environ.get("OUT") else None)
+    if out:
+        Path(out).write_text(json.dumps(report, indent=1, default=str))
+        cache = Path(os.environ.get("CODA_CACHE_DIR", "")) / "autotune.json"
+        if os.environ.get("OUT") and cache.is_file():  # bring the tuning back for the next run
+            shutil.copy(cache, Path(os.environ["OUT"]) / f"autotune-{args.shape}.json")
+    print(f"\n{args.shape}: {args.layers} layers, {args.batch} x {args.seq} tokens, {info['device']}, torch {info['torch']}")
+    print(f"{'variant':10} {'ms':>9} {'x limit':>8} {'tok/s':>10} {'peak GiB':>9} {'first s':>8} {'loss-eager':>11}")
+    for name, e in results.items():
+        if "error" in e:
+            print(f"{name:10} error: {e['error'][:100]}")
+            continue
+        print(f"{name:10} {e.get('median_ms', float('nan')):9.2f} {e.get('x_limit', float('nan')):8.3f} "
+              f"{e.get('tokens_per_s', float('nan')):10.0f} {e.get('peak_gib_above_model', float('nan')):9.2f} "
+              f"{e.get('first_step_s', float('nan')):8.1f} {e.get('loss_minus_eager', float('nan')):11.2e}")
+    if limit and "gemms_ms" in results["limit"]:
+        print(f"limit parts: GEMMs {statistics.median(results['limit']['gemms_ms']):.2f} ms, "
+              f"attention {statistics.median(results['limit']['attention_ms']):.2f} ms")
+    return report
+
+
+if __name__ == "__main__":
+    main()
