@@ -270,6 +270,8 @@ def main(argv=None) -> dict:
                     entry["loss"] = float(loss)
             steps[name] = (step, ctx)
             entry["ms"] = []
+            print(f"[{name}] first step {entry['first_step_s']:.1f} s, warm {entry['warm_step_s'] * 1e3:.1f} ms, "
+                  f"peak {entry.get('peak_gib_above_model', float('nan')):.2f} GiB, loss {entry.get('loss')}", flush=True)
         except Exception as exc:  # recorded, the others go on
             entry["error"] = f"{type(exc).__name__}: {exc}"[:2000]
             entry["traceback"] = traceback.format_exc()[-4000:]
