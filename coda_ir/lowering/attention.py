@@ -109,15 +109,19 @@ def attention_backward(qkv: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, 
     o = out.view(b, seq_len, heads, head_dim).transpose(1, 2)
     do = dout.view(b, seq_len, heads, head_dim).transpose(1, 2)
     which = backend(qkv, heads, kv_heads, head_dim, seq_len, causal)
-    empty = torch.empty(0, dtype=torch.int64, device=qkv.device)
+    # Without dropout the random-state tensors are not read; the forward returns them as one
+    # (cuDNN: seed, offset) or two (flash: rng state) int64 values. `None` is an undefined tensor
+    # (no bias, no cumulative sequence lengths of a nested batch), as the forward returns them.
     if which == CUDNN:
-        bias = torch.empty(0, dtype=qkv.dtype, device=qkv.device)  # the op's "no bias"
+        seed = torch.zeros(1, dtype=torch.int64, device=qkv.device)
         dq, dk, dv = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
-            do, q, k, v, o, lse.view(b, heads, seq_len, 1), empty, empty, bias, empty, empty, seq_len, seq_len,
+            do, q, k, v, o, lse.view(b, heads, seq_len, 1), seed, seed, None, None, None, seq_len, seq_len,
             0.0, causal)
     elif which == FLASH:
+        state = torch.zeros(2, dtype=torch.int64, device=qkv.device)
+        empty = torch.empty(0, dtype=torch.int64, device=qkv.device)
         dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_backward(
-            do, q, k, v, o, lse.view(b, heads, seq_len), empty, empty, seq_len, seq_len, 0.0, causal, empty, empty)
+            do, q, k, v, o, lse.view(b, heads, seq_len), None, None, seq_len, seq_len, 0.0, causal, state, empty)
     else:
         dq, dk, dv = _math_backward(do, q, k, v, o, lse.view(b, heads, seq_len), causal)
     dqkv = torch.cat([_flat_rows(dq), _flat_rows(dk), _flat_rows(dv)], dim=1)
