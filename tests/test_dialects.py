@@ -154,6 +154,18 @@ def test_every_nn_op_has_a_typed_constructor():
             nn.ZerosOp(x.type),
             nn.RowDotOp(x, y),
         ]
+        # whole-model ops: x doubles as a packed qkv of 2 q heads + 1 kv head of 8 (32 columns)
+        attn = nn.AttentionOp(x, heads=2, kv_heads=1, head_dim=8, seq_len=4, causal=True)
+        fwd = nn.AttentionFwdOp(x, dict(attn.properties))
+        ops += [
+            nn.EmbeddingOp(t, y),
+            nn.EmbeddingGradOp(x, t, y.type),
+            attn,
+            fwd,
+            nn.AttentionGradOp(x, fwd.out, fwd.lse, attn.result, dict(attn.properties)),
+            nn.ConcatOp([x, y], 0),
+            nn.SliceOp(x, 1, 8, 16),
+        ]
         func.ReturnOp()
     ModuleOp([fn]).verify()
     assert {op.name for op in ops} == {op.name for op in nn.NN.operations}
@@ -161,6 +173,8 @@ def test_every_nn_op_has_a_typed_constructor():
     assert shapes["nn.linear"] == (8, 8) and shapes["nn.matmul"] == (8, 16)
     assert shapes["nn.swiglu"] == (8, 16) and shapes["nn.geglu"] == (8, 16)
     assert shapes["nn.cross_entropy"] == () and ce.results[0].type == TensorType(f32, [])
+    assert shapes["nn.attention"] == (8, 16) and shapes["nn.concat"] == (16, 32) and shapes["nn.slice"] == (8, 16)
+    assert fwd.lse.type == TensorType(f32, [16]) and shapes["nn.embedding"] == (8, 32)
     # Property attribute types are the contract's: i64 integers, f32 floats, strings.
     rope = ops[11]
     assert rope.properties["head_dim"] == IntegerAttr(8, i64)
