@@ -206,6 +206,28 @@ def timed(fn, device, iters: int) -> float:
     return statistics.median(times)
 
 
+def profile_step(name: str, step, iters: int) -> list:
+    """[kernel name, launches per step, ms per step] of the GPU kernels of `iters` steps, costliest
+    first: where a variant's step goes beyond its limit."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            step()
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        if ev.device_type.name != "CUDA" or ev.count == 0:
+            continue
+        total = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0.0)
+        rows.append([ev.key[:160], ev.count / iters, total / iters / 1000.0])
+    rows.sort(key=lambda r: -r[2])
+    print(f"\n[{name}] kernels of one step, costliest first ({sum(r[2] for r in rows):.2f} ms in kernels):")
+    for key, count, ms in rows[:40]:
+        print(f"  {ms:8.3f} ms  {count:5.1f}x  {key[:110]}")
+    return rows
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shape", choices=sorted(SHAPES), default="llama1b")
@@ -217,6 +239,8 @@ def main(argv=None) -> dict:
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--out", default=None, help="JSON path (default: $OUT/model-<shape>.json when $OUT is set)")
     p.add_argument("--smoke", action="store_true", help="tiny CPU run through the Triton interpreter")
+    p.add_argument("--profile", action="store_true",
+                   help="after timing, profile one step of each variant (torch.profiler, GPU kernels by total time)")
     args = p.parse_args(argv)
     if args.smoke:
         args.shape, args.layers, args.batch, args.seq, args.rounds, args.iters = "smoke", 2, 2, 16, 1, 1
@@ -286,6 +310,10 @@ def main(argv=None) -> dict:
                 if name == "limit":
                     for part, fn in step.parts.items():
                         results[name].setdefault(f"{part}_ms", []).append(timed(fn, device, args.iters))
+    if args.profile and device.type == "cuda":
+        for name, (step, ctx) in steps.items():
+            with ctx():
+                results[name]["kernels"] = profile_step(name, step, args.iters)
     limit = statistics.median(results["limit"]["ms"]) if results.get("limit", {}).get("ms") else None
     eager_loss = results.get("eager", {}).get("loss")
     for name, entry in results.items():

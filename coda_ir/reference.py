@@ -303,6 +303,9 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
         return _head_rms_norm(a[0], a[1], _prop(op, "head_dim"), _prop(op, "heads"), _prop(op, "eps"), first_head_of(op))
     if name == "nn.cross_entropy":
         return _cross_entropy(a[0], args[1], _prop(op, "ignore_index"), _prop(op, "reduction"))
+    if name == "nn.cross_entropy_fwd":
+        loss = _cross_entropy(a[0], args[1], _prop(op, "ignore_index"), _prop(op, "reduction"))
+        return loss, torch.logsumexp(a[0], dim=-1)
     # backward ops (nn-autodiff); multi-result ops return tuples
     if name == "nn.gemm":
         lhs = a[0].T if _prop(op, "transpose_a") else a[0]
@@ -356,6 +359,8 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
     if name == "nn.layer_norm_apply":
         return (a[0] - a[3][:, None]) * a[4][:, None] * a[1] + a[2]
     if name == "nn.cross_entropy_grad":
+        # the semantics: from the logits (a saved lse operand is what a kernel reads instead of
+        # folding the logits again; the reference does not need it)
         return _cross_entropy_grad(a[0], args[1], a[2], _prop(op, "ignore_index"), _prop(op, "reduction"))
     # whole-model ops
     if name == "nn.embedding":
@@ -430,6 +435,7 @@ NN_OPS = (
     "nn.rope",
     "nn.head_rms_norm",
     "nn.cross_entropy",
+    "nn.cross_entropy_fwd",
     "nn.gemm",
     "nn.column_sum",
     "nn.silu_grad",
@@ -457,7 +463,7 @@ NN_OPS = (
     "nn.slice",
 )
 
-F32_RESULT_OPS = ("nn.cross_entropy", "nn.rms_norm_rstd", "nn.layer_norm_stats", "nn.row_dot")
+F32_RESULT_OPS = ("nn.cross_entropy", "nn.cross_entropy_fwd", "nn.rms_norm_rstd", "nn.layer_norm_stats", "nn.row_dot")
 F32_RESULTS = {("nn.attention_fwd", 1)}  # the attention log-sum-exp
 """Ops whose results are f32 by definition (a loss, row statistics): never rounded to the program's type."""
 

@@ -149,6 +149,8 @@ def test_every_nn_op_has_a_typed_constructor():
             nn.LayerNormGradOp(y, x, w, hv, hv),
             nn.HeadRMSNormGradOp(y, x, ops[12].operands[1], dict(ops[12].properties)),
             nn.CrossEntropyGradOp(x, t, ce.results[0], dict(ce.properties)),
+            ce_fwd := nn.CrossEntropyFwdOp(x, t, dict(ce.properties)),
+            nn.CrossEntropyGradOp(x, t, ce_fwd.loss, dict(ce.properties), lse=ce_fwd.lse),
             nn.RMSNormApplyOp(x, w, hv),
             nn.LayerNormApplyOp(x, w, w, hv, hv),
             nn.ZerosOp(x.type),

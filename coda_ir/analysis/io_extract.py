@@ -361,8 +361,8 @@ class _Extractor:
             flops += f2
             sfu += s2
         sums = any(isinstance(r.type, TensorType) and not r.type.get_shape() for r in op.results)
-        programs = 1 if sums else math.ceil(length / m.FOLD_BLOCK)
-        notes = ("fold partials", "one program (ordered sum over rows)") if sums else ("fold partials",)
+        programs = math.ceil(length / m.FOLD_BLOCK)
+        notes = ("fold partials", "rank-0 sums: per-block totals, folded in block order") if sums else ("fold partials",)
         return m.Kernel(
             _kernel_name(op, self.names, "fold"), "fold", tuple(reads), tuple(writes), None, None, flops, sfu, 1.0,
             tuple(origin_entries(op)) or ("fold",), notes, programs=programs,

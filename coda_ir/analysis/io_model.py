@@ -203,7 +203,7 @@ def elementwise_tile(M: int, N: int, bn_multiple_of: int = 1) -> Tile:
 
 
 FOLD_BLOCK = 256
-"""Rows per program of a coda.fold (one program walks all rows when it sums over rows)."""
+"""Rows per program of a coda.fold at most (runtime.fold_blocks)."""
 
 
 @dataclass(frozen=True)

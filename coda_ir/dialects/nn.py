@@ -632,6 +632,38 @@ class CrossEntropyOp(NNOperation):
             raise VerifyException(f"result must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
 
 
+@irdl_op_definition
+class CrossEntropyFwdOp(NNOperation):
+    """`nn.cross_entropy` that also returns `lse(logits[m])` of every row (f32 [M]): what its
+    backward needs besides the logits (`nn-autodiff`'s forward saves it; the loss computes it
+    anyway)."""
+
+    name = "nn.cross_entropy_fwd"
+    logits = operand_def(TensorType)
+    targets = operand_def(TensorType)
+    loss = result_def(TensorType)
+    lse = result_def(TensorType)
+    ignore_index = prop_def(IntegerAttr)
+    reduction = prop_def(StringAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, logits: SSAValue, targets: SSAValue, properties: dict[str, Attribute]):
+        m, _ = _shape(logits)
+        super().__init__(operands=[logits, targets], result_types=[TensorType(f32, []), TensorType(f32, [m])],
+                         properties=dict(properties))
+
+    def verify_(self) -> None:
+        _check_static_float(self, "logits", self.logits, 2)
+        m, _ = _shape(self.logits)
+        _check_i32_vector("targets", self.targets, m)
+        _check_ignore_index(self)
+        _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
+        ty = self.loss.type
+        if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
+            raise VerifyException(f"loss must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
+        _check_f32_vector("lse", self.lse, m)
+
+
 # ----------------------------------------------------------------------------- backward ops
 #
 # `nn-autodiff` writes the backward of a program with these ops. Each keeps the meaning of one
@@ -1013,19 +1045,24 @@ class HeadRMSNormGradOp(NNOperation):
 class CrossEntropyGradOp(NNOperation):
     """`dlogits[m, v] = (softmax(logits[m])[v] - [v == t[m]]) * dloss / count` for kept rows
     (`count` = kept rows for "mean", 1 for "sum"), 0 for rows whose target is `ignore_index`.
-    A target outside `[0, V)` that is not ignored is a run-time error, as in the forward."""
+    A target outside `[0, V)` that is not ignored is a run-time error, as in the forward.
+    The optional last operand is the saved `lse(logits[m])` (f32 [M], `nn.cross_entropy_fwd`):
+    then the backward never folds the logits again."""
 
     name = "nn.cross_entropy_grad"
     logits = operand_def(TensorType)
     targets = operand_def(TensorType)
     dloss = operand_def(TensorType)
+    lse = opt_operand_def(TensorType)
     result = result_def(TensorType)
     ignore_index = prop_def(IntegerAttr)
     reduction = prop_def(StringAttr)
     traits = traits_def(Pure())
 
-    def __init__(self, logits: SSAValue, targets: SSAValue, dloss: SSAValue, properties: dict[str, Attribute]):
-        super().__init__(operands=[logits, targets, dloss], result_types=[logits.type], properties=dict(properties))
+    def __init__(self, logits: SSAValue, targets: SSAValue, dloss: SSAValue, properties: dict[str, Attribute],
+                 lse: SSAValue | None = None):
+        super().__init__(operands=[logits, targets, dloss, [lse] if lse is not None else []],
+                         result_types=[logits.type], properties=dict(properties))
 
     def verify_(self) -> None:
         _check_static_float(self, "logits", self.logits, 2)
@@ -1034,6 +1071,8 @@ class CrossEntropyGradOp(NNOperation):
         ty = self.dloss.type
         if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
             raise VerifyException(f"dloss must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
+        if self.lse is not None:
+            _check_f32_vector("lse", self.lse, m)
         _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
         _check_like(self, 0, self.logits, "dlogits")
@@ -1374,6 +1413,7 @@ BACKWARD_OPS = (
     LayerNormGradOp,
     HeadRMSNormGradOp,
     CrossEntropyGradOp,
+    CrossEntropyFwdOp,
     RMSNormApplyOp,
     LayerNormApplyOp,
     ZerosOp,

@@ -252,7 +252,9 @@ def launch_group(kernel, members: Sequence[LaunchSpec]) -> tuple[LaunchSpec, ...
     return tuple(members)
 
 
-FOLD_BLOCK = 256
+FOLD_BLOCK = 256  # rows per fold program at most
+FOLD_TILE_LANES = 64  # partial tiles read per row per step at most
+FOLD_ELEMENTS = 4096  # BLOCK x BT per step
 
 
 def launch_fold(
@@ -264,11 +266,17 @@ def launch_fold(
     L: int,
     sums: bool,
 ) -> tuple[torch.Tensor, ...]:
-    """Launch a `coda.fold` row kernel. With rank-0 (summed) results one program walks all
-    rows in order, so the sum is deterministic; otherwise one program per block of rows."""
+    """Launch a `coda.fold` row kernel: one program per block of rows (see `fold_launch`)."""
     spec = fold_launch(partials, inputs, outputs, L=L, sums=sums)
-    kernel[(spec.programs,)](*spec.args, **spec.constexprs)
+    kernel[(spec.programs,)](*spec.args, **spec.constexprs, num_warps=spec.num_warps)
     return spec.results
+
+
+def fold_blocks(L: int, tiles: int) -> tuple[int, int, int]:
+    """(rows per program, tile lanes, programs) of a fold over L rows of `tiles` partials each."""
+    lanes = max(2, min(FOLD_TILE_LANES, _pow2_at_least(tiles)))
+    block = min(FOLD_BLOCK, max(16, _pow2_at_least(L)), max(16, FOLD_ELEMENTS // lanes))
+    return block, lanes, triton.cdiv(L, block)
 
 
 def fold_launch(
@@ -279,12 +287,21 @@ def fold_launch(
     L: int,
     sums: bool,
 ) -> LaunchSpec:
-    """What launching a `coda.fold` kernel takes (see `launch_fold`)."""
-    block = min(FOLD_BLOCK, max(16, _pow2_at_least(L)))
-    blocks = triton.cdiv(L, block)
-    programs, iters = (1, blocks) if sums else (blocks, 1)
+    """What launching a `coda.fold` kernel takes. Rank-0 results (`sums`) add a float64 buffer
+    of per-program totals and a zeroed ticket counter (the last program to finish folds them)."""
     tiles = [p.shape[1] for p in partials]
-    return LaunchSpec(programs, [*partials, *inputs, *outputs, L, *tiles, iters], {"BLOCK": block}, 4, tuple(outputs))
+    block, lanes, programs = fold_blocks(L, max(tiles, default=1))
+    stage: list[object] = []
+    pb = 1
+    if sums:
+        device = outputs[0].device
+        n_sums = sum(1 for o in outputs if o.dim() == 0)
+        work = torch.empty(programs * n_sums, dtype=torch.float64, device=device)
+        ticket = torch.zeros(1, dtype=torch.int32, device=device)
+        stage = [work, ticket, programs]
+        pb = _pow2_at_least(programs)
+    return LaunchSpec(programs, [*partials, *inputs, *outputs, L, *tiles, *stage],
+                      {"BLOCK": block, "BT": lanes, "PB": pb}, 4, tuple(outputs))
 
 
 # ============================================================================ loading and caching

@@ -1107,6 +1107,7 @@ KERNEL_SCOPE = (
     "acc a b a_ptr b_ptr a_ptrs b_ptrs b_cols offs_m offs_n offs_k mask_m mask_n pid pid_m pid_n M N K BM BN BK "
     "GROUP_M INTERLEAVE UPCAST num_pid_m num_pid_n group_size first_m rows_in_group k0 k_mask stride_am stride_ak "
     "stride_bk stride_bn rows64 cols_n mask_mn tl triton torch libdevice it rows mask L ITERS BLOCK t "
+    "lanes t0 BT PB WORK TICKET NPROG ticket blocks "
     "USE_TMA A_K_CONTIG B_K_CONTIG NUM_SMS FLATTEN WARP_SPECIALIZE start_pid num_tiles k_tiles tile_id off_m off_n "
     "off_k ki b_row acc_lo acc_hi b_lo b_hi min max range float int"
 ).split()
@@ -1249,60 +1250,66 @@ def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False) ->
     return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src, plain, 2)
 
 
+NEG_INF = '-float("inf")'
+
+
 def emit_fold(op: coda.FoldOp, name: str, member: bool = False) -> KernelInfo:
+    """A row-parallel kernel: each program folds the partials of BLOCK rows, reading [BLOCK, BT]
+    tiles along the (contiguous) tile axis and combining lanes by a fixed tree, so the result
+    never depends on the launch. Rank-0 results (sums over rows) are reduced in two fixed
+    stages: every program stores its per-block total (float64), takes a ticket (an integer
+    atomic, the only atomic), and the program with the last ticket adds the per-block totals in
+    block order and runs the finalize body."""
     names = _Names(KERNEL_SCOPE)
     p_params = _param_names(names, op.partials, "part")
     in_params = _param_names(names, op.inputs, "in")
     out_params = _param_names(names, op.outputs, "out")
     t_params = [names(f"T{i}") for i in range(len(op.partials))]
-    plain = [*p_params, *in_params, *out_params, "L", *t_params, "ITERS", "BLOCK"]
-    lines = _kernel_head(name, [*plain[:-1], "BLOCK: tl.constexpr"], member)
-    I2 = IND * 2
     sums = [i for i, r in enumerate(op.outputs) if not r.type.get_shape()]  # type: ignore[union-attr]
-    sum_vars = {}
-    for i in sums:
-        rty = op.outputs[i].type
-        assert isinstance(rty, TensorType)
-        acc_ty = "tl.float32" if _is_float(rty.get_element_type()) else "tl.int32"
-        sum_vars[i] = names(f"sum{i}")
-        lines.append(f"{IND}{sum_vars[i]} = tl.zeros((BLOCK,), dtype={acc_ty})")
+    stage = ["WORK", "TICKET", "NPROG"] if sums else []
+    plain = [*p_params, *in_params, *out_params, "L", *t_params, *stage, "BLOCK", "BT", "PB"]
+    lines = _kernel_head(name, [*plain[:-3], "BLOCK: tl.constexpr", "BT: tl.constexpr", "PB: tl.constexpr"], member)
+    I2 = IND * 2
     lines += [
-        f"{IND}for it in range(0, ITERS):",
-        f"{I2}rows = (pid * ITERS + it) * BLOCK + tl.arange(0, BLOCK)",
-        f"{I2}mask = rows < L",
-        f"{I2}rows64 = rows.to(tl.int64)",
+        f"{IND}rows = pid * BLOCK + tl.arange(0, BLOCK)",
+        f"{IND}mask = rows < L",
+        f"{IND}rows64 = rows.to(tl.int64)",
+        f"{IND}lanes = tl.arange(0, BT)",
     ]
     args: list[str] = []
     for value, p, t in zip(op.partials, p_params, t_params):
         pty = value.type
         assert isinstance(pty, coda.PartialsType)
-        f = names("folded")
-        base = f"{p} + rows64 * {t}"
+        f, acc = names("folded"), names("acc")
+        base = f"{p} + rows64[:, None] * {t}"
         combine = pty.combine_kind
-        lines.append(f"{I2}# fold partials ({combine.value}) over tiles in order")
+
+        def chunk(other: str) -> str:
+            return f"tl.load({base} + (t0 + lanes)[None, :], mask=mask[:, None] & ((t0 + lanes)[None, :] < {t}), other={other})"  # noqa: B023
+
+        lines.append(f"{IND}# fold partials ({combine.value}) over tiles: lanes of BT tiles, then a fixed tree")
         if combine == coda.Combine.SUM:
             lines += [
-                f"{I2}{f} = tl.zeros((BLOCK,), dtype=tl.float32)",
-                f"{I2}for t in range(0, {t}):",
-                f"{I2}{IND}{f} += tl.load({base} + t, mask=mask, other=0.0)",
+                f"{IND}{acc} = tl.zeros((BLOCK, BT), dtype=tl.float32)",
+                f"{IND}for t0 in range(0, {t}, BT):",
+                f"{I2}{acc} += {chunk('0.0')}",
+                f"{IND}{f} = tl.sum({acc}, axis=1)",
             ]
         else:
-            mx = names("fmax")
             lines += [
-                f'{I2}{mx} = tl.full((BLOCK,), -float("inf"), tl.float32)',
-                f"{I2}for t in range(0, {t}):",
-                f'{I2}{IND}{mx} = tl.maximum({mx}, tl.load({base} + t, mask=mask, other=-float("inf")))',
+                f'{IND}{acc} = tl.full((BLOCK, BT), -float("inf"), tl.float32)',
+                f"{IND}for t0 in range(0, {t}, BT):",
+                f"{I2}{acc} = tl.maximum({acc}, {chunk(NEG_INF)})",
+                f"{IND}{f} = tl.max({acc}, axis=1)",
             ]
-            if combine == coda.Combine.MAX:
-                lines.append(f"{I2}{f} = {mx}")
-            else:
+            if combine == coda.Combine.LSE:
                 ref, s = names("fref"), names("fsum")
                 lines += [
-                    f'{I2}{ref} = tl.where({mx} == -float("inf"), 0.0, {mx})',
-                    f"{I2}{s} = tl.zeros((BLOCK,), dtype=tl.float32)",
-                    f"{I2}for t in range(0, {t}):",
-                    f'{I2}{IND}{s} += tl.exp(tl.load({base} + t, mask=mask, other=-float("inf")) - {ref})',
-                    f"{I2}{f} = {ref} + tl.log({s})",
+                    f'{IND}{ref} = tl.where({f} == -float("inf"), 0.0, {f})',
+                    f"{IND}{s} = tl.zeros((BLOCK, BT), dtype=tl.float32)",
+                    f"{IND}for t0 in range(0, {t}, BT):",
+                    f"{I2}{s} += tl.exp({chunk(NEG_INF)} - {ref}[:, None])",
+                    f"{IND}{f} = {ref} + tl.log(tl.sum({s}, axis=1))",
                 ]
         args.append(f)
     for value, p in zip(op.inputs, in_params):
@@ -1311,40 +1318,56 @@ def emit_fold(op: coda.FoldOp, name: str, member: bool = False) -> KernelInfo:
         conv = _to_f32(ty.get_element_type())
         v = names("v")
         if ty.get_shape():
-            lines.append(f"{I2}{v} = tl.load({p} + rows, mask=mask, other=0){conv}")
+            lines.append(f"{IND}{v} = tl.load({p} + rows, mask=mask, other=0){conv}")
         else:
-            lines.append(f"{I2}{v} = tl.load({p}){conv}")
+            lines.append(f"{IND}{v} = tl.load({p}){conv}")
         args.append(v)
     body_lines: list[str] = []
-    scal = _ScalarEmitter(body_lines, {}, names, I2)
+    scal = _ScalarEmitter(body_lines, {}, names, IND)
     yielded = scal.emit_block(op.body.blocks[0], args)
     lines += body_lines
+    per_block: list[str] = []
     for i, (result, expr, ptr) in enumerate(zip(op.outputs, yielded, out_params)):
         rty = result.type
         assert isinstance(rty, TensorType)
         if expr in scal.consts:
             expr = f"tl.full((BLOCK,), {expr}, {'tl.float32' if _is_float(rty.get_element_type()) else 'tl.int32'})"
-        if i in sum_vars:
-            lines.append(f"{I2}{sum_vars[i]} += tl.where(mask, {expr}, 0)")
+        if i in sums:
+            block_total = names(f"block{i}")
+            lines.append(f"{IND}{block_total} = tl.sum(tl.where(mask, {expr}, 0).to(tl.float64), axis=0)")
+            per_block.append(block_total)
         else:
-            lines.append(f"{I2}tl.store({ptr} + rows, {_store_cast(expr, rty.get_element_type())}, mask=mask)")
+            lines.append(f"{IND}tl.store({ptr} + rows, {_store_cast(expr, rty.get_element_type())}, mask=mask)")
     if sums:
-        lines.append(f"{IND}# rank-0 results: the per-lane sums, reduced in a fixed order")
+        S = len(sums)
+        lines.append(f"{IND}# rank-0 results: per-block totals, then the last program adds them in block order")
+        for j, total in enumerate(per_block):
+            lines.append(f"{IND}tl.store(WORK + pid * {S} + {j}, {total})")
+        lines += [
+            f"{IND}tl.debug_barrier()",
+            f'{IND}ticket = tl.atomic_add(TICKET, 1, sem="acq_rel", scope="gpu")',
+            f"{IND}if ticket == NPROG - 1:",
+            f"{I2}blocks = tl.arange(0, PB)",
+        ]
         totals = []
-        for i in sums:
+        for j, i in enumerate(sums):
             tvar = names(f"total{i}")
-            lines.append(f"{IND}{tvar} = tl.sum({sum_vars[i]}, axis=0)")
+            acc_ty = "tl.float32" if _is_float(op.outputs[i].type.get_element_type()) else "tl.int32"  # type: ignore[union-attr]
+            lines.append(
+                f"{I2}{tvar} = tl.sum(tl.load(WORK + blocks * {S} + {j}, mask=blocks < NPROG, other=0.0, "
+                f"volatile=True), axis=0).to({acc_ty})"
+            )
             totals.append(tvar)
         if op.finalize.blocks:
             fin_lines: list[str] = []
-            fin = _ScalarEmitter(fin_lines, {}, names, IND)
+            fin = _ScalarEmitter(fin_lines, {}, names, I2)
             totals = fin.emit_block(op.finalize.blocks[0], totals)
             lines += fin_lines
         for i, expr in zip(sums, totals):
             rty = op.outputs[i].type
             assert isinstance(rty, TensorType)
-            lines.append(f"{IND}tl.store({out_params[i]}, {_store_cast(expr, rty.get_element_type())})")
-    return KernelInfo(op, name, "fold", 1, lines, plain, 1)
+            lines.append(f"{I2}tl.store({out_params[i]}, {_store_cast(expr, rty.get_element_type())})")
+    return KernelInfo(op, name, "fold", 1, lines, plain, 3)
 
 
 def emit_launch_group(op: coda.LaunchGroupOp, name: str, members: Sequence[KernelInfo]) -> KernelInfo:

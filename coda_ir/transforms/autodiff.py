@@ -64,10 +64,11 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Stat:
-    """A row statistic of a norm op that the forward computes and saves (key of a saved value)."""
+    """A row statistic that the forward computes and saves (key of a saved value): of a norm, or
+    the log-sum-exp of attention or of cross-entropy's logits."""
 
     norm: Operation
-    index: int  # rms_norm: 0 = rstd; layer_norm: 0 = mean, 1 = rstd
+    index: int  # rms_norm: 0 = rstd; layer_norm: 0 = mean, 1 = rstd; attention, cross_entropy: 0 = lse
 
 
 Needed = SSAValue | Stat
@@ -217,7 +218,7 @@ def _head_norm_grad(op: nn.HeadRMSNormOp, dys, wants, fwd):
 def _ce_grad(op: nn.CrossEntropyOp, dys, wants, fwd):
     (dloss,) = dys
     props = {"ignore_index": op.ignore_index, "reduction": op.reduction}
-    g = nn.CrossEntropyGradOp(fwd(op.logits), fwd(op.targets), dloss, props)
+    g = nn.CrossEntropyGradOp(fwd(op.logits), fwd(op.targets), dloss, props, lse=fwd(Stat(op, 0)))
     return [g], [g.result, None]
 
 
@@ -286,7 +287,8 @@ RULES: dict[type[Operation], Rule] = {
     nn.LayerNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0), Stat(op, 1)], _ln_grad),
     nn.RoPEOp: Rule(lambda op, wants: [op.pos], _rope_grad),
     nn.HeadRMSNormOp: Rule(lambda op, wants: [op.x, op.w], _head_norm_grad),
-    nn.CrossEntropyOp: Rule(lambda op, wants: [op.logits, op.targets], _ce_grad),
+    # cross-entropy saves its per-row log-sum-exp (the loss computes it anyway)
+    nn.CrossEntropyOp: Rule(lambda op, wants: [op.logits, op.targets, Stat(op, 0)], _ce_grad),
     nn.EmbeddingOp: Rule(lambda op, wants: [op.ids], _embedding_grad),
     # attention saves its output and log-sum-exp: the backward never re-runs the forward
     nn.AttentionOp: Rule(lambda op, wants: [op.qkv, op.result, Stat(op, 0)], _attention_grad),
@@ -464,6 +466,21 @@ class _Differentiator:
         block = fwd.body.blocks[0]
         stats: dict[Operation, Operation] = {}
         for v in self.saved:
+            if isinstance(v, Stat) and isinstance(v.norm, nn.CrossEntropyOp) and v.norm not in stats:
+                # the forward's loss becomes the variant that also returns each row's lse
+                old_ce = mapping[v.norm.results[0]].owner
+                assert isinstance(old_ce, nn.CrossEntropyOp)
+                new_ce = nn.CrossEntropyFwdOp(old_ce.logits, old_ce.targets, dict(old_ce.properties))
+                new_ce.location = old_ce.location
+                new_ce.loss.name_hint = old_ce.result.name_hint
+                new_ce.lse.name_hint = self.stat_name(v)
+                block.insert_op_after(new_ce, old_ce)
+                old_ce.result.replace_all_uses_with(new_ce.loss)
+                old_ce.detach()
+                old_ce.erase()
+                mapping[v.norm.results[0]] = new_ce.loss
+                stats[v.norm] = new_ce
+                continue
             if isinstance(v, Stat) and isinstance(v.norm, nn.AttentionOp) and v.norm not in stats:
                 # the forward's attention becomes the variant that also returns its log-sum-exp
                 old = mapping[v.norm.results[0]].owner
@@ -471,7 +488,7 @@ class _Differentiator:
                 new = nn.AttentionFwdOp(old.qkv, dict(old.properties))
                 new.location = old.location
                 new.out.name_hint = old.result.name_hint
-                new.lse.name_hint = f"lse_{old.result.name_hint or 'attention'}"
+                new.lse.name_hint = self.stat_name(v)
                 block.insert_op_after(new, old)
                 old.result.replace_all_uses_with(new.out)
                 old.detach()
@@ -509,9 +526,16 @@ class _Differentiator:
     @staticmethod
     def stat_value(op: Operation, v: Stat) -> SSAValue:
         """The saved statistic `v` among the results of its op in f_fwd."""
-        if isinstance(op, nn.AttentionFwdOp):
+        if isinstance(op, (nn.AttentionFwdOp, nn.CrossEntropyFwdOp)):
             return op.lse
         return op.results[v.index]
+
+    @staticmethod
+    def stat_name(v: Stat) -> str:
+        """The name of a saved log-sum-exp (attention's, or cross-entropy's of its logits)."""
+        if isinstance(v.norm, nn.AttentionOp):
+            return f"lse_{v.norm.result.name_hint or 'attention'}"
+        return f"lse_{v.norm.operands[0].name_hint or 'logits'}"
 
     def stat_type(self, v: Stat) -> TensorType:
         from xdsl.dialects.builtin import f32
@@ -529,8 +553,8 @@ class _Differentiator:
         fwd_map: dict[Needed, SSAValue] = {}
         for v, arg in zip(self.saved, block.args):
             fwd_map[v] = arg
-            if isinstance(v, Stat) and isinstance(v.norm, nn.AttentionOp):
-                arg.name_hint = f"lse_{v.norm.result.name_hint or 'attention'}"
+            if isinstance(v, Stat) and isinstance(v.norm, (nn.AttentionOp, nn.CrossEntropyOp)):
+                arg.name_hint = self.stat_name(v)
             elif isinstance(v, Stat):
                 base = v.norm.operands[0].name_hint or "x"
                 arg.name_hint = (("rstd",) if isinstance(v.norm, nn.RMSNormOp) else ("mean", "rstd"))[v.index] + f"_{base}"

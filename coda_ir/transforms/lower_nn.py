@@ -556,31 +556,37 @@ def lower_head_rms_norm(op: nn.HeadRMSNormOp) -> tuple[list[Operation], SSAValue
     return [_origin(k, op)], k.results[0]
 
 
-def lower_cross_entropy(op: nn.CrossEntropyOp) -> tuple[list[Operation], SSAValue]:
-    m, _ = shape_of(op.logits)
+def lower_cross_entropy(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp) -> tuple[list[Operation], list[SSAValue]]:
+    """LSE partials and the target logit (absorbed into the logits GEMM's epilogue by
+    coda-fuse), one fold to the loss; `nn.cross_entropy_fwd` also keeps each row's lse."""
 
     def build(e: Epilogue, logits, targets):
         t = e.load(logits)
         return [e.reduce(ReduceKind.LSE, t, 1), e.select(t, targets)]
 
     parts = elementwise(shape_of(op.logits), [op.logits, op.targets], build, [None, None])
-    ops, loss = ce_fold(op, parts.results[0], parts.results[1])
-    return [_origin(parts, op, "lse"), *ops], loss
+    ops, results = ce_fold(op, parts.results[0], parts.results[1])
+    return [_origin(parts, op, "lse"), *ops], results
 
 
-def ce_fold(op: nn.CrossEntropyOp, lse: SSAValue, sel: SSAValue) -> tuple[list[Operation], SSAValue]:
+def ce_fold(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp, lse: SSAValue, sel: SSAValue) -> tuple[list[Operation], list[SSAValue]]:
+    """The loss (and, for `nn.cross_entropy_fwd`, the per-row lse) from the folded partials."""
     ignore, reduction = _prop(op, "ignore_index"), _prop(op, "reduction")
+    keep_rows = isinstance(op, nn.CrossEntropyFwdOp)
 
     def body(s: Scalar, l, t, tgt):
         keep = s.cmpi("ne", tgt, s.iconst(ignore))
-        return [s.select(keep, s.sub(l, t), s.const(0.0)), s.select(keep, s.const(1.0), s.const(0.0))]
+        sums = [s.select(keep, s.sub(l, t), s.const(0.0)), s.select(keep, s.const(1.0), s.const(0.0))]
+        return sums + [l] if keep_rows else sums
 
     def finalize(s: Scalar, total, count):
         return [s.div(total, count) if reduction == "mean" else total, count]
 
     scalar = TensorType(f32, [])
-    k = fold([lse, sel], [op.targets], [scalar, scalar], body, finalize)
-    return [_origin(k, op, "loss")], k.results[0]
+    m, _ = shape_of(op.logits)
+    types = [scalar, scalar] + ([TensorType(f32, [m])] if keep_rows else [])
+    k = fold([lse, sel], [op.targets], types, body, finalize)
+    return [_origin(k, op, "loss")], [k.results[0]] + ([k.results[2]] if keep_rows else [])
 
 
 # ----------------------------------------------------------------------------- backward ops
@@ -839,19 +845,31 @@ def lower_head_rms_norm_grad(op: nn.HeadRMSNormGradOp) -> tuple[list[Operation],
 
 
 def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation], SSAValue]:
-    """LSE partials folded to lse per row (and, for "mean", the kept-row count), then one
-    kernel writes `(exp(l - lse[m]) - [col == t[m]]) * dloss / count`, 0 on ignored rows."""
+    """lse per row (the saved operand, else LSE partials folded from the logits) and, for
+    "mean", the kept-row count; then one kernel writes
+    `(exp(l - lse[m]) - [col == t[m]]) * dloss / count`, 0 on ignored rows."""
     m, v = shape_of(op.logits)
     ignore, mean = _prop(op, "ignore_index"), _prop(op, "reduction") == "mean"
-    parts = elementwise((m, v), [op.logits], lambda e, l: [e.reduce(ReduceKind.LSE, e.load(l), 1)], [None])
+    count_type = [TensorType(f32, [])] if mean else []
 
-    def body(s: Scalar, lse, t):
-        kept = s.select(s.cmpi("ne", t, s.iconst(ignore)), s.const(1.0), s.const(0.0))
-        return [lse, kept] if mean else [lse]
+    def kept(s: Scalar, t):
+        return s.select(s.cmpi("ne", t, s.iconst(ignore)), s.const(1.0), s.const(0.0))
 
-    types = [TensorType(f32, [m])] + ([TensorType(f32, [])] if mean else [])
-    lse = fold([parts.results[0]], [op.targets], types, body)
-    scale_ins = [op.dloss, lse.results[1]] if mean else [op.dloss]
+    stats: list[Operation] = []
+    if op.lse is not None:
+        lse_rows = op.lse
+        counts = []
+        if mean:
+            count = fold([], [op.targets], count_type, lambda s, t: [kept(s, t)])
+            stats.append(_origin(count, op, "count"))
+            counts = [count.results[0]]
+    else:
+        parts = elementwise((m, v), [op.logits], lambda e, l: [e.reduce(ReduceKind.LSE, e.load(l), 1)], [None])
+        lse = fold([parts.results[0]], [op.targets], [TensorType(f32, [m]), *count_type],
+                   lambda s, l, t: [l, kept(s, t)] if mean else [l])
+        stats += [_origin(parts, op, "lse"), _origin(lse, op, "fold")]
+        lse_rows, counts = lse.results[0], list(lse.results[1:])
+    scale_ins = [op.dloss, *counts]
 
     def build(e: Epilogue, logits, lse_v, targets, dloss, *count):
         lt = e.load(logits)
@@ -869,8 +887,8 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
 
         return [e.map1(ins, grad)]
 
-    k = elementwise((m, v), [op.logits, lse.results[0], op.targets, *scale_ins], build, [elt_of(op.result)])
-    return [_origin(parts, op, "lse"), _origin(lse, op, "fold"), _origin(k, op, "apply")], k.results[0]
+    k = elementwise((m, v), [op.logits, lse_rows, op.targets, *scale_ins], build, [elt_of(op.result)])
+    return [*stats, _origin(k, op, "apply")], k.results[0]
 
 
 # ----------------------------------------------------------------------------- library steps
@@ -946,6 +964,7 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue |
     nn.RoPEOp: lower_rope,
     nn.HeadRMSNormOp: lower_head_rms_norm,
     nn.CrossEntropyOp: lower_cross_entropy,
+    nn.CrossEntropyFwdOp: lower_cross_entropy,
     nn.RMSNormApplyOp: lower_rms_norm_apply,
     nn.LayerNormApplyOp: lower_layer_norm_apply,
     nn.ZerosOp: lower_zeros,

@@ -1,6 +1,7 @@
 // RUN: coda-opt %s -t triton | filecheck %s
 // coda.fold: partials folded over tiles in a fixed order (sum, max, log-sum-exp), the body mapped
-// per row, rank-0 results summed by one program in order, then the finalize region.
+// per row, rank-0 results as per-block totals that the program holding the last ticket adds in
+// block order, then the finalize region.
 
 func.func @loss(%l: tensor<37x100xbf16>, %w: tensor<8x100xbf16>, %t: tensor<37xi32>, %s: tensor<f32>) -> (tensor<37xf32>, tensor<f32>) {
   %lse, %mx, %sel = coda.gemm %l, %w transpose_b ins(%t : tensor<37xi32>) : tensor<37x100xbf16>, tensor<8x100xbf16>
@@ -26,38 +27,44 @@ func.func @loss(%l: tensor<37x100xbf16>, %w: tensor<8x100xbf16>, %t: tensor<37xi
   func.return %row, %total : tensor<37xf32>, tensor<f32>
 }
 
-// CHECK-LABEL: def _loss_k1_fold(lse_ptr, mx_ptr, sel_ptr, t_ptr, s_ptr, row_ptr, total_ptr, L, T0, T1, T2, ITERS, BLOCK: tl.constexpr):
+// CHECK-LABEL: def _loss_k1_fold(lse_ptr, mx_ptr, sel_ptr, t_ptr, s_ptr, row_ptr, total_ptr, L, T0, T1, T2, WORK, TICKET, NPROG, BLOCK: tl.constexpr, BT: tl.constexpr, PB: tl.constexpr):
 // CHECK-NEXT: pid = tl.program_id(0)
-// CHECK-NEXT: sum1 = tl.zeros((BLOCK,), dtype=tl.float32)
-// CHECK-NEXT: for it in range(0, ITERS):
-// CHECK-NEXT:     rows = (pid * ITERS + it) * BLOCK + tl.arange(0, BLOCK)
-// CHECK-NEXT:     mask = rows < L
-// CHECK-NEXT:     rows64 = rows.to(tl.int64)
-// CHECK-NEXT:     # fold partials (lse) over tiles in order
-// CHECK-NEXT:     fmax = tl.full((BLOCK,), -float("inf"), tl.float32)
-// CHECK-NEXT:     for t in range(0, T0):
-// CHECK-NEXT:         fmax = tl.maximum(fmax, tl.load(lse_ptr + rows64 * T0 + t, mask=mask, other=-float("inf")))
-// CHECK-NEXT:     fref = tl.where(fmax == -float("inf"), 0.0, fmax)
-// CHECK-NEXT:     fsum = tl.zeros((BLOCK,), dtype=tl.float32)
-// CHECK-NEXT:     for t in range(0, T0):
-// CHECK-NEXT:         fsum += tl.exp(tl.load(lse_ptr + rows64 * T0 + t, mask=mask, other=-float("inf")) - fref)
-// CHECK-NEXT:     folded = fref + tl.log(fsum)
-// CHECK-NEXT:     # fold partials (max) over tiles in order
-// CHECK:          folded0 = fmax0
-// CHECK-NEXT:     # fold partials (sum) over tiles in order
-// CHECK-NEXT:     folded1 = tl.zeros((BLOCK,), dtype=tl.float32)
-// CHECK-NEXT:     for t in range(0, T2):
-// CHECK-NEXT:         folded1 += tl.load(sel_ptr + rows64 * T2 + t, mask=mask, other=0.0)
-// CHECK-NEXT:     v = tl.load(t_ptr + rows, mask=mask, other=0)
-// CHECK-NEXT:     v0 = tl.load(s_ptr)
-// CHECK-NEXT:     s = (folded - folded1)
-// CHECK-NEXT:     s0 = (s * v0)
-// CHECK-NEXT:     tl.store(row_ptr + rows, s, mask=mask)
-// CHECK-NEXT:     sum1 += tl.where(mask, s0, 0)
-// CHECK-NEXT: # rank-0 results: the per-lane sums, reduced in a fixed order
-// CHECK-NEXT: total1 = tl.sum(sum1, axis=0)
-// CHECK-NEXT: s1 = (total1 / 37.0)
-// CHECK-NEXT: tl.store(total_ptr, s1)
+// CHECK-NEXT: rows = pid * BLOCK + tl.arange(0, BLOCK)
+// CHECK-NEXT: mask = rows < L
+// CHECK-NEXT: rows64 = rows.to(tl.int64)
+// CHECK-NEXT: lanes = tl.arange(0, BT)
+// CHECK-NEXT: # fold partials (lse) over tiles: lanes of BT tiles, then a fixed tree
+// CHECK-NEXT: acc0 = tl.full((BLOCK, BT), -float("inf"), tl.float32)
+// CHECK-NEXT: for t0 in range(0, T0, BT):
+// CHECK-NEXT:     acc0 = tl.maximum(acc0, tl.load(lse_ptr + rows64[:, None] * T0 + (t0 + lanes)[None, :], mask=mask[:, None] & ((t0 + lanes)[None, :] < T0), other=-float("inf")))
+// CHECK-NEXT: folded = tl.max(acc0, axis=1)
+// CHECK-NEXT: fref = tl.where(folded == -float("inf"), 0.0, folded)
+// CHECK-NEXT: fsum = tl.zeros((BLOCK, BT), dtype=tl.float32)
+// CHECK-NEXT: for t0 in range(0, T0, BT):
+// CHECK-NEXT:     fsum += tl.exp(tl.load(lse_ptr + rows64[:, None] * T0 + (t0 + lanes)[None, :], mask=mask[:, None] & ((t0 + lanes)[None, :] < T0), other=-float("inf")) - fref[:, None])
+// CHECK-NEXT: folded = fref + tl.log(tl.sum(fsum, axis=1))
+// CHECK-NEXT: # fold partials (max) over tiles: lanes of BT tiles, then a fixed tree
+// CHECK:      folded0 = tl.max(acc1, axis=1)
+// CHECK-NEXT: # fold partials (sum) over tiles: lanes of BT tiles, then a fixed tree
+// CHECK-NEXT: acc2 = tl.zeros((BLOCK, BT), dtype=tl.float32)
+// CHECK-NEXT: for t0 in range(0, T2, BT):
+// CHECK-NEXT:     acc2 += tl.load(sel_ptr + rows64[:, None] * T2 + (t0 + lanes)[None, :], mask=mask[:, None] & ((t0 + lanes)[None, :] < T2), other=0.0)
+// CHECK-NEXT: folded1 = tl.sum(acc2, axis=1)
+// CHECK-NEXT: v = tl.load(t_ptr + rows, mask=mask, other=0)
+// CHECK-NEXT: v0 = tl.load(s_ptr)
+// CHECK-NEXT: s = (folded - folded1)
+// CHECK-NEXT: s0 = (s * v0)
+// CHECK-NEXT: tl.store(row_ptr + rows, s, mask=mask)
+// CHECK-NEXT: block1 = tl.sum(tl.where(mask, s0, 0).to(tl.float64), axis=0)
+// CHECK-NEXT: # rank-0 results: per-block totals, then the last program adds them in block order
+// CHECK-NEXT: tl.store(WORK + pid * 1 + 0, block1)
+// CHECK-NEXT: tl.debug_barrier()
+// CHECK-NEXT: ticket = tl.atomic_add(TICKET, 1, sem="acq_rel", scope="gpu")
+// CHECK-NEXT: if ticket == NPROG - 1:
+// CHECK-NEXT:     blocks = tl.arange(0, PB)
+// CHECK-NEXT:     total1 = tl.sum(tl.load(WORK + blocks * 1 + 0, mask=blocks < NPROG, other=0.0, volatile=True), axis=0).to(tl.float32)
+// CHECK-NEXT:     s1 = (total1 / 37.0)
+// CHECK-NEXT:     tl.store(total_ptr, s1)
 
 // CHECK:      def loss(l, w, t, s):
 // CHECK:      _e = _rt.launch_fold(_loss_k1_fold, (lse, mx, sel), (t, s), (torch.empty((37,), dtype=torch.float32, device=_dev), torch.empty((), dtype=torch.float32, device=_dev)), L=37, sums=True)

@@ -37,3 +37,16 @@ func.func @mlp(%x: tensor<64x32xbf16>, %wn: tensor<32xbf16>, %wgu: tensor<128x32
 // STORE:      func.func @mlp_bwd(
 // STORE-NOT:  nn.rms_norm_apply
 // STORE:      nn.rms_norm_grad
+
+// Cross-entropy saves each row's log-sum-exp (its forward becomes nn.cross_entropy_fwd, whose
+// fold computes it anyway) and the backward reads it instead of folding the logits again.
+func.func @head(%h: tensor<24x16xbf16>, %w: tensor<40x16xbf16>, %t: tensor<24xi32>) -> tensor<f32> {
+  %logits = "nn.linear"(%h, %w) : (tensor<24x16xbf16>, tensor<40x16xbf16>) -> tensor<24x40xbf16>
+  %loss = "nn.cross_entropy"(%logits, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<24x40xbf16>, tensor<24xi32>) -> tensor<f32>
+  func.return %loss : tensor<f32>
+}
+// CHECK:      func.func @head_fwd(
+// CHECK:        %loss, %lse_logits = nn.cross_entropy_fwd %logits, %t {ignore_index = -100 : i64, reduction = "mean"}
+// CHECK:        func.return %loss, %h, %w, %t, %logits, %lse_logits :
+// CHECK:      func.func @head_bwd(%h: tensor<24x16xbf16>, %w: tensor<40x16xbf16>, %t: tensor<24xi32>, %logits: tensor<24x40xbf16>, %lse_logits: tensor<24xf32>, %dloss: tensor<f32>)
+// CHECK-NEXT:   %0 = nn.cross_entropy_grad %logits, %t, %dloss, %lse_logits

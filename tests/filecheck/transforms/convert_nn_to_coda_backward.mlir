@@ -161,3 +161,20 @@ func.func @cross_entropy_grad(%logits: tensor<37x80xbf16>, %t: tensor<37xi32>, %
 // CHECK:         coda.broadcast %{{.*}} scalar : tensor<f32> -> !coda.tile<37x80xf32>
 // CHECK:           arith.divf
 // CHECK:           math.exp
+
+// -----
+
+// With the forward's saved lse (nn-autodiff saves it from nn.cross_entropy_fwd) the backward
+// never folds the logits again: a fold of the kept-row count, then the apply kernel.
+func.func @cross_entropy_fwd_and_grad(%logits: tensor<37x80xbf16>, %t: tensor<37xi32>, %dloss: tensor<f32>) -> (tensor<f32>, tensor<37x80xbf16>) {
+  %loss, %lse = "nn.cross_entropy_fwd"(%logits, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<37x80xbf16>, tensor<37xi32>) -> (tensor<f32>, tensor<37xf32>)
+  %d = "nn.cross_entropy_grad"(%logits, %t, %dloss, %lse) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<37x80xbf16>, tensor<37xi32>, tensor<f32>, tensor<37xf32>) -> tensor<37x80xbf16>
+  func.return %loss, %d : tensor<f32>, tensor<37x80xbf16>
+}
+// CHECK-LABEL: func.func @cross_entropy_fwd_and_grad
+// CHECK:       %[[P:.*]], %[[S:.*]] = coda.elementwise [37, 80] ins(%logits, %t : tensor<37x80xbf16>, tensor<37xi32>) -> (!coda.partials<rows, 37, lse>, !coda.partials<rows, 37, sum>) attributes {coda.origin = "nn.cross_entropy_fwd.lse"}
+// CHECK:       %[[LOSS:.*]], %{{.*}}, %[[LSE:.*]] = coda.fold %[[P]], %[[S]] : {{.*}} ins(%t : tensor<37xi32>) -> (tensor<f32>, tensor<f32>, tensor<37xf32>) attributes {coda.origin = "nn.cross_entropy_fwd.loss"}
+// CHECK:       %[[N:.*]] = coda.fold ins(%t : tensor<37xi32>) -> tensor<f32> attributes {coda.origin = "nn.cross_entropy_grad.count"}
+// CHECK-NOT:   nn.cross_entropy_grad.lse
+// CHECK:       coda.elementwise [37, 80] ins(%logits, %[[LSE]], %t, %dloss, %[[N]] : {{.*}}) -> tensor<37x80xbf16> attributes {coda.origin = "nn.cross_entropy_grad.apply"}
+// CHECK:       func.return %[[LOSS]], %{{.*}} : tensor<f32>, tensor<37x80xbf16>
