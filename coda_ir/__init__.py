@@ -240,7 +240,7 @@ def index_checks(module: ModuleOp) -> dict[str, list]:
                     found.setdefault(ids.index, IndexCheck(ids.index, ids.name_hint or f"arg{ids.index}", rows, None,
                                                            f"'{op.name}'", location_of(op), what="ids"))
                 continue
-            if not isinstance(op, (nn.CrossEntropyOp, nn.CrossEntropyGradOp)):
+            if not isinstance(op, (nn.CrossEntropyOp, nn.CrossEntropyFwdOp, nn.CrossEntropyGradOp)):
                 continue
             t = op.targets
             if not (isinstance(t, BlockArgument) and t.block is entry):

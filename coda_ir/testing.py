@@ -240,7 +240,7 @@ def argument_roles(fn: func.FuncOp) -> list[Role]:
                 role = Role("bias")  # a row mean: small, either sign
             elif op.name in ("nn.rope", "nn.rope_grad") and idx == 1:
                 role = Role("positions")
-            elif op.name in ("nn.cross_entropy", "nn.cross_entropy_grad") and idx == 1:
+            elif op.name in ("nn.cross_entropy", "nn.cross_entropy_fwd", "nn.cross_entropy_grad") and idx == 1:
                 logits = op.operands[0].type
                 assert isinstance(logits, TensorType)
                 role = Role("targets", vocab=logits.get_shape()[1], ignore_index=op.ignore_index.value.data)

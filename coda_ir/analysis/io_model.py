@@ -627,7 +627,7 @@ def nn_op_kernel(op: str, inputs: Sequence[Tensor], output: Tensor, name: str | 
         rotated = rows * hd * int(props.get("rotary_heads", cols // hd))
         # angle (1 mul), 2 mul + 1 add per element; sin and cos once per pair
         return Kernel(label, op, tuple(inputs), (output,), epilogue_flops=4.0 * rotated, sfu_ops=float(rotated), ops=ops)
-    if op == "nn.cross_entropy":
+    if op in ("nn.cross_entropy", "nn.cross_entropy_fwd"):
         logits = inputs[0]
         n = logits.numel
         # max, subtract, exp, sum (4); one log per row
