@@ -320,7 +320,11 @@ class CodaFunction:
             else:
                 saved.append(output[n + s.index])
         ctx.save_for_backward(*saved)
-        # the extra outputs exist only to be saved: no gradient flows into them
+        # the extra outputs exist only to be saved: no gradient flows into them. Autograd must
+        # not materialize their (absent) gradients as zero tensors either: that was a full-size
+        # fill of every saved activation in every step (7 per decoder layer, logits-sized for
+        # the LM head); a missing gradient of a real result is filled in `_backward`.
+        ctx.set_materialize_grads(False)
         if len(output) > n:
             ctx.mark_non_differentiable(*output[n:])
 

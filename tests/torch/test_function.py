@@ -130,6 +130,29 @@ def test_saved_tensors_from_inputs_and_results_are_not_copied(fn):
     assert fn.num_saved == 4
 
 
+def test_backward_fills_no_zero_gradient_for_saved_extra_outputs(fn):
+    # the extra output u exists only to be saved: autograd must not materialize a zero tensor
+    # for its gradient (a full-size fill of every saved activation in every step)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CountFills(TorchDispatchMode):
+        fills: list = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket in (torch.ops.aten.zeros, torch.ops.aten.zeros_like, torch.ops.aten.fill_,
+                                       torch.ops.aten.zero_, torch.ops.aten.new_zeros):
+                self.fills.append(func)
+            return func(*args, **(kwargs or {}))
+
+    x, w, v, tok = inputs()
+    leaves = [t.clone().requires_grad_(True) for t in (x, w, v)]
+    y, z = fn(*leaves, tok)
+    with CountFills() as counter:
+        (y.sum() + z.sum()).backward()
+    assert counter.fills == []
+    assert all(t.grad is not None for t in leaves)
+
+
 def test_no_grad_runs_plain_forward(fn):
     x, w, v, tok = inputs()
     with torch.no_grad():
