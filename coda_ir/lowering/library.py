@@ -13,7 +13,7 @@ import torch
 
 from coda_ir.lowering.attention import attention_backward, attention_forward
 
-__all__ = ["attention_forward", "attention_backward", "embedding", "embedding_grad", "concat", "slice_copy"]
+__all__ = ["attention_forward", "attention_backward", "embedding", "embedding_grad", "concat", "adjacent_view", "slice_copy"]
 
 
 def embedding(ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -34,8 +34,32 @@ def embedding_grad(dy: torch.Tensor, ids: torch.Tensor, num_rows: int) -> torch.
 
 
 def concat(tensors: list[torch.Tensor], axis: int) -> torch.Tensor:
-    return torch.cat(tensors, dim=axis)
+    """`torch.cat`, except that tensors already adjacent in one storage (contiguous, in order,
+    along axis 0: e.g. sibling weights that `coda_ir.torch.from_hf` packed once) are returned
+    as one view of that storage, with no copy."""
+    packed = adjacent_view(tensors) if axis == 0 else None
+    return packed if packed is not None else torch.cat(tensors, dim=axis)
+
+
+def adjacent_view(tensors: list[torch.Tensor]) -> torch.Tensor | None:
+    """The row concatenation of `tensors` as a view, when they lie back to back in one storage
+    (each contiguous, same dtype, device and trailing shape); else None."""
+    first = tensors[0]
+    if not all(t.is_contiguous() and t.dim() == first.dim() >= 1 for t in tensors):
+        return None
+    if any(t.dtype != first.dtype or t.device != first.device or t.shape[1:] != first.shape[1:] for t in tensors):
+        return None
+    storage = first.untyped_storage().data_ptr()
+    offset = first.storage_offset()
+    for t in tensors:
+        if t.untyped_storage().data_ptr() != storage or t.storage_offset() != offset:
+            return None
+        offset += t.numel()
+    rows = sum(t.shape[0] for t in tensors)
+    return first.as_strided((rows, *first.shape[1:]), first.stride(), first.storage_offset())
 
 
 def slice_copy(x: torch.Tensor, axis: int, start: int, size: int) -> torch.Tensor:
+    """`x` narrowed along `axis`: a view when that is contiguous (rows of a row-major tensor),
+    else a contiguous copy."""
     return x.narrow(axis, start, size).contiguous()

@@ -342,12 +342,38 @@ class _NoGradientRows(torch.autograd.Function):
         return grad.masked_fill(rows[:, None], 0), None
 
 
+def pack_rows(params: list[torch.nn.Parameter]) -> None:
+    """Move `params` (same dtype, device and trailing shape) into one storage, back to back, so
+    that the program's concatenation of them costs no copy (`library.concat`). The Parameter
+    objects stay the same (optimizers and hooks keep working): only their `.data` moves, once.
+    Moving the model afterwards (`.to(...)`) undoes it; the concatenation then copies (correct,
+    one weight-sized copy per call)."""
+    from coda_ir.lowering.library import adjacent_view
+
+    if adjacent_view([p.detach() for p in params]) is not None:
+        return
+    first = params[0]
+    if any(p.dtype != first.dtype or p.device != first.device or p.shape[1:] != first.shape[1:] for p in params):
+        return
+    with torch.no_grad():
+        packed = torch.cat([p.detach() for p in params], dim=0)
+        start = 0
+        for p in params:
+            p.data = packed[start:start + p.shape[0]]
+            start += p.shape[0]
+
+
 class DecoderUnit(_Unit):
     """One decoder layer, attention included, over the Hugging Face layer's own parameters."""
 
     def __init__(self, layer: torch.nn.Module, spec: ModelSpec, options: Options):
         super().__init__(spec, options)
         self.layer = layer
+        attn, mlp = layer.self_attn, layer.mlp
+        # nn-fuse-siblings makes q/k/v and gate/up one GEMM each over their concatenated
+        # weights: with the weights back to back in one storage that concatenation is a view
+        pack_rows([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
+        pack_rows([mlp.gate_proj.weight, mlp.up_proj.weight])
 
     def _program(self, kind, tokens, seq_len):
         return decoder_program(self.spec, tokens, seq_len), f"a decoder layer ({tokens} tokens, sequences of {seq_len})"

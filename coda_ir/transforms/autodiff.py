@@ -354,6 +354,12 @@ def _dtype_name(value: SSAValue) -> str:
 def recompute_decision(value: SSAValue, cost_model: bool) -> tuple[str, str]:
     """("store" | "recompute", why) for a forward value the backward reads."""
     op = value.owner
+    if cost_model and isinstance(op, nn.ConcatOp) and all(isinstance(v, BlockArgument) for v in op.inputs):
+        # e.g. the packed weight of sibling linears (nn-fuse-siblings): the arguments are saved
+        # anyway (as themselves, no copy), and concatenating tensors that are adjacent in memory
+        # costs nothing at run time (from_hf packs sibling weights so), where storing it would be
+        # an extra saved copy of the weights
+        return "recompute", "a concatenation of arguments: rebuilt from the saved arguments"
     if not cost_model or type(op) not in RECOMPUTE_COST or len(_shape(value)) != 2:
         return "store", "no cost model" if not cost_model else "not rebuildable"
     flops, sfu = RECOMPUTE_COST[type(op)]

@@ -140,6 +140,34 @@ def test_parameters_are_the_models_own():
     assert {id(p) for p in cmodel.layers[1].parameters()} == {id(p) for p in model.model.layers[1].parameters()}
 
 
+def test_sibling_weights_are_packed_once_and_a_step_copies_no_weight(monkeypatch):
+    from coda_ir.lowering import library
+
+    model = tiny_model("llama")
+    before = copy.deepcopy(model)
+    cmodel = from_hf(model, progress=False)
+    for layer, ref in zip(model.model.layers, before.model.layers):
+        attn, mlp = layer.self_attn, layer.mlp
+        assert library.adjacent_view([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]) is not None
+        assert library.adjacent_view([mlp.gate_proj.weight, mlp.up_proj.weight]) is not None
+        torch.testing.assert_close(attn.k_proj.weight, ref.self_attn.k_proj.weight, rtol=0, atol=0)
+        torch.testing.assert_close(mlp.up_proj.weight, ref.mlp.up_proj.weight, rtol=0, atol=0)
+    # every concatenation the programs run (forward, and the backward's rebuild) is a view
+    views = []
+    real = library.concat
+
+    def spy(tensors, axis):
+        out = real(tensors, axis)
+        views.append(out.untyped_storage().data_ptr() == tensors[0].untyped_storage().data_ptr())
+        return out
+
+    monkeypatch.setattr(library, "concat", spy)
+    ids, labels = batch()
+    cmodel(ids, labels=labels).loss.backward()
+    assert views and all(views), views
+    assert model.model.layers[0].self_attn.q_proj.weight.grad is not None
+
+
 def test_every_decoder_layer_shares_one_compiled_program(capsys):
     model = tiny_model("llama")
     cmodel = from_hf(model, progress=True)
@@ -180,6 +208,10 @@ def test_adamw_30_steps_tracks_hugging_face():
             o.step()
             out.append(loss.item())
     assert theirs[-1] < 0.5 * theirs[0]  # it learns (memorises the batch)
+    from coda_ir.lowering.library import adjacent_view
+
+    attn = model.model.layers[0].self_attn  # the optimizer updated the packed weights in place
+    assert adjacent_view([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]) is not None
     for step, (a, b) in enumerate(zip(ours, theirs)):
         assert abs(a - b) <= 1e-3 * max(1.0, abs(b)), (step, a, b)
 
