@@ -62,12 +62,41 @@ def main():
         out["coda_no_index_checks"] = measure(step)
     finally:
         runtime.check_indices = real
+    import cProfile
+    import io
+    import pstats
+
+    torch.cuda.synchronize()
+    prof_py = cProfile.Profile()
+    prof_py.enable()
+    for _ in range(3):
+        step()
+    prof_py.disable()
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(prof_py, stream=buf).sort_stats("tottime").print_stats(45)
+    print(buf.getvalue()[-9000:])
+    buf = io.StringIO()
+    pstats.Stats(prof_py, stream=buf).sort_stats("cumulative").print_stats(45)
+    Path(os.environ.get("OUT", "."), "cprofile-cumulative.txt").write_text(buf.getvalue())
     # kernel sum via profiler
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
         step()
         torch.cuda.synchronize()
+    kernels = sorted((ev for ev in prof.events() if ev.device_type.name == "CUDA"), key=lambda ev: ev.time_range.start)
+    gaps = []
+    for before, after in zip(kernels, kernels[1:]):
+        gap = after.time_range.start - before.time_range.end
+        if gap > 0:
+            gaps.append((gap / 1000.0, before.name[:60], after.name[:60]))
+    total_gap = sum(g[0] for g in gaps)
+    span = (kernels[-1].time_range.end - kernels[0].time_range.start) / 1000.0
+    print(f"GPU span {span:.2f} ms, idle between kernels {total_gap:.2f} ms over {len(gaps)} gaps")
+    for g in sorted(gaps, reverse=True)[:25]:
+        print(f"  gap {g[0]:7.3f} ms after {g[1]} before {g[2]}")
+    out["gaps"] = sorted(gaps, reverse=True)[:60]
     rows = []
     for ev in prof.key_averages():
         if ev.device_type.name == "CPU":

@@ -96,6 +96,28 @@ def check_indices(name: str, args: Sequence[object], checks: Sequence[IndexCheck
             )
 
 
+_INDICES = threading.local()
+
+
+@contextlib.contextmanager
+def indices_checked() -> Iterator[None]:
+    """Within it, compiled functions skip their host index checks (`check_indices`: each a
+    device-to-host sync, which stalls the GPU queue): the caller vouches that every index
+    argument is in range, having checked it itself (from_hf checks a step's ids and labels
+    once, up front) or because it is a saved copy of one a forward call checked (the backward
+    of `coda_ir.torch.function`). Thread-local."""
+    before = getattr(_INDICES, "checked", False)
+    _INDICES.checked = True
+    try:
+        yield
+    finally:
+        _INDICES.checked = before
+
+
+def indices_are_checked() -> bool:
+    return getattr(_INDICES, "checked", False)
+
+
 @dataclass(frozen=True)
 class IndexCheck:
     """Argument `arg` of a function holds indices that must lie in `[0, limit)` (or equal
@@ -564,7 +586,8 @@ class CompiledModule:
                 raise internal_error(error, f"loading the generated module for @{name}") from error
             host = getattr(module, name)
             check_arguments(name, args, getattr(module, f"_SIG_{name}"))
-            check_indices(name, args, self.index_checks.get(name, ()))
+            if not indices_are_checked():
+                check_indices(name, args, self.index_checks.get(name, ()))
             try:
                 with triton_mode(interpret), _quiet_numpy(interpret):
                     return host(*args)

@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, SSAValue
 
 import coda_ir
-from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments
+from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments, indices_checked
 from coda_ir.reference import element_dtype
 from coda_ir.transforms.remarks import printed_remarks
 
@@ -402,7 +402,9 @@ class CodaFunction:
         specs = [TensorSpec(f"d{a.name}", a.shape, a.dtype) for a in wanted]
 
         def run_bwd(*tensors):
-            return _as_tuple(getattr(self.backward_module(mask), self.bwd_name)(*tensors))
+            # the saved index arguments (ids, targets) are those the forward call checked
+            with indices_checked():
+                return _as_tuple(getattr(self.backward_module(mask), self.bwd_name)(*tensors))
 
         return _define_op(qualname, self._bwd_args, specs, run_bwd, self.bwd_name)
 

@@ -23,6 +23,7 @@ runs something different from the Hugging Face model.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from coda_ir.errors import ArgumentError, CompileError
+from coda_ir.lowering.runtime import indices_checked
 from coda_ir.torch.function import CodaFunction
 
 __all__ = ["from_hf", "CodaCausalLM", "ModelSpec"]
@@ -416,6 +418,21 @@ def shifted_targets(labels: torch.Tensor) -> torch.Tensor:
     return torch.cat([labels[:, 1:], ignore], dim=1).reshape(-1).to(torch.int32)
 
 
+def check_tokens(input_ids: torch.Tensor, labels: torch.Tensor | None, vocab: int) -> None:
+    """ArgumentError unless every id is in [0, vocab) and every label in [0, vocab) or
+    IGNORE_INDEX; one device-to-host transfer when all are fine."""
+    bad = [(input_ids < 0) | (input_ids >= vocab)]
+    if labels is not None:
+        bad.append(((labels < 0) | (labels >= vocab)) & (labels != IGNORE_INDEX))
+    flags = torch.stack([b.any() for b in bad]).tolist()
+    for name, tensor, mask, flag in zip(("input_ids", "labels"), (input_ids, labels), bad, flags):
+        if flag:
+            where = [int(i) for i in mask.nonzero()[0]]
+            value = int(tensor[tuple(where)])
+            allowed = f"[0, {vocab})" + (f" or the ignore index {IGNORE_INDEX}" if name == "labels" else "")
+            raise ArgumentError(f"from_hf model: {name} holds {value} at {where}, expected values in {allowed}", name)
+
+
 class CodaCausalLM(torch.nn.Module):
     """A Hugging Face causal LM run through coda-ir (see `from_hf`)."""
 
@@ -443,15 +460,25 @@ class CodaCausalLM(torch.nn.Module):
             if position_ids.dim() != 2 or position_ids.shape[-1] != seq_len or position_ids.shape[0] not in (1, batch):
                 raise ArgumentError(f"from_hf model: position_ids must be [batch or 1, {seq_len}], got {list(position_ids.shape)}")
             positions = position_ids.expand(batch, seq_len).reshape(-1).to(torch.int32)
-        x = self.embed(ids, seq_len)
-        for layer in self.layers:
-            x = layer(x, positions, seq_len)
-        if labels is None:
-            logits = self.head(x, None, seq_len)
-            return CausalLMOutputWithPast(loss=None, logits=logits.view(batch, seq_len, -1))
-        if labels.shape != input_ids.shape:
-            raise ArgumentError(f"from_hf model: labels must have input_ids' shape {list(input_ids.shape)}, got {list(labels.shape)}")
-        loss = self.head(x, shifted_targets(labels), seq_len)
+        if labels is not None and (not isinstance(labels, torch.Tensor) or labels.shape != input_ids.shape):
+            got = list(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+            raise ArgumentError(f"from_hf model: labels must have input_ids' shape {list(input_ids.shape)}, got {got}")
+        if torch.compiler.is_compiling():
+            # a traced graph cannot branch on data: each unit checks its own indices at run time
+            checked = contextlib.nullcontext()
+        else:
+            # one check of the step's ids and labels (one device-to-host sync, when the GPU
+            # queue is short), instead of a sync in each unit that reads them
+            check_tokens(input_ids, labels, self.spec.vocab)
+            checked = indices_checked()
+        with checked:
+            x = self.embed(ids, seq_len)
+            for layer in self.layers:
+                x = layer(x, positions, seq_len)
+            if labels is None:
+                logits = self.head(x, None, seq_len)
+                return CausalLMOutputWithPast(loss=None, logits=logits.view(batch, seq_len, -1))
+            loss = self.head(x, shifted_targets(labels), seq_len)
         return CausalLMOutputWithPast(loss=loss, logits=None)
 
 

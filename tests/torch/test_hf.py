@@ -168,6 +168,29 @@ def test_sibling_weights_are_packed_once_and_a_step_copies_no_weight(monkeypatch
     assert model.model.layers[0].self_attn.q_proj.weight.grad is not None
 
 
+def test_a_step_checks_its_token_ids_and_labels_once(monkeypatch):
+    # the units' own host checks (a device-to-host sync each) are skipped: from_hf checks the
+    # step's ids and labels once, up front; the backward reads the checked saved copies
+    from coda_ir.lowering import runtime
+
+    calls = []
+    real = runtime.check_indices
+    monkeypatch.setattr(runtime, "check_indices", lambda *a: calls.append(a[0]) or real(*a))
+    model = tiny_model("llama")
+    cmodel = from_hf(model, progress=False)
+    ids, labels = batch()
+    cmodel(ids, labels=labels).loss.backward()
+    assert calls == []
+    bad = labels.clone()
+    bad[1, 2] = -7
+    with pytest.raises(coda_ir.ArgumentError, match=r"labels holds -7 at \[1, 2\]"):
+        cmodel(ids, labels=bad)
+    bad_ids = ids.clone()
+    bad_ids[0, 4] = VOCAB
+    with pytest.raises(coda_ir.ArgumentError, match=rf"input_ids holds {VOCAB} at \[0, 4\], expected values in \[0, {VOCAB}\)"):
+        cmodel(bad_ids)
+
+
 def test_every_decoder_layer_shares_one_compiled_program(capsys):
     model = tiny_model("llama")
     cmodel = from_hf(model, progress=True)
