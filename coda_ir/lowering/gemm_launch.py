@@ -17,7 +17,11 @@ median; candidates that fail to compile are skipped), the best three are timed a
 order (clocks drift on a hot GPU), and the winner is cached in memory and
 on disk, in JSON at `$CODA_CACHE_DIR/autotune.json` (default `~/.cache/coda-ir/autotune.json`),
 keyed by (kernel key or source hash, M, N, K, dtypes, transposes, interleave, tile
-constraints, path, GPU name, Triton version). `CODA_AUTOTUNE=0` skips tuning (first candidate).
+constraints, path, GPU name, Triton version). Kernels of one GEMM shape and mainloop share a
+tuning: the first one tunes (a line on stderr says so; `CODA_AUTOTUNE_PROGRESS=0` silences it)
+and records its choice under a shape-only key, which the others take when it runs for them
+(`CODA_AUTOTUNE=full`: tune every kernel on its own). `CODA_AUTOTUNE=0` skips tuning (first
+candidate).
 Tuning runs the kernel several times per candidate: `extra_args_for(config)` must give fresh
 outputs, and the kernel must not update its inputs in place. The extra args returned are from
 one final run of the chosen config.
@@ -29,7 +33,9 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -227,6 +233,40 @@ def cache_path() -> Path:
 _MEMO: dict[str, GemmConfig] = {}
 
 
+SHARED_TUNING = "shared-by-gemm-shape"
+"""The kernel key under which the first tuned kernel of a GEMM shape and mainloop records its
+choice for the others (`CODA_AUTOTUNE=full` tunes every kernel on its own)."""
+
+
+def _cached_config(key: str) -> GemmConfig | None:
+    entry = _MEMO.get(key)
+    if entry is not None:
+        return entry
+    found = _load_disk().get(key)
+    if found is None:
+        return None
+    try:
+        return GemmConfig(**found["config"])
+    except (TypeError, KeyError):
+        return None
+
+
+def _runs(run_with, cfg: GemmConfig, extra_args_for) -> bool:
+    """Whether `cfg` compiles and runs for this kernel (an epilogue may not fit a tile that
+    another kernel's did)."""
+    try:
+        run_with(cfg, list(extra_args_for(cfg)))
+        return True
+    except Exception:
+        return False
+
+
+def _progress(message: str) -> None:
+    """A line on stderr about long work (autotuning); `CODA_AUTOTUNE_PROGRESS=0` silences it."""
+    if os.environ.get("CODA_AUTOTUNE_PROGRESS", "1").strip() not in ("0", ""):
+        print(message, file=sys.stderr, flush=True)
+
+
 def _load_disk() -> dict:
     try:
         return json.loads(cache_path().read_text())
@@ -416,17 +456,26 @@ def launch_gemm(
                                    interleave, bn_multiple_of, bm_multiple_of, path, layouts)
             config = _MEMO.get(tune_key)
             if config is None:
-                entry = _load_disk().get(tune_key)
-                if entry is not None:
-                    try:
-                        config = GemmConfig(**entry["config"])
-                    except (TypeError, KeyError):
-                        config = None
+                config = _cached_config(tune_key)
+                mode = os.environ.get("CODA_AUTOTUNE", "1").strip().lower()
+                # kernels of one GEMM shape and mainloop share a tuning (their epilogues differ):
+                # the first to run tunes, the others reuse its choice if it runs for them
+                shape_key = _tuning_key(kernel, SHARED_TUNING, a, b, M, N, K, transpose_a, transpose_b,
+                                        interleave, bn_multiple_of, bm_multiple_of, path, layouts)
+                if config is None and mode not in ("0", "", "full"):
+                    shared = _cached_config(shape_key)
+                    if shared is not None and shared in candidates and _runs(run_with, shared, extra_args_for):
+                        config = shared
                 if config is None:
-                    tune = os.environ.get("CODA_AUTOTUNE", "1") not in ("0", "")
-                    if tune and len(candidates) > 1:
+                    if mode not in ("0", "") and len(candidates) > 1:
+                        started = time.perf_counter()
+                        _progress(f"coda-ir: autotuning a GEMM {M}x{N}x{K} ({len(candidates)} tile configurations) ...")
                         config, timings = _autotune(run_with, candidates, extra_args_for)
-                        _store_disk(tune_key, {"config": dataclasses.asdict(config), "timings_ms": timings})
+                        _progress(f"coda-ir: autotuned it in {time.perf_counter() - started:.1f} s")
+                        entry = {"config": dataclasses.asdict(config), "timings_ms": timings}
+                        _store_disk(tune_key, entry)
+                        if _cached_config(shape_key) is None:
+                            _store_disk(shape_key, entry)
                     else:
                         config = candidates[0]
                 _MEMO[tune_key] = config
