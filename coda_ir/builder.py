@@ -39,9 +39,6 @@ from xdsl.builder import Builder, ImplicitBuilder
 from xdsl.dialects import arith, func
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
     FloatAttr,
     IntegerAttr,
     IntegerType,

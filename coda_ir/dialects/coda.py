@@ -75,7 +75,6 @@ from xdsl.dialects.builtin import (
     Float32Type,
     IntAttr,
     IntegerAttr,
-    IntegerType,
     StringAttr,
     TensorType,
     UnitAttr,

@@ -837,7 +837,7 @@ class _EpilogueEmitter:
                 tile = src.operands[0].type
                 assert isinstance(tile, coda.TileType)
                 c = self.cols(op, tile.cols)
-                self.emit(f"# store partials [L, tiles_m] at [n, pid_m]")
+                self.emit("# store partials [L, tiles_m] at [n, pid_m]")
                 self.emit(f"tl.store({ptr} + {c.cols}.to(tl.int64) * tl.cdiv(M, BM) + pid_m, {x}, mask={c.mask})")
         else:
             ty = value.type
@@ -884,7 +884,7 @@ class _EpilogueEmitter:
             self.emit(f"{acc} = {ref} + tl.log(tl.exp({acc} - {ref}) + tl.exp({x} - {ref}))")
 
     def emit_row_partials_store(self, ptr: str, x: str) -> None:
-        self.emit(f"# store partials [M, tiles_n] at [m, pid_n]")
+        self.emit("# store partials [M, tiles_n] at [m, pid_n]")
         rows = self.row_offsets()
         self.emit(f"tl.store({ptr} + {rows} * tl.cdiv(N, BN) + pid_n, {x}, mask=mask_m)")
 
@@ -954,7 +954,7 @@ class _EpilogueEmitter:
             self.begin_slice(j, parts)
             self.emit_body(block, [accs[j], *args[1:]], outputs)
         if self.row_partials:
-            self.emit(f"# -- row partials of the slices, combined in slice order")
+            self.emit("# -- row partials of the slices, combined in slice order")
         for index in sorted(self.row_partials):
             pty, ptr, xs = self.row_partials[index]
             combine = pty.combine_kind

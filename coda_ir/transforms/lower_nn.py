@@ -471,7 +471,6 @@ def use_rope_table(kernel: coda.ElementwiseOp, match: RopeMatch, cos: SSAValue, 
     # the rotation body, with the angle argument split into (cos, sin) arguments
     old_body = pm.body.blocks[0]
     inputs: list[SSAValue] = []
-    arg_types: list = []
     mapping: dict[SSAValue, SSAValue] = {}
     new_block = Block()
     k = 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, TensorType
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
 from xdsl.ir import Block, SSAValue
 
 from coda_ir.dialects import coda
