@@ -17,8 +17,11 @@ __all__ = ["attention_forward", "attention_backward", "embedding", "embedding_gr
 
 
 def embedding(ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """`w[ids]` (ids were range-checked on the host before the call)."""
-    return torch.nn.functional.embedding(ids.long(), w)
+    """`w[ids]`. The ids are range-checked by the caller: on the host before the call, or (from_hf)
+    on the device with the error raised before the forward returns; so that an id out of
+    range is never read out of bounds meanwhile (a device-side assert would poison the CUDA
+    context), ids are clamped to the table (no effect on valid ids)."""
+    return torch.nn.functional.embedding(ids.long().clamp_(0, w.shape[0] - 1), w)
 
 
 def embedding_grad(dy: torch.Tensor, ids: torch.Tensor, num_rows: int) -> torch.Tensor:

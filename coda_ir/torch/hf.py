@@ -23,7 +23,6 @@ runs something different from the Hugging Face model.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 import time
@@ -418,19 +417,39 @@ def shifted_targets(labels: torch.Tensor) -> torch.Tensor:
     return torch.cat([labels[:, 1:], ignore], dim=1).reshape(-1).to(torch.int32)
 
 
-def check_tokens(input_ids: torch.Tensor, labels: torch.Tensor | None, vocab: int) -> None:
-    """ArgumentError unless every id is in [0, vocab) and every label in [0, vocab) or
-    IGNORE_INDEX; one device-to-host transfer when all are fine."""
-    bad = [(input_ids < 0) | (input_ids >= vocab)]
-    if labels is not None:
-        bad.append(((labels < 0) | (labels >= vocab)) & (labels != IGNORE_INDEX))
-    flags = torch.stack([b.any() for b in bad]).tolist()
-    for name, tensor, mask, flag in zip(("input_ids", "labels"), (input_ids, labels), bad, flags):
-        if flag:
-            where = [int(i) for i in mask.nonzero()[0]]
-            value = int(tensor[tuple(where)])
-            allowed = f"[0, {vocab})" + (f" or the ignore index {IGNORE_INDEX}" if name == "labels" else "")
-            raise ArgumentError(f"from_hf model: {name} holds {value} at {where}, expected values in {allowed}", name)
+class TokenCheck:
+    """The range check of a step's `input_ids` (in [0, vocab)) and `labels` (in [0, vocab) or
+    IGNORE_INDEX), started on the device without waiting: the flags travel to pinned host
+    memory behind an event, and `raise_if_bad()` (called when the forward has been enqueued)
+    waits only for that event, which sits before the step's kernels in the GPU queue, so the
+    GPU never runs dry for it. Until then out-of-range ids are only ever clamped
+    (`library.embedding`), never read out of bounds; the forward raises before returning."""
+
+    def __init__(self, input_ids: torch.Tensor, labels: torch.Tensor | None, vocab: int):
+        self.vocab = vocab
+        self.tensors = [("input_ids", input_ids)] + ([("labels", labels)] if labels is not None else [])
+        self.masks = [(input_ids < 0) | (input_ids >= vocab)]
+        if labels is not None:
+            self.masks.append(((labels < 0) | (labels >= vocab)) & (labels != IGNORE_INDEX))
+        flags = torch.stack([m.any() for m in self.masks])
+        self.event = None
+        if flags.is_cuda:
+            self.flags = torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True)
+            self.flags.copy_(flags, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        else:
+            self.flags = flags
+
+    def raise_if_bad(self) -> None:
+        if self.event is not None:
+            self.event.synchronize()
+        for (name, tensor), mask, flag in zip(self.tensors, self.masks, self.flags.tolist()):
+            if flag:
+                where = [int(i) for i in mask.nonzero()[0]]
+                value = int(tensor[tuple(where)])
+                allowed = f"[0, {self.vocab})" + (f" or the ignore index {IGNORE_INDEX}" if name == "labels" else "")
+                raise ArgumentError(f"from_hf model: {name} holds {value} at {where}, expected values in {allowed}", name)
 
 
 class CodaCausalLM(torch.nn.Module):
@@ -448,8 +467,6 @@ class CodaCausalLM(torch.nn.Module):
         self.head = HeadUnit(inner.norm, model.lm_head, spec, options)
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None, position_ids: torch.Tensor | None = None):
-        from transformers.modeling_outputs import CausalLMOutputWithPast
-
         if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
             raise ArgumentError("from_hf model: input_ids must be an integer tensor [batch, seq]")
         batch, seq_len = input_ids.shape
@@ -465,20 +482,29 @@ class CodaCausalLM(torch.nn.Module):
             raise ArgumentError(f"from_hf model: labels must have input_ids' shape {list(input_ids.shape)}, got {got}")
         if torch.compiler.is_compiling():
             # a traced graph cannot branch on data: each unit checks its own indices at run time
-            checked = contextlib.nullcontext()
-        else:
-            # one check of the step's ids and labels (one device-to-host sync, when the GPU
-            # queue is short), instead of a sync in each unit that reads them
-            check_tokens(input_ids, labels, self.spec.vocab)
-            checked = indices_checked()
-        with checked:
-            x = self.embed(ids, seq_len)
-            for layer in self.layers:
-                x = layer(x, positions, seq_len)
-            if labels is None:
-                logits = self.head(x, None, seq_len)
-                return CausalLMOutputWithPast(loss=None, logits=logits.view(batch, seq_len, -1))
-            loss = self.head(x, shifted_targets(labels), seq_len)
+            return self._run(ids, positions, labels, batch, seq_len)
+        # one check of the step's ids and labels, waited for only once the forward is enqueued
+        # (no GPU bubble), instead of a device-to-host sync in each unit that reads them
+        check = TokenCheck(input_ids, labels, self.spec.vocab)
+        try:
+            with indices_checked():
+                out = self._run(ids, positions, labels, batch, seq_len)
+        except Exception:
+            check.raise_if_bad()  # bad input explains a failure downstream of it
+            raise
+        check.raise_if_bad()
+        return out
+
+    def _run(self, ids, positions, labels, batch: int, seq_len: int):
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+
+        x = self.embed(ids, seq_len)
+        for layer in self.layers:
+            x = layer(x, positions, seq_len)
+        if labels is None:
+            logits = self.head(x, None, seq_len)
+            return CausalLMOutputWithPast(loss=None, logits=logits.view(batch, seq_len, -1))
+        loss = self.head(x, shifted_targets(labels), seq_len)
         return CausalLMOutputWithPast(loss=loss, logits=None)
 
 

@@ -41,3 +41,13 @@ def test_row_slice_is_a_view_and_column_slice_a_copy():
     cols = library.slice_copy(x, 1, 1, 2)
     assert cols.is_contiguous()
     torch.testing.assert_close(cols, x[:, 1:3], rtol=0, atol=0)
+
+
+def test_embedding_never_reads_out_of_bounds():
+    # from_hf checks ids on the device and raises before its forward returns: meanwhile an id
+    # out of range must not be read out of bounds (on CUDA a device assert), only clamped
+    w = torch.randn(5, 3)
+    ids = torch.tensor([0, 4, 7, -2], dtype=torch.int32)
+    out = library.embedding(ids, w)
+    torch.testing.assert_close(out[:2], w[[0, 4]], rtol=0, atol=0)
+    torch.testing.assert_close(out[2:], w[[4, 0]], rtol=0, atol=0)
