@@ -311,8 +311,15 @@ def _tuning_key(kernel, key, a, b, M, N, K, transpose_a, transpose_b, interleave
 # ----------------------------------------------------------------------------- launch
 
 
-def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, layouts, upcast):
+def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, layouts, upcast, compile_only=False):
+    """Launch (or with `compile_only`, only compile: Triton's `warmup`) the kernel at `cfg`."""
     stride_am, stride_ak, stride_bk, stride_bn = strides
+
+    def at(grid):
+        if compile_only:
+            return lambda *args, **kwargs: kernel.warmup(*args, grid=grid, **kwargs)
+        return kernel[grid]
+
     common = dict(
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, INTERLEAVE=interleave,
         UPCAST=upcast, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
@@ -348,24 +355,43 @@ def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, 
             extra_flags["WARP_SPECIALIZE"] = True
         if paired:
             extra_flags["B_PAIRED"] = True
-        compiled = kernel[grid](
+        compiled = at(grid)(
             a_arg, b_arg, *extra, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
             USE_TMA=1, A_K_CONTIG=a_k, B_K_CONTIG=b_k, NUM_SMS=num_sms, **extra_flags, **common,
         )
         path = "tma"
     else:
         grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn),)
-        compiled = kernel[grid](
+        compiled = at(grid)(
             a, b, *extra, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, **common
         )
         path = "portable"
-    LAST_LAUNCH.update(config=cfg, path=path, compiled=compiled)
+    if not compile_only:
+        LAST_LAUNCH.update(config=cfg, path=path, compiled=compiled)
     return compiled
 
 
-def _autotune(run_with, candidates: list[GemmConfig], extra_args_for) -> tuple[GemmConfig, dict]:
+def _precompile(compile_with, candidates: list[GemmConfig], extra_args_for) -> None:
+    """Compile every candidate at once, on threads (Triton's compile spends much of its time in
+    ptxas subprocesses and native passes), so the timing loop below finds them compiled. A
+    candidate that fails here fails again, with its reason recorded, when it is timed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(cfg):
+        try:
+            compile_with(cfg, list(extra_args_for(cfg)))
+        except Exception:
+            pass
+
+    with ThreadPoolExecutor(max_workers=min(8, len(candidates))) as pool:
+        list(pool.map(one, candidates))
+
+
+def _autotune(run_with, candidates: list[GemmConfig], extra_args_for, compile_with=None) -> tuple[GemmConfig, dict]:
     from triton.testing import do_bench
 
+    if compile_with is not None and len(candidates) > 1:
+        _precompile(compile_with, candidates, extra_args_for)
     timings: dict[str, object] = {}
     best, best_ms = None, float("inf")
     for cfg in candidates:
@@ -435,9 +461,12 @@ def launch_gemm(
     if override != "portable" and (override == "tma" or not interpreting()):
         layouts = _tma_layouts(a, b, M, N, K, strides, interleave)
 
-    def run_with(cfg: GemmConfig, extra):
+    def run_with(cfg: GemmConfig, extra, compile_only=False):
         use = layouts if (cfg.tma and _tma_fits(cfg, interleave, bn_multiple_of, bm_multiple_of)) else None
-        return _launch(kernel, a, b, extra, M, N, K, strides, cfg, interleave, use, upcast)
+        return _launch(kernel, a, b, extra, M, N, K, strides, cfg, interleave, use, upcast, compile_only)
+
+    def compile_with(cfg: GemmConfig, extra):
+        return run_with(cfg, extra, compile_only=True)
 
     if config is None:
         if interpreting():
@@ -470,7 +499,7 @@ def launch_gemm(
                     if mode not in ("0", "") and len(candidates) > 1:
                         started = time.perf_counter()
                         _progress(f"coda-ir: autotuning a GEMM {M}x{N}x{K} ({len(candidates)} tile configurations) ...")
-                        config, timings = _autotune(run_with, candidates, extra_args_for)
+                        config, timings = _autotune(run_with, candidates, extra_args_for, compile_with)
                         _progress(f"coda-ir: autotuned it in {time.perf_counter() - started:.1f} s")
                         entry = {"config": dataclasses.asdict(config), "timings_ms": timings}
                         _store_disk(tune_key, entry)
