@@ -377,14 +377,25 @@ def _precompile(compile_with, candidates: list[GemmConfig], extra_args_for) -> N
     candidate that fails here fails again, with its reason recorded, when it is timed."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(cfg):
+    # Compiling needs only the epilogue arguments' dtypes (Triton's warmup takes a dtype for a
+    # tensor): each candidate's outputs are allocated and dropped one at a time, so that eight
+    # logits-sized outputs never coexist.
+    prepared = []
+    for cfg in candidates:
         try:
-            compile_with(cfg, list(extra_args_for(cfg)))
+            extra = [t.dtype if isinstance(t, torch.Tensor) else t for t in extra_args_for(cfg)]
+        except Exception:
+            continue
+        prepared.append((cfg, extra))
+
+    def one(item):
+        try:
+            compile_with(*item)
         except Exception:
             pass
 
-    with ThreadPoolExecutor(max_workers=min(8, len(candidates))) as pool:
-        list(pool.map(one, candidates))
+    with ThreadPoolExecutor(max_workers=min(8, len(prepared) or 1)) as pool:
+        list(pool.map(one, prepared))
 
 
 def _autotune(run_with, candidates: list[GemmConfig], extra_args_for, compile_with=None) -> tuple[GemmConfig, dict]:
