@@ -372,6 +372,12 @@ def _pow2_ratio(width: int, n: int) -> bool:
     return r.numerator & (r.numerator - 1) == 0 and r.denominator & (r.denominator - 1) == 0
 
 
+def tensor_width(value: SSAValue) -> int:
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    return ty.get_shape()[-1]
+
+
 @dataclass
 class _Cols:
     """The columns of a W-wide tile at this program's column tile."""
@@ -433,6 +439,9 @@ class _EpilogueEmitter:
         # (output index -> (partials type, running variable, partial width)) stored after the loop
         self.whole: coda.Axis | None = None
         self.completed: dict[int, tuple[coda.PartialsType, str, int]] = {}
+        # wide pair_map results gathered from memory (`gathers_pairs`): value -> (first half,
+        # second half, first-column variable, stride, the pair-index columns)
+        self.gathered: dict[SSAValue, tuple[str, str, str, int, _Cols]] = {}
 
     # -------------------------------------------------------------- helpers
     def emit(self, text: str) -> None:
@@ -645,6 +654,10 @@ class _EpilogueEmitter:
             self.emit(f"# {op.name} cols_period {op.period}")
             self.assign(op.result, self.load_periodic(op))
         elif isinstance(op, coda.LoadOp):
+            if op.result.uses and all(
+                self.gathers_pairs(u.operation) and u.operation.is_wide(op.result) for u in op.result.uses  # type: ignore[attr-defined]
+            ):
+                return  # read by its pair_maps as two gathers (emit_gathered_pair_map)
             self.emit(f"# {op.name}")
             self.assign(op.result, self.load_matrix(op, op.source))
         elif isinstance(op, coda.BroadcastOp):
@@ -698,7 +711,74 @@ class _EpilogueEmitter:
                 expr = self.full(expr, self.tile_shape(op, ty), ty.element_type)
             self.assign(result, expr)
 
+    def gathers_pairs(self, op: Operation) -> bool:
+        """Whether `op` is a pair_map that reads its pairs straight from memory: in a
+        standalone elementwise kernel (no interleave), with a pair group (2 * stride) that no
+        power-of-two column tile can hold (e.g. SwiGLU with F = 96, or 14336), whose wide
+        inputs are plain loads of kernel inputs and whose outputs are all narrow. Each pair's
+        two elements are then gathered at their own columns (contiguous runs of `stride`), so
+        any width compiles; the tile holds pair indices instead of whole groups."""
+        if not isinstance(op, coda.PairMapOp) or not isinstance(self.kernel, coda.ElementwiseOp):
+            return False
+        if self.h or self.hw or self.whole is not None or self.vec_cache is not None:
+            return False
+        stride, pairs = op.stride.value.data, op.pair_count()
+        group = Fraction(2 * stride * self.n, 2 * pairs)
+        if group.denominator == 1 and not (group.numerator & (group.numerator - 1)):
+            return False  # a power-of-two multiple: the grouped tile path
+        for r in op.outputs:  # a wide result is only stored (at its pairs' two columns)
+            if op.is_wide(r) and not all(isinstance(u.operation, coda.YieldOp) for u in r.uses):
+                return False
+        for v in op.inputs:
+            if op.is_wide(v):
+                load = v.owner
+                if not (isinstance(load, coda.LoadOp) and load.period is None and load.source in self.params):
+                    return False
+                if tensor_width(load.source) != 2 * pairs:
+                    return False
+        return True
+
+    def emit_gathered_pair_map(self, op: coda.PairMapOp) -> None:
+        stride, pairs = op.stride.value.data, op.pair_count()
+        c = self.cols(op, pairs)  # the tile's pair indices p; each is (first, first + stride)
+        rows = self.row_offsets()
+        first = self.fresh("pfirst")
+        self.emit(f"# {op.name} stride {stride}, pairs gathered from memory")
+        self.emit(f"{first} = ({c.cols} // {stride}) * {2 * stride} + {c.cols} % {stride}")
+        args: list[str] = []
+        for value in op.inputs:
+            if op.is_wide(value):
+                load = value.owner
+                assert isinstance(load, coda.LoadOp)
+                ptr = self.ptr(op, load.source)
+                conv = _to_f32(load.source.type.get_element_type())  # type: ignore[attr-defined]
+                base = f"{ptr} + {rows}[:, None] * {2 * pairs}"
+                a, b = self.fresh("pa"), self.fresh("pb")
+                self.emit(f"{a} = tl.load({base} + {first}[None, :], mask={c.mask2}, other=0){conv}")
+                self.emit(f"{b} = tl.load({base} + ({first} + {stride})[None, :], mask={c.mask2}, other=0){conv}")
+                args += [a, b]
+            else:
+                args.append(self.get(op, value))
+        yielded = self.scalars.emit_block(op.body.blocks[0], args)
+        shape = f"(BM, {c.tw})"
+        i = 0
+        for result in op.outputs:
+            ty = result.type
+            assert isinstance(ty, coda.TileType)
+            count = 2 if op.is_wide(result) else 1
+            exprs = [self.full(e, shape, ty.element_type) if e in self.scalars.consts else e
+                     for e in yielded[i:i + count]]
+            i += count
+            if count == 2:
+                a, b = (self.assign(result, e, "pw") for e in exprs)
+                self.gathered[result] = (a, b, first, stride, c)
+            else:
+                self.assign(result, exprs[0])
+
     def emit_pair_map(self, op: coda.PairMapOp) -> None:
+        if self.gathers_pairs(op):
+            self.emit_gathered_pair_map(op)
+            return
         stride = op.stride.value.data
         pairs = op.pair_count()
         wide_width = 2 * pairs
@@ -839,6 +919,15 @@ class _EpilogueEmitter:
                 c = self.cols(op, tile.cols)
                 self.emit("# store partials [L, tiles_m] at [n, pid_m]")
                 self.emit(f"tl.store({ptr} + {c.cols}.to(tl.int64) * tl.cdiv(M, BM) + pid_m, {x}, mask={c.mask})")
+        elif value in self.gathered:
+            # a wide pair_map result gathered from memory: each pair's two columns
+            a, b, first, stride, c = self.gathered[value]
+            assert isinstance(value.type, coda.TileType) and isinstance(rty, TensorType)
+            rows = self.row_offsets()
+            base = f"{ptr} + {rows}[:, None] * {value.type.cols}"
+            elt = rty.get_element_type()
+            self.emit(f"tl.store({base} + {first}[None, :], {_store_cast(a, elt)}, mask={c.mask2})")
+            self.emit(f"tl.store({base} + ({first} + {stride})[None, :], {_store_cast(b, elt)}, mask={c.mask2})")
         else:
             ty = value.type
             assert isinstance(ty, coda.TileType) and isinstance(rty, TensorType)
