@@ -869,6 +869,9 @@ class _EpilogueEmitter:
                 "would mix interleaved columns",
             )
         c = self.cols(op, ty.cols)
+        if self.gathers_segments(op):
+            self.emit_gathered_segment_reduce(op, c)
+            return
         self.need_bn(op, Fraction(w * self.n, ty.cols))
         x = self.get(op, op.tile)
         self.emit(f"# {op.name} {kind.value} width {w}")
@@ -879,6 +882,53 @@ class _EpilogueEmitter:
             op.result,
             f"tl.reshape(tl.broadcast_to({red}({seg}, axis=2)[:, :, None], (BM, {c.tw} // {w}, {w})), (BM, {c.tw}))",
         )
+
+    def gathers_segments(self, op: coda.SegmentReduceOp) -> bool:
+        """Whether a segment reduction reads its segments straight from memory: in a standalone
+        elementwise kernel (no interleave), over a plain load of a kernel input, with a segment
+        width no power-of-two column tile can hold whole (e.g. a head_dim of 48 or 80). Each
+        column then sums its own segment from memory (w loads per tile, L1/L2 resident):
+        slower than the in-register reduction, but any width compiles."""
+        if not isinstance(self.kernel, coda.ElementwiseOp) or self.h or self.hw:
+            return False
+        if self.whole is not None or self.vec_cache is not None:
+            return False
+        ty = op.tile.type
+        assert isinstance(ty, coda.TileType)
+        group = Fraction(op.width.value.data * self.n, ty.cols)
+        if group.denominator == 1 and not (group.numerator & (group.numerator - 1)):
+            return False
+        load = op.tile.owner
+        return (isinstance(load, coda.LoadOp) and load.period is None and load.source in self.params
+                and tensor_width(load.source) == ty.cols)
+
+    def emit_gathered_segment_reduce(self, op: coda.SegmentReduceOp, c: _Cols) -> None:
+        ty = op.tile.type
+        assert isinstance(ty, coda.TileType)
+        kind, w = op.kind.data, op.width.value.data
+        load = op.tile.owner
+        assert isinstance(load, coda.LoadOp)
+        ptr, rows = self.ptr(op, load.source), self.row_offsets()
+        conv = _to_f32(load.source.type.get_element_type())  # type: ignore[attr-defined]
+        start, acc, k, v = self.fresh("segstart"), self.fresh("segacc"), self.fresh("segk"), self.fresh("segv")
+        self.emit(f"# {op.name} {kind.value} width {w}, segments gathered from memory")
+        self.emit(f"{start} = ({c.cols} // {w}) * {w}")
+        if kind == coda.ReduceKind.MAX:
+            self.emit(f'{acc} = tl.full((BM, {c.tw}), -float("inf"), tl.float32)')
+            other = '-float("inf")'
+        else:
+            self.emit(f"{acc} = tl.zeros((BM, {c.tw}), dtype=tl.float32)")
+            other = "0"
+        self.emit(f"for {k} in range(0, {w}):")
+        self.emit(f"    {v} = tl.load({ptr} + {rows}[:, None] * {ty.cols} + ({start} + {k})[None, :], "
+                  f"mask={c.mask2}, other={other}){conv}")
+        if kind == coda.ReduceKind.MAX:
+            self.emit(f"    {acc} = tl.maximum({acc}, {v})")
+        elif kind == coda.ReduceKind.SUMSQ:
+            self.emit(f"    {acc} += {v} * {v}")
+        else:
+            self.emit(f"    {acc} += {v}")
+        self.assign(op.result, acc)
 
     def emit_select(self, op: coda.SelectOp) -> None:
         ty = op.tile.type

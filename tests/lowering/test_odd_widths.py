@@ -1,7 +1,10 @@
 """Widths that no power-of-two column tile holds (issue 12, item 4): standalone gated
 activations with F = 40, 96 or 200 and RoPE with head_dim 12, 48 or 80 compile in every
 pipeline (the unfused fallback included) and match float64, forward and gradients. Their
-pair_maps read each pair's two elements straight from memory (`gathers_pairs`)."""
+pair_maps read each pair's two elements straight from memory (`gathers_pairs`). A head
+RMSNorm with such a head_dim compiles forward (segments gathered from memory,
+`gathers_segments`); its backward still refuses with a located error (its segment sums are of
+computed values, not loads)."""
 
 from __future__ import annotations
 
@@ -45,6 +48,28 @@ def test_odd_width_compiles_and_matches_float64(source, pipeline):
     inputs = testing.random_inputs(source, seed=len(source))
     testing.check_against_reference(source, inputs, program.g(*inputs))
     testing.check_gradients(program, source, inputs, seed=3)
+
+
+def head_norm(hd: int, heads: int, normed: int, first: int, m: int, dt: str) -> str:
+    n = hd * heads
+    return f"""func.func @g(%x: tensor<{m}x{n}x{dt}>, %w: tensor<{hd}x{dt}>) -> tensor<{m}x{n}x{dt}> {{
+  %y = nn.head_rms_norm %x, %w {{head_dim = {hd} : i64, heads = {normed} : i64, eps = 1.0e-06 : f32, first_head = {first} : i64}} : tensor<{m}x{n}x{dt}>, tensor<{hd}x{dt}> -> tensor<{m}x{n}x{dt}>
+  func.return %y : tensor<{m}x{n}x{dt}>
+}}"""
+
+
+@pytest.mark.parametrize("pipeline", ["nn-to-coda{fuse=false}", "convert-nn-to-coda", "nn-to-coda"])
+@pytest.mark.parametrize("hd, heads, normed, first, m, dt", [(48, 2, 2, 0, 37, "bf16"), (80, 3, 2, 1, 11, "f32"), (12, 4, 3, 0, 9, "bf16")])
+def test_odd_head_dim_norm_forward_matches_float64(hd, heads, normed, first, m, dt, pipeline):
+    source = head_norm(hd, heads, normed, first, m, dt)
+    program = coda_ir.compile(source, pipeline)
+    inputs = testing.random_inputs(source, seed=hd)
+    testing.check_against_reference(source, inputs, program.g(*inputs))
+
+
+def test_odd_head_dim_norm_backward_is_a_located_error_not_a_wrong_number():
+    with pytest.raises(coda_ir.CompileError, match=r"<input>:2:3: .*segment_reduce.*multiple of 48"):
+        coda_ir.compile(head_norm(48, 2, 2, 0, 37, "bf16"), "nn-autodiff,nn-to-coda{fuse=false}")
 
 
 def test_gathered_pairs_in_the_triton_source():
