@@ -297,6 +297,14 @@ RULES: dict[type[Operation], Rule] = {
 }
 
 
+FORWARD_VARIANTS: dict[type[Operation], Callable[[Operation], Operation]] = {
+    nn.AttentionOp: lambda op: nn.AttentionFwdOp(op.qkv, dict(op.properties)),
+    nn.CrossEntropyOp: lambda op: nn.CrossEntropyFwdOp(op.logits, op.targets, dict(op.properties)),
+}
+"""Forward ops whose saved statistic (Stat index 0, the log-sum-exp) is a second result of a
+variant op that `build_forward` puts in their place: (result, lse)."""
+
+
 def hdh_sources(norm: nn.RMSNormOp) -> list[SSAValue]:
     """For an RMSNorm whose output h feeds only GEMMs as their activation (`z_i = h @ W_i.T`):
     the values z'_i with `sum_j dh_j h_j = sum_i sum_k z'_ik dz'_ik` (EPILOGUES.md, "Backward
@@ -472,34 +480,19 @@ class _Differentiator:
         block = fwd.body.blocks[0]
         stats: dict[Operation, Operation] = {}
         for v in self.saved:
-            if isinstance(v, Stat) and isinstance(v.norm, nn.CrossEntropyOp) and v.norm not in stats:
-                # the forward's loss becomes the variant that also returns each row's lse
-                old_ce = mapping[v.norm.results[0]].owner
-                assert isinstance(old_ce, nn.CrossEntropyOp)
-                new_ce = nn.CrossEntropyFwdOp(old_ce.logits, old_ce.targets, dict(old_ce.properties))
-                new_ce.location = old_ce.location
-                new_ce.loss.name_hint = old_ce.result.name_hint
-                new_ce.lse.name_hint = self.stat_name(v)
-                block.insert_op_after(new_ce, old_ce)
-                old_ce.result.replace_all_uses_with(new_ce.loss)
-                old_ce.detach()
-                old_ce.erase()
-                mapping[v.norm.results[0]] = new_ce.loss
-                stats[v.norm] = new_ce
-                continue
-            if isinstance(v, Stat) and isinstance(v.norm, nn.AttentionOp) and v.norm not in stats:
-                # the forward's attention becomes the variant that also returns its log-sum-exp
+            if isinstance(v, Stat) and type(v.norm) in FORWARD_VARIANTS and v.norm not in stats:
+                # the forward op becomes its variant that also returns the log-sum-exp it computes
                 old = mapping[v.norm.results[0]].owner
-                assert isinstance(old, nn.AttentionOp)
-                new = nn.AttentionFwdOp(old.qkv, dict(old.properties))
+                assert isinstance(old, type(v.norm))
+                new = FORWARD_VARIANTS[type(old)](old)
                 new.location = old.location
-                new.out.name_hint = old.result.name_hint
-                new.lse.name_hint = self.stat_name(v)
+                new.results[0].name_hint = old.results[0].name_hint
+                new.results[1].name_hint = self.stat_name(v)
                 block.insert_op_after(new, old)
-                old.result.replace_all_uses_with(new.out)
+                old.results[0].replace_all_uses_with(new.results[0])
                 old.detach()
                 old.erase()
-                mapping[v.norm.results[0]] = new.out
+                mapping[v.norm.results[0]] = new.results[0]
                 stats[v.norm] = new
                 continue
             if isinstance(v, Stat) and v.norm not in stats:
