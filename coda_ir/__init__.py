@@ -70,7 +70,7 @@ def _read_source(name: str) -> str:
 
 
 def _decode(data: bytes, name: str) -> str:
-    from coda_ir.tools.diagnostics import InputError, decode_source
+    from coda_ir.diagnostics import InputError, decode_source
 
     try:
         return decode_source(data, name)
@@ -91,8 +91,9 @@ def parse(source: object, name: str = "<input>") -> ModuleOp:
     from xdsl.dialects.builtin import ModuleOp
     from xdsl.utils.exceptions import ParseError
 
-    from coda_ir.tools.coda_opt import _parse_error_text, make_context
-    from coda_ir.tools.diagnostics import LocatingParser, verify_module
+    from coda_ir.context import make_context
+    from coda_ir.diagnostics import parse_error_text
+    from coda_ir.diagnostics import LocatingParser, verify_module
 
     if isinstance(source, ModuleOp):
         try:
@@ -124,7 +125,7 @@ def parse(source: object, name: str = "<input>") -> ModuleOp:
         try:
             module = LocatingParser(make_context(), text, name).parse_module()
         except ParseError as error:
-            raise CompileError([_parse_error_text(error, 0)]) from None
+            raise CompileError([parse_error_text(error, 0)]) from None
         except RecursionError:
             raise _too_deep(name, "parse") from None
         except Exception as error:
@@ -149,13 +150,13 @@ def _pipeline_names(pipeline: str) -> list[str]:
     from xdsl.utils.arg_spec import parse_pipeline
     from xdsl.utils.exceptions import ArgSpecParseError
 
-    from coda_ir.tools.coda_opt import _pipeline_error_text
+    from coda_ir.diagnostics import pipeline_error_text
 
     try:
         return [spec.name for spec in parse_pipeline(pipeline)]
     except (ArgSpecParseError, ValueError) as error:
         raise ArgumentError(
-            f"compile(): argument 'pipeline': invalid pass pipeline '{pipeline}': {_pipeline_error_text(error)}",
+            f"compile(): argument 'pipeline': invalid pass pipeline '{pipeline}': {pipeline_error_text(error)}",
             "pipeline",
         ) from None
 
@@ -167,8 +168,8 @@ def lower(module: ModuleOp, pipeline: str | None = "nn-to-coda") -> ModuleOp:
     when a pass rejects the program, `InternalError` when a pass fails on its own."""
     from xdsl.passes import PassPipeline
 
-    from coda_ir.tools.coda_opt import coda_passes, make_context
-    from coda_ir.tools.diagnostics import CompilerError, verify_module
+    from coda_ir.context import coda_passes, make_context
+    from coda_ir.diagnostics import CompilerError, verify_module
 
     if pipeline is not None and not isinstance(pipeline, str):
         raise ArgumentError(
@@ -224,7 +225,7 @@ def index_checks(module: ModuleOp) -> dict[str, list]:
 
     from coda_ir.dialects import nn
     from coda_ir.lowering.runtime import IndexCheck
-    from coda_ir.tools.diagnostics import location_of
+    from coda_ir.diagnostics import location_of
 
     checks: dict[str, list] = {}
     for fn in module.walk():
@@ -261,7 +262,7 @@ def compile(source: object, pipeline: str | None = "nn-to-coda") -> CompiledModu
     `source` or `pipeline`), `InternalError` (a bug of coda-ir)."""
     from coda_ir.lowering.runtime import CompiledModule
     from coda_ir.lowering.triton import emit_module, kernel_counts
-    from coda_ir.tools.diagnostics import CompilerError
+    from coda_ir.diagnostics import CompilerError
 
     module = parse(source)
     checks = index_checks(module)
@@ -270,7 +271,7 @@ def compile(source: object, pipeline: str | None = "nn-to-coda") -> CompiledModu
         checks.setdefault(f"{name}_fwd", checks[name])
     leftover = [op for op in module.walk() if op.name.startswith("nn.")]
     if leftover:
-        from coda_ir.tools.diagnostics import Diagnostic
+        from coda_ir.diagnostics import Diagnostic
 
         raise CompileError(
             [str(Diagnostic(op, "nn op left after the pipeline: only coda kernels can be lowered to Triton")) for op in leftover[:5]]

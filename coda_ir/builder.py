@@ -113,7 +113,7 @@ def _misuse(message: str) -> CompileError:
 def _verified(module: ModuleOp) -> ModuleOp:
     """Verify a built module; failures are a `CompileError` naming each op and its Python line
     (not xDSL's VerifyException with a dump of the whole module)."""
-    from coda_ir.tools.diagnostics import verify_module
+    from coda_ir.diagnostics import verify_module
 
     diagnostics = verify_module(module)
     if diagnostics:

@@ -103,7 +103,7 @@ def load_func(source: ModuleOp | func.FuncOp | str | os.PathLike, func_name: str
         if "func.func" not in text and os.path.exists(text):
             with open(text) as handle:
                 text = handle.read()
-        from coda_ir.tools.coda_opt import make_context
+        from coda_ir.context import make_context
         from xdsl.parser import Parser
 
         module = Parser(make_context(), text).parse_module()

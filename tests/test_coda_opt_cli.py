@@ -110,7 +110,7 @@ MALFORMED = {
     "undefined_value": ("func.func @f() {\n  func.return %nope : tensor<4xf32>\n}", 2),
     "unregistered_op": ('func.func @f() {\n  "nn.attention"() : () -> ()\n  func.return\n}', 2),
     "empty": ("\n// nothing here\n", 3),
-    # xDSL 0.74's lexer backtracked exponentially on this (coda_ir/tools/diagnostics.py).
+    # xDSL 0.74's lexer backtracked exponentially on this (coda_ir/diagnostics.py).
     "unterminated_string": (
         'func.func @f(%x: tensor<4x64xf32>, %p: tensor<4xi32>) {\n'
         '  %0 = nn.rope %x, %p {head_dim = 16 : i64, rotary_heads = 2 : i64, style = "half} : '

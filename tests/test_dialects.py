@@ -38,8 +38,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from coda_ir.dialects import coda, nn
 from coda_ir.dialects.coda import Axis, Combine, PartialsType, ReduceKind, TileConfigAttr, TileType
-from coda_ir.tools.coda_opt import make_context
-from coda_ir.tools.diagnostics import LocatingParser, verify_module
+from coda_ir.context import make_context
+from coda_ir.diagnostics import LocatingParser, verify_module
 
 
 def T(*shape: int, elt=bf16) -> TensorType:

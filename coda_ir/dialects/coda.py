@@ -1128,7 +1128,7 @@ class GemmOp(IRDLOperation):
             operands=[a, b, *inputs],
             result_types=result_types,
             regions=[region],
-            properties={**props, "operandSegmentSizes": _segments(1, 1, len(inputs))},
+            properties={**props, "operandSegmentSizes": operand_segments(1, 1, len(inputs))},
         )
         if attrs is not None:
             op.attributes |= attrs.data
@@ -1162,7 +1162,7 @@ class GemmOp(IRDLOperation):
         printer.print_region(self.epilogue)
 
 
-def _segments(*sizes: int) -> Attribute:
+def operand_segments(*sizes: int) -> Attribute:
     from xdsl.dialects.builtin import DenseArrayBase
 
     return DenseArrayBase.from_list(i32, sizes)
@@ -1363,7 +1363,7 @@ class FoldOp(IRDLOperation):
             operands=[*partials, *inputs],
             result_types=result_types,
             regions=[body, finalize],
-            properties={"operandSegmentSizes": _segments(len(partials), len(inputs))},
+            properties={"operandSegmentSizes": operand_segments(len(partials), len(inputs))},
         )
         if attrs is not None:
             op.attributes |= attrs.data

@@ -41,7 +41,7 @@ def compile_copy(ctx: Context, module: ModuleOp, pipeline: str) -> tuple[ModuleO
         return None, "input has no nn ops"
     from xdsl.passes import PassPipeline
 
-    from coda_ir.tools.coda_opt import coda_passes
+    from coda_ir.context import coda_passes
 
     passes = coda_passes()
     try:

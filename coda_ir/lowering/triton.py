@@ -52,7 +52,7 @@ from xdsl.utils.target import Target
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, TRITON_DTYPE_NAMES, element_name
 from coda_ir.dialects import coda
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
-from coda_ir.tools.diagnostics import CompilerError
+from coda_ir.diagnostics import CompilerError
 
 IND = "    "
 

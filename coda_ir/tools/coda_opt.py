@@ -24,7 +24,17 @@ from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from coda_ir.tools.diagnostics import CompilerError, Diagnostic, InputError, LocatingParser, decode_source, verify_module
+from coda_ir.context import coda_passes, universe_dialects
+from coda_ir.diagnostics import (
+    CompilerError,
+    Diagnostic,
+    InputError,
+    LocatingParser,
+    decode_source,
+    parse_error_text,
+    pipeline_error_text,
+    verify_module,
+)
 
 DESCRIPTION = """\
 coda-opt: parse, verify, transform and lower coda-ir programs.
@@ -72,77 +82,6 @@ def describe_passes_and_targets() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _universe_dialects() -> dict[str, Callable[[], object]]:
-    def builtin():
-        from xdsl.dialects.builtin import Builtin
-
-        return Builtin
-
-    def func():
-        from xdsl.dialects.func import Func
-
-        return Func
-
-    def arith():
-        from xdsl.dialects.arith import Arith
-
-        return Arith
-
-    def math():
-        from xdsl.dialects.math import Math
-
-        return Math
-
-    def test():
-        from xdsl.dialects.test import Test
-
-        return Test
-
-    def nn():
-        from coda_ir.dialects.nn import NN
-
-        return NN
-
-    def coda():
-        from coda_ir.dialects.coda import CODA
-
-        return CODA
-
-    return {"builtin": builtin, "func": func, "arith": arith, "math": math, "test": test, "nn": nn, "coda": coda}
-
-
-def coda_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    """Every pass coda-opt knows, by stable name. Kept importable so the Python API shares it."""
-    from coda_ir.transforms import registry
-
-    passes = dict(registry.PASSES)
-
-    def canonicalize():
-        from xdsl.transforms.canonicalize import CanonicalizePass
-
-        return CanonicalizePass
-
-    def cse():
-        from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
-
-        return CommonSubexpressionElimination
-
-    def dce():
-        from xdsl.transforms.dead_code_elimination import DeadCodeElimination
-
-        return DeadCodeElimination
-
-    passes.update({"canonicalize": canonicalize, "cse": cse, "dce": dce})
-    return passes
-
-
-def make_context() -> Context:
-    ctx = Context()
-    for name, factory in _universe_dialects().items():
-        ctx.register_dialect(name, factory)  # type: ignore[arg-type]
-    return ctx
-
-
 class CodaOptMain(xDSLOptMain):
     version_format = "coda-opt (coda-ir 0.1.0, xdsl {xdsl_version})"
 
@@ -150,7 +89,7 @@ class CodaOptMain(xDSLOptMain):
         super().__init__(description=DESCRIPTION.format(listing=describe_passes_and_targets()), args=args)
 
     def register_all_dialects(self):
-        for name, factory in _universe_dialects().items():
+        for name, factory in universe_dialects().items():
             self.ctx.register_dialect(name, factory)  # type: ignore[arg-type]
 
     def register_all_passes(self):
@@ -237,7 +176,7 @@ class CodaOptMain(xDSLOptMain):
                 self.apply_passes(module)
                 output.write(self.output_resulting_program(module))
             except ParseError as error:
-                failed |= self._report(output, [_parse_error_text(error, offset)])
+                failed |= self._report(output, [parse_error_text(error, offset)])
             except InputError as error:
                 failed |= self._report(output, [str(error)])
             except RecursionError:
@@ -297,39 +236,13 @@ def _usage_error(message: str) -> None:
     sys.exit(1)
 
 
-def _parse_error_text(error: ParseError, line_offset: int) -> str:
-    """`file:line:col: error: message`, then the source line with carets under the span."""
-    span = error.span
-    loc = span.get_location()
-    context = span.print_with_context(None).splitlines()[1:]
-    if not context or not context[0].strip():  # the span is on an empty line (end of input)
-        context = []
-    message = error.msg
-    if "{first_char}" in message:  # xDSL's lexer leaves this placeholder unformatted
-        message = message.replace("{first_char}", f"'{span.text[:1]}'")
-    if message.startswith(" in "):  # xDSL's bare context messages, e.g. " in block definition"
-        message = f"unexpected '{span.text}'{message}"
-    lines = [f"{loc.file}:{loc.line + line_offset}:{loc.col}: error: {message}", *context]
-    return "\n".join(line for line in lines if line.strip())
-
-
-def _pipeline_error_text(error: BaseException) -> str:
-    """One line from xDSL's multi-line pipeline error (header, `pass-pipeline:1:COL`, the spec,
-    a caret line, the message)."""
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    if len(lines) >= 4 and lines[1].startswith("pass-pipeline:"):
-        column = lines[1].rsplit(":", 1)[-1]
-        return f"{lines[-1].strip()} at column {column} of '{lines[2].strip()}'"
-    return " ".join(line.strip() for line in lines)
-
-
 def main(argv: list[str] | None = None) -> None:
     try:
         CodaOptMain(args=argv).run()
     except SystemExit:
         raise
     except ArgSpecParseError as error:
-        print(f"coda-opt: error: invalid pass pipeline: {_pipeline_error_text(error)}", file=sys.stderr)
+        print(f"coda-opt: error: invalid pass pipeline: {pipeline_error_text(error)}", file=sys.stderr)
         sys.exit(1)
     except BrokenPipeError:  # `coda-opt ... | head`: the reader left; stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -34,7 +34,7 @@ from xdsl.ir import BlockArgument, SSAValue
 import coda_ir
 from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments, indices_checked
 from coda_ir.reference import element_dtype
-from coda_ir.transforms.remarks import printed_remarks
+from coda_ir.remarks import printed_remarks
 
 __all__ = ["function", "CodaFunction"]
 
@@ -107,7 +107,7 @@ def _only_functions(module: ModuleOp, names: Sequence[str]) -> ModuleOp:
 
 
 def _autodiff_registered() -> bool:
-    from coda_ir.tools.coda_opt import coda_passes
+    from coda_ir.context import coda_passes
 
     return AUTODIFF_PASS in coda_passes()
 
@@ -442,5 +442,5 @@ def function(source: object, name: str | None = None, *, pipeline: str | None = 
     pass makes them; `pipeline` is the lowering that follows (a leading `nn-autodiff` is
     accepted and ignored). Returns a `CodaFunction`: call it with tensors of the argument types
     (a tensor, or a tuple when the function has several results). `remarks=False` records the
-    compiler's remarks (coda_ir.transforms.remarks.EMITTED) without printing them."""
+    compiler's remarks (coda_ir.remarks.EMITTED) without printing them."""
     return CodaFunction(source, name, pipeline=pipeline, remarks=remarks)

@@ -9,6 +9,6 @@
 | `coda-interleave` | `interleave` | `interleave h` on gemms whose epilogue pairs columns h apart (SwiGLU, GeGLU) |
 | `coda-legalize` | `legalize` | prove every epilogue op tile-local (F2 linear layouts); record `coda.constraints` |
 
-Shared helpers: `_build` (kernel builders), `legality` (the proofs), `remarks` (optimization
+Shared helpers: `kernel_builder` (kernel builders), `legality` (the proofs); the base layer `coda_ir.remarks` (optimization
 remarks, `remarks-as-errors`).
 """

@@ -45,7 +45,7 @@ from xdsl.passes import ModulePass
 
 from coda_ir.dialects import nn
 from coda_ir.dialects.element_types import element_name
-from coda_ir.tools.diagnostics import CompilerError
+from coda_ir.diagnostics import CompilerError
 
 FWD_SUFFIX = "_fwd"
 BWD_SUFFIX = "_bwd"

@@ -55,9 +55,9 @@ from xdsl.pattern_rewriter import (
 
 from coda_ir.dialects import nn
 from coda_ir.dialects.coda import Axis, ReduceKind
-from coda_ir.transforms import remarks
-from coda_ir.transforms._build import Epilogue, elementwise, elt_of, gemm, shape_of
-from coda_ir.transforms.lower_nn import _origin, _prop, ln_stats, rms_stats, row_kernel_fits
+from coda_ir import remarks
+from coda_ir.transforms.kernel_builder import Epilogue, elementwise, elt_of, gemm, shape_of
+from coda_ir.transforms.lower_nn import stamp_origin, prop_value, ln_stats, rms_stats, row_kernel_fits
 
 
 ELEMENTWISE_NN = (nn.AddOp, nn.MulOp, nn.SiluOp, nn.ReluOp, nn.GeluOp)
@@ -115,7 +115,7 @@ def ln_column_vectors(norm: nn.LayerNormOp, w: SSAValue, transposed: bool) -> li
                     e.reduce(ReduceKind.SUM, e.scale(t, bv, Axis.ROWS), 0)]
 
         gemv = elementwise((d, n), [w, g, b], build, [None, None], whole=Axis.COLS)
-    return [_origin(gemv, norm, "colvec")]
+    return [stamp_origin(gemv, norm, "colvec")]
 
 
 def _producer_k(value: SSAValue, depth: int = 4) -> int | None:
@@ -195,7 +195,7 @@ class DeferNorm(RewritePattern):
                     self.reported.add(id(op))
                     remarks.emit_remark(op, f"row scale not deferred: the IO model prefers a row kernel: {decision.summary()}")
                 return
-        eps = _prop(op, "eps")
+        eps = prop_value(op, "eps")
         is_ln = isinstance(op, nn.LayerNormOp)
         saved = _saved_stats(op)
         stats_ops: list[Operation] = list(ln_stats(op, x, eps, with_mean=bool(saved)) if is_ln else rms_stats(op, x, eps))
@@ -210,7 +210,7 @@ class DeferNorm(RewritePattern):
         assert block is not None
         first = min([op, *saved], key=block.get_operation_index)
         rewriter.insert(stats_ops, _before(first))
-        rewriter.insert([_origin(scaled, op, "prescale")], _before(op))
+        rewriter.insert([stamp_origin(scaled, op, "prescale")], _before(op))
         for user in saved:
             values = [stats.results[3], stats.results[0]] if is_ln else [stats.results[0]]
             rewriter.replace(user, [], values)
@@ -238,7 +238,7 @@ class DeferNorm(RewritePattern):
 
                 ins = [rstd]
             k = gemm(scaled.results[0], w, ins, build, [elt_of(user.results[0])], transpose_b=transposed)
-            _origin(k, user)
+            stamp_origin(k, user)
             k.location = user.location
             rewriter.replace(user, [*before, k], [k.results[0]])
         if not op.results[0].uses:

@@ -45,12 +45,12 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from coda_ir.dialects import coda
-from coda_ir.transforms import remarks
-from coda_ir.transforms._build import scalar_body
+from coda_ir import remarks
+from coda_ir.transforms.kernel_builder import scalar_body
 from coda_ir.transforms.interleave import apply_interleave, interleave_plan
 from coda_ir.transforms.legality import describe_failure, prove_kernel
 from coda_ir.transforms import lower_nn
-from coda_ir.transforms._build import stamp
+from coda_ir.transforms.kernel_builder import stamp
 from coda_ir.transforms.lower_nn import ORIGIN, match_rope
 
 EPILOGUE_KERNELS = (coda.GemmOp, coda.ElementwiseOp)
@@ -174,9 +174,9 @@ def build_merged(p: Operation, e: Operation) -> tuple[Operation, list[int]] | No
     props = dict(p.properties)
     props.pop("operandSegmentSizes", None)
     if isinstance(p, coda.GemmOp):
-        from coda_ir.dialects.coda import _segments  # the gemm's operand segments
+        from coda_ir.dialects.coda import operand_segments  # the gemm's operand segments
 
-        props["operandSegmentSizes"] = _segments(1, 1, len(inputs))
+        props["operandSegmentSizes"] = operand_segments(1, 1, len(inputs))
         operands = [p.a, p.b, *inputs]
     else:
         operands = inputs
@@ -468,7 +468,7 @@ class Fuser:
 def _origin(op: Operation) -> str:
     attr = op.attributes.get(ORIGIN)
     name = attr.data if isinstance(attr, StringAttr) else op.name
-    from coda_ir.tools.diagnostics import location_of
+    from coda_ir.diagnostics import location_of
 
     return f"'{name.split('+')[0]}' ({location_of(op)})"
 

@@ -26,7 +26,7 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from coda_ir.dialects import coda
-from coda_ir.transforms import remarks
+from coda_ir import remarks
 from coda_ir.transforms.legality import CONSTRAINTS, describe_failure, kernel_columns, prove_kernel
 from coda_ir.transforms.lower_nn import ORIGIN
 
@@ -82,9 +82,9 @@ def split_at(kernel: coda.GemmOp, bad: Operation) -> tuple[Operation, Operation]
     types = [kernel.results[i].type for i, _ in stay_yields]
     types += [TensorType(f32, list(v.type.get_shape())) for v in crossing]  # type: ignore[attr-defined]
     props = dict(kernel.properties)
-    from coda_ir.dialects.coda import _segments
+    from coda_ir.dialects.coda import operand_segments
 
-    props["operandSegmentSizes"] = _segments(1, 1, len(kernel.inputs))
+    props["operandSegmentSizes"] = operand_segments(1, 1, len(kernel.inputs))
     gemm = coda.GemmOp.create(operands=list(kernel.operands), result_types=types, properties=props, regions=[region])
     gemm.attributes.update(kernel.attributes)
     gemm.location = kernel.location

@@ -42,13 +42,13 @@ from xdsl.pattern_rewriter import (
 from coda_ir.dialects import nn
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import Axis, ReduceKind, TileType
-from coda_ir.transforms._build import Epilogue, Scalar, elementwise, elt_of, fold, gemm, scalar_body, shape_of, stamp
+from coda_ir.transforms.kernel_builder import Epilogue, Scalar, elementwise, elt_of, fold, gemm, scalar_body, shape_of, stamp
 
 ORIGIN = "coda.origin"
 """Discardable attribute naming the nn op a kernel came from (for remarks and FileCheck)."""
 
 
-def _prop(op: Operation, name: str):
+def prop_value(op: Operation, name: str):
     attr = op.properties[name]
     if isinstance(attr, (IntegerAttr, FloatAttr)):
         return attr.value.data
@@ -56,7 +56,7 @@ def _prop(op: Operation, name: str):
     return attr.data
 
 
-def _origin(kernel: Operation, op: Operation, role: str | None = None) -> Operation:
+def stamp_origin(kernel: Operation, op: Operation, role: str | None = None) -> Operation:
     kernel.attributes[ORIGIN] = StringAttr(op.name + (f".{role}" if role else ""))
     return stamp(kernel, op.location)
 
@@ -67,7 +67,7 @@ def _origin(kernel: Operation, op: Operation, role: str | None = None) -> Operat
 def lower_linear(op: nn.LinearOp | nn.MatmulOp) -> tuple[list[Operation], SSAValue]:
     a, b = op.operands
     k = gemm(a, b, [], lambda e, acc: [acc], [elt_of(op.results[0])], transpose_b=isinstance(op, nn.LinearOp))
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def lower_binary(op: nn.AddOp | nn.MulOp) -> tuple[list[Operation], SSAValue]:
@@ -75,7 +75,7 @@ def lower_binary(op: nn.AddOp | nn.MulOp) -> tuple[list[Operation], SSAValue]:
     is_add = isinstance(op, nn.AddOp)
     if len(shape_of(lhs)) == 1:  # two vectors (summed weight gradients): a fold of no partials
         k = fold([], [lhs, rhs], [op.results[0].type], lambda s, a, b: s.add(a, b) if is_add else s.mul(a, b))
-        return [_origin(k, op)], k.results[0]
+        return [stamp_origin(k, op)], k.results[0]
     if len(shape_of(rhs)) == 1:
         def build(e: Epilogue, a, v):
             t = e.load(a)
@@ -87,7 +87,7 @@ def lower_binary(op: nn.AddOp | nn.MulOp) -> tuple[list[Operation], SSAValue]:
         def build(e: Epilogue, a, b):
             return [e.map1([e.load(a), e.load(b)], lambda s, x, y: s.mul(x, y))]
     k = elementwise(shape_of(lhs), [lhs, rhs], build, [elt_of(op.results[0])])
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def unary_fn(op: Operation) -> Callable:
@@ -96,14 +96,14 @@ def unary_fn(op: Operation) -> Callable:
     if isinstance(op, nn.ReluOp):
         return lambda s, x: s.relu(x)
     assert isinstance(op, nn.GeluOp)
-    approximate = _prop(op, "approximate")
+    approximate = prop_value(op, "approximate")
     return lambda s, x: s.gelu(x, approximate)
 
 
 def lower_unary(op: nn.SiluOp | nn.ReluOp | nn.GeluOp) -> tuple[list[Operation], SSAValue]:
     fn = unary_fn(op)
     k = elementwise(shape_of(op.x), [op.x], lambda e, x: [e.map1([e.load(x)], fn)], [elt_of(op.results[0])])
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def rms_stats(op: Operation, x: SSAValue, eps: float) -> list[Operation]:
@@ -115,7 +115,7 @@ def rms_stats(op: Operation, x: SSAValue, eps: float) -> list[Operation]:
         [stats.results[0]], [], [TensorType(f32, [m])],
         lambda s, ss: s.rsqrt(s.add(s.mul(ss, s.const(inv_d)), s.const(eps))),
     )
-    return [_origin(stats, op, "stats"), _origin(r, op, "rstd")]
+    return [stamp_origin(stats, op, "stats"), stamp_origin(r, op, "rstd")]
 
 
 def ln_partials(x: SSAValue) -> coda.ElementwiseOp:
@@ -148,7 +148,7 @@ def ln_stats(op: Operation, x: SSAValue, eps: float, with_mean: bool = False) ->
 
     vec = TensorType(f32, [m])
     r = fold(list(stats.results), [], [vec] * (4 if with_mean else 3), body)
-    return [_origin(stats, op, "stats"), _origin(r, op, "rstd")]
+    return [stamp_origin(stats, op, "stats"), stamp_origin(r, op, "rstd")]
 
 
 ROW_KERNEL_MAX = 8192
@@ -163,7 +163,7 @@ def row_kernel_fits(d: int) -> bool:
 def rms_row_kernel(op: nn.RMSNormOp) -> tuple[list[Operation], SSAValue]:
     """One kernel whose column tile holds whole rows: `segment_reduce sumsq width D`."""
     m, d = shape_of(op.x)
-    eps = _prop(op, "eps")
+    eps = prop_value(op, "eps")
 
     def build(e: Epilogue, x, w):
         t = e.load(x)
@@ -172,13 +172,13 @@ def rms_row_kernel(op: nn.RMSNormOp) -> tuple[list[Operation], SSAValue]:
         return [e.map1([t, ss, wt], lambda s, v, q, g: s.mul(s.mul(v, s.rsqrt(s.add(s.mul(q, s.const(1.0 / d)), s.const(eps)))), g))]
 
     k = elementwise((m, d), [op.x, op.w], build, [elt_of(op.results[0])])
-    return [_origin(k, op, "row")], k.results[0]
+    return [stamp_origin(k, op, "row")], k.results[0]
 
 
 def ln_row_kernel(op: nn.LayerNormOp) -> tuple[list[Operation], SSAValue]:
     """One row kernel, two-pass in registers: mean, then the variance of x - mean."""
     m, d = shape_of(op.x)
-    eps = _prop(op, "eps")
+    eps = prop_value(op, "eps")
 
     def build(e: Epilogue, x, w, b):
         t = e.load(x)
@@ -194,13 +194,13 @@ def ln_row_kernel(op: nn.LayerNormOp) -> tuple[list[Operation], SSAValue]:
         return [e.map1([xc, var, wt, bt], apply)]
 
     k = elementwise((m, d), [op.x, op.w, op.b], build, [elt_of(op.results[0])])
-    return [_origin(k, op, "row")], k.results[0]
+    return [stamp_origin(k, op, "row")], k.results[0]
 
 
 def lower_rms_norm(op: nn.RMSNormOp) -> tuple[list[Operation], SSAValue]:
     if row_kernel_fits(shape_of(op.x)[1]):
         return rms_row_kernel(op)
-    ops = rms_stats(op, op.x, _prop(op, "eps"))
+    ops = rms_stats(op, op.x, prop_value(op, "eps"))
     apply = rms_apply_kernel(op, op.x, op.w, ops[-1].results[0])
     return [*ops, apply], apply.results[0]
 
@@ -212,7 +212,7 @@ def rms_apply_kernel(op: Operation, x: SSAValue, w: SSAValue, rstd: SSAValue) ->
         return [e.scale(e.scale(e.load(xt), r, Axis.ROWS), wt, Axis.COLS)]
 
     apply = elementwise(shape_of(x), [x, rstd, w], build, [elt_of(op.results[0])])
-    return _origin(apply, op, "apply")
+    return stamp_origin(apply, op, "apply")
 
 
 def lower_rms_norm_apply(op: nn.RMSNormApplyOp) -> tuple[list[Operation], SSAValue]:
@@ -231,7 +231,7 @@ def lower_zeros(op: nn.ZerosOp) -> tuple[list[Operation], SSAValue]:
             return [e.map1([cols], lambda s, c: s.const(0.0))]
 
         k = elementwise(shape, [], build, [elt_of(op.result)])
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def lower_layer_norm_apply(op: nn.LayerNormApplyOp) -> tuple[list[Operation], SSAValue]:
@@ -244,13 +244,13 @@ def lower_layer_norm_apply(op: nn.LayerNormApplyOp) -> tuple[list[Operation], SS
         return [e.shift(e.scale(t, w, Axis.COLS), b, Axis.COLS)]
 
     k = elementwise(shape_of(op.x), [op.x, op.mean, op.rstd, op.w, op.b], build, [elt_of(op.results[0])])
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def lower_layer_norm(op: nn.LayerNormOp) -> tuple[list[Operation], SSAValue]:
     if row_kernel_fits(shape_of(op.x)[1]):
         return ln_row_kernel(op)
-    ops = ln_stats(op, op.x, _prop(op, "eps"))
+    ops = ln_stats(op, op.x, prop_value(op, "eps"))
     rstd, negmu = ops[-1].results[0], ops[-1].results[1]
 
     def build(e: Epilogue, x, nm, r, w, b):
@@ -258,13 +258,13 @@ def lower_layer_norm(op: nn.LayerNormOp) -> tuple[list[Operation], SSAValue]:
         return [e.shift(e.scale(t, w, Axis.COLS), b, Axis.COLS)]
 
     apply = elementwise(shape_of(op.x), [op.x, negmu, rstd, op.w, op.b], build, [elt_of(op.results[0])])
-    return [*ops, _origin(apply, op, "apply")], apply.results[0]
+    return [*ops, stamp_origin(apply, op, "apply")], apply.results[0]
 
 
 def gated_fn(op: Operation) -> Callable:
     if isinstance(op, nn.SwiGLUOp):
         return lambda s, g, u: s.mul(s.silu(g), u)
-    approximate = _prop(op, "approximate")
+    approximate = prop_value(op, "approximate")
     return lambda s, g, u: s.mul(s.gelu(g, approximate), u)
 
 
@@ -277,7 +277,7 @@ def lower_gated(op: nn.SwiGLUOp | nn.GeGLUOp) -> tuple[list[Operation], SSAValue
         return e.pair_map([e.load(z)], [(m, f)], fn, stride=f, wide=[True])
 
     k = elementwise((m, f), [op.z], build, [elt_of(op.results[0])])
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def _f32(x: float) -> float:
@@ -326,8 +326,8 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sig
     The negation is part of the angle map, not the rotation: `match_rope` still recognizes
     the kernel, and the cos/sin tables `rope_table_kernel` clones from the angle map then hold
     cos(-a), sin(-a), so a gradient fused into a GEMM may read tables too."""
-    hd, heads = _prop(op, "head_dim"), _prop(op, "rotary_heads")
-    theta, style = _prop(op, "theta"), _prop(op, "style")
+    hd, heads = prop_value(op, "head_dim"), prop_value(op, "rotary_heads")
+    theta, style = prop_value(op, "theta"), prop_value(op, "style")
     m, n = tile.type.get_shape()  # type: ignore[attr-defined]
     half = hd // 2
     narrow = TileType((m, n // 2), f32)
@@ -522,13 +522,13 @@ def lower_rope(op: nn.RoPEOp) -> tuple[list[Operation], SSAValue]:
     k = elementwise(
         shape_of(op.x), [op.x, op.pos], lambda e, x, p: [rope_epilogue(e, e.load(x), p, op)], [elt_of(op.results[0])]
     )
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def normalized_heads(s: Scalar, col: SSAValue, op: Operation, inside: SSAValue, outside: SSAValue) -> SSAValue:
     """`inside` on the columns of the heads a head_rms_norm(_grad) normalizes (first_head ..
     first_head + heads - 1), `outside` elsewhere."""
-    hd, heads, first = _prop(op, "head_dim"), _prop(op, "heads"), nn.first_head_of(op)
+    hd, heads, first = prop_value(op, "head_dim"), prop_value(op, "heads"), nn.first_head_of(op)
     value = s.select(s.cmpi("slt", col, s.iconst((first + heads) * hd)), inside, outside)
     if first:
         value = s.select(s.cmpi("sge", col, s.iconst(first * hd)), value, outside)
@@ -536,7 +536,7 @@ def normalized_heads(s: Scalar, col: SSAValue, op: Operation, inside: SSAValue, 
 
 
 def head_norm_epilogue(e: Epilogue, tile: SSAValue, w: SSAValue, op: Operation) -> SSAValue:
-    hd, eps = _prop(op, "head_dim"), _prop(op, "eps")
+    hd, eps = prop_value(op, "head_dim"), prop_value(op, "eps")
     ss = e.segment_reduce(ReduceKind.SUMSQ, tile, hd)
     cols = e.index(Axis.COLS, tile)
     wt = e.broadcast(w, Axis.COLS, tile)
@@ -552,7 +552,7 @@ def lower_head_rms_norm(op: nn.HeadRMSNormOp) -> tuple[list[Operation], SSAValue
     k = elementwise(
         shape_of(op.x), [op.x, op.w], lambda e, x, w: [head_norm_epilogue(e, e.load(x), w, op)], [elt_of(op.results[0])]
     )
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def lower_cross_entropy(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp) -> tuple[list[Operation], list[SSAValue]]:
@@ -565,12 +565,12 @@ def lower_cross_entropy(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp) -> tuple[l
 
     parts = elementwise(shape_of(op.logits), [op.logits, op.targets], build, [None, None])
     ops, results = ce_fold(op, parts.results[0], parts.results[1])
-    return [_origin(parts, op, "lse"), *ops], results
+    return [stamp_origin(parts, op, "lse"), *ops], results
 
 
 def ce_fold(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp, lse: SSAValue, sel: SSAValue) -> tuple[list[Operation], list[SSAValue]]:
     """The loss (and, for `nn.cross_entropy_fwd`, the per-row lse) from the folded partials."""
-    ignore, reduction = _prop(op, "ignore_index"), _prop(op, "reduction")
+    ignore, reduction = prop_value(op, "ignore_index"), prop_value(op, "reduction")
     keep_rows = isinstance(op, nn.CrossEntropyFwdOp)
 
     def body(s: Scalar, l, t, tgt):
@@ -585,7 +585,7 @@ def ce_fold(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp, lse: SSAValue, sel: SS
     m, _ = shape_of(op.logits)
     types = [scalar, scalar] + ([TensorType(f32, [m])] if keep_rows else [])
     k = fold([lse, sel], [op.targets], types, body, finalize)
-    return [_origin(k, op, "loss")], [k.results[0]] + ([k.results[2]] if keep_rows else [])
+    return [stamp_origin(k, op, "loss")], [k.results[0]] + ([k.results[2]] if keep_rows else [])
 
 
 # ----------------------------------------------------------------------------- backward ops
@@ -598,21 +598,21 @@ def ce_fold(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp, lse: SSAValue, sel: SS
 def lower_gemm(op: nn.GemmOp) -> tuple[list[Operation], SSAValue]:
     ta, tb = op.flags()
     k = gemm(op.a, op.b, [], lambda e, acc: [acc], [elt_of(op.result)], transpose_a=ta, transpose_b=tb)
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def column_fold(op: Operation, partials: list[SSAValue], elts: list, role: str) -> coda.FoldOp:
     """Column partials summed over the row tiles (in order), each rounded once to its `elts`."""
     n = partials[0].type.length.data  # type: ignore[attr-defined]
     k = fold(partials, [], [TensorType(elt, [n]) for elt in elts], lambda s, *sums: list(sums))
-    _origin(k, op, role)
+    stamp_origin(k, op, role)
     return k
 
 
 def lower_column_sum(op: nn.ColumnSumOp) -> tuple[list[Operation], SSAValue]:
     parts = elementwise(shape_of(op.x), [op.x], lambda e, x: [e.reduce(ReduceKind.SUM, e.load(x), 0)], [None])
     total = column_fold(op, [parts.results[0]], [elt_of(op.result)], "sum")
-    return [_origin(parts, op, "partials"), total], total.results[0]
+    return [stamp_origin(parts, op, "partials"), total], total.results[0]
 
 
 def activation_grad_fn(op: Operation) -> Callable:
@@ -626,7 +626,7 @@ def activation_grad_fn(op: Operation) -> Callable:
     if isinstance(op, nn.ReluGradOp):
         return lambda s, dy, x: s.select(s.cmpf("ogt", x, s.const(0.0)), dy, s.const(0.0))
     assert isinstance(op, nn.GeluGradOp)
-    approximate = _prop(op, "approximate")
+    approximate = prop_value(op, "approximate")
     return lambda s, dy, x: s.gelu_grad(dy, x, approximate)
 
 
@@ -635,7 +635,7 @@ def lower_activation_grad(op: nn.SiluGradOp | nn.ReluGradOp | nn.GeluGradOp) -> 
     k = elementwise(
         shape_of(op.x), [op.dy, op.x], lambda e, dy, x: [e.map1([e.load(dy), e.load(x)], fn)], [elt_of(op.result)]
     )
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def gated_grad_fn(op: Operation) -> Callable:
@@ -646,7 +646,7 @@ def gated_grad_fn(op: Operation) -> Callable:
             return [s.mul(s.mul(s.mul(dy, u), sg), s.add(one, s.mul(g, s.sub(one, sg)))), s.mul(s.mul(dy, g), sg)]
 
         return swiglu_grad
-    approximate = _prop(op, "approximate")
+    approximate = prop_value(op, "approximate")
     return lambda s, dy, g, u: [s.gelu_grad(s.mul(dy, u), g, approximate), s.mul(dy, s.gelu(g, approximate))]
 
 
@@ -662,7 +662,7 @@ def lower_gated_grad(op: nn.SwiGLUGradOp | nn.GeGLUGradOp) -> tuple[list[Operati
         return e.pair_map([e.load(dy), e.load(z)], [(m, two_f)], fn, stride=f, wide=[False, True])
 
     k = elementwise((m, f), [op.dy, op.z], build, [elt_of(op.result)])
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def lower_rope_grad(op: nn.RoPEGradOp) -> tuple[list[Operation], SSAValue]:
@@ -670,21 +670,21 @@ def lower_rope_grad(op: nn.RoPEGradOp) -> tuple[list[Operation], SSAValue]:
         shape_of(op.dy), [op.dy, op.pos], lambda e, x, p: [rope_epilogue(e, e.load(x), p, op, sign=-1.0)],
         [elt_of(op.result)],
     )
-    return [_origin(k, op)], k.results[0]
+    return [stamp_origin(k, op)], k.results[0]
 
 
 def lower_rms_norm_rstd(op: nn.RMSNormRstdOp) -> tuple[list[Operation], SSAValue]:
-    ops = rms_stats(op, op.x, _prop(op, "eps"))
+    ops = rms_stats(op, op.x, prop_value(op, "eps"))
     return ops, ops[-1].results[0]
 
 
 def lower_layer_norm_stats(op: nn.LayerNormStatsOp) -> tuple[list[Operation], list[SSAValue]]:
     m, d = shape_of(op.x)
-    eps = _prop(op, "eps")
+    eps = prop_value(op, "eps")
     parts = ln_partials(op.x)
     vec = TensorType(f32, [m])
     stats = fold(list(parts.results), [], [vec, vec], lambda s, sm, ss: list(ln_moments(s, sm, ss, d, eps)))
-    return [_origin(parts, op, "stats"), _origin(stats, op, "fold")], list(stats.results)
+    return [stamp_origin(parts, op, "stats"), stamp_origin(stats, op, "fold")], list(stats.results)
 
 
 def lower_rms_norm_grad(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[SSAValue]]:
@@ -714,7 +714,7 @@ def lower_rms_norm_grad(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[SSA
         return [e.map1(ins, lambda s, g, u, v, q, k: s.mul(q, s.sub(s.mul(g, v), s.mul(s.mul(u, q), k))))]
 
     dx = elementwise((m, d), [op.dy, op.x, op.w, op.rstd, mean_qn.results[0]], apply, [elt_of(op.dx)])
-    ops = [_origin(parts, op, "stats"), _origin(mean_qn, op, "fold"), dw, _origin(dx, op, "apply")]
+    ops = [stamp_origin(parts, op, "stats"), stamp_origin(mean_qn, op, "fold"), dw, stamp_origin(dx, op, "apply")]
     return ops, [dx.results[0], dw.results[0]]
 
 
@@ -736,7 +736,7 @@ def rms_norm_grad_from_hdh(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[
 
     k = elementwise((m, d), [op.dy, op.x, op.w, op.rstd, op.hdh], build, [elt_of(op.dx), None])
     dw = column_fold(op, [k.results[1]], [elt_of(op.dw)], "dw")
-    return [_origin(k, op, "apply"), dw], [k.results[0], dw.results[0]]
+    return [stamp_origin(k, op, "apply"), dw], [k.results[0], dw.results[0]]
 
 
 def lower_row_dot(op: nn.RowDotOp) -> tuple[list[Operation], SSAValue]:
@@ -748,7 +748,7 @@ def lower_row_dot(op: nn.RowDotOp) -> tuple[list[Operation], SSAValue]:
 
     parts = elementwise(shape_of(op.a), [op.a, op.b], build, [None])
     total = fold([parts.results[0]], [], [TensorType(f32, [m])], lambda s, p: p)
-    return [_origin(parts, op, "partials"), _origin(total, op, "fold")], total.results[0]
+    return [stamp_origin(parts, op, "partials"), stamp_origin(total, op, "fold")], total.results[0]
 
 
 def lower_layer_norm_grad(op: nn.LayerNormGradOp) -> tuple[list[Operation], list[SSAValue]]:
@@ -785,7 +785,7 @@ def lower_layer_norm_grad(op: nn.LayerNormGradOp) -> tuple[list[Operation], list
         return [e.map1(ins, body)]
 
     dx = elementwise((m, d), [op.dy, op.x, op.w, op.mean, op.rstd, *means.results], apply, [elt_of(op.dx)])
-    ops = [_origin(parts, op, "stats"), _origin(means, op, "fold"), dwdb, _origin(dx, op, "apply")]
+    ops = [stamp_origin(parts, op, "stats"), stamp_origin(means, op, "fold"), dwdb, stamp_origin(dx, op, "apply")]
     return ops, [dx.results[0], dwdb.results[0], dwdb.results[1]]
 
 
@@ -804,7 +804,7 @@ def head_sum_kernel(op: Operation, per_column: SSAValue, hd: int, elt) -> coda.E
         return [e.reduce(ReduceKind.SUM, on_segment, 0)]
 
     k = elementwise((n, hd), [per_column], build, [elt], whole=Axis.COLS)
-    return _origin(k, op, "dw_heads")
+    return stamp_origin(k, op, "dw_heads")
 
 
 def lower_head_rms_norm_grad(op: nn.HeadRMSNormGradOp) -> tuple[list[Operation], list[SSAValue]]:
@@ -813,7 +813,7 @@ def lower_head_rms_norm_grad(op: nn.HeadRMSNormGradOp) -> tuple[list[Operation],
     heads, dy elsewhere. dw: column partials of `dy n` (0 outside the normalized heads) folded to
     an f32 [N] vector, then summed over the heads by `head_sum_kernel`."""
     m, n = shape_of(op.x)
-    hd, eps = _prop(op, "head_dim"), _prop(op, "eps")
+    hd, eps = prop_value(op, "head_dim"), prop_value(op, "eps")
     inv_hd = 1.0 / hd
 
     def build(e: Epilogue, dy, x, w):
@@ -840,7 +840,7 @@ def lower_head_rms_norm_grad(op: nn.HeadRMSNormGradOp) -> tuple[list[Operation],
     main = elementwise((m, n), [op.dy, op.x, op.w], build, [elt_of(op.dx), None])
     per_column = column_fold(op, [main.results[1]], [f32], "dw_cols")
     dw = head_sum_kernel(op, per_column.results[0], hd, elt_of(op.dw))
-    return [_origin(main, op), per_column, dw], [main.results[0], dw.results[0]]
+    return [stamp_origin(main, op), per_column, dw], [main.results[0], dw.results[0]]
 
 
 def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation], SSAValue]:
@@ -848,7 +848,7 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
     "mean", the kept-row count; then one kernel writes
     `(exp(l - lse[m]) - [col == t[m]]) * dloss / count`, 0 on ignored rows."""
     m, v = shape_of(op.logits)
-    ignore, mean = _prop(op, "ignore_index"), _prop(op, "reduction") == "mean"
+    ignore, mean = prop_value(op, "ignore_index"), prop_value(op, "reduction") == "mean"
     count_type = [TensorType(f32, [])] if mean else []
 
     def kept(s: Scalar, t):
@@ -860,13 +860,13 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
         counts = []
         if mean:
             count = fold([], [op.targets], count_type, lambda s, t: [kept(s, t)])
-            stats.append(_origin(count, op, "count"))
+            stats.append(stamp_origin(count, op, "count"))
             counts = [count.results[0]]
     else:
         parts = elementwise((m, v), [op.logits], lambda e, l: [e.reduce(ReduceKind.LSE, e.load(l), 1)], [None])
         lse = fold([parts.results[0]], [op.targets], [TensorType(f32, [m]), *count_type],
                    lambda s, l, t: [l, kept(s, t)] if mean else [l])
-        stats += [_origin(parts, op, "lse"), _origin(lse, op, "fold")]
+        stats += [stamp_origin(parts, op, "lse"), stamp_origin(lse, op, "fold")]
         lse_rows, counts = lse.results[0], list(lse.results[1:])
     scale_ins = [op.dloss, *counts]
 
@@ -887,7 +887,7 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
         return [e.map1(ins, grad)]
 
     k = elementwise((m, v), [op.logits, lse_rows, op.targets, *scale_ins], build, [elt_of(op.result)])
-    return [*stats, _origin(k, op, "apply")], k.results[0]
+    return [*stats, stamp_origin(k, op, "apply")], k.results[0]
 
 
 # ----------------------------------------------------------------------------- library steps

@@ -7,7 +7,7 @@ import pytest
 from coda_ir.analysis import fusion_plan
 from coda_ir.analysis import io_extract as x
 from coda_ir.analysis import io_model as m
-from coda_ir.tools.coda_opt import coda_passes, make_context
+from coda_ir.context import coda_passes, make_context
 
 from test_io_model import H100_ANCHOR, hand_count_unfused  # tests/analysis is on sys.path (pytest prepend mode)
 

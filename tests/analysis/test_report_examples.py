@@ -22,7 +22,7 @@ def _module(path: Path):
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_reports_on_example(path):
     from coda_ir.lowering.report_targets import FusionPlanTarget, IOReportTarget
-    from coda_ir.tools.coda_opt import make_context
+    from coda_ir.context import make_context
 
     module = _module(path)
     has_nn = any(op.name.startswith("nn.") for op in module.walk())

@@ -21,7 +21,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import coda_ir
 from coda_ir import testing
 from coda_ir.reference import load_func, run_reference
-from coda_ir.tools.coda_opt import make_context
+from coda_ir.context import make_context
 from coda_ir.transforms.autodiff import NNAutodiffPass
 
 from tests.transforms.test_random_programs import Gen

@@ -12,9 +12,10 @@ from xdsl.passes import PassPipeline
 import coda_ir
 from coda_ir.analysis import linear_layout as ll
 from coda_ir.dialects import coda, nn
-from coda_ir.tools.coda_opt import coda_passes, make_context
-from coda_ir.tools.diagnostics import CompilerError, LocatingParser, verify_module
-from coda_ir.transforms import legality, remarks
+from coda_ir.context import coda_passes, make_context
+from coda_ir.diagnostics import CompilerError, LocatingParser, verify_module
+from coda_ir import remarks
+from coda_ir.transforms import legality
 
 PROGRAMS = Path(__file__).parent / "programs"
 EXAMPLES = Path(__file__).parents[2] / "examples"

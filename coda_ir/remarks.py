@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from xdsl.ir import Operation
 
-from coda_ir.tools.diagnostics import CompilerError, Diagnostic
+from coda_ir.diagnostics import CompilerError, Diagnostic
 
 REMARKS_AS_ERRORS = False
 """Module-level switch: every remark raises a CompilerError while it is on."""

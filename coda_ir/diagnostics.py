@@ -260,3 +260,29 @@ def _redefinition(table: Operation, message: str) -> Diagnostic | None:
     if len(defs) < 2:
         return None
     return Diagnostic(defs[1], f"redefinition of symbol '@{name}' (first defined at {location_of(defs[0])})")
+
+
+def parse_error_text(error: ParseError, line_offset: int) -> str:
+    """`file:line:col: error: message`, then the source line with carets under the span."""
+    span = error.span
+    loc = span.get_location()
+    context = span.print_with_context(None).splitlines()[1:]
+    if not context or not context[0].strip():  # the span is on an empty line (end of input)
+        context = []
+    message = error.msg
+    if "{first_char}" in message:  # xDSL's lexer leaves this placeholder unformatted
+        message = message.replace("{first_char}", f"'{span.text[:1]}'")
+    if message.startswith(" in "):  # xDSL's bare context messages, e.g. " in block definition"
+        message = f"unexpected '{span.text}'{message}"
+    lines = [f"{loc.file}:{loc.line + line_offset}:{loc.col}: error: {message}", *context]
+    return "\n".join(line for line in lines if line.strip())
+
+
+def pipeline_error_text(error: BaseException) -> str:
+    """One line from xDSL's multi-line pipeline error (header, `pass-pipeline:1:COL`, the spec,
+    a caret line, the message)."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if len(lines) >= 4 and lines[1].startswith("pass-pipeline:"):
+        column = lines[1].rsplit(":", 1)[-1]
+        return f"{lines[-1].strip()} at column {column} of '{lines[2].strip()}'"
+    return " ".join(line.strip() for line in lines)

@@ -1,0 +1,85 @@
+"""The package's layering (ARCHITECTURE.md): data flows one way, so imports do too.
+
+- `coda_ir.tools` holds the `coda-opt` CLI only: no other module imports it (diagnostics,
+  remarks and the dialect/pass registry live in the base modules below passes and lowering).
+- No import cycles among coda_ir's modules, counting imports inside functions as well (a lazy
+  import still ties two modules together); a package's `__init__` is not an edge target when a
+  module merely lives inside it.
+- No module imports another module's private names (`from x import _name`).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parents[1] / "coda_ir"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, list[tuple[str, list[str], int]]]:
+    """module -> [(imported module, imported names, line)] for every coda_ir import in it."""
+    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    found: dict[str, list[tuple[str, list[str], int]]] = {}
+    for name, path in modules.items():
+        entries = []
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                entries += [(a.name, [], node.lineno) for a in node.names if a.name.startswith("coda_ir")]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                if not base.startswith("coda_ir"):
+                    continue
+                names = [a.name for a in node.names]
+                # `from coda_ir.x import y` imports module coda_ir.x.y when that is a module
+                submodules = [f"{base}.{n}" for n in names if f"{base}.{n}" in modules]
+                if submodules:
+                    entries += [(s, [], node.lineno) for s in submodules]
+                    names = [n for n in names if f"{base}.{n}" not in modules]
+                if names:
+                    entries.append((base, names, node.lineno))
+        found[name] = entries
+    return found
+
+
+def test_only_the_cli_imports_tools():
+    offenders = [
+        f"{module} line {line} imports {target}"
+        for module, entries in _imports().items()
+        if not module.startswith("coda_ir.tools")
+        for target, _, line in entries
+        if target == "coda_ir.tools" or target.startswith("coda_ir.tools.")
+    ]
+    assert offenders == []
+
+
+def test_no_import_cycles():
+    graph = nx.DiGraph()
+    for module, entries in _imports().items():
+        graph.add_node(module)
+        for target, _, _ in entries:
+            if target != module and not module.startswith(target + "."):
+                graph.add_edge(module, target)
+    cycles = list(nx.simple_cycles(graph))
+    assert cycles == [], f"import cycles: {cycles[:5]}"
+
+
+def test_no_private_cross_module_imports():
+    offenders = [
+        f"{module} line {line}: from {target} import {name}"
+        for module, entries in _imports().items()
+        for target, names, line in entries
+        for name in names
+        if name.startswith("_") and target != module
+    ]
+    assert offenders == []
