@@ -35,6 +35,15 @@ class CompilerError(Exception):
         return str(self.diagnostic)
 
 
+class InternalCompilerBug(RuntimeError):
+    """A located contradiction inside coda-ir itself, e.g. a decision coda-legalize recorded that
+    the lowering cannot honour: a bug of coda-ir, reported as an internal error, never as a
+    problem with the input."""
+
+    def __init__(self, op: Operation | None, message: str):
+        super().__init__(str(Diagnostic(op, message)))
+
+
 MAX_INTEGER_WIDTH = 2**24 - 1
 """MLIR's largest integer type width."""
 

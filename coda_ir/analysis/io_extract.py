@@ -14,7 +14,7 @@
 
 Tile: the `config` property (`#coda.config<...>`) when present; otherwise the model's
 default (`io_model.default_tile`: the fastest of `DEFAULT_TILES` that fits with the epilogue
-and honours `coda.constraints = {bn_multiple_of = k}` set by coda-legalize).
+and honours `coda.constraints = #coda.tile_constraints<bn_multiple_of = k>` set by coda-legalize).
 
 Live state (registers): elementwise epilogue code is fused per element, so the accumulator is
 the one full tile held; each stored fp32 tile beyond the first adds `AUX_STORE_LIVE` (width
@@ -70,7 +70,7 @@ from coda_ir.dialects import coda
 
 ORIGIN = "coda.origin"
 NAME = "coda.name"
-CONSTRAINTS = "coda.constraints"
+CONSTRAINTS = coda.CONSTRAINTS
 
 # math ops that run on the SFU (one "sfu op" per element); other arith/math ops are FLOPs.
 SFU_OPS = {
@@ -419,12 +419,11 @@ def _config(op: Operation) -> m.Tile | None:
 
 
 def _bn_multiple(op: Operation) -> int:
-    """`coda.constraints = {bn_multiple_of = k}` (set by coda-legalize): BN must be a multiple of k."""
+    """`coda.constraints = #coda.tile_constraints<bn_multiple_of = k>` (set by coda-legalize):
+    BN must be a multiple of k."""
     constraints = op.attributes.get(CONSTRAINTS)
-    if isinstance(constraints, DictionaryAttr):
-        value = constraints.data.get("bn_multiple_of")
-        if isinstance(value, IntegerAttr):
-            return max(1, value.value.data)
+    if isinstance(constraints, coda.TileConstraintsAttr):
+        return constraints.bn_multiple_of.data
     return 1
 
 

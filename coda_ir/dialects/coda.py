@@ -325,6 +325,95 @@ class TileConfigAttr(ParametrizedAttribute):
             raise VerifyException("tile config stages must be positive")
 
 
+CONSTRAINTS = "coda.constraints"
+"""Kernel attribute (a `TileConstraintsAttr`) that `coda-legalize` records: what the tile-locality
+proofs of the kernel's epilogue need from the column tile. The lowering obeys it."""
+
+GATHERED = "coda.gathered"
+"""Unit attribute `coda-legalize` puts on a `coda.pair_map` / `coda.segment_reduce` of a
+standalone elementwise kernel whose pair group or segment no power-of-two column tile holds:
+the op reads its pairs / segments straight from memory, which any width allows. The lowering
+emits the gathered form for exactly these ops."""
+
+
+@irdl_attr_definition
+class TileConstraintsAttr(ParametrizedAttribute):
+    """`#coda.tile_constraints<bn_multiple_of = 128, reasons = ["..."]>`: the kernel's column tile
+    BN must be a multiple of `bn_multiple_of` (a power of two: Triton tiles are powers of two)
+    for its epilogue's proofs to hold; `reasons` says which op needed what."""
+
+    name = "coda.tile_constraints"
+
+    bn_multiple_of: IntAttr
+    reasons: ArrayAttr[StringAttr]
+
+    def __init__(self, bn_multiple_of: int, reasons: Sequence[str] = ()):
+        super().__init__(IntAttr(bn_multiple_of), ArrayAttr([StringAttr(r) for r in reasons]))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        values: dict[str, Attribute] = {}
+
+        def parse_entry() -> None:
+            key = parser.parse_identifier()
+            parser.parse_punctuation("=")
+            if key == "bn_multiple_of":
+                values[key] = IntAttr(parser.parse_integer(allow_boolean=False, allow_negative=False))
+            elif key == "reasons":
+                values[key] = ArrayAttr(
+                    StringAttr(t) for t in parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_str_literal)
+                )
+            else:
+                parser.raise_error(f"unknown tile constraint '{key}' (expected bn_multiple_of, reasons)")
+
+        parser.parse_comma_separated_list(parser.Delimiter.ANGLE, parse_entry)
+        if "bn_multiple_of" not in values:
+            parser.raise_error("tile constraints need bn_multiple_of")
+        return (values["bn_multiple_of"], values.get("reasons", ArrayAttr([])))
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<bn_multiple_of = {self.bn_multiple_of.data}, reasons = [")
+        for i, reason in enumerate(self.reasons.data):
+            if i:
+                printer.print_string(", ")
+            printer.print_string_literal(reason.data)
+        printer.print_string("]>")
+
+    def verify(self) -> None:
+        value = self.bn_multiple_of.data
+        if value <= 0 or value & (value - 1):
+            raise VerifyException(f"bn_multiple_of must be a positive power of two, got {value}")
+
+
+def recorded_bn_multiple_of(kernel: Operation) -> int:
+    """The `bn_multiple_of` coda-legalize recorded on a kernel (1 when BN is unconstrained)."""
+    attr = kernel.attributes.get(CONSTRAINTS)
+    return attr.bn_multiple_of.data if isinstance(attr, TileConstraintsAttr) else 1
+
+
+def is_gathered(op: Operation) -> bool:
+    """Whether coda-legalize marked `op` to read its pairs / segments from memory."""
+    return isinstance(op.attributes.get(GATHERED), UnitAttr)
+
+
+def _verify_recorded_decisions(kernel: Operation) -> None:
+    """The decisions coda-legalize records on a kernel have their declared types and places."""
+    constraints = kernel.attributes.get(CONSTRAINTS)
+    if constraints is not None and not isinstance(constraints, TileConstraintsAttr):
+        raise VerifyException(f"{CONSTRAINTS} must be a #coda.tile_constraints<...>, got {constraints}")
+    for region in kernel.regions:
+        for op in region.walk():
+            mark = op.attributes.get(GATHERED)
+            if mark is None:
+                continue
+            if not isinstance(mark, UnitAttr):
+                raise VerifyException(f"{GATHERED} on '{op.name}' must be a unit attribute")
+            if not isinstance(op, (PairMapOp, SegmentReduceOp)):
+                raise VerifyException(f"{GATHERED} only marks coda.pair_map or coda.segment_reduce, not '{op.name}'")
+            if not isinstance(kernel, ElementwiseOp):
+                raise VerifyException(f"{GATHERED} ops read from memory: only in a coda.elementwise kernel, not '{kernel.name}'")
+
+
 # ============================================================================ helpers
 
 
@@ -1062,6 +1151,7 @@ class GemmOp(IRDLOperation):
         return m, n, k
 
     def verify_(self) -> None:
+        _verify_recorded_decisions(self)
         for name, value in (("a", self.a), ("b", self.b)):
             if not _is_float_tensor(value.type) or len(tensor_shape(value.type)) != 2:
                 raise VerifyException(f"{name} must be a float matrix, got {value.type}")
@@ -1209,6 +1299,7 @@ class ElementwiseOp(IRDLOperation):
         return self.whole.data if self.whole is not None else None
 
     def verify_(self) -> None:
+        _verify_recorded_decisions(self)
         dims = [d.data for d in self.shape.data]
         if len(dims) != 2 or any(d <= 0 for d in dims):
             raise VerifyException(f"shape must be two positive extents [M, N], got {dims}")
@@ -1679,5 +1770,5 @@ CODA = Dialect(
         SelectOp,
         *LIBRARY_STEP_OPS,
     ],
-    [TileType, PartialsType, TileConfigAttr, AxisAttr, ReduceKindAttr],
+    [TileType, PartialsType, TileConfigAttr, TileConstraintsAttr, AxisAttr, ReduceKindAttr],
 )

@@ -52,7 +52,10 @@ from xdsl.utils.target import Target
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, TRITON_DTYPE_NAMES, element_name
 from coda_ir.dialects import coda
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
-from coda_ir.diagnostics import CompilerError
+from coda_ir.diagnostics import CompilerError, InternalCompilerBug
+
+MIN_BN = 16
+"""The narrowest column tile any kernel launches with (tl.dot and the elementwise configs)."""
 
 IND = "    "
 
@@ -421,7 +424,8 @@ class _EpilogueEmitter:
         self.names: dict[SSAValue, str] = {}
         self.col_cache: dict[int, _Cols] = {}
         self.scalars = _ScalarEmitter(self.lines, self.names, fresh, IND)
-        self.bn_multiple_of = 1
+        # what coda-legalize recorded for this kernel; the emitted kernel's BN obeys it
+        self.bn_multiple_of = coda.recorded_bn_multiple_of(kernel)
         self.rows64 = False
         # The column tile being emitted: the whole [BM, BN] tile, or one column slice of it
         # (`begin_slice`). Names of the slice's column offsets, mask, width and tile index.
@@ -448,17 +452,22 @@ class _EpilogueEmitter:
         self.lines.append(IND + text)
 
     def need_bn(self, op: Operation, multiple: Fraction | int) -> None:
+        """The emitted code of `op` is right only when BN is a multiple of `multiple`: check that
+        the constraint coda-legalize recorded on the kernel implies it (every BN is a power of
+        two >= MIN_BN, so small powers of two always hold). The lowering never widens it."""
         multiple = Fraction(multiple)
         if multiple.denominator != 1:
             multiple = Fraction(multiple.numerator)
         value = int(multiple)
-        if value & (value - 1):
-            raise CompilerError(
+        if value <= MIN_BN and not value & (value - 1):
+            return
+        if value & (value - 1) or self.bn_multiple_of % value:
+            raise InternalCompilerBug(
                 op,
-                f"needs the column tile to be a multiple of {value}, which is not a power of two "
-                "(Triton tiles are powers of two); use a power-of-two width",
+                f"needs the column tile to be a multiple of {value}, but coda-legalize recorded "
+                f"bn_multiple_of = {self.bn_multiple_of} on its kernel: the legality proof and the "
+                "lowering disagree",
             )
-        self.bn_multiple_of = max(self.bn_multiple_of, value)
 
     def row_offsets(self) -> str:
         if not self.rows64:
@@ -712,31 +721,20 @@ class _EpilogueEmitter:
             self.assign(result, expr)
 
     def gathers_pairs(self, op: Operation) -> bool:
-        """Whether `op` is a pair_map that reads its pairs straight from memory: in a
-        standalone elementwise kernel (no interleave), with a pair group (2 * stride) that no
-        power-of-two column tile can hold (e.g. SwiGLU with F = 96, or 14336), whose wide
-        inputs are plain loads of kernel inputs and whose outputs are all narrow. Each pair's
-        two elements are then gathered at their own columns (contiguous runs of `stride`), so
-        any width compiles; the tile holds pair indices instead of whole groups."""
-        if not isinstance(op, coda.PairMapOp) or not isinstance(self.kernel, coda.ElementwiseOp):
+        """Whether `op` is a pair_map that reads its pairs straight from memory: the ones
+        coda-legalize marked `coda.gathered` (a pair group no power-of-two column tile holds,
+        e.g. SwiGLU with F = 96, or 14336, in a standalone elementwise kernel over plain loads).
+        Each pair's two elements are gathered at their own columns (contiguous runs of
+        `stride`), so any width compiles; the tile holds pair indices instead of whole groups."""
+        if not isinstance(op, coda.PairMapOp) or not coda.is_gathered(op):
             return False
-        if self.h or self.hw or self.whole is not None or self.vec_cache is not None:
-            return False
-        stride, pairs = op.stride.value.data, op.pair_count()
-        group = Fraction(2 * stride * self.n, 2 * pairs)
-        if group.denominator == 1 and not (group.numerator & (group.numerator - 1)):
-            return False  # a power-of-two multiple: the grouped tile path
-        for r in op.outputs:  # a wide result is only stored (at its pairs' two columns)
-            if op.is_wide(r) and not all(isinstance(u.operation, coda.YieldOp) for u in r.uses):
-                return False
-        for v in op.inputs:
-            if op.is_wide(v):
-                load = v.owner
-                if not (isinstance(load, coda.LoadOp) and load.period is None and load.source in self.params):
-                    return False
-                if tensor_width(load.source) != 2 * pairs:
-                    return False
+        self.check_gatherable(op)
         return True
+
+    def check_gatherable(self, op: Operation) -> None:
+        """A recorded `coda.gathered` this emitter state cannot honour is a bug, not bad input."""
+        if self.h or self.hw or self.whole is not None or self.vec_cache is not None:
+            raise InternalCompilerBug(op, "is marked coda.gathered in an interleaved, whole-row or sub-tiled epilogue")
 
     def emit_gathered_pair_map(self, op: coda.PairMapOp) -> None:
         stride, pairs = op.stride.value.data, op.pair_count()
@@ -884,23 +882,15 @@ class _EpilogueEmitter:
         )
 
     def gathers_segments(self, op: coda.SegmentReduceOp) -> bool:
-        """Whether a segment reduction reads its segments straight from memory: in a standalone
-        elementwise kernel (no interleave), over a plain load of a kernel input, with a segment
-        width no power-of-two column tile can hold whole (e.g. a head_dim of 48 or 80). Each
-        column then sums its own segment from memory (w loads per tile, L1/L2 resident):
-        slower than the in-register reduction, but any width compiles."""
-        if not isinstance(self.kernel, coda.ElementwiseOp) or self.h or self.hw:
+        """Whether a segment reduction reads its segments straight from memory: the ones
+        coda-legalize marked `coda.gathered` (a segment width no power-of-two column tile holds
+        whole, e.g. a head_dim of 48 or 80, over a plain load of a kernel input). Each column
+        then sums its own segment from memory (w loads per tile, L1/L2 resident): slower than
+        the in-register reduction, but any width compiles."""
+        if not coda.is_gathered(op):
             return False
-        if self.whole is not None or self.vec_cache is not None:
-            return False
-        ty = op.tile.type
-        assert isinstance(ty, coda.TileType)
-        group = Fraction(op.width.value.data * self.n, ty.cols)
-        if group.denominator == 1 and not (group.numerator & (group.numerator - 1)):
-            return False
-        load = op.tile.owner
-        return (isinstance(load, coda.LoadOp) and load.period is None and load.source in self.params
-                and tensor_width(load.source) == ty.cols)
+        self.check_gatherable(op)
+        return True
 
     def emit_gathered_segment_reduce(self, op: coda.SegmentReduceOp, c: _Cols) -> None:
         ty = op.tile.type
@@ -1777,6 +1767,9 @@ def function_ops(module: ModuleOp) -> list[func.FuncOp]:
 
 def emit_module(module: ModuleOp) -> str:
     """The Triton source of a whole module (see the module docstring for its layout)."""
+    from coda_ir.transforms.legalize import ensure_legalized
+
+    ensure_legalized(module)  # the emitters below read the tile constraints it records
     out: list[str] = [
         '"""Generated by coda-ir (coda -> Triton). Host functions: '
         + ", ".join(f.sym_name.data for f in function_ops(module))

@@ -20,35 +20,33 @@ kernel's fixed `config` if it has one). A W-columns-wide tile of a kernel with N
 blocked layout (elementwise) of that extent. The op is legal for BN when the partner / the
 segment lies inside the tile (`pair_level_for_stride` / `reduction_level` below OUTSIDE).
 The smallest legal BN becomes the constraint `BN % bn_multiple_of == 0` (all candidates are
-powers of two, so that is "BN >= it"). When no power-of-two BN works (a non-power-of-two head
-dim, a pair group wider than any tile) but one column tile may cover the whole row (any
-elementwise kernel; a gemm with N <= 256), the constraint is `bn_covers_n`.
+powers of two, so that is "BN >= it"), recorded as `#coda.tile_constraints`. When no
+power-of-two BN holds whole groups (a non-power-of-two head dim, a pair group wider than any
+tile), the op is legal only where it can read its pairs / segments straight from memory: in a
+standalone elementwise kernel, over plain loads of kernel inputs (`gather_applies`); it is then
+marked `coda.gathered`. Anywhere else (a gemm epilogue, computed inputs) it is not tile-local,
+and coda-fuse keeps it out of the kernel / coda-legalize splits it off. The lowering reads these
+records and re-derives none of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, StringAttr, UnitAttr, i64
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import TensorType, UnitAttr
+from xdsl.ir import BlockArgument, Operation
 
 from coda_ir.analysis import linear_layout as ll
 from coda_ir.analysis.linear_layout import Level
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import TileType
 
-CONSTRAINTS = "coda.constraints"
-"""Discardable attribute on a kernel: the tile constraints its epilogue's proofs relied on.
-
-`{bn_multiple_of = 128 : i64, reasons = ["..."]}`: the kernel's column tile BN must be a
-multiple of 128; or `{bn_covers_n, reasons = [...]}`: one column tile must cover all N
-columns (BN >= N). `reasons` says which op needed it and at which level the exchange happens.
-"""
+CONSTRAINTS = coda.CONSTRAINTS
+GATHERED = coda.GATHERED
 
 GEMM_BNS = (16, 32, 64, 128, 256)
 ELEMENTWISE_BNS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 MAX_GEMM_BN = 256
-MAX_COVER_ELEMENTWISE = 1 << 17
 
 
 @dataclass
@@ -58,7 +56,7 @@ class OpProof:
     level: Level
     reason: str
     bn_multiple_of: int = 1
-    covers_n: bool = False
+    gathered: bool = False
 
 
 @dataclass
@@ -79,29 +77,37 @@ class KernelProof:
         return max([1, *(p.bn_multiple_of for p in self.proofs if p.ok)])
 
     @property
-    def covers_n(self) -> bool:
-        return any(p.covers_n for p in self.proofs if p.ok)
+    def gathered(self) -> list[Operation]:
+        return [p.op for p in self.proofs if p.ok and p.gathered]
 
     def combined_ok(self) -> bool:
-        if isinstance(self.kernel, coda.GemmOp):
-            _, n, _ = self.kernel.problem_shape()
-            if self.covers_n and n > MAX_GEMM_BN:
-                return False
-            if self.bn_multiple_of > MAX_GEMM_BN:
-                return False
+        if isinstance(self.kernel, coda.GemmOp) and self.bn_multiple_of > MAX_GEMM_BN:
+            return False
         return True
 
-    def constraint_attr(self) -> DictionaryAttr | None:
-        entries: dict[str, object] = {}
-        if self.covers_n:
-            entries["bn_covers_n"] = UnitAttr()
-        elif self.bn_multiple_of > 1:
-            entries["bn_multiple_of"] = IntegerAttr(self.bn_multiple_of, i64)
-        else:
+    def constraint_attr(self) -> coda.TileConstraintsAttr | None:
+        if self.bn_multiple_of == 1:
             return None
-        reasons = [p.reason for p in self.proofs if p.ok and (p.covers_n or p.bn_multiple_of > 1)]
-        entries["reasons"] = ArrayAttr([StringAttr(r) for r in reasons])
-        return DictionaryAttr(entries)  # type: ignore[arg-type]
+        reasons = [p.reason for p in self.proofs if p.ok and p.bn_multiple_of > 1]
+        return coda.TileConstraintsAttr(self.bn_multiple_of, reasons)
+
+
+def record(proof: KernelProof) -> None:
+    """Write a proven kernel's decisions on it: `coda.constraints` (when BN is constrained) and
+    `coda.gathered` on the ops that read from memory. Earlier records are replaced."""
+    assert proof.ok
+    kernel = proof.kernel
+    attr = proof.constraint_attr()
+    if attr is not None:
+        kernel.attributes[CONSTRAINTS] = attr
+    elif CONSTRAINTS in kernel.attributes:
+        del kernel.attributes[CONSTRAINTS]
+    gathered = set(proof.gathered)
+    for op in kernel.regions[0].walk():
+        if op in gathered:
+            op.attributes[GATHERED] = UnitAttr()
+        elif GATHERED in op.attributes:
+            del op.attributes[GATHERED]
 
 
 def kernel_columns(kernel: Operation) -> tuple[int, int]:
@@ -140,17 +146,49 @@ def _next_pow2(n: int) -> int:
 
 def _bn_candidates(kernel: Operation) -> tuple[int, ...]:
     _, fixed, _ = _config(kernel)
+    widths = GEMM_BNS if isinstance(kernel, coda.GemmOp) else ELEMENTWISE_BNS
     if fixed is not None:
-        return (fixed,)
-    return GEMM_BNS if isinstance(kernel, coda.GemmOp) else ELEMENTWISE_BNS
+        # a proof at BN also holds at its multiples (groups stay aligned inside the tile), so
+        # the smallest power of two that divides the fixed BN is what the epilogue needs (a
+        # sub-tiled epilogue may run on halves of the tile that are still multiples of it)
+        return tuple(b for b in widths if b <= fixed) or (fixed,)
+    return widths
 
 
-def _covers_allowed(kernel: Operation, n: int) -> bool:
-    _, fixed, _ = _config(kernel)
-    if fixed is not None:
-        return fixed >= n
-    limit = MAX_GEMM_BN if isinstance(kernel, coda.GemmOp) else MAX_COVER_ELEMENTWISE
-    return n <= limit
+def _tensor_width(value) -> int | None:
+    ty = value.type
+    return ty.get_shape()[-1] if isinstance(ty, TensorType) else None
+
+
+def _plain_load_of_input(kernel: Operation, value, width: int) -> bool:
+    """`value` is a `coda.load` (no period) of one of the kernel's own tensor inputs, `width` wide."""
+    load = value.owner
+    if not isinstance(load, coda.LoadOp) or load.period is not None:
+        return False
+    source = load.source
+    return (isinstance(source, BlockArgument) and source.owner is kernel.regions[0].blocks[0]
+            and _tensor_width(source) == width)
+
+
+def gather_applies(kernel: Operation, op: Operation) -> bool:
+    """Whether `op` can read its pairs / segments straight from memory (the lowering's gathered
+    form): a standalone elementwise kernel that walks no whole rows, its grouped operand a plain
+    load of a kernel input, and (pair_map) every wide result only stored."""
+    if not isinstance(kernel, coda.ElementwiseOp) or kernel.whole is not None:
+        return False
+    if op.parent_block() is not kernel.regions[0].blocks[0]:
+        return False
+    if isinstance(op, coda.PairMapOp):
+        pairs = op.pair_count()
+        for r in op.outputs:
+            if op.is_wide(r) and not all(isinstance(u.operation, coda.YieldOp) for u in r.uses):
+                return False
+        return all(_plain_load_of_input(kernel, v, 2 * pairs) for v in op.inputs if op.is_wide(v))
+    if isinstance(op, coda.SegmentReduceOp):
+        tile = op.tile.type
+        assert isinstance(tile, TileType)
+        return _plain_load_of_input(kernel, op.tile, tile.cols)
+    return False
 
 
 def _prove_grouped(kernel: Operation, op: Operation, width: int, group_what: str, query, what: str = "the partner lies") -> OpProof:
@@ -172,18 +210,19 @@ def _prove_grouped(kernel: Operation, op: Operation, width: int, group_what: str
                 f"{op.name} {group_what}: {level.name.lower()}-local when BN % {bn} == 0",
                 bn_multiple_of=bn,
             )
-    if _covers_allowed(kernel, n):
+    if gather_applies(kernel, op):
         return OpProof(
             op, True, Level.CTA,
-            f"{op.name} {group_what}: CTA-local when one column tile covers all {n} columns",
-            covers_n=True,
+            f"{op.name} {group_what}: no power-of-two tile holds whole groups; read from memory (gathered)",
+            gathered=True,
         )
     where = "the accumulator tile" if isinstance(kernel, coda.GemmOp) else "the tile"
     return OpProof(
         op, False, Level.OUTSIDE,
         f"{op.name} {group_what} is not tile-local: {what} outside {where} for every "
-        f"column tile width ({', '.join(tried) or 'no power-of-two BN holds whole groups'}) and "
-        f"{n} columns are too many for one tile",
+        f"column tile width ({', '.join(tried) or 'no power-of-two BN holds whole groups'}), and it "
+        f"cannot read its groups from memory here (only in a standalone elementwise kernel, from a "
+        f"plain load of a kernel input)",
     )
 
 
@@ -241,6 +280,5 @@ def describe_failure(proof: KernelProof) -> tuple[Operation, str]:
     _, n = kernel_columns(proof.kernel)
     return proof.kernel, (
         f"the epilogue needs BN % {proof.bn_multiple_of} == 0"
-        + (" and one column tile covering all columns" if proof.covers_n else "")
-        + f", which no gemm tile (BN <= {MAX_GEMM_BN}) of N = {n} satisfies"
+        f", which no gemm tile (BN <= {MAX_GEMM_BN}) of N = {n} satisfies"
     )

@@ -3,12 +3,12 @@
 For every `coda.gemm` / `coda.elementwise` kernel, `legality.prove_kernel` checks each op
 against the F2 linear layout of the tile (Hopper MMA accumulator for gemms, blocked layout for
 elementwise kernels) over the column-tile widths the lowering may choose. The tile constraints
-the proofs need are written on the kernel as the discardable attribute `coda.constraints`
-(format in `legality.CONSTRAINTS`), e.g.
+the proofs need are recorded on the kernel as the typed attribute `coda.constraints`, e.g.
 
-    coda.constraints = {bn_multiple_of = 128 : i64, reasons = ["coda.pair_map stride 64 ..."]}
+    coda.constraints = #coda.tile_constraints<bn_multiple_of = 128, reasons = ["coda.pair_map stride 64 ..."]>
 
-so that the lowering picks a BN that keeps the proof valid. `coda-fuse` only builds kernels
+and ops that read their pairs / segments from memory (widths no power-of-two tile holds) are
+marked `coda.gathered`; the lowering obeys both and re-derives neither. `coda-fuse` only builds kernels
 that pass this proof, so in the `nn-to-coda` pipeline this pass never refuses. On other input
 (hand-written coda, a pipeline without `coda-interleave`) an unprovable op in a gemm epilogue
 is split off: the op and everything that depends on it move to a new `coda.elementwise`
@@ -21,13 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, f32
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, UnitAttr, f32
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from coda_ir.dialects import coda
 from coda_ir import remarks
-from coda_ir.transforms.legality import CONSTRAINTS, describe_failure, kernel_columns, prove_kernel
+from coda_ir.diagnostics import CompilerError
+from coda_ir.transforms.legality import describe_failure, kernel_columns, prove_kernel, record
 from coda_ir.transforms.lower_nn import ORIGIN
 
 
@@ -134,7 +135,7 @@ def split_at(kernel: coda.GemmOp, bad: Operation) -> tuple[Operation, Operation]
 
 @dataclass(frozen=True)
 class LegalizePass(ModulePass):
-    """Prove epilogue ops tile-local; annotate kernels with `coda.constraints`."""
+    """Prove epilogue ops tile-local; record tile constraints (`coda.constraints`) and gathered ops."""
 
     name = "coda-legalize"
 
@@ -146,11 +147,7 @@ class LegalizePass(ModulePass):
             kernel = work.pop(0)
             proof = prove_kernel(kernel)
             if proof.ok:
-                attr = proof.constraint_attr()
-                if attr is not None:
-                    kernel.attributes[CONSTRAINTS] = attr
-                elif CONSTRAINTS in kernel.attributes:
-                    del kernel.attributes[CONSTRAINTS]
+                record(proof)
                 continue
             bad, reason = describe_failure(proof)
             if isinstance(kernel, coda.GemmOp) and bad is not kernel:
@@ -160,4 +157,18 @@ class LegalizePass(ModulePass):
                 )
                 work[:0] = split_at(kernel, bad)
                 continue
-            remarks.emit_remark(bad, f"cannot be proven tile-local: {reason}", as_error=self.remarks_as_errors)
+            # nothing left to split off: no correct lowering of this kernel exists
+            raise CompilerError(bad, f"cannot be proven tile-local: {reason}")
+        op.attributes[LEGALIZED] = UnitAttr()
+
+
+LEGALIZED = "coda.legalized"
+"""Unit attribute on a module whose kernels coda-legalize proved and annotated; the Triton
+target legalizes a module without it (hand-written coda) before it reads the records."""
+
+
+def ensure_legalized(module: ModuleOp) -> None:
+    """Run coda-legalize on a module that has not been through it (the lowering reads only what
+    it records)."""
+    if LEGALIZED not in module.attributes:
+        LegalizePass().apply(Context(), module)

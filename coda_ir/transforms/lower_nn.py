@@ -18,7 +18,8 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 Pairs at stride F (swiglu) or hd/2 (rope) are tile-local in a standalone elementwise kernel
 only when its column tile holds whole pair groups; `coda-legalize` records that as a tile
 constraint on the kernel (`coda.constraints`), which the lowering honours by its choice of
-BN (a standalone kernel may always pick a tile covering the whole row).
+BN; where no power-of-two tile holds a group, it marks the op `coda.gathered` (pairs and
+segments read from memory), which the lowering emits as such.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def test_odd_head_dim_norm_forward_matches_float64(hd, heads, normed, first, m, 
 
 
 def test_odd_head_dim_norm_backward_is_a_located_error_not_a_wrong_number():
-    with pytest.raises(coda_ir.CompileError, match=r"<input>:2:3: .*segment_reduce.*multiple of 48"):
+    with pytest.raises(coda_ir.CompileError, match=r"<input>:2:3: .*segment_reduce.*cannot be proven tile-local.*width 48"):
         coda_ir.compile(head_norm(48, 2, 2, 0, 37, "bf16"), "nn-autodiff,nn-to-coda{fuse=false}")
 
 

@@ -78,7 +78,7 @@ def test_llama_example_at_real_shape():
     constraints = qkv.attributes[legality.CONSTRAINTS]
     rope = next(op for op in (EXAMPLES / "llama_block.mlir").read_text().splitlines() if "nn.rope" in op)
     head_dim = int(rope.split("head_dim = ")[1].split(" ")[0])
-    assert constraints.data["bn_multiple_of"].value.data == head_dim
+    assert constraints.bn_multiple_of.data == head_dim
 
 
 def test_qwen3_example_qk_norm_and_rope_in_qkv_epilogue():
@@ -197,5 +197,5 @@ def test_constraint_attribute_format():
     proof = legality.prove_kernel(_gemm_with_pair_map(512, 64))
     attr = proof.constraint_attr()
     assert attr is not None
-    assert attr.data["bn_multiple_of"].value.data == 128
-    assert "coda.pair_map stride 64" in attr.data["reasons"].data[0].data
+    assert attr.bn_multiple_of.data == 128
+    assert "coda.pair_map stride 64" in attr.reasons.data[0].data

@@ -36,8 +36,8 @@ func.func @swiglu(%a: tensor<37x40xbf16>, %w: tensor<48x40xbf16>) -> tensor<37x2
 // CHECK-NEXT: mask_mw24 = mask_m[:, None] & mask_w24[None, :]
 // CHECK-NEXT: t_g = tl.reshape(s3, (BM, (BN // 2)))
 // CHECK:      tl.store(y_ptr + rows64[:, None] * 24 + cols_w24[None, :], _coda_round_bf16(t_g), mask=mask_mw24)
-// BN must hold whole pairs and an even narrow width.
-// CHECK:      launch_gemm(_swiglu_k0_gemm, {{.*}} interleave=24, bn_multiple_of=2,
+// BN (>= 16, a power of two) holds whole pairs and an even narrow width: legality records no constraint.
+// CHECK:      launch_gemm(_swiglu_k0_gemm, {{.*}} interleave=24, bn_multiple_of=1,
 
 // -----
 
@@ -80,4 +80,4 @@ func.func @rot(%a: tensor<37x40xf32>, %w: tensor<40x48xf32>) -> (tensor<37x48xf3
 // CHECK-NEXT: pn = tl.reshape(t_r, (BM, ((BN * 2) // 2), 1))
 // CHECK:      t_w2 = tl.reshape(tl.permute(tl.join(pn, pn), (0, 1, 3, 2)), (BM, (BN * 2)))
 // CHECK:      tl.store(z_ptr + rows64[:, None] * 96 + cols_w96[None, :], t_w2, mask=mask_mw96)
-// CHECK:      launch_gemm(_rot_k0_gemm, {{.*}} bn_multiple_of=8,
+// CHECK:      launch_gemm(_rot_k0_gemm, {{.*}} bn_multiple_of=16,

@@ -4,7 +4,7 @@
 // The proofs run on the F2 linear layout of the accumulator tile over the column-tile widths
 // the lowering may pick; the smallest BN that keeps every op tile-local becomes a constraint.
 // Remarks come first (stderr):
-// CHECK: legalize.mlir:{{[0-9]+}}:5: remark: 'coda.pair_map' op cannot be proven tile-local: coda.pair_map stride 512 (pairs c, c + 512 in groups of 1024) is not tile-local: the partner lies outside the accumulator tile for every column tile width (BN=16: outside, BN=32: outside, BN=64: outside, BN=128: outside, BN=256: outside) and 1024 columns are too many for one tile; split off into a separate kernel
+// CHECK: legalize.mlir:{{[0-9]+}}:5: remark: 'coda.pair_map' op cannot be proven tile-local: coda.pair_map stride 512 (pairs c, c + 512 in groups of 1024) is not tile-local: the partner lies outside the accumulator tile for every column tile width (BN=16: outside, BN=32: outside, BN=64: outside, BN=128: outside, BN=256: outside), and it cannot read its groups from memory here (only in a standalone elementwise kernel, from a plain load of a kernel input); split off into a separate kernel
 // ERR: legalize.mlir:{{[0-9]+}}:5: error: 'coda.pair_map' op cannot be proven tile-local: coda.pair_map stride 512
 
 // RoPE "half" with head_dim 128 pairs (i, i + 64) inside each head: tile-local when BN is a
@@ -30,7 +30,7 @@ func.func @rope_half(%x: tensor<8x64xf32>, %w: tensor<512x64xf32>, %a: tensor<8x
   func.return %q : tensor<8x512xf32>
 }
 // CHECK-LABEL: func.func @rope_half
-// CHECK:       coda.gemm {{.*}} attributes {coda.constraints = {bn_multiple_of = 128 : i64, reasons = ["coda.pair_map stride 64 (pairs c, c + 64 in groups of 128): thread-local when BN % 128 == 0"]}}
+// CHECK:       coda.gemm {{.*}} attributes {coda.constraints = #coda.tile_constraints<bn_multiple_of = 128, reasons = ["coda.pair_map stride 64 (pairs c, c + 64 in groups of 128): thread-local when BN % 128 == 0"]>}
 
 // -----
 
@@ -45,7 +45,7 @@ func.func @qk_norm(%x: tensor<8x64xf32>, %w: tensor<256x64xf32>) -> (tensor<8x25
   func.return %q, %p : tensor<8x256xf32>, !coda.partials<rows, 8, sum>
 }
 // CHECK-LABEL: func.func @qk_norm
-// CHECK:       coda.gemm {{.*}} attributes {coda.constraints = {bn_multiple_of = 64 : i64, reasons = ["coda.segment_reduce width 64 (segments of 64 columns): {{.*}}-local when BN % 64 == 0"]}}
+// CHECK:       coda.gemm {{.*}} attributes {coda.constraints = #coda.tile_constraints<bn_multiple_of = 64, reasons = ["coda.segment_reduce width 64 (segments of 64 columns): {{.*}}-local when BN % 64 == 0"]>}
 
 // -----
 
@@ -67,7 +67,7 @@ func.func @split_pair(%x: tensor<8x64xf32>, %w: tensor<1024x64xf32>) -> tensor<8
 // CHECK:       %[[ACC:.*]] = coda.gemm %x, %w transpose_b : tensor<8x64xf32>, tensor<1024x64xf32> -> tensor<8x1024xf32> {
 // CHECK-NEXT:  ^bb0(%[[A:.*]]: !coda.tile<8x1024xf32>):
 // CHECK-NEXT:    coda.yield %[[A]]
-// CHECK:       %[[G:.*]] = coda.elementwise [8, 1024] ins(%[[ACC]] : tensor<8x1024xf32>) -> tensor<8x512xf32> attributes {coda.constraints = {bn_multiple_of = 1024 : i64
+// CHECK:       %[[G:.*]] = coda.elementwise [8, 1024] ins(%[[ACC]] : tensor<8x1024xf32>) -> tensor<8x512xf32> attributes {coda.constraints = #coda.tile_constraints<bn_multiple_of = 1024
 // CHECK:         coda.load
 // CHECK:         coda.pair_map stride 512
 // CHECK:       func.return %[[G]]

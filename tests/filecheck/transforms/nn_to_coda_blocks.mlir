@@ -34,7 +34,7 @@ func.func @llama_block(%x0: tensor<24x64xf32>, %y0: tensor<24x64xf32>, %wo: tens
 // CHECK:         coda.reduce sumsq
 // CHECK:       %[[R2:.*]] = coda.fold %[[P2]]
 // CHECK-NOT:   coda.elementwise
-// CHECK:       %[[Q:.*]] = coda.gemm %[[H2]], %wqkv transpose_b ins(%[[R2]], %pos : {{.*}}) {{.*}} coda.constraints = {bn_multiple_of = 32 : i64
+// CHECK:       %[[Q:.*]] = coda.gemm %[[H2]], %wqkv transpose_b ins(%[[R2]], %pos : {{.*}}) {{.*}} coda.constraints = #coda.tile_constraints<bn_multiple_of = 32
 // CHECK:         coda.scale %{{.*}} rows
 // CHECK:         coda.pair_map stride 16
 // CHECK-NOT:   coda.elementwise
@@ -112,7 +112,7 @@ func.func @qwen3_block(%x0: tensor<24x64xf32>, %y0: tensor<24x64xf32>, %wo: tens
 // CHECK-COUNT-2: coda.gemm
 // CHECK:       coda.fold
 // CHECK-NOT:   coda.elementwise
-// CHECK:       coda.gemm %{{.*}}, %wqkv transpose_b ins(%{{.*}}, %wqk, %pos : {{.*}}) {{.*}}coda.constraints = {bn_multiple_of = 16 : i64
+// CHECK:       coda.gemm %{{.*}}, %wqkv transpose_b ins(%{{.*}}, %wqk, %pos : {{.*}}) {{.*}}coda.constraints = #coda.tile_constraints<bn_multiple_of = 16
 // CHECK:         coda.scale %{{.*}} rows
 // CHECK:         coda.segment_reduce sumsq %{{.*}} width 16
 // CHECK:         coda.broadcast %{{.*}} cols : tensor<16xf32>
