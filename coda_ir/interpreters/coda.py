@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import torch
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
@@ -390,7 +390,7 @@ def run_coda(
     """Run a coda function (a `func.func` of kernels, launch groups and library steps) on
     whole-matrix tiles and return its results: tensors (float64 with `compute=torch.float64`,
     else their element types) and, for partials results, the combined per-row / per-column
-    values."""
+    values (a partials argument takes them too)."""
     fn = load_func(module_or_func, func_name)
     block = fn.body.blocks[0]
     if len(inputs) != len(block.args):
@@ -398,9 +398,11 @@ def run_coda(
     args = []
     for arg, value in zip(block.args, inputs):
         ty = arg.type
-        assert isinstance(ty, TensorType)
-        if tuple(value.shape) != tuple(ty.get_shape()):
-            raise ValueError(f"input {arg.name_hint}: shape {tuple(value.shape)}, expected {tuple(ty.get_shape())}")
+        # a partials argument is passed as its combined values (one per row / column), the way
+        # the interpreter represents partials everywhere
+        shape = (ty.length.data,) if isinstance(ty, coda.PartialsType) else tuple(ty.get_shape())
+        if tuple(value.shape) != shape:
+            raise ValueError(f"input {arg.name_hint}: shape {tuple(value.shape)}, expected {shape}")
         args.append(value.to(torch.float64) if compute == torch.float64 and value.dtype.is_floating_point else value)
     module = fn.parent_op()
     if not isinstance(module, ModuleOp):
