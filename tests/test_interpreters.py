@@ -6,7 +6,6 @@ launch group, segment reductions and period loads, the library steps, and the ro
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 import torch.nn.functional as F

@@ -35,6 +35,20 @@ def test_readme_example_runs_and_matches_pytorch(capsys):
     assert scope["program"].kernel_count("rms_swiglu") == 3
 
 
+def test_readme_interpreter_example_runs(capsys):
+    """The README's coda-interpreter snippet, run after the builder example it continues."""
+    snippets = doc_snippets()
+    builder = next(s for s in snippets if "FunctionBuilder(\"rms_swiglu\"" in s)
+    interp = next(s for s in snippets if "from coda_ir.interpreters import run_coda" in s)
+    scope: dict = {}
+    exec(compile(builder, str(DOC), "exec"), scope)
+    exec(compile(interp, str(DOC), "exec"), scope)
+    assert "interpreter: ok=True" in capsys.readouterr().out
+    assert scope["ref64"].dtype == torch.float64 and scope["ref_t"].dtype == torch.bfloat16
+    # the interpreter's float64 meaning of the program is the PyTorch formula of the builder example
+    torch.testing.assert_close(scope["ref64"], scope["ref"], rtol=1e-12, atol=1e-12)
+
+
 def test_builder_module_prints_and_round_trips():
     fb = FunctionBuilder("f", a=((37, 40), "f32"), w=((48, 40), "f32"), bias=((48,), "f32"), t=((37,), "i32"))
     with fb.gemm(fb.a, fb.w, transpose_b=True) as k:
