@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from xdsl.interpreter import Interpreter
 
+from coda_ir.errors import ArgumentError
 from coda_ir.interpreters import coda_interpreter, interleave_perm, run_coda
 from coda_ir.reference import load_func
 
@@ -222,6 +223,9 @@ func.func @lib(%ids: tensor<5xi32>, %w: tensor<7x12xf32>) -> (tensor<5x12xf32>, 
     (grad,) = torch.autograd.grad(want, qkv, s)
     close(dq, grad)
     close(dw, torch.zeros(7, 12, dtype=torch.float64).index_add_(0, ids.long(), grad))
+    # an id outside the table is an error at run time (NN_DIALECT.md), never a number
+    with pytest.raises(ArgumentError, match="id 7 at row 1 is outside"):
+        run_coda(text, [torch.tensor([0, 7, 1, 2, 3], dtype=torch.int32), w])
 
 
 def test_it_is_an_xdsl_interpreter():
