@@ -364,20 +364,20 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
         return _cross_entropy_grad(a[0], args[1], a[2], _prop(op, "ignore_index"), _prop(op, "reduction"))
     # whole-model ops
     if name == "nn.embedding":
-        return a[1][_checked_ids(args[0], a[1].shape[0], name)]
+        return a[1][checked_ids(args[0], a[1].shape[0], name)]
     if name == "nn.embedding_grad":
         v = op.results[0].type.get_shape()[0]  # type: ignore[attr-defined]
-        ids = _checked_ids(args[1], v, name)
+        ids = checked_ids(args[1], v, name)
         return torch.zeros((v, a[0].shape[1]), dtype=a[0].dtype).index_add_(0, ids, a[0])
     if name in ("nn.attention", "nn.attention_fwd"):
-        out, lse = _attention(a[0], op)
+        out, lse = attention_reference(a[0], op)
         return out if name == "nn.attention" else (out, lse)
     if name == "nn.attention_grad":
         # the semantics of the gradient: recomputed from qkv (the saved output and log-sum-exp
         # are what a kernel reads; the reference does not need them)
         qkv = a[0].detach().requires_grad_(True)
         with torch.enable_grad():
-            out, _ = _attention(qkv, op)
+            out, _ = attention_reference(qkv, op)
             (grad,) = torch.autograd.grad(out, qkv, a[3])
         return grad
     if name == "nn.concat":
@@ -389,7 +389,7 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
     raise NotImplementedError(f"the reference interpreter has no rule for '{name}'")
 
 
-def _checked_ids(ids: torch.Tensor, rows: int, name: str) -> torch.Tensor:
+def checked_ids(ids: torch.Tensor, rows: int, name: str) -> torch.Tensor:
     ids = ids.long()
     bad = (ids < 0) | (ids >= rows)
     if bool(bad.any()):
@@ -400,7 +400,7 @@ def _checked_ids(ids: torch.Tensor, rows: int, name: str) -> torch.Tensor:
     return ids
 
 
-def _attention(qkv: torch.Tensor, op: Operation) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_reference(qkv: torch.Tensor, op: Operation) -> tuple[torch.Tensor, torch.Tensor]:
     """(output [M, H*hd], log-sum-exp flat [B*H*S] in (sequence, head, row) order)."""
     from coda_ir.dialects.nn import attention_config
 

@@ -9,8 +9,13 @@ program's element type (`coda_ir.reference.reference_pair`). `check_close` compu
 (in float64); `assert_matches` checks a list of outputs and raises an AssertionError with a
 table naming every output, its error, its bound and whether it passed.
 
-NaNs: where `ref64` is NaN the output must be NaN too (those positions are then left out of the
-maxima); a NaN or inf in the output anywhere else fails.
+Non-finite values: where `ref64` is NaN the output must be NaN too, and where it is +inf or -inf
+the output must be that same inf (those positions are then left out of the maxima: a masked
+log-sum-exp of nothing is -inf in the kernel and in the reference alike); a NaN or inf in the
+output anywhere else fails.
+
+This module is the one home of the bar: the nn tests, the lowering tests (against the coda
+interpreter, `coda_ir.interpreters`) and the benchmarks all call `check_close` / `assert_matches`.
 
 Random inputs. `random_inputs(func)` makes one fresh tensor per argument, scaled by the role
 the argument plays (found from its uses, then from its name):
@@ -87,11 +92,11 @@ def check_close(out: torch.Tensor, ref64: torch.Tensor, ref_T: torch.Tensor, sla
     o, r, t = _as64(out), _as64(ref64), _as64(ref_T)
     if tuple(o.shape) != tuple(r.shape) or tuple(t.shape) != tuple(r.shape):
         return False, math.inf, math.nan
-    ref_nan = torch.isnan(r)
-    if bool(ref_nan.any()):
-        if not bool(torch.isnan(o)[ref_nan].all()):
+    ref_nan, ref_inf = torch.isnan(r), torch.isinf(r)
+    if bool(ref_nan.any()) or bool(ref_inf.any()):
+        if not bool(torch.isnan(o)[ref_nan].all()) or not torch.equal(o[ref_inf], r[ref_inf]):
             return False, math.inf, math.nan
-        keep = ~ref_nan
+        keep = ~(ref_nan | ref_inf)
         o, r, t = o[keep], r[keep], t[keep]
     t = torch.where(torch.isnan(t), r, t)  # a NaN in ref_T where ref64 is finite: no slack from it
     diff = (o - r).abs()

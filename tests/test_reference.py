@@ -5,8 +5,8 @@
   same expression);
 * coda_ir.testing: the bar's exact formula, NaN and shape handling, the failure table, inputs;
 * the nn programs of tests/programs/nn and examples/ load and (small ones) run;
-* the coda programs of tests/programs/coda: the whole-matrix interpreter of the IR agrees with the
-  hand-written references, the references agree with the nn blocks (float64) and, for the
+* the coda programs of tests/programs/coda: the coda interpreter (coda_ir.interpreters) agrees
+  with the hand-written references, the references agree with the nn blocks (float64) and, for the
   backward, with torch.autograd.
 """
 
@@ -22,6 +22,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from coda_ir.interpreters import interleave_perm, run_coda
 from coda_ir.reference import (
     element_dtype,
     f32_value,
@@ -47,8 +48,6 @@ def _load(name: str, path: Path):
 
 
 coda_refs = _load("coda_programs_references", PROGRAMS / "coda" / "references.py")
-_interp = _load("coda_programs_interpret", PROGRAMS / "coda" / "interpret.py")
-interleave_perm, run_coda = _interp.interleave_perm, _interp.run_coda
 
 BF16_EPS = 2.0**-8  # half a bf16 ulp is 2^-9 relative; one ulp 2^-8 (2^-7 at worst in [1, 2))
 
@@ -389,6 +388,12 @@ def test_check_close_nan_inf_and_shapes():
     assert not check_close(torch.tensor([1.0, float("inf")]), finite, finite + 1)[0]
     assert not check_close(torch.zeros(3), finite, finite)[0]
     assert check_close(torch.tensor(2.0), torch.tensor(2.0, dtype=torch.float64), torch.tensor(2.0))[0]
+    # an inf of ref64 (a log-sum-exp over nothing) must be matched by the same inf, then is left out
+    inf = torch.tensor([-math.inf, 1.0], dtype=torch.float64)
+    ok, err, _ = check_close(torch.tensor([-math.inf, 1.0]), inf, inf)
+    assert ok and err == 0.0
+    assert not check_close(torch.tensor([math.inf, 1.0]), inf, inf)[0]
+    assert not check_close(torch.tensor([-1e30, 1.0]), inf, inf)[0]
 
 
 def test_assert_matches_table():

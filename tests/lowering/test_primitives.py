@@ -1,5 +1,6 @@
 """Every coda primitive, one small kernel each, through the Triton interpreter against a float64
-reference computed op by op (tests/lowering/coda_ref.py), with the numerics bar of NN_DIALECT.md.
+reference computed op by op (the coda interpreter, coda_ir.interpreters), with the numerics bar of
+NN_DIALECT.md (coda_ir.testing.check_close).
 
 Shapes are small and odd (M, N, K not multiples of the 32-wide interpreter tiles) so ragged
 edges are exercised; dtypes bf16 / f16 / f32; transposed operands; interleaved columns.

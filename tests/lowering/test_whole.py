@@ -1,5 +1,5 @@
 """`coda.elementwise whole rows|cols` (reductions completed inside the kernel, no fold) through
-the Triton interpreter against the float64 reference of tests/lowering/coda_ref.py: every
+the Triton interpreter against the coda interpreter (coda_ir.interpreters) in float64: every
 combine (sum, max, lse), ragged edges on both axes, a 2 -> 1 pair map (a partial narrower than
 the kernel), default and fixed tile configurations, and bitwise determinism."""
 
