@@ -204,10 +204,10 @@ def test_llama_backward_launches():
 def test_backward_is_bitwise_deterministic():
     path = SMALL["llama_block.mlir"]
     program = coda_ir.compile(path, pipeline="nn-autodiff,nn-to-coda")
-    inputs = testing.random_inputs(path, seed=5)
+    inputs = testing.random_inputs(path, seed=5, device=DEVICE)
     n = 2
     saved = program.llama_block_fwd(*inputs)[n:]
-    upstream = testing.random_upstream(path, seed=5)
+    upstream = testing.random_upstream(path, seed=5, device=DEVICE)
     first = program.llama_block_bwd(*saved, *upstream)
     second = program.llama_block_bwd(*saved, *upstream)
     for a, b in zip(first, second):
