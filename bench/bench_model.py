@@ -47,6 +47,9 @@ SHAPES = {
                   rope_theta=10000.0, rms_norm_eps=1e-6),
 }
 VARIANTS = ("limit", "eager", "compile", "liger", "coda")
+# Not run by default: coda-ir with launch_gemm's launch plans off (every launch re-derives its
+# path, tuning key, configuration and grid), the A/B of issue 11 in one process.
+EXTRA_VARIANTS = ("coda-no-plans",)
 
 
 def make_model(shape: dict, layers: int, dtype, device):
@@ -145,6 +148,17 @@ class LigerPatches:
             self._set(self.plain)
 
 
+@contextlib.contextmanager
+def plans_off():
+    from coda_ir.lowering import gemm_launch
+
+    before = gemm_launch.set_launch_plans(False)
+    try:
+        yield
+    finally:
+        gemm_launch.set_launch_plans(before)
+
+
 def build_variant(name: str, base, shape, layers, tokens, seq, dtype, device):
     """(step closure returning the loss or None, context manager factory)."""
     ids = torch.randint(0, shape["vocab_size"], (tokens // seq, seq), device=device,
@@ -167,16 +181,18 @@ def build_variant(name: str, base, shape, layers, tokens, seq, dtype, device):
         patches = LigerPatches(shape["family"], model)
         ctx = patches.active
         fwd = model
-    elif name == "coda":
+    elif name in ("coda", "coda-no-plans"):
         import coda_ir.torch
 
         fwd = coda_ir.torch.from_hf(model, progress=True)
+        if name == "coda-no-plans":
+            ctx = plans_off
     else:
         fwd = model
 
     def step():
         model.zero_grad(set_to_none=True)
-        loss = (fwd(ids, labels=ids) if name == "coda" else fwd(input_ids=ids, labels=ids)).loss
+        loss = (fwd(ids, labels=ids) if name.startswith("coda") else fwd(input_ids=ids, labels=ids)).loss
         loss.backward()
         return loss.detach()
 

@@ -40,3 +40,32 @@ def test_bench_model_smoke(tmp_path):
         assert "error" not in results[name], results[name]
         assert results[name]["median_ms"] > 0
     assert abs(results["coda"]["loss_minus_eager"]) < 1e-4
+
+
+def test_sanitize_examples_smoke(tmp_path):
+    # the compute-sanitizer / GPU gradient-check driver at its tiny size on CPU: every example
+    # compiles (nn-autodiff,nn-to-coda), runs @f, @f_fwd, @f_bwd and is within the bar
+    env = dict(os.environ, TRITON_INTERPRET="1", CODA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = tmp_path / "sanitize.json"
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "sanitize_examples.py"), "--cpu", "--check", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    records = json.loads(out.read_text())["records"]
+    assert {r["example"] for r in records} == {"llama_block", "qwen3_block", "gpt2_block", "lm_head"}
+    assert all(r["ok"] and r["worst"][0] <= 1.0 for r in records), records
+
+
+def test_bench_host_smoke(tmp_path):
+    # the host-overhead A/B (launch plans on / off) at a tiny LLaMA on CPU: both variants run,
+    # every launch helper is measured, and plans change no bit of the loss
+    env = dict(os.environ, TRITON_INTERPRET="1", CODA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = tmp_path / "host.json"
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_host.py"), "--smoke", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert report["same_loss_across_variants"]
+    for variant in ("plans", "no plans"):
+        assert report["results"][variant]["gemm_us_per_launch"]["launches per step"] > 0

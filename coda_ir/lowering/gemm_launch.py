@@ -311,64 +311,96 @@ def _tuning_key(kernel, key, a, b, M, N, K, transpose_a, transpose_b, interleave
 # ----------------------------------------------------------------------------- launch
 
 
-def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, layouts, upcast, compile_only=False):
-    """Launch (or with `compile_only`, only compile: Triton's `warmup`) the kernel at `cfg`."""
+_PLANS: dict[tuple, "_Plan"] = {}
+_PLANS_ON = True
+
+
+def set_launch_plans(enabled: bool) -> bool:
+    """Whether `launch_gemm` keeps one launch plan (configuration, grid, constexprs, descriptor
+    shapes) per launch key and reuses it (default: on). Off re-derives everything on every call,
+    as before plans existed: for A/B timing of host overhead and for debugging. Returns the
+    previous setting."""
+    global _PLANS_ON
+    before = _PLANS_ON
+    _PLANS_ON = bool(enabled)
+    return before
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything about one launch that does not depend on the tensors' data: grid, scalar and
+    constexpr arguments, and how to describe A and B to TMA ((shape, strides, block) per
+    operand, or None for a plain pointer). Built once per launch key (`launch_gemm`)."""
+
+    config: GemmConfig
+    grid: tuple[int, ...]
+    strides: tuple[int, int, int, int]
+    kwargs: dict
+    a_desc: tuple | None
+    b_desc: tuple | None
+    path: str
+
+
+def _plan_launch(kernel, M, N, K, strides, cfg: GemmConfig, interleave, layouts, upcast, device_index: int) -> _Plan:
     stride_am, stride_ak, stride_bk, stride_bn = strides
-
-    def at(grid):
-        if compile_only:
-            return lambda *args, **kwargs: kernel.warmup(*args, grid=grid, **kwargs)
-        return kernel[grid]
-
-    common = dict(
+    kwargs = dict(
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, INTERLEAVE=interleave,
         UPCAST=upcast, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if not interpreting() and "L2_PREFETCH" in getattr(kernel, "arg_names", ()):
-        common["L2_PREFETCH"] = True  # the prologue's _coda_prefetch_l2 (inline PTX) is live
+        kwargs["L2_PREFETCH"] = True  # the prologue's _coda_prefetch_l2 (inline PTX) is live
     if cfg.tma and layouts is not None:
-        desc = tensor_descriptor_class()
         a_k, b_k = layouts
         b_rows = cfg.bn // 2 if interleave else cfg.bn
         if a_k:
-            a_arg = desc(a, [M, K], [stride_am, 1], [cfg.bm, cfg.bk])
+            a_desc = ([M, K], [stride_am, 1], [cfg.bm, cfg.bk])
         else:
-            a_arg = desc(a, [K, M], [stride_ak, 1], [cfg.bk, cfg.bm])
+            a_desc = ([K, M], [stride_ak, 1], [cfg.bk, cfg.bm])
         paired = bool(cfg.b_pairs and interleave and b_k and N % (2 * interleave) == 0)
         if paired:
             h = interleave
-            b_arg = desc(b, [N // (2 * h), h, 2, K], [2 * h * stride_bn, stride_bn, h * stride_bn, 1],
-                         [1, cfg.bn // 2, 2, cfg.bk])
+            b_desc = ([N // (2 * h), h, 2, K], [2 * h * stride_bn, stride_bn, h * stride_bn, 1],
+                      [1, cfg.bn // 2, 2, cfg.bk])
         elif b_k:
-            b_arg = desc(b, [N, K], [stride_bn, 1], [b_rows, cfg.bk])
+            b_desc = ([N, K], [stride_bn, 1], [b_rows, cfg.bk])
         else:
-            b_arg = desc(b, [K, N], [stride_bk, 1], [cfg.bk, b_rows])
+            b_desc = ([K, N], [stride_bk, 1], [cfg.bk, b_rows])
         num_tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
-        num_sms = 2 if interpreting() else _device_info(a.device.index or 0)[1] * cfg.ctas_per_sm
+        num_sms = 2 if interpreting() else _device_info(device_index)[1] * cfg.ctas_per_sm
         # NUM_SMS (the tile stride, a constexpr) stays the SM count so that small problems
         # reuse the compiled kernel; a grid of fewer programs still covers every tile.
         grid = (max(1, min(num_sms, num_tiles)),)
-        extra_flags = {}
+        kwargs.update(USE_TMA=1, A_K_CONTIG=a_k, B_K_CONTIG=b_k, NUM_SMS=num_sms)
         if cfg.flatten:
-            extra_flags["FLATTEN"] = True
+            kwargs["FLATTEN"] = True
         if cfg.warp_specialize:
-            extra_flags["WARP_SPECIALIZE"] = True
+            kwargs["WARP_SPECIALIZE"] = True
         if paired:
-            extra_flags["B_PAIRED"] = True
-        compiled = at(grid)(
-            a_arg, b_arg, *extra, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-            USE_TMA=1, A_K_CONTIG=a_k, B_K_CONTIG=b_k, NUM_SMS=num_sms, **extra_flags, **common,
-        )
-        path = "tma"
+            kwargs["B_PAIRED"] = True
+        return _Plan(cfg, grid, strides, kwargs, a_desc, b_desc, "tma")
+    grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn),)
+    return _Plan(cfg, grid, strides, kwargs, None, None, "portable")
+
+
+def _run_plan(kernel, plan: _Plan, a, b, extra, M, N, K, compile_only=False):
+    """Launch (or with `compile_only`, only compile: Triton's `warmup`) the kernel by `plan`;
+    the tensor descriptors are built here, per call, since they hold the tensors."""
+    if plan.a_desc is not None:
+        desc = tensor_descriptor_class()
+        a_arg, b_arg = desc(a, *plan.a_desc), desc(b, *plan.b_desc)
     else:
-        grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn),)
-        compiled = at(grid)(
-            a, b, *extra, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, **common
-        )
-        path = "portable"
-    if not compile_only:
-        LAST_LAUNCH.update(config=cfg, path=path, compiled=compiled)
+        a_arg, b_arg = a, b
+    if compile_only:
+        return kernel.warmup(a_arg, b_arg, *extra, M, N, K, *plan.strides, grid=plan.grid, **plan.kwargs)
+    compiled = kernel[plan.grid](a_arg, b_arg, *extra, M, N, K, *plan.strides, **plan.kwargs)
+    LAST_LAUNCH.update(config=plan.config, path=plan.path, compiled=compiled)
     return compiled
+
+
+def _launch(kernel, a, b, extra, M, N, K, strides, cfg: GemmConfig, interleave, layouts, upcast, compile_only=False):
+    """Launch (or with `compile_only`, only compile: Triton's `warmup`) the kernel at `cfg`."""
+    plan = _plan_launch(kernel, M, N, K, strides, cfg, interleave, layouts, upcast, a.device.index or 0)
+    return _run_plan(kernel, plan, a, b, extra, M, N, K, compile_only)
 
 
 def _precompile(compile_with, candidates: list[GemmConfig], extra_args_for) -> None:
@@ -463,6 +495,19 @@ def launch_gemm(
     `key` names the kernel and its epilogue for the autotune cache (default: a hash of the
     kernel's source).
     """
+    plan_key = None
+    if _PLANS_ON:
+        # Everything the launch's path, layouts, tuning key, configuration and grid depend on,
+        # the environment overrides read below included: a hit skips re-deriving them (the
+        # host cost of a launch is what leaves the GPU idle between short kernels, issue 11).
+        plan_key = (kernel, key, M, N, K, transpose_a, transpose_b, interleave, bn_multiple_of, bm_multiple_of,
+                    config, a.dtype, b.dtype, a.stride(), b.stride(), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
+                    a.device, b.device, os.environ.get("TRITON_INTERPRET"), os.environ.get("CODA_GEMM_PATH"))
+        plan = _PLANS.get(plan_key)
+        if plan is not None:
+            extra = list(extra_args_for(plan.config))
+            _run_plan(kernel, plan, a, b, extra, M, N, K)
+            return plan.config, extra
     stride_am, stride_ak = (a.stride(1), a.stride(0)) if transpose_a else (a.stride(0), a.stride(1))
     stride_bk, stride_bn = (b.stride(1), b.stride(0)) if transpose_b else (b.stride(0), b.stride(1))
     strides = (stride_am, stride_ak, stride_bk, stride_bn)
@@ -520,5 +565,9 @@ def launch_gemm(
                         config = candidates[0]
                 _MEMO[tune_key] = config
     extra = list(extra_args_for(config))
-    run_with(config, extra)
+    use = layouts if (config.tma and _tma_fits(config, interleave, bn_multiple_of, bm_multiple_of)) else None
+    plan = _plan_launch(kernel, M, N, K, strides, config, interleave, use, upcast, a.device.index or 0)
+    if plan_key is not None:
+        _PLANS[plan_key] = plan
+    _run_plan(kernel, plan, a, b, extra, M, N, K)
     return config, extra

@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+# CODA_TEST_DEVICE=cuda runs the compiled-gradient checks on the GPU (compiled Triton, float64
+# references there too); otherwise everything runs in the interpreter.
+DEVICE = os.environ.get("CODA_TEST_DEVICE", "cpu")
+if DEVICE != "cuda":
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import coda_ir
 from coda_ir import testing
@@ -173,7 +177,7 @@ CASES += [(name, "nn-autodiff,convert-nn-to-coda") for name in (*UNFUSED_OK, "ml
 def test_compiled_gradients(name, pipeline):
     path = MLP if name == "mlp" else SMALL[name]
     program = coda_ir.compile(path, pipeline=pipeline)
-    inputs = testing.random_inputs(path, seed=3)
+    inputs = testing.random_inputs(path, seed=3, device=DEVICE)
     testing.check_gradients(program, path, inputs, seed=3)
 
 
@@ -181,7 +185,7 @@ def test_compiled_gradients(name, pipeline):
 def test_compiled_gradients_random_programs(seed):
     source = Gen(100 + seed).program()
     program = coda_ir.compile(source, pipeline="nn-autodiff,nn-to-coda")
-    inputs = testing.random_inputs(source, seed=seed)
+    inputs = testing.random_inputs(source, seed=seed, device=DEVICE)
     try:
         testing.check_gradients(program, source, inputs, seed=seed)
     except AssertionError as error:
@@ -200,10 +204,10 @@ def test_llama_backward_launches():
 def test_backward_is_bitwise_deterministic():
     path = SMALL["llama_block.mlir"]
     program = coda_ir.compile(path, pipeline="nn-autodiff,nn-to-coda")
-    inputs = testing.random_inputs(path, seed=5)
+    inputs = testing.random_inputs(path, seed=5, device=DEVICE)
     n = 2
     saved = program.llama_block_fwd(*inputs)[n:]
-    upstream = testing.random_upstream(path, seed=5)
+    upstream = testing.random_upstream(path, seed=5, device=DEVICE)
     first = program.llama_block_bwd(*saved, *upstream)
     second = program.llama_block_bwd(*saved, *upstream)
     for a, b in zip(first, second):
