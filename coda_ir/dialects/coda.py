@@ -336,6 +336,12 @@ the op reads its pairs / segments straight from memory, which any width allows. 
 emits the gathered form for exactly these ops."""
 
 
+SEPARATE = "coda.separate"
+"""Unit attribute on a `coda.elementwise` kernel: the plan (`nn-plan`, the IO model) keeps it out
+of its producing GEMM's epilogue although fusing it would be legal (e.g. a QK-norm whose
+cheapest tile width does not hold whole heads). coda-fuse obeys it."""
+
+
 @irdl_attr_definition
 class TileConstraintsAttr(ParametrizedAttribute):
     """`#coda.tile_constraints<bn_multiple_of = 128, reasons = ["..."]>`: the kernel's column tile
@@ -401,6 +407,9 @@ def _verify_recorded_decisions(kernel: Operation) -> None:
     constraints = kernel.attributes.get(CONSTRAINTS)
     if constraints is not None and not isinstance(constraints, TileConstraintsAttr):
         raise VerifyException(f"{CONSTRAINTS} must be a #coda.tile_constraints<...>, got {constraints}")
+    separate = kernel.attributes.get(SEPARATE)
+    if separate is not None and not (isinstance(separate, UnitAttr) and isinstance(kernel, ElementwiseOp)):
+        raise VerifyException(f"{SEPARATE} is a unit attribute of coda.elementwise kernels")
     for region in kernel.regions:
         for op in region.walk():
             mark = op.attributes.get(GATHERED)

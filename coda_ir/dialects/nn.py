@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    BoolAttr,
     Float16Type,
     Float32Type,
     FloatAttr,
@@ -26,7 +27,7 @@ from xdsl.dialects.builtin import (
     f32,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -485,6 +486,20 @@ class GeGLUOp(_GatedOp):
 
 ROPE_STYLES = ("half", "interleaved")
 
+PLAN_PROPERTIES = ("cos_sin_table", "in_producer_epilogue")
+"""Optional properties that record the `nn-plan` pass's IO-model decisions on an op; they never
+change what the op computes (the reference ignores them), only how the later passes build it:
+`cos_sin_table` on nn.rope / nn.rope_grad: read cos/sin from [M, head_dim/2] tables that one
+small kernel computes, instead of sin/cos per pair in the epilogue; `in_producer_epilogue =
+false` on nn.head_rms_norm: keep the norm out of its producing GEMM's epilogue (per-head
+partials do not pay at this shape). Absent: no plan, the default construction."""
+
+
+def planned(op: Operation, name: str) -> bool | None:
+    """The plan `nn-plan` recorded in `op`'s property `name` (None: none recorded)."""
+    attr = op.properties.get(name)
+    return None if attr is None else bool(attr.value.data)  # type: ignore[attr-defined]
+
 
 @irdl_op_definition
 class RoPEOp(NNOperation):
@@ -498,6 +513,7 @@ class RoPEOp(NNOperation):
     rotary_heads = prop_def(IntegerAttr)
     theta = prop_def(FloatAttr)
     style = prop_def(StringAttr)
+    cos_sin_table = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
     def __init__(
@@ -553,6 +569,7 @@ class HeadRMSNormOp(NNOperation):
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr)
     first_head = opt_prop_def(IntegerAttr)  # optional, 0 when absent (NN_DIALECT.md): see first_head_of
+    in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
     def __init__(self, x: SSAValue, w: SSAValue, head_dim: int, heads: int, eps: float = 1e-6, first_head: int = 0):
@@ -859,6 +876,7 @@ class RoPEGradOp(NNOperation):
     rotary_heads = prop_def(IntegerAttr)
     theta = prop_def(FloatAttr)
     style = prop_def(StringAttr)
+    cos_sin_table = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
     def __init__(self, dy: SSAValue, pos: SSAValue, properties: dict[str, Attribute]):

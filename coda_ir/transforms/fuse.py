@@ -18,19 +18,11 @@ Every merge is a proof obligation: the merged kernel must pass `legality.prove_k
 (directly, or after `coda-interleave` would interleave its columns). When it does not, the
 kernels stay separate and a remark names the op and the reason.
 
-Where legality allows both plans, the IO model picks one (option `cost-model`, on by default).
-QK-norm into a GEMM's epilogue forces BN to a multiple of head_dim (whole heads per tile);
-`io_model.qk_norm_tile_width` prices every BN, and when its cheapest plan does not keep whole
-heads (e.g. 256-wide heads at decode-sized M, where narrow tiles fill more SMs) the norm stays
-a separate elementwise kernel and a remark gives both predicted costs. With `cost-model=false`
-the norm fuses whenever it is legal.
-
-RoPE into a GEMM's epilogue computes angle + libdevice sin/cos per pair in every column tile;
-`io_model.rope_table_plan` prices that against cos/sin [M, hd/2] tables computed once by a
-small elementwise kernel (`lower_nn.rope_table_kernel`, same angle formula) and read in the
-epilogue with `coda.load cols_period hd/2` (`lower_nn.use_rope_table`). A remark states the
-choice and both predicted costs. With `cost-model=false` sin/cos stay in the epilogue; option
-`rope-table=always|never` forces the choice.
+Where legality allows more than one form, the choice was made before lowering (`nn-plan`,
+the IO model) and is recorded on the kernels: a QK-norm kernel marked `coda.separate` stays
+out of its producing GEMM's epilogue; RoPE that reads cos/sin tables arrives in that form from
+`convert-nn-to-coda` (a table kernel and a rotation reading it with `coda.load cols_period`)
+and fuses like any other epilogue. This pass re-recognizes no operator.
 """
 
 from __future__ import annotations
@@ -49,9 +41,7 @@ from coda_ir import remarks
 from coda_ir.transforms.kernel_builder import scalar_body
 from coda_ir.transforms.interleave import apply_interleave, interleave_plan
 from coda_ir.transforms.legality import describe_failure, prove_kernel
-from coda_ir.transforms import lower_nn
-from coda_ir.transforms.kernel_builder import stamp
-from coda_ir.transforms.lower_nn import ORIGIN, match_rope
+from coda_ir.transforms.lower_nn import ORIGIN
 
 EPILOGUE_KERNELS = (coda.GemmOp, coda.ElementwiseOp)
 
@@ -221,68 +211,9 @@ def _prove_or_interleave(kernel: Operation, allow_interleave: bool = True) -> tu
     return False, op, reason
 
 
-HEAD_NORM_ORIGIN = "nn.head_rms_norm"
-_DTYPES = {"bf16": "bf16", "f16": "f16", "f32": "f32"}
-
-
-def head_norm_width(e: Operation) -> int | None:
-    """head_dim of the QK-norm an elementwise kernel carries (the width of its segment
-    reduction), or None when the kernel does not come from an `nn.head_rms_norm`."""
-    origin = e.attributes.get(ORIGIN)
-    if not isinstance(origin, StringAttr) or HEAD_NORM_ORIGIN not in origin.data.split("+"):
-        return None
-    for op in e.walk():
-        if isinstance(op, coda.SegmentReduceOp):
-            return op.width.value.data
-    return None
-
-
-def qk_norm_decision(p: Operation, e: Operation):
-    """The IO model's choice of tile width for QK-norm E in gemm P's epilogue
-    (`io_model.qk_norm_tile_width`), or None when it does not apply or the model is missing."""
-    if not isinstance(p, coda.GemmOp) or not isinstance(e, coda.ElementwiseOp):
-        return None
-    hd = head_norm_width(e)
-    if hd is None:
-        return None
-    try:
-        from coda_ir.analysis import io_model
-    except ImportError:  # the model is optional
-        return None
-    m, n, k = p.problem_shape()
-    elt = p.results[0].type.get_element_type()  # type: ignore[attr-defined]
-    dtype = _DTYPES.get(str(elt), "bf16")
-    try:
-        return io_model.qk_norm_tile_width(hd, n, M=m, K=k, heads=max(1, n // hd), dtype=dtype)
-    except Exception:  # a model that cannot price this shape does not block the rewrite
-        return None
-
-
-def prefers_unfused(decision, head_dim: int) -> tuple[bool, str]:
-    """(whether the cheapest plan splits heads across tiles, the remark text's cost comparison)."""
-    choice = int(decision.choice)
-    if choice % head_dim == 0:
-        return False, ""
-    fused = [k for k in decision.costs if int(k.split("=")[1]) % head_dim == 0]
-    best = decision.costs[f"bn={choice}"]
-    text = f"unfused (per-head partials + a norm kernel, BN={choice}) {best.time_s * 1e6:.1f} us"
-    if fused:
-        alt = min(fused, key=lambda k: decision.costs[k].time_s)
-        text += f" vs fused (whole heads in the tile, BN={alt.split('=')[1]}) {decision.costs[alt].time_s * 1e6:.1f} us"
-    else:
-        text += " (no tile width holds whole heads)"
-    return True, text
-
-
 class Fuser:
-    def __init__(self, block: Block, remarks_as_errors: bool, siblings: bool, interleave: bool = True,
-                 cost_model: bool = True, rope_table: str = "auto"):
-        if rope_table not in ("auto", "always", "never"):
-            raise ValueError(f"rope-table must be auto, always or never, got '{rope_table}'")
-        self.rope_mode = rope_table
+    def __init__(self, block: Block, remarks_as_errors: bool, siblings: bool, interleave: bool = True):
         self.block = block
-        self.cost_model = cost_model
-        self.cost_reported: set[int] = set()
         self.interleave = interleave
         self.as_error = remarks_as_errors
         self.siblings = siblings
@@ -325,6 +256,8 @@ class Fuser:
             return False  # a whole rows/cols kernel merges only with one that walks the same tiles
         if isinstance(p, coda.GemmOp) and (p.interleave is not None or p.interleave_wide is not None):
             return False
+        if isinstance(p, coda.GemmOp) and coda.SEPARATE in e.attributes:
+            return False  # the plan (nn-plan) keeps this kernel out of a GEMM's epilogue
         built = build_merged(p, e)
         if built is None:
             return False
@@ -346,25 +279,6 @@ class Fuser:
                 as_error=self.as_error,
             )
             return False
-        if self.cost_model:
-            decision = qk_norm_decision(p, e)
-            hd = head_norm_width(e)
-            unfused, costs = prefers_unfused(decision, hd) if decision is not None and hd else (False, "")
-            if unfused:
-                merged.erase()
-                self.refused.add((id(p), id(e)))
-                self._keep += [p, e]
-                if id(p) not in self.cost_reported:
-                    self.cost_reported.add(id(p))
-                    remarks.emit_remark(
-                        e, f"QK-norm not fused into the epilogue of {_origin(p)}: the IO model found the unfused "
-                        f"plan cheaper: {costs}; it stays a separate kernel",
-                    )
-                return False
-        if isinstance(p, coda.GemmOp) and self.rope_mode != "never" and (self.cost_model or self.rope_mode == "always"):
-            swapped = self.rope_table(p, e, merged)
-            if swapped is not None:
-                merged, kept, where, e = swapped
         self.block.insert_op_before(merged, where)
         n_kept = len(kept)
         for k, i in enumerate(kept):
@@ -375,61 +289,6 @@ class Fuser:
             old.detach()
             old.erase()
         return True
-
-    def rope_table(self, p: coda.GemmOp, e: Operation, merged: Operation):
-        """RoPE into gemm P's epilogue: ask the IO model (`io_model.rope_table_plan`) whether the
-        rotation reads cos/sin from [M, hd/2] tables computed once by a small kernel, rather
-        than computing sin/cos per pair in every tile. On "table", E is replaced by its table
-        form (`lower_nn.use_rope_table`) and the table kernel goes before the earliest of
-        P and E (it reads only the positions); returns the new (merged, kept, where, E)."""
-        assert isinstance(e, coda.ElementwiseOp)
-        matches = [m for m in (match_rope(op) for op in _block(e).ops) if m is not None]
-        if len(matches) != 1 or not isinstance(matches[0].pos, BlockArgument):
-            return None
-        match = matches[0]
-        m, n, k = p.problem_shape()
-        elt = p.results[0].type.get_element_type()  # type: ignore[attr-defined]
-        if self.rope_mode == "always":  # forced (tests, experiments): no model, no remark
-            choice, text = "table", ""
-        else:
-            try:
-                from coda_ir.analysis import io_model
-
-                decision = io_model.rope_table_plan(m, n, 2 * match.half, K=k, dtype=_DTYPES.get(str(elt), "bf16"))
-            except ImportError:  # the model is optional
-                return None
-            costs = decision.costs
-            choice = decision.choice
-            text = (f"table (cos/sin [{m}x{match.half}] computed once, one more kernel) "
-                    f"{costs['table'].time_s * 1e6:.1f} us vs in-epilogue sin/cos {costs['epilogue'].time_s * 1e6:.1f} us")
-        if choice != "table":
-            remarks.emit_remark(e, f"RoPE in the epilogue of {_origin(p)} computes sin/cos per pair: the IO model "
-                                f"found it cheaper: {text}", informational=True)
-            return None
-        pos = e.operands[match.pos.index]  # type: ignore[attr-defined]
-        table = lower_nn.rope_table_kernel(pos, m, match)
-        table.attributes[ORIGIN] = StringAttr("nn.rope.table")
-        stamp(table, e.location)
-        pos_ok_at_p = isinstance(pos, BlockArgument) or self.order().get(pos.owner, -1) < self.order()[p]  # type: ignore[arg-type]
-        self.block.insert_op_before(table, p if pos_ok_at_p else e)
-        e2 = lower_nn.use_rope_table(e, match, table.results[0], table.results[1])
-        self.block.insert_op_before(e2, e)
-        for old, fresh in zip(e.results, e2.results):
-            old.replace_all_uses_with(fresh)
-        e.detach()
-        e.erase()
-        merged.erase()
-        built = build_merged(p, e2)
-        assert built is not None, "the table form reads P's results like the angle form did"
-        merged2, kept = built
-        where = self.placement(p, e2, kept)
-        assert where is not None, "the table kernel precedes P or E, so the placement is unchanged"
-        ok, _, reason = _prove_or_interleave(merged2, self.interleave)
-        assert ok, f"a periodic load is tile-local, so the table form proves like the angle form: {reason}"
-        if text:
-            remarks.emit_remark(e2, f"RoPE in the epilogue of {_origin(p)} reads cos/sin tables: the IO model found "
-                                f"them cheaper: {text}", informational=True)
-        return merged2, kept, where, e2
 
     def step(self) -> bool:
         graph = dataflow_graph(self.block)
@@ -491,17 +350,7 @@ class FusePass(ModulePass):
     siblings: bool = True
     interleave: bool = True
     """Count a merge as legal when interleaving the gemm's columns (coda-interleave) makes it so."""
-    cost_model: bool = True
-    """Ask the IO model (`io_model.qk_norm_tile_width`) whether QK-norm in the GEMM's epilogue
-    (whole heads per tile) beats a separate norm kernel, and (`io_model.rope_table_plan`)
-    whether RoPE in a GEMM's epilogue reads cos/sin tables; off: fuse whenever it is legal and
-    compute sin/cos in the epilogue."""
-    rope_table: str = "auto"
-    """RoPE fused into a GEMM: "auto" (the IO model decides, when `cost_model`), "always" (cos/sin
-    tables), "never" (sin/cos per pair in the epilogue)."""
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in op.walk():
             if isinstance(f, func.FuncOp) and f.body.blocks:
-                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings, self.interleave, self.cost_model,
-                      self.rope_table).run()
+                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings, self.interleave).run()

@@ -11,7 +11,7 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 | rms_norm | one row kernel (`segment_reduce sumsq width D`, D a power of two <= 8192); otherwise elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
 | layer_norm | one row kernel (mean, then variance of x - mean); otherwise sum and sum-of-squares partials, fold -> (rstd, -mean), apply |
 | swiglu / geglu | elementwise [M, F] over the 2F-wide z tile: `coda.pair_map stride F` (2 -> 1) |
-| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1); coda-fuse may later swap the angles for cos/sin tables (`rope_table_kernel`, `use_rope_table`) |
+| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1); with `cos_sin_table` (nn-plan) a [M, hd/2] cos/sin table kernel first and the pair_map reading it (`rope_table_kernel`, `use_rope_table`) |
 | head_rms_norm | elementwise: `coda.segment_reduce sumsq width hd`, map |
 | cross_entropy | elementwise LSE partials + target `coda.select`, one fold with a finalize |
 
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, f32, i32
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, UnitAttr, f32, i32
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -314,7 +314,8 @@ def inv_freq(s: Scalar, i: SSAValue, hd: int, theta: float) -> SSAValue:
     return s.mul(t1, t2)
 
 
-def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sign: float = 1.0) -> SSAValue:
+def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sign: float = 1.0,
+                  parts: list[RopeParts] | None = None) -> SSAValue:
     """RoPE of `tile` (an N-wide tile) by the angles of `op` (shared with the fuser); `sign`
     -1 rotates by the negated angle (`nn.rope_grad`).
 
@@ -324,9 +325,9 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sig
     columns are interleaved (pair p is then accumulator columns 2p, 2p + 1). Half the angle
     work and registers of a per-column angle tile.
 
-    The negation is part of the angle map, not the rotation: `match_rope` still recognizes
-    the kernel, and the cos/sin tables `rope_table_kernel` clones from the angle map then hold
-    cos(-a), sin(-a), so a gradient fused into a GEMM may read tables too."""
+    The negation is part of the angle map, not the rotation: the cos/sin tables
+    `rope_table_kernel` clones from the angle map then hold cos(-a), sin(-a), so a gradient may
+    read tables too. `parts` (if given) receives the record of what was built."""
     hd, heads = prop_value(op, "head_dim"), prop_value(op, "rotary_heads")
     theta, style = prop_value(op, "theta"), prop_value(op, "style")
     m, n = tile.type.get_shape()  # type: ignore[attr-defined]
@@ -348,12 +349,16 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sig
         return [s.sub(s.mul(x1, c), s.mul(x2, sn)), s.add(s.mul(x2, c), s.mul(x1, sn))]
 
     stride = half if style == "half" else 1
-    return e.pair_map([tile, ang], [(m, n)], rotate, stride=stride, wide=[True, False])[0]
+    rotated = e.pair_map([tile, ang], [(m, n)], rotate, stride=stride, wide=[True, False])[0]
+    if parts is not None:
+        parts.append(RopeParts(rotated.owner, ang.owner, pos, half, heads * half))  # type: ignore[arg-type]
+    return rotated
 
 
 @dataclass
-class RopeMatch:
-    """A RoPE rotation as `rope_epilogue` builds it, found in a kernel's block."""
+class RopeParts:
+    """The ops `rope_epilogue` built for one rotation (its own record of them, so that the
+    table form can be derived without recognizing RoPE in the arithmetic)."""
 
     pair_map: coda.PairMapOp
     angle: coda.MapOp  # (pair index, pos[m]) -> angle, on the narrow pair tile
@@ -362,56 +367,7 @@ class RopeMatch:
     limit: int  # rotary_heads * hd/2: pairs at or beyond it are not rotated
 
 
-def _const_int(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
-
-
-def match_rope(pair_map: Operation) -> RopeMatch | None:
-    """The RoPE of `rope_epilogue` around a pair_map, or None.
-
-    Read back from the IR (the nn op is gone once kernels fuse): the pair_map's one narrow
-    input is the angle `coda.map` of (`coda.index cols`, `coda.broadcast %pos rows`), the body
-    uses that angle only through one `math.cos` and one `math.sin`, and the angle body has the
-    `remsi p, hd/2` and `cmpi slt p, rotary_heads * hd/2` that `rope_epilogue` writes."""
-    if not isinstance(pair_map, coda.PairMapOp):
-        return None
-    narrow = [v for v in pair_map.inputs if not pair_map.is_wide(v)]
-    if len(narrow) != 1 or not isinstance(narrow[0].owner, coda.MapOp):
-        return None
-    angle = narrow[0].owner
-    if len(angle.inputs) != 2 or len(angle.outputs) != 1:
-        return None
-    idx, rows = (v.owner for v in angle.inputs)
-    if not (isinstance(idx, coda.IndexOp) and idx.axis.data == Axis.COLS):
-        return None
-    if not (isinstance(rows, coda.BroadcastOp) and rows.axis.data == Axis.ROWS):
-        return None
-    # the body argument of the angle: after the two args of each wide input before it
-    k = 0
-    for v in pair_map.inputs:
-        if v is narrow[0]:
-            break
-        k += 2 if pair_map.is_wide(v) else 1
-    arg = pair_map.body.blocks[0].args[k]
-    users = sorted(type(u.operation).__name__ for u in arg.uses)
-    if users != ["CosOp", "SinOp"]:
-        return None
-    p = angle.body.blocks[0].args[0]
-    half = limit = None
-    for inner in angle.body.blocks[0].ops:
-        if isinstance(inner, arith.RemSIOp) and inner.lhs is p:
-            half = _const_int(inner.rhs)
-        if isinstance(inner, arith.CmpiOp) and inner.lhs is p and inner.predicate.value.data == 2:  # slt
-            limit = _const_int(inner.rhs)
-    if half is None or limit is None or half <= 0:
-        return None
-    return RopeMatch(pair_map, angle, rows.source, half, limit)
-
-
-def rope_table_kernel(pos: SSAValue, m: int, match: RopeMatch) -> coda.ElementwiseOp:
+def rope_table_kernel(pos: SSAValue, m: int, match: RopeParts) -> coda.ElementwiseOp:
     """`coda.elementwise [M, hd/2]`: cos and sin (fp32) of the angle of each (row, frequency).
 
     The angle map's body is cloned as is onto the [M, hd/2] tile: pair p < hd/2 gives the
@@ -432,13 +388,14 @@ def rope_table_kernel(pos: SSAValue, m: int, match: RopeMatch) -> coda.Elementwi
     return table
 
 
-def use_rope_table(kernel: coda.ElementwiseOp, match: RopeMatch, cos: SSAValue, sin: SSAValue) -> coda.ElementwiseOp:
+def use_rope_table(kernel: coda.ElementwiseOp, match: RopeParts, cos: SSAValue, sin: SSAValue) -> coda.ElementwiseOp:
     """A copy of `kernel` whose RoPE reads cos/sin from the [M, hd/2] tables (`coda.load
     cols_period hd/2`) instead of computing them: pair p takes column p mod hd/2 of its row.
     Pairs of non-rotary heads (p >= rotary_heads * hd/2) keep cos = 1, sin = 0 by a select on
     the pair index, as the angle map's select to 0 did."""
     block = kernel.body.blocks[0]
     at = list(block.ops).index(match.pair_map)
+    at_angle = list(block.ops).index(match.angle)
     new = coda.ElementwiseOp.create(
         operands=[*kernel.operands, cos, sin], result_types=[r.type for r in kernel.results],
         properties=dict(kernel.properties), attributes=dict(kernel.attributes), regions=[kernel.body.clone()],
@@ -448,8 +405,9 @@ def use_rope_table(kernel: coda.ElementwiseOp, match: RopeMatch, cos: SSAValue, 
     cos_arg = nblock.insert_arg(cos.type, len(nblock.args))
     sin_arg = nblock.insert_arg(sin.type, len(nblock.args))
     pm = list(nblock.ops)[at]
-    found = match_rope(pm)
-    assert found is not None, "the clone keeps the matched RoPE"
+    angle = list(nblock.ops)[at_angle]  # the clone keeps the ops in order
+    assert isinstance(pm, coda.PairMapOp) and isinstance(angle, coda.MapOp)
+    found = RopeParts(pm, angle, nblock.args[match.pos.index], match.half, match.limit)  # type: ignore[attr-defined]
     narrow_ty = found.angle.outputs[0].type
     assert isinstance(narrow_ty, TileType)
     loc = pm.location
@@ -519,11 +477,24 @@ def use_rope_table(kernel: coda.ElementwiseOp, match: RopeMatch, cos: SSAValue, 
     return new
 
 
-def lower_rope(op: nn.RoPEOp) -> tuple[list[Operation], SSAValue]:
+def lower_rope(op: nn.RoPEOp | nn.RoPEGradOp) -> tuple[list[Operation], SSAValue]:
+    """An elementwise rotation (the angle's sign negated for `nn.rope_grad`); where nn-plan chose
+    cos/sin tables, first the [M, hd/2] table kernel, then the rotation reading it."""
+    sign = -1.0 if isinstance(op, nn.RoPEGradOp) else 1.0
+    parts: list[RopeParts] = []
     k = elementwise(
-        shape_of(op.x), [op.x, op.pos], lambda e, x, p: [rope_epilogue(e, e.load(x), p, op)], [elt_of(op.results[0])]
+        shape_of(op.operands[0]), [op.operands[0], op.pos],
+        lambda e, x, p: [rope_epilogue(e, e.load(x), p, op, sign=sign, parts=parts)], [elt_of(op.results[0])],
     )
-    return [stamp_origin(k, op)], k.results[0]
+    stamp_origin(k, op)
+    if not nn.planned(op, "cos_sin_table"):
+        return [k], k.results[0]
+    (built,) = parts
+    table = rope_table_kernel(op.pos, shape_of(op.operands[0])[0], built)
+    stamp_origin(table, op, "table")
+    rotation = use_rope_table(k, built, table.results[0], table.results[1])
+    k.erase()
+    return [table, rotation], rotation.results[0]
 
 
 def normalized_heads(s: Scalar, col: SSAValue, op: Operation, inside: SSAValue, outside: SSAValue) -> SSAValue:
@@ -553,7 +524,10 @@ def lower_head_rms_norm(op: nn.HeadRMSNormOp) -> tuple[list[Operation], SSAValue
     k = elementwise(
         shape_of(op.x), [op.x, op.w], lambda e, x, w: [head_norm_epilogue(e, e.load(x), w, op)], [elt_of(op.results[0])]
     )
-    return [stamp_origin(k, op)], k.results[0]
+    stamp_origin(k, op)
+    if nn.planned(op, "in_producer_epilogue") is False:  # nn-plan: whole heads per tile do not pay here
+        k.attributes[coda.SEPARATE] = UnitAttr()
+    return [k], k.results[0]
 
 
 def lower_cross_entropy(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp) -> tuple[list[Operation], list[SSAValue]]:
@@ -663,14 +637,6 @@ def lower_gated_grad(op: nn.SwiGLUGradOp | nn.GeGLUGradOp) -> tuple[list[Operati
         return e.pair_map([e.load(dy), e.load(z)], [(m, two_f)], fn, stride=f, wide=[False, True])
 
     k = elementwise((m, f), [op.dy, op.z], build, [elt_of(op.result)])
-    return [stamp_origin(k, op)], k.results[0]
-
-
-def lower_rope_grad(op: nn.RoPEGradOp) -> tuple[list[Operation], SSAValue]:
-    k = elementwise(
-        shape_of(op.dy), [op.dy, op.pos], lambda e, x, p: [rope_epilogue(e, e.load(x), p, op, sign=-1.0)],
-        [elt_of(op.result)],
-    )
     return [stamp_origin(k, op)], k.results[0]
 
 
@@ -975,7 +941,7 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue |
     nn.GeluGradOp: lower_activation_grad,
     nn.SwiGLUGradOp: lower_gated_grad,
     nn.GeGLUGradOp: lower_gated_grad,
-    nn.RoPEGradOp: lower_rope_grad,
+    nn.RoPEGradOp: lower_rope,
     nn.RMSNormRstdOp: lower_rms_norm_rstd,
     nn.RMSNormGradOp: lower_rms_norm_grad,
     nn.LayerNormStatsOp: lower_layer_norm_stats,

@@ -160,10 +160,13 @@ func.func @linear_rope_grad(%x: tensor<37x64xT>, %w: tensor<96x64xT>, %pos: tens
 
 @pytest.mark.parametrize("rope_table", ["always", "never"])
 def test_rope_grad_in_a_gemm_epilogue(rope_table: str):
-    """`match_rope` recognizes the gradient's rotation (its angle map negates the angle), so
-    coda-fuse may swap sin/cos for tables: the tables then hold cos(-a), sin(-a)."""
+    """nn-plan may give a gradient's rotation (its angle map negates the angle) cos/sin tables
+    too: they then hold cos(-a), sin(-a), and the rotation reads them in the GEMM's epilogue."""
     source = typed(LINEAR_ROPE_GRAD, "bf16")
     run_and_check(source, f"nn-to-coda{{rope-table={rope_table}}}")
+    program = coda_ir.compile(source, f"nn-to-coda{{rope-table={rope_table}}}")
+    assert ("cols_period" in program.source) == (rope_table == "always")
+    assert program.kernel_count(program.functions[0]) == (2 if rope_table == "always" else 1)
 
 
 NORM_FORWARD_SAVING_STATS = """

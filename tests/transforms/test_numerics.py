@@ -161,3 +161,15 @@ def test_rope_tables_match_reference(program: str, rows: int, dtype: str):
     # the table kernel joins the launch of an rstd fold (coda-group-launches) in the blocks;
     # rope96 has no other small kernel, so there it is one more launch
     assert compiled.kernel_count(name) == (BLOCKS[program] if program in BLOCKS else 2)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f32"])
+def test_rope_table_form_standalone_with_head_dim_96(dtype: str):
+    """The table form (nn-plan's `cos_sin_table`) left standalone, with pairs no power-of-two
+    tile holds (head_dim 96, no interleave): coda-legalize marks its pair_map gathered and the
+    cos/sin tables are read at each pair's index; against the float64 reference."""
+    source = variant((PROGRAMS / "rope96.mlir").read_text(), 37, dtype)
+    compiled, name = run_and_check(source, "nn-plan{rope-table=always},convert-nn-to-coda")
+    ir = str(compiled.ir)
+    assert "cols_period" in ir and "coda.gathered" in ir
+    assert compiled.kernel_count(name) == 3  # gemm, cos/sin tables, the gathered rotation

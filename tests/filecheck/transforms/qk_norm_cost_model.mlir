@@ -1,7 +1,7 @@
-// RUN: coda-opt %s --split-input-file -p convert-nn-to-coda,coda-fuse 2>&1 | filecheck %s
-// RUN: coda-opt %s --split-input-file -p 'convert-nn-to-coda,coda-fuse{cost-model=false}' 2>&1 | filecheck %s --check-prefix=OFF
+// RUN: coda-opt %s --split-input-file -p nn-plan,convert-nn-to-coda,coda-fuse 2>&1 | filecheck %s
+// RUN: coda-opt %s --split-input-file -p 'nn-plan{cost-model=false},convert-nn-to-coda,coda-fuse' 2>&1 | filecheck %s --check-prefix=OFF
 
-// QK-norm placement is a cost-model choice in coda-fuse: the norm in the QKV GEMM's epilogue
+// QK-norm placement is a cost-model choice of nn-plan (coda-fuse obeys its record): the norm in the QKV GEMM's epilogue
 // needs whole heads per tile (BN a multiple of head_dim); io_model.qk_norm_tile_width prices
 // every BN and the pass fuses only when its cheapest plan keeps whole heads. The two
 // functions differ only in M (head_dim 256, N = K = 4096, bf16): at M = 8192 a 128x256 tile
@@ -10,7 +10,7 @@
 // so the norm stays a separate elementwise kernel. With cost-model=false both fuse.
 
 // Remarks come first (stderr): exactly one, for @qk_norm_decode (its head_rms_norm, line 44).
-// CHECK:       qk_norm_cost_model.mlir:44:3: remark: 'nn.head_rms_norm' op (lowered to 'coda.elementwise') QK-norm not fused into the epilogue of 'nn.linear' (
+// CHECK:       qk_norm_cost_model.mlir:44:3: remark: 'nn.head_rms_norm' op QK-norm not fused into the epilogue of 'nn.linear' (
 // CHECK-SAME:  the IO model found the unfused plan cheaper: unfused (per-head partials + a norm kernel, BN=64) {{[0-9.]+}} us vs fused (whole heads in the tile, BN=256) {{[0-9.]+}} us; it stays a separate kernel
 // CHECK-NOT:   remark
 // OFF-NOT:     remark
@@ -34,7 +34,7 @@ func.func @qk_norm_prefill(%x: tensor<8192x4096xbf16>, %wq: tensor<4096x4096xbf1
 // CHECK-LABEL: func.func @qk_norm_decode
 // CHECK:       %[[Q:.*]] = coda.gemm {{.*}} -> tensor<64x4096xbf16> attributes {coda.origin = "nn.linear"}
 // CHECK-NOT:     coda.segment_reduce
-// CHECK:       coda.elementwise [64, 4096] ins(%[[Q]], %g : {{.*}}) -> tensor<64x4096xbf16> attributes {coda.origin = "nn.head_rms_norm"}
+// CHECK:       coda.elementwise [64, 4096] ins(%[[Q]], %g : {{.*}}) -> tensor<64x4096xbf16> attributes {coda.origin = "nn.head_rms_norm", coda.separate}
 // CHECK:         coda.segment_reduce sumsq %{{.*}} width 256
 // OFF-LABEL:   func.func @qk_norm_decode
 // OFF:         coda.gemm {{.*}} attributes {coda.origin = "nn.linear+nn.head_rms_norm"}
@@ -49,10 +49,10 @@ func.func @qk_norm_decode(%x: tensor<64x4096xbf16>, %wq: tensor<4096x4096xbf16>,
 // as its own kernel (with the remark); without it, both functions fuse it into the QKV epilogue.
 // RUN: coda-opt %s --split-input-file -p nn-to-coda 2>&1 | filecheck %s --check-prefix=PIPE
 // RUN: coda-opt %s --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=PIPE-OFF
-// PIPE:         remark: 'nn.head_rms_norm' op (lowered to 'coda.elementwise') QK-norm not fused
+// PIPE:         remark: 'nn.head_rms_norm' op QK-norm not fused
 // PIPE-LABEL:   func.func @qk_norm_decode
 // PIPE:           coda.elementwise
-// PIPE-OFF-NOT: remark: 'nn.head_rms_norm' op (lowered to 'coda.elementwise') QK-norm not fused
+// PIPE-OFF-NOT: remark: 'nn.head_rms_norm' op QK-norm not fused
 // PIPE-OFF-LABEL: func.func @qk_norm_prefill
 // PIPE-OFF:       coda.segment_reduce sumsq
 // PIPE-OFF-LABEL: func.func @qk_norm_decode

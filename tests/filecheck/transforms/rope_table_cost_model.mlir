@@ -9,9 +9,9 @@
 // loses. With cost-model=false both keep sin/cos in the epilogue, and no remark is printed.
 
 // Remarks first (stderr), one per function, with both predicted costs.
-// CHECK:       rope_table_cost_model.mlir:35:3: remark: 'nn.rope' op (lowered to 'coda.elementwise') RoPE in the epilogue of 'nn.linear' (
+// CHECK:       rope_table_cost_model.mlir:35:3: remark: 'nn.rope' op RoPE in the epilogue of 'nn.linear' (
 // CHECK-SAME:  reads cos/sin tables: the IO model found them cheaper: table (cos/sin [8192x64] computed once, one more kernel) [[T:[0-9.]+]] us vs in-epilogue sin/cos [[E:[0-9.]+]] us
-// CHECK:       rope_table_cost_model.mlir:52:3: remark: 'nn.rope' op (lowered to 'coda.elementwise') RoPE in the epilogue of 'nn.linear' (
+// CHECK:       rope_table_cost_model.mlir:52:3: remark: 'nn.rope' op RoPE in the epilogue of 'nn.linear' (
 // CHECK-SAME:  computes sin/cos per pair: the IO model found it cheaper: table (cos/sin [8192x64] computed once, one more kernel) {{[0-9.]+}} us vs in-epilogue sin/cos {{[0-9.]+}} us
 // OFF-NOT:     remark
 

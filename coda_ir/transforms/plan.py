@@ -1,0 +1,156 @@
+"""`nn-plan`: the IO model's choices, made once at the nn level and recorded as typed properties.
+
+Which form a fused operator takes depends on the GEMM whose epilogue will carry it (its M, N,
+K), and that GEMM is still visible here: an `nn.rope` or `nn.head_rms_norm` reads the result of
+an `nn.linear` / `nn.matmul` / `nn.gemm`, possibly through other such epilogue ops (Qwen3:
+linear -> q-norm -> k-norm -> rope). This pass asks `coda_ir.analysis.io_model` and writes the
+answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the plan says and
+`coda-fuse` obeys it, so no later pass re-recognizes an operator in lowered arithmetic:
+
+* `cos_sin_table` on `nn.rope` / `nn.rope_grad` (`io_model.rope_table_plan`): rotation
+  coefficients from [M, hd/2] cos/sin tables that one small kernel computes, or libdevice
+  sin/cos per pair in every tile of the GEMM's epilogue;
+* `in_producer_epilogue = false` on `nn.head_rms_norm` (`io_model.qk_norm_tile_width`): the
+  cheapest tile width does not hold whole heads, so the norm stays its own kernel.
+
+Each decision is stated as a remark (informational) with both predicted costs. Options:
+`cost-model=false` records no decision (sin/cos in the epilogue, QK-norm fused wherever it is
+legal); `rope-table=always|never` forces the RoPE choice (tests, experiments).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import BoolAttr, ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from coda_ir import remarks
+from coda_ir.diagnostics import location_of
+from coda_ir.dialects import nn
+from coda_ir.dialects.element_types import element_name
+from coda_ir.transforms.lower_nn import prop_value
+
+ROPE_TABLE_MODES = ("auto", "always", "never")
+GEMMS = (nn.LinearOp, nn.MatmulOp, nn.GemmOp)
+EPILOGUE_CHAIN = (nn.HeadRMSNormOp, nn.RoPEOp)  # ops that ride in the producer's epilogue
+
+
+def producing_gemm(value: SSAValue) -> Operation | None:
+    """The GEMM whose epilogue `value`'s consumer would join: its producer, seen through the
+    epilogue ops that fuse into the same GEMM first (QK-norms, RoPE)."""
+    owner = value.owner
+    while isinstance(owner, EPILOGUE_CHAIN):
+        owner = owner.operands[0].owner
+    return owner if isinstance(owner, GEMMS) else None
+
+
+def gemm_shape(gemm: Operation) -> tuple[int, int, int]:
+    """(M, N, K) of an nn GEMM."""
+    m, n = gemm.results[0].type.get_shape()  # type: ignore[attr-defined]
+    a = gemm.operands[0].type
+    assert isinstance(a, TensorType)
+    rows, cols = a.get_shape()
+    k = rows if isinstance(gemm, nn.GemmOp) and prop_value(gemm, "transpose_a") else cols
+    return m, n, k
+
+
+def _dtype(value: SSAValue) -> str:
+    name = element_name(value.type.get_element_type())  # type: ignore[attr-defined]
+    return name if name in ("bf16", "f16", "f32") else "bf16"
+
+
+def _describe(gemm: Operation) -> str:
+    return f"'{gemm.name}' ({location_of(gemm)})"
+
+
+def _pairs_fit_tiles(op: Operation, interleave: bool) -> bool:
+    """RoPE's pairs can sit in power-of-two column tiles of its GEMM (so the rotation can join the
+    GEMM's epilogue at all): adjacent pairs, a power-of-two head_dim, or (coda-interleave on)
+    pairs (i, i + hd/2) made adjacent by interleaving the GEMM's columns."""
+    hd = prop_value(op, "head_dim")
+    return prop_value(op, "style") == "interleaved" or not hd & (hd - 1) or interleave
+
+
+@dataclass(frozen=True)
+class NNPlanPass(ModulePass):
+    """Record the IO model's choices (RoPE cos/sin tables, QK-norm placement) on nn ops."""
+
+    name = "nn-plan"
+
+    cost_model: bool = True
+    rope_table: str = "auto"
+    interleave: bool = True
+    """Whether coda-interleave will run (a RoPE of any head_dim can then join its GEMM)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.rope_table not in ROPE_TABLE_MODES:
+            raise ValueError(f"rope-table must be auto, always or never, got '{self.rope_table}'")
+        reported: set[Operation] = set()
+        for target in list(op.walk()):
+            if isinstance(target, (nn.RoPEOp, nn.RoPEGradOp)):
+                self.plan_rope(target)
+            elif isinstance(target, nn.HeadRMSNormOp) and self.cost_model:
+                self.plan_head_norm(target, reported)
+
+    def plan_rope(self, rope: Operation) -> None:
+        gemm = producing_gemm(rope.operands[0])
+        if gemm is None or not _pairs_fit_tiles(rope, self.interleave) or self.rope_table == "never":
+            return
+        if self.rope_table == "always":  # forced: no model, no remark
+            rope.properties["cos_sin_table"] = BoolAttr.from_bool(True)
+            return
+        if not self.cost_model:
+            return
+        from coda_ir.analysis import io_model
+
+        m, n, k = gemm_shape(gemm)
+        hd = prop_value(rope, "head_dim")
+        decision = io_model.rope_table_plan(m, n, hd, K=k, dtype=_dtype(rope.operands[0]))
+        costs = decision.costs
+        text = (f"table (cos/sin [{m}x{hd // 2}] computed once, one more kernel) "
+                f"{costs['table'].time_s * 1e6:.1f} us vs in-epilogue sin/cos {costs['epilogue'].time_s * 1e6:.1f} us")
+        table = decision.choice == "table"
+        rope.properties["cos_sin_table"] = BoolAttr.from_bool(table)
+        if table:
+            remarks.emit_remark(rope, f"RoPE in the epilogue of {_describe(gemm)} reads cos/sin tables: the IO model "
+                                f"found them cheaper: {text}", informational=True)
+        else:
+            remarks.emit_remark(rope, f"RoPE in the epilogue of {_describe(gemm)} computes sin/cos per pair: the IO "
+                                f"model found it cheaper: {text}", informational=True)
+
+    def plan_head_norm(self, norm: nn.HeadRMSNormOp, reported: set[Operation]) -> None:
+        gemm = producing_gemm(norm.x)
+        if gemm is None:
+            return
+        from coda_ir.analysis import io_model
+
+        m, n, k = gemm_shape(gemm)
+        hd = prop_value(norm, "head_dim")
+        decision = io_model.qk_norm_tile_width(hd, n, M=m, K=k, heads=max(1, n // hd), dtype=_dtype(norm.x))
+        unfused, costs = prefers_unfused(decision, hd)
+        if not unfused:
+            return
+        norm.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
+        if gemm not in reported:  # one remark per GEMM (Qwen3 has a q-norm and a k-norm)
+            reported.add(gemm)
+            remarks.emit_remark(norm, f"QK-norm not fused into the epilogue of {_describe(gemm)}: the IO model found "
+                                f"the unfused plan cheaper: {costs}; it stays a separate kernel")
+
+
+def prefers_unfused(decision, head_dim: int) -> tuple[bool, str]:
+    """(whether the cheapest plan splits heads across tiles, the remark text's cost comparison)."""
+    choice = int(decision.choice)
+    if choice % head_dim == 0:
+        return False, ""
+    fused = [k for k in decision.costs if int(k.split("=")[1]) % head_dim == 0]
+    best = decision.costs[f"bn={choice}"]
+    text = f"unfused (per-head partials + a norm kernel, BN={choice}) {best.time_s * 1e6:.1f} us"
+    if fused:
+        alt = min(fused, key=lambda k: decision.costs[k].time_s)
+        text += f" vs fused (whole heads in the tile, BN={alt.split('=')[1]}) {decision.costs[alt].time_s * 1e6:.1f} us"
+    else:
+        text += " (no tile width holds whole heads)"
+    return True, text
