@@ -185,15 +185,18 @@ def check_against_reference(
     *,
     func_name: str | None = None,
     dtype: torch.dtype | None = None,
+    loss_rows: int | None = None,
 ) -> list[CheckResult]:
     """Run `reference_pair` on an nn function and `assert_matches` its results against `outputs`
-    (a tensor or a sequence, as a compiled host function returns them); names are `#i`."""
+    (a tensor or a sequence, as a compiled host function returns them); names are `#i`.
+    `loss_rows`: the rows a 0-d result (a loss) reduces, for NN_DIALECT.md's loss slack."""
     fn = load_func(module_or_func, func_name)
     ref64, ref_t = reference_pair(fn, inputs, dtype)
     if isinstance(outputs, torch.Tensor):
         outputs = [outputs]
     names = [f"@{fn.sym_name.data} result #{i}" for i in range(len(ref64))]
-    return assert_matches(list(outputs), ref64, ref_t, names)
+    loss = (dtype or program_dtype(fn), loss_rows) if loss_rows is not None else None
+    return assert_matches(list(outputs), ref64, ref_t, names, loss=loss)
 
 
 # ----------------------------------------------------------------------------- random inputs
@@ -399,10 +402,12 @@ def check_gradients(
     func_name: str | None = None,
     seed: int = 0,
     upstream: Sequence[torch.Tensor] | None = None,
+    loss_rows: int | None = None,
 ) -> list[CheckResult]:
     """Run a compiled `@f_fwd` and `@f_bwd` (`program`: a `CompiledModule` of an
     `nn-autodiff` pipeline) and check f's results and every gradient against the reference
-    (float64 autograd, and autograd in the element type) under the NN_DIALECT.md bar."""
+    (float64 autograd, and autograd in the element type) under the NN_DIALECT.md bar
+    (`loss_rows`: the rows a 0-d result reduces, for its loss slack)."""
     fn = load_func(source, func_name)
     name = fn.sym_name.data
     n_results = len(fn.function_type.outputs.data)
@@ -418,4 +423,5 @@ def check_gradients(
     float_args = [a for a, x in zip(args, inputs) if x.is_floating_point()]
     names = [f"@{name} result #{i}" for i in range(n_results)]
     names += [f"d{_name(a) or f'arg{a.index}'}" for a in float_args]
-    return assert_matches([*results, *bwd_out], [*ref64, *g64], [*ref_t, *g_t], names)
+    loss = (program_dtype(fn), loss_rows) if loss_rows is not None else None
+    return assert_matches([*results, *bwd_out], [*ref64, *g64], [*ref_t, *g_t], names, loss=loss)
