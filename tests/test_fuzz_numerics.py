@@ -51,22 +51,7 @@ BACKWARD_VARIANTS = [f"nn-autodiff,{p}" for p in FORWARD[1:4]]
 covers every differentiated variant across examples."""
 
 
-class _Draws:
-    """A `random_nn.Chooser` over hypothesis' `draw`: hypothesis records and shrinks every choice."""
-
-    def __init__(self, draw):
-        self.draw = draw
-
-    def choice(self, options):
-        return self.draw(st.sampled_from(list(options)))
-
-    def integer(self, lo, hi):
-        return self.draw(st.integers(lo, hi))
-
-
-@st.composite
-def programs(draw) -> random_nn.Program:
-    return random_nn.build(_Draws(draw))
+programs = random_nn.programs
 
 
 def _fail(error: BaseException, source: str, pipeline: str) -> AssertionError:

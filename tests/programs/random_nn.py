@@ -226,3 +226,25 @@ class Builder:
 
 def build(choose: Chooser) -> Program:
     return Builder(choose).build()
+
+
+class _Draws:
+    """A `Chooser` over hypothesis' `draw`: hypothesis records (and shrinks) every choice."""
+
+    def __init__(self, draw):
+        from hypothesis import strategies as st
+
+        self.draw, self.st = draw, st
+
+    def choice(self, options):
+        return self.draw(self.st.sampled_from(list(options)))
+
+    def integer(self, lo, hi):
+        return self.draw(self.st.integers(lo, hi))
+
+
+def programs():
+    """The hypothesis strategy of random programs (a `Program`)."""
+    from hypothesis import strategies as st
+
+    return st.composite(lambda draw: build(_Draws(draw)))()
