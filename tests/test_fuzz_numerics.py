@@ -145,6 +145,16 @@ PINNED = {
   func.return %r : tensor<19x96xbf16>
 }
 """),
+    # Two SwiGLUs fused into one interleaved GEMM epilogue (F = 20, then F = 10): the second
+    # pair_map works on the first's narrow output, which is in natural column order, in groups
+    # of 20 (refused; the first whole-row exchange skipped every interleaved kernel).
+    "interleaved-gemm-swiglu-of-swiglu": (33, """func.func @f(%x: tensor<33x48xf32>, %w: tensor<40x48xf32>) -> tensor<33x10xf32> {
+  %z = "nn.linear"(%x, %w) : (tensor<33x48xf32>, tensor<40x48xf32>) -> tensor<33x40xf32>
+  %g = "nn.swiglu"(%z) : (tensor<33x40xf32>) -> tensor<33x20xf32>
+  %h = "nn.swiglu"(%g) : (tensor<33x20xf32>) -> tensor<33x10xf32>
+  func.return %h : tensor<33x10xf32>
+}
+"""),
 }
 
 

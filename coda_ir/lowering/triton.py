@@ -776,14 +776,16 @@ class _EpilogueEmitter:
             else:
                 self.assign(result, exprs[0])
 
-    def regathers(self, group: Fraction) -> bool:
+    def regathers(self, op: Operation, group: Fraction) -> bool:
         """Whether a pair_map / segment_reduce whose groups span `group` kernel columns (a
         pair group 2 * stride, a segment width) must exchange values inside a tile covering the
         whole row (`emit_regathered_pair_map`, `emit_regathered_segment_reduce`): no
         power-of-two column tile holds whole groups (e.g. SwiGLU's F = 48 after a fused
-        producer, a head_dim of 40), and the columns are not interleaved. The proof
+        producer, a head_dim of 40), and none of its tiles is in interleaved (permuted) column
+        order (the narrow outputs of an interleaved gemm are in natural order). The proof
         (`coda-legalize`) allowed it as `bn_covers_n`; the emitter asks BN >= N for it."""
-        if self.h or self.hw:
+        if any(self.perm_half(v.type.cols) for v in [*op.operands, *op.results]
+               if isinstance(v.type, coda.TileType)):
             return False
         return not (group.denominator == 1 and not (group.numerator & (group.numerator - 1)))
 
@@ -858,7 +860,7 @@ class _EpilogueEmitter:
         stride = op.stride.value.data
         pairs = op.pair_count()
         wide_width = 2 * pairs
-        if self.regathers(Fraction(2 * stride * self.n, wide_width)):
+        if self.regathers(op, Fraction(2 * stride * self.n, wide_width)):
             self.emit_regathered_pair_map(op)
             return
         wide_cols = self.cols(op, wide_width)
@@ -951,7 +953,7 @@ class _EpilogueEmitter:
         if self.gathers_segments(op):
             self.emit_gathered_segment_reduce(op, c)
             return
-        if self.regathers(Fraction(w * self.n, ty.cols)):
+        if self.regathers(op, Fraction(w * self.n, ty.cols)):
             self.emit_regathered_segment_reduce(op)
             return
         self.need_bn(op, Fraction(w * self.n, ty.cols))
