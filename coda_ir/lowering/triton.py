@@ -325,6 +325,9 @@ class _ScalarEmitter:
         elif name == "arith.cmpi":
             pred = coda_cmp_name(op, "i")
             expr = f"({operands[0]} {CMPI[pred]} {operands[1]})"
+        elif name == "arith.truncf" and not const:
+            # round to nearest even exactly as a store does (the interpreter's cast truncates)
+            expr = _store_cast(operands[0], op.results[0].type)
         elif name in CASTS:
             target = tl_dtype(op.results[0].type)
             expr = f"({operands[0]}).to({target})" if not const else operands[0]

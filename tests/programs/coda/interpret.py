@@ -30,6 +30,8 @@ from collections.abc import Sequence
 import torch
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
     Float32Type,
     FloatAttr,
     IntegerAttr,
@@ -148,6 +150,9 @@ def eval_body(block: Block, args: Sequence[torch.Tensor], compute: torch.dtype) 
             out = ins[0].to(compute)
         elif name in ("arith.fptosi", "arith.fptoui"):
             out = torch.trunc(ins[0]).to(torch.int64)
+        elif name == "arith.truncf" and op.results[0].type in (BFloat16Type(), Float16Type()):
+            # a rounding step (a fused kernel reading a tile as it is stored)
+            out = ins[0].to(torch.bfloat16 if isinstance(op.results[0].type, BFloat16Type) else torch.float16).to(compute)
         elif name in ("arith.extf", "arith.truncf", "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast"):
             out = ins[0]
         elif name == "math.fma":
