@@ -5,8 +5,8 @@
 goes through `choose` (a `Chooser`), so the same builder runs under hypothesis (which then
 shrinks a failing program to a small one) or under a seeded `random.Random` (`RandomChooser`).
 
-What it draws: M rows (odd and small: 1 .. 45), the element type (f32, f16, bf16), a start that is
-an argument or an embedding lookup, then 2 .. 7 steps, each one op applied to a recent value:
+What it draws: M rows (odd and small: 1 .. 67), the element type (f32, f16, bf16), a start that is
+an argument or an embedding lookup, then 2 .. 8 steps, each one op applied to a recent value:
 linear and matmul to widths no power-of-two tile holds (24 .. 200, odd ones too), add and mul
 with a full operand or a rank-1 bias/scale, silu, relu, gelu and geglu (both approximations),
 swiglu, rms_norm, layer_norm, rope (both styles, any number of rotary heads, head_dim 4 .. 80),
@@ -23,7 +23,7 @@ from typing import Protocol, Sequence, TypeVar
 
 X = TypeVar("X")
 
-ROWS = (1, 5, 7, 19, 33, 45)
+ROWS = (1, 5, 7, 19, 33, 45, 67)
 START_WIDTHS = (24, 36, 40, 48, 45, 80, 96)
 # GEMM output widths: not multiples of 16 (one is, as a control), odd ones, and 200 (two tiles)
 GEMM_WIDTHS = (24, 27, 40, 48, 64, 72, 80, 96, 120, 200)
@@ -195,7 +195,7 @@ class Builder:
 
     def build(self) -> Program:
         self.start()
-        for _ in range(self.c.integer(2, 7)):
+        for _ in range(self.c.integer(2, 8)):
             self.step()
         outs = [self.values[-1]]
         if len(self.values) > 2 and self.c.integer(0, 2) == 0:
