@@ -154,6 +154,21 @@ PINNED = {
   func.return %h : tensor<33x10xf32>
 }
 """),
+    # f16 backward whose fused producer still stores row partials (f32, never rounded): the
+    # rounding of stored tiles above asked a partials type for its element type (an
+    # InternalError; found by the fuzzer, seed 247, as drawn).
+    "fused-producer-stores-partials": (19, """func.func @f(%x0: tensor<19x24xf16>, %c1: tensor<19x24xf16>, %pos2: tensor<19xi32>, %pos3: tensor<19xi32>, %b4: tensor<24xf16>, %wm5: tensor<24x40xf16>, %b6: tensor<24xf16>, %gq7: tensor<3xf16>) -> (tensor<19x24xf16>) {
+  %v1 = "nn.concat"(%x0, %c1) <{axis = 1 : i64}> : (tensor<19x24xf16>, tensor<19x24xf16>) -> tensor<19x48xf16>
+  %v2 = "nn.rope"(%x0, %pos2) <{head_dim = 8 : i64, rotary_heads = 1 : i64, theta = 10000.0 : f32, style = "interleaved"}> : (tensor<19x24xf16>, tensor<19xi32>) -> tensor<19x24xf16>
+  %v3 = "nn.rope"(%v2, %pos3) <{head_dim = 8 : i64, rotary_heads = 2 : i64, theta = 10000.0 : f32, style = "half"}> : (tensor<19x24xf16>, tensor<19xi32>) -> tensor<19x24xf16>
+  %v4 = "nn.add"(%v2, %b4) : (tensor<19x24xf16>, tensor<24xf16>) -> tensor<19x24xf16>
+  %v5 = "nn.matmul"(%v4, %wm5) : (tensor<19x24xf16>, tensor<24x40xf16>) -> tensor<19x40xf16>
+  %v6 = "nn.add"(%v4, %b6) : (tensor<19x24xf16>, tensor<24xf16>) -> tensor<19x24xf16>
+  %v7 = "nn.head_rms_norm"(%v6, %gq7) <{head_dim = 3 : i64, heads = 5 : i64, eps = 1.0e-06 : f32}> : (tensor<19x24xf16>, tensor<3xf16>) -> tensor<19x24xf16>
+  %v8 = "nn.gelu"(%v4) <{approximate = "tanh"}> : (tensor<19x24xf16>) -> tensor<19x24xf16>
+  func.return %v8 : tensor<19x24xf16>
+}
+"""),
 }
 
 

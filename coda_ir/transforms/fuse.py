@@ -128,7 +128,8 @@ def build_merged(p: Operation, e: Operation) -> tuple[Operation, list[int]] | No
         would be two (e.g. LayerNorm statistics of the unrounded activation centring the
         rounded one in the next kernel, an error of a few bf16 ulps past the bar)."""
         value = p_values[i]
-        elt = p.results[i].type.get_element_type() if isinstance(p.results[i].type, TensorType) else None
+        ty = p.results[i].type  # a tensor, or partials (f32 by construction: never rounded)
+        elt = ty.get_element_type() if isinstance(ty, TensorType) and not isinstance(ty, coda.PartialsType) else None
         if i not in kept or not isinstance(elt, (BFloat16Type, Float16Type)):
             return value
         if i not in rounded:
