@@ -279,7 +279,9 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
     if name == "nn.silu":
         return a[0] * torch.sigmoid(a[0])
     if name == "nn.relu":
-        return torch.clamp_min(a[0], 0)
+        # torch.relu, not clamp_min: the same values, but autograd's derivative at 0 is 0 (as
+        # nn.relu_grad and PyTorch's ReLU), where clamp_min's is 1
+        return torch.relu(a[0])
     if name == "nn.gelu":
         return F.gelu(a[0], approximate=_prop(op, "approximate"))
     if name == "nn.rms_norm":
@@ -312,7 +314,7 @@ def _eval(ctx: _Ctx, op: Operation, args: list[torch.Tensor]) -> torch.Tensor:
         rhs = a[1].T if _prop(op, "transpose_b") else a[1]
         return lhs @ rhs
     if name == "nn.column_sum":
-        return a[0].sum(dim=0)
+        return (a[0] * a[1] if len(a) > 1 else a[0]).sum(dim=0)
     if name == "nn.silu_grad":
         sg = torch.sigmoid(a[1])
         return a[0] * sg * (1 + a[1] * (1 - sg))

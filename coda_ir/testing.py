@@ -191,15 +191,20 @@ def check_against_reference(
     func_name: str | None = None,
     dtype: torch.dtype | None = None,
     loss: tuple[torch.dtype, int] | None = None,
+    loss_rows: int | None = None,
 ) -> list[CheckResult]:
     """Run `reference_pair` on an nn function and `assert_matches` its results against `outputs`
     (a tensor or a sequence, as a compiled host function returns them); names are `#i`.
-    `loss = (element type, rows reduced)`: NN_DIALECT.md's slack for a 0-d result (a loss)."""
+    `loss = (element type, rows reduced)`: NN_DIALECT.md's slack for a 0-d result (a loss).
+    `loss_rows`: shorthand for `loss = (the program's element type, loss_rows)`.
+    """
     fn = load_func(module_or_func, func_name)
     ref64, ref_t = reference_pair(fn, inputs, dtype)
     if isinstance(outputs, torch.Tensor):
         outputs = [outputs]
     names = [f"@{fn.sym_name.data} result #{i}" for i in range(len(ref64))]
+    if loss is None and loss_rows is not None:
+        loss = (dtype or program_dtype(fn), loss_rows)
     return assert_matches(list(outputs), ref64, ref_t, names, loss=loss)
 
 
@@ -407,12 +412,15 @@ def check_gradients(
     seed: int = 0,
     upstream: Sequence[torch.Tensor] | None = None,
     loss: tuple[torch.dtype, int] | None = None,
+    loss_rows: int | None = None,
 ) -> list[CheckResult]:
     """Run a compiled `@f_fwd` and `@f_bwd` (`program`: a `CompiledModule` of an
     `nn-autodiff` pipeline) and check f's results and every gradient against the reference
     (float64 autograd, and autograd in the element type) under the NN_DIALECT.md bar.
     `loss = (element type, rows reduced)` adds that bar's slack for a 0-d result (a loss);
-    without it a 0-d result gets none (stricter than NN_DIALECT.md)."""
+    without it a 0-d result gets none (stricter than NN_DIALECT.md).
+    `loss_rows`: shorthand for `loss = (the program's element type, loss_rows)`.
+    """
     fn = load_func(source, func_name)
     name = fn.sym_name.data
     n_results = len(fn.function_type.outputs.data)
@@ -428,4 +436,6 @@ def check_gradients(
     float_args = [a for a, x in zip(args, inputs) if x.is_floating_point()]
     names = [f"@{name} result #{i}" for i in range(n_results)]
     names += [f"d{_name(a) or f'arg{a.index}'}" for a in float_args]
+    if loss is None and loss_rows is not None:
+        loss = (program_dtype(fn), loss_rows)
     return assert_matches([*results, *bwd_out], [*ref64, *g64], [*ref_t, *g_t], names, loss=loss)

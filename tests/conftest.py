@@ -17,9 +17,18 @@ def pytest_addoption(parser):
         default=None,
         help="examples per property in tests/test_fuzz_errors.py (default 300; same as CODA_FUZZ_EXAMPLES)",
     )
+    parser.addoption(
+        "--fuzz-numerics-examples",
+        type=int,
+        default=None,
+        help="random programs in tests/test_fuzz_numerics.py (default 8; same as CODA_FUZZ_NUMERICS_EXAMPLES)",
+    )
 
 
 def pytest_configure(config):
     examples = config.getoption("--fuzz-examples", default=None)
     if examples is not None:  # read when test_fuzz_errors.py is imported, i.e. after this hook
         os.environ["CODA_FUZZ_EXAMPLES"] = str(examples)
+    examples = config.getoption("--fuzz-numerics-examples", default=None)
+    if examples is not None:  # likewise for test_fuzz_numerics.py
+        os.environ["CODA_FUZZ_NUMERICS_EXAMPLES"] = str(examples)

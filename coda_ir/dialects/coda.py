@@ -336,6 +336,12 @@ the op reads its pairs / segments straight from memory, which any width allows. 
 emits the gathered form for exactly these ops."""
 
 
+ROW_EXCHANGE = "coda.row_exchange"
+"""Unit attribute `coda-legalize` puts on a `coda.pair_map` / `coda.segment_reduce` whose pair
+group or segment no power-of-two column tile holds and which cannot read its groups from memory
+(computed values, a gemm epilogue): its kernel's column tile covers the whole row (recorded as
+`bn_multiple_of` >= N) and the op exchanges values inside it (`tl.gather`)."""
+
 SEPARATE = "coda.separate"
 """Unit attribute on a `coda.elementwise` kernel: the plan (`nn-plan`, the IO model) keeps it out
 of its producing GEMM's epilogue although fusing it would be legal (e.g. a QK-norm whose
@@ -402,6 +408,11 @@ def is_gathered(op: Operation) -> bool:
     return isinstance(op.attributes.get(GATHERED), UnitAttr)
 
 
+def is_row_exchanged(op: Operation) -> bool:
+    """Whether coda-legalize marked `op` to exchange its pairs / segments inside a whole-row tile."""
+    return isinstance(op.attributes.get(ROW_EXCHANGE), UnitAttr)
+
+
 def _verify_recorded_decisions(kernel: Operation) -> None:
     """The decisions coda-legalize records on a kernel have their declared types and places."""
     constraints = kernel.attributes.get(CONSTRAINTS)
@@ -412,14 +423,15 @@ def _verify_recorded_decisions(kernel: Operation) -> None:
         raise VerifyException(f"{SEPARATE} is a unit attribute of coda.elementwise kernels")
     for region in kernel.regions:
         for op in region.walk():
-            mark = op.attributes.get(GATHERED)
-            if mark is None:
-                continue
-            if not isinstance(mark, UnitAttr):
-                raise VerifyException(f"{GATHERED} on '{op.name}' must be a unit attribute")
-            if not isinstance(op, (PairMapOp, SegmentReduceOp)):
-                raise VerifyException(f"{GATHERED} only marks coda.pair_map or coda.segment_reduce, not '{op.name}'")
-            if not isinstance(kernel, ElementwiseOp):
+            for name in (GATHERED, ROW_EXCHANGE):
+                mark = op.attributes.get(name)
+                if mark is None:
+                    continue
+                if not isinstance(mark, UnitAttr):
+                    raise VerifyException(f"{name} on '{op.name}' must be a unit attribute")
+                if not isinstance(op, (PairMapOp, SegmentReduceOp)):
+                    raise VerifyException(f"{name} only marks coda.pair_map or coda.segment_reduce, not '{op.name}'")
+            if GATHERED in op.attributes and not isinstance(kernel, ElementwiseOp):
                 raise VerifyException(f"{GATHERED} ops read from memory: only in a coda.elementwise kernel, not '{kernel.name}'")
 
 
@@ -520,7 +532,10 @@ def _verify_scalar_body(op: Operation, body: Region, n_args: int, n_yields: int,
                 f"{what} body may only contain arith and math ops (elementwise math), found '{inner.name}'"
             )
         for result in inner.results:
-            if result.type not in (f32, i32, i1, i64):
+            # a bf16/f16 value only as a rounding step (arith.truncf, extended back to f32): how
+            # a fused kernel reads a tile rounded as it is stored
+            rounding = inner.name == "arith.truncf" and isinstance(result.type, (BFloat16Type, Float16Type))
+            if result.type not in (f32, i32, i1, i64) and not rounding:
                 raise VerifyException(f"{what} body values must be scalars, '{inner.name}' gives {result.type}")
     terminator = block.last_op
     if not isinstance(terminator, YieldOp):

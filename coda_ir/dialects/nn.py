@@ -766,18 +766,28 @@ class GemmOp(NNOperation):
 
 @irdl_op_definition
 class ColumnSumOp(NNOperation):
-    """`sum_m x[m, n]`: one value per column (bias and norm-weight gradients), in fp32, rounded once."""
+    """`sum_m x[m, n]`, or with `y` `sum_m x[m, n] * y[m, n]`: one value per column (bias and
+    vector-scale gradients), in fp32, rounded once. The product form is one op so that the
+    product of a scale's gradient is never rounded on its own (PyTorch's autograd of the
+    op-by-op reference does not round it either)."""
 
     name = "nn.column_sum"
     x = operand_def(TensorType)
+    y = opt_operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue):
-        super().__init__(operands=[x], result_types=[TensorType(_element_type(x), [_shape(x)[1]])])
+    def __init__(self, x: SSAValue, y: SSAValue | None = None):
+        super().__init__(operands=[x, [y] if y is not None else []],
+                         result_types=[TensorType(_element_type(x), [_shape(x)[1]])])
 
     def verify_(self) -> None:
         _check_static_float(self, "x", self.x, 2)
+        if self.y is not None:
+            _check_static_float(self, "y", self.y, 2)
+            _check_same_element_type(self, [("x", self.x), ("y", self.y)])
+            if _shape(self.y) != _shape(self.x):
+                raise VerifyException(f"y has shape {_fmt(_shape(self.y))} but x has {_fmt(_shape(self.x))}")
         _check_result(self, (_shape(self.x)[1],), self.x)
 
 

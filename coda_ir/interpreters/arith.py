@@ -11,8 +11,10 @@ tensors (or 0-d tensors for constants) and keep the same op semantics:
   values are bool tensors;
 * `arith.cmpf` follows MLIR's ordered / unordered predicates (NaN compares false unless
   unordered); `maxnumf` / `minnumf` ignore a NaN operand, `maximumf` / `minimumf` propagate it;
-* width casts (`extf`, `truncf`, `extsi`, `trunci`, `index_cast`, ...) are the identity: a body
-  computes in fp32 and its results are rounded once when stored, like the kernels.
+* width casts (`extf`, `extsi`, `trunci`, `index_cast`, ...) are the identity: a body computes
+  in fp32 and its results are rounded once when stored, like the kernels; `truncf` to bf16 or
+  f16 is such a rounding step inside a body (coda-fuse writes it where a fused consumer reads a
+  tile its producer stores rounded), rounded to nearest even like a store.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 
 import torch
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, FloatAttr, IntegerAttr, IntegerType
 from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
 
 from coda_ir.reference import f32_value
@@ -96,7 +98,13 @@ class TorchArithFunctions(InterpreterFunctions):
     run_remui = impl(arith.RemUIOp)(_elementwise(torch.remainder))
     run_select = impl(arith.SelectOp)(_elementwise(torch.where))
     run_extf = impl(arith.ExtFOp)(_identity)
-    run_truncf = impl(arith.TruncFOp)(_identity)
+
+    @impl(arith.TruncFOp)
+    def run_truncf(self, interpreter: Interpreter, op: arith.TruncFOp, args: PythonValues) -> PythonValues:
+        target = {BFloat16Type(): torch.bfloat16, Float16Type(): torch.float16}.get(op.result.type)
+        value = args[0]
+        return (value if target is None else value.to(target).to(value.dtype),)
+
     run_extsi = impl(arith.ExtSIOp)(_identity)
     run_extui = impl(arith.ExtUIOp)(_identity)
     run_trunci = impl(arith.TruncIOp)(_identity)

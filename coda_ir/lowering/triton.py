@@ -327,6 +327,9 @@ class _ScalarEmitter:
         elif name == "arith.cmpi":
             pred = coda_cmp_name(op, "i")
             expr = f"({operands[0]} {CMPI[pred]} {operands[1]})"
+        elif name == "arith.truncf" and not const:
+            # round to nearest even exactly as a store does (the interpreter's cast truncates)
+            expr = _store_cast(operands[0], op.results[0].type)
         elif name in CASTS:
             target = tl_dtype(op.results[0].type)
             expr = f"({operands[0]}).to({target})" if not const else operands[0]
@@ -773,6 +776,71 @@ class _EpilogueEmitter:
             else:
                 self.assign(result, exprs[0])
 
+    def regathers(self, op: Operation) -> bool:
+        """Whether `op` exchanges its pairs / segments inside one tile covering the whole row
+        (`emit_regathered_pair_map`, `emit_regathered_segment_reduce`): the ops coda-legalize
+        marked `coda.row_exchange` (groups no power-of-two tile holds, over computed values or
+        in a gemm epilogue, e.g. SwiGLU's F = 48 after a fused producer, a head_dim of 40 in
+        the backward). Their kernel's recorded BN constraint covers the whole row."""
+        return coda.is_row_exchanged(op)
+
+    def cover_row(self, op: Operation) -> None:
+        """One column tile covers all N columns: BN a power of two >= N, which the recorded
+        constraint must imply (need_bn checks it)."""
+        self.need_bn(op, 1 << max(self.n - 1, 0).bit_length())
+
+    def emit_regathered_pair_map(self, op: coda.PairMapOp) -> None:
+        """A pair_map on tiles that cover the whole row, the partners exchanged by `tl.gather`
+        along the columns: each narrow position p reads (first(p), first(p) + stride) of the
+        wide tiles, first(p) = (p // stride) * 2 stride + p % stride; each wide column c reads
+        pair p(c) of the narrow results, the first or the second element by c's half of its
+        group. Indices are clamped into the tile (lanes past N are masked on store)."""
+        stride, pairs = op.stride.value.data, op.pair_count()
+        self.cover_row(op)
+        narrow, wide = self.cols(op, pairs), self.cols(op, 2 * pairs)
+        self.emit(f"# {op.name} stride {stride}, pairs exchanged in a whole-row tile")
+        first, second = self.fresh("pfirst"), self.fresh("psecond")
+        self.emit(f"{first} = tl.broadcast_to(tl.minimum(({narrow.cols} // {stride}) * {2 * stride} + "
+                  f"{narrow.cols} % {stride}, {wide.tw} - 1)[None, :], (BM, {narrow.tw}))")
+        self.emit(f"{second} = tl.broadcast_to(tl.minimum(({narrow.cols} // {stride}) * {2 * stride} + "
+                  f"{narrow.cols} % {stride} + {stride}, {wide.tw} - 1)[None, :], (BM, {narrow.tw}))")
+        args: list[str] = []
+        for value in op.inputs:
+            src = self.get(op, value)
+            if op.is_wide(value):
+                a, b = self.fresh("pa"), self.fresh("pb")
+                self.emit(f"{a} = tl.gather({src}, {first}, axis=1)")
+                self.emit(f"{b} = tl.gather({src}, {second}, axis=1)")
+                args += [a, b]
+            else:
+                args.append(src)
+        yielded = self.scalars.emit_block(op.body.blocks[0], args)
+        nshape = f"(BM, {narrow.tw})"
+        back = upper = None
+        i = 0
+        for result in op.outputs:
+            ty = result.type
+            assert isinstance(ty, coda.TileType)
+            count = 2 if op.is_wide(result) else 1
+            exprs = [self.full(e, nshape, ty.element_type) if e in self.scalars.consts else e
+                     for e in yielded[i:i + count]]
+            i += count
+            if count == 1:
+                self.assign(result, exprs[0])
+                continue
+            if back is None:  # wide column c <- pair (c // 2s) * s + c % s, second when c % 2s >= s
+                back, upper = self.fresh("pback"), self.fresh("pupper")
+                self.emit(f"{back} = tl.broadcast_to(tl.minimum(({wide.cols} // {2 * stride}) * {stride} + "
+                          f"{wide.cols} % {stride}, {narrow.tw} - 1)[None, :], (BM, {wide.tw}))")
+                self.emit(f"{upper} = (({wide.cols} % {2 * stride}) >= {stride})[None, :]")
+            a, b = (self._named(e, "pw") for e in exprs)
+            self.assign(result, f"tl.where({upper}, tl.gather({b}, {back}, axis=1), tl.gather({a}, {back}, axis=1))")
+
+    def _named(self, expr: str, prefix: str) -> str:
+        name = self.fresh(prefix)
+        self.emit(f"{name} = {expr}")
+        return name
+
     def emit_pair_map(self, op: coda.PairMapOp) -> None:
         if self.gathers_pairs(op):
             self.emit_gathered_pair_map(op)
@@ -780,6 +848,9 @@ class _EpilogueEmitter:
         stride = op.stride.value.data
         pairs = op.pair_count()
         wide_width = 2 * pairs
+        if self.regathers(op):
+            self.emit_regathered_pair_map(op)
+            return
         wide_cols = self.cols(op, wide_width)
         # groups of 2*stride columns must not straddle tiles: BN * W / N % (2 s) == 0
         self.need_bn(op, Fraction(2 * stride * self.n, wide_width))
@@ -870,6 +941,9 @@ class _EpilogueEmitter:
         if self.gathers_segments(op):
             self.emit_gathered_segment_reduce(op, c)
             return
+        if self.regathers(op):
+            self.emit_regathered_segment_reduce(op)
+            return
         self.need_bn(op, Fraction(w * self.n, ty.cols))
         x = self.get(op, op.tile)
         self.emit(f"# {op.name} {kind.value} width {w}")
@@ -880,6 +954,32 @@ class _EpilogueEmitter:
             op.result,
             f"tl.reshape(tl.broadcast_to({red}({seg}, axis=2)[:, :, None], (BM, {c.tw} // {w}, {w})), (BM, {c.tw}))",
         )
+
+    def emit_regathered_segment_reduce(self, op: coda.SegmentReduceOp) -> None:
+        """A segment reduction on a tile covering the whole row, for a width no power-of-two
+        tile holds whole: each column accumulates its segment's w values, fetched from the
+        (masked) tile by `tl.gather` in the segment's order."""
+        ty = op.tile.type
+        assert isinstance(ty, coda.TileType)
+        kind, w = op.kind.data, op.width.value.data
+        self.cover_row(op)
+        c = self.cols(op, ty.cols)
+        x = self._named(self._masked(op, self.get(op, op.tile), ty, kind), "segx")
+        start, acc, k, v = self.fresh("segstart"), self.fresh("segacc"), self.fresh("segk"), self.fresh("segv")
+        self.emit(f"# {op.name} {kind.value} width {w}, segments gathered in a whole-row tile")
+        self.emit(f"{start} = ({c.cols} // {w}) * {w}")
+        if kind == coda.ReduceKind.MAX:
+            self.emit(f'{acc} = tl.full((BM, {c.tw}), -float("inf"), tl.float32)')
+        else:
+            self.emit(f"{acc} = tl.zeros((BM, {c.tw}), dtype=tl.float32)")
+        self.emit(f"for {k} in range(0, {w}):")
+        self.emit(f"    {v} = tl.gather({x}, tl.broadcast_to(tl.minimum({start} + {k}, {c.tw} - 1)[None, :], "
+                  f"(BM, {c.tw})), axis=1)")
+        if kind == coda.ReduceKind.MAX:
+            self.emit(f"    {acc} = tl.maximum({acc}, {v})")
+        else:  # _masked squared the values already for sumsq
+            self.emit(f"    {acc} += {v}")
+        self.assign(op.result, acc)
 
     def gathers_segments(self, op: coda.SegmentReduceOp) -> bool:
         """Whether a segment reduction reads its segments straight from memory: the ones

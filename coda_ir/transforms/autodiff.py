@@ -164,8 +164,12 @@ def _mul_grad(op, dys, wants, fwd):
         ops.append(m := nn.MulOp(dy, fwd(op.rhs)))
         da = m.result
     if wants[1]:
-        ops.append(m := nn.MulOp(dy, fwd(op.lhs)))
-        db = _reduce_to(m.result, op.rhs, ops)
+        if len(_shape(op.rhs)) == 1:  # a scale's gradient: one column_sum of dy * lhs (never rounded between)
+            ops.append(s := nn.ColumnSumOp(dy, fwd(op.lhs)))
+            db = s.result
+        else:
+            ops.append(m := nn.MulOp(dy, fwd(op.lhs)))
+            db = m.result
     return ops, [da, db]
 
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import networkx as nx
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, ModuleOp, StringAttr, TensorType, f32
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
@@ -106,19 +107,39 @@ def build_merged(p: Operation, e: Operation) -> tuple[Operation, list[int]] | No
     p_values = list(p_yield.values)
     inputs = list(p.operands[2:] if isinstance(p, coda.GemmOp) else p.operands)
 
+    p_yield.detach()
+    p_yield.erase()
+    kept = [i for i, r in enumerate(p.results) if any(use.operation is not e for use in r.uses)]
+    rounded: dict[int, SSAValue] = {}
+
+    def stored_value(i: int) -> SSAValue:
+        """P's tile i as E reads it. When P still stores it for other readers in a narrower
+        type (bf16, f16), E reads it rounded to that type, as they do: otherwise one value
+        would be two (e.g. LayerNorm statistics of the unrounded activation centring the
+        rounded one in the next kernel, an error of a few bf16 ulps past the bar)."""
+        value = p_values[i]
+        ty = p.results[i].type  # a tensor, or partials (f32 by construction: never rounded)
+        elt = ty.get_element_type() if isinstance(ty, TensorType) and not isinstance(ty, coda.PartialsType) else None
+        if i not in kept or not isinstance(elt, (BFloat16Type, Float16Type)):
+            return value
+        if i not in rounded:
+            body = scalar_body([f32], lambda s, x: s._add(arith.ExtFOp(s._add(arith.TruncFOp(x, elt)), f32)))
+            op = coda.MapOp([value], [value.type], body)
+            block.add_op(op)
+            rounded[i] = op.results[0]
+        return rounded[i]
+
     mapping: dict[SSAValue, SSAValue] = {}
     tiles: dict[BlockArgument, SSAValue] = {}
     for j, arg in enumerate(e_block.args):
         v = e.operands[j]
         if j in from_p:
-            tiles[arg] = p_values[from_p[j]]
+            tiles[arg] = stored_value(from_p[j])
         elif v in inputs:
             mapping[arg] = block.args[offset + inputs.index(v)]
         else:
             inputs.append(v)
             mapping[arg] = block.insert_arg(v.type, len(block.args))
-    p_yield.detach()
-    p_yield.erase()
 
     # loads already present at the top level of P's region, to reuse
     loaded: dict[SSAValue, SSAValue] = {}
@@ -156,7 +177,6 @@ def build_merged(p: Operation, e: Operation) -> tuple[Operation, list[int]] | No
     e_yield = e_block.last_op
     assert isinstance(e_yield, coda.YieldOp)
     e_values = [mapping.get(v, v) for v in e_yield.values]
-    kept = [i for i, r in enumerate(p.results) if any(use.operation is not e for use in r.uses)]
     block.add_op(coda.YieldOp(*[p_values[i] for i in kept], *e_values))
     _dce(block)
     types = [p.results[i].type for i in kept] + [r.type for r in e.results]

@@ -24,8 +24,11 @@ powers of two, so that is "BN >= it"), recorded as `#coda.tile_constraints`. Whe
 power-of-two BN holds whole groups (a non-power-of-two head dim, a pair group wider than any
 tile), the op is legal only where it can read its pairs / segments straight from memory: in a
 standalone elementwise kernel, over plain loads of kernel inputs (`gather_applies`); it is then
-marked `coda.gathered`. Anywhere else (a gemm epilogue, computed inputs) it is not tile-local,
-and coda-fuse keeps it out of the kernel / coda-legalize splits it off. The lowering reads these
+marked `coda.gathered`. Anywhere else (a gemm epilogue, computed inputs) one column tile may
+cover the whole row (N <= 256 in a gemm, N <= 8192 in an elementwise kernel, tiles in natural
+column order): the op exchanges values inside it (`tl.gather`), marked `coda.row_exchange`,
+and the kernel's constraint becomes BN % next_pow2(N) == 0. Otherwise it is not tile-local, and
+coda-fuse keeps it out of the kernel / coda-legalize splits it off. The lowering reads these
 records and re-derives none of them.
 """
 
@@ -43,6 +46,9 @@ from coda_ir.dialects.coda import TileType
 
 CONSTRAINTS = coda.CONSTRAINTS
 GATHERED = coda.GATHERED
+ROW_EXCHANGE = coda.ROW_EXCHANGE
+MAX_ROW_EXCHANGE_ELEMENTWISE = 8192
+"""The widest row an elementwise kernel's single column tile covers for an in-tile exchange."""
 
 GEMM_BNS = (16, 32, 64, 128, 256)
 ELEMENTWISE_BNS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
@@ -57,6 +63,7 @@ class OpProof:
     reason: str
     bn_multiple_of: int = 1
     gathered: bool = False
+    row_exchange: bool = False
 
 
 @dataclass
@@ -80,6 +87,10 @@ class KernelProof:
     def gathered(self) -> list[Operation]:
         return [p.op for p in self.proofs if p.ok and p.gathered]
 
+    @property
+    def row_exchanged(self) -> list[Operation]:
+        return [p.op for p in self.proofs if p.ok and p.row_exchange]
+
     def combined_ok(self) -> bool:
         if isinstance(self.kernel, coda.GemmOp) and self.bn_multiple_of > MAX_GEMM_BN:
             return False
@@ -102,12 +113,13 @@ def record(proof: KernelProof) -> None:
         kernel.attributes[CONSTRAINTS] = attr
     elif CONSTRAINTS in kernel.attributes:
         del kernel.attributes[CONSTRAINTS]
-    gathered = set(proof.gathered)
+    marks = {GATHERED: set(proof.gathered), ROW_EXCHANGE: set(proof.row_exchanged)}
     for op in kernel.regions[0].walk():
-        if op in gathered:
-            op.attributes[GATHERED] = UnitAttr()
-        elif GATHERED in op.attributes:
-            del op.attributes[GATHERED]
+        for name, ops in marks.items():
+            if op in ops:
+                op.attributes[name] = UnitAttr()
+            elif name in op.attributes:
+                del op.attributes[name]
 
 
 def kernel_columns(kernel: Operation) -> tuple[int, int]:
@@ -170,6 +182,23 @@ def _plain_load_of_input(kernel: Operation, value, width: int) -> bool:
             and _tensor_width(source) == width)
 
 
+def row_exchange_applies(kernel: Operation, op: Operation) -> bool:
+    """Whether one column tile can cover the kernel's whole row for `op` to exchange values in
+    (`tl.gather`): at most the widest gemm tile (a gemm) or MAX_ROW_EXCHANGE_ELEMENTWISE, and
+    none of the op's tiles in an interleaved (permuted) column order."""
+    _, n = kernel_columns(kernel)
+    _, fixed, _ = _config(kernel)
+    limit = MAX_GEMM_BN if isinstance(kernel, coda.GemmOp) else MAX_ROW_EXCHANGE_ELEMENTWISE
+    if _next_pow2(n) > (fixed if fixed is not None else limit):
+        return False
+    h = getattr(kernel, "interleave", None)
+    hw = getattr(kernel, "interleave_wide", None)
+    permuted = {n} if h is not None else set()
+    if hw is not None:
+        permuted.add(2 * n)
+    return not any(isinstance(v.type, TileType) and v.type.cols in permuted for v in [*op.operands, *op.results])
+
+
 def gather_applies(kernel: Operation, op: Operation) -> bool:
     """Whether `op` can read its pairs / segments straight from memory (the lowering's gathered
     form): a standalone elementwise kernel that walks no whole rows, its grouped operand a plain
@@ -216,13 +245,21 @@ def _prove_grouped(kernel: Operation, op: Operation, width: int, group_what: str
             f"{op.name} {group_what}: no power-of-two tile holds whole groups; read from memory (gathered)",
             gathered=True,
         )
+    if row_exchange_applies(kernel, op):
+        cover = _next_pow2(n)
+        return OpProof(
+            op, True, Level.CTA,
+            f"{op.name} {group_what}: no power-of-two tile holds whole groups; exchanged inside one "
+            f"column tile covering all {n} columns (BN % {cover} == 0)",
+            bn_multiple_of=cover, row_exchange=True,
+        )
     where = "the accumulator tile" if isinstance(kernel, coda.GemmOp) else "the tile"
     return OpProof(
         op, False, Level.OUTSIDE,
         f"{op.name} {group_what} is not tile-local: {what} outside {where} for every "
-        f"column tile width ({', '.join(tried) or 'no power-of-two BN holds whole groups'}), and it "
+        f"column tile width ({', '.join(tried) or 'no power-of-two BN holds whole groups'}), it "
         f"cannot read its groups from memory here (only in a standalone elementwise kernel, from a "
-        f"plain load of a kernel input)",
+        f"plain load of a kernel input), and {n} columns are too many for one tile to exchange them in",
     )
 
 

@@ -585,7 +585,11 @@ def column_fold(op: Operation, partials: list[SSAValue], elts: list, role: str) 
 
 
 def lower_column_sum(op: nn.ColumnSumOp) -> tuple[list[Operation], SSAValue]:
-    parts = elementwise(shape_of(op.x), [op.x], lambda e, x: [e.reduce(ReduceKind.SUM, e.load(x), 0)], [None])
+    if op.y is not None:  # the product in registers: summed unrounded, as the reference
+        parts = elementwise(shape_of(op.x), [op.x, op.y], lambda e, x, y: [
+            e.reduce(ReduceKind.SUM, e.map1([e.load(x), e.load(y)], lambda s, a, b: s.mul(a, b)), 0)], [None])
+    else:
+        parts = elementwise(shape_of(op.x), [op.x], lambda e, x: [e.reduce(ReduceKind.SUM, e.load(x), 0)], [None])
     total = column_fold(op, [parts.results[0]], [elt_of(op.result)], "sum")
     return [stamp_origin(parts, op, "partials"), total], total.results[0]
 

@@ -3,8 +3,8 @@ activations with F = 40, 96 or 200 and RoPE with head_dim 12, 48 or 80 compile i
 pipeline (the unfused fallback included) and match float64, forward and gradients. Their
 pair_maps read each pair's two elements straight from memory (`gathers_pairs`). A head
 RMSNorm with such a head_dim compiles forward (segments gathered from memory,
-`gathers_segments`); its backward still refuses with a located error (its segment sums are of
-computed values, not loads)."""
+`gathers_segments`) and backward (its segment sums are of computed values: exchanged by
+`tl.gather` inside a tile that covers the whole row)."""
 
 from __future__ import annotations
 
@@ -67,9 +67,14 @@ def test_odd_head_dim_norm_forward_matches_float64(hd, heads, normed, first, m, 
     testing.check_against_reference(source, inputs, program.g(*inputs))
 
 
-def test_odd_head_dim_norm_backward_is_a_located_error_not_a_wrong_number():
-    with pytest.raises(coda_ir.CompileError, match=r"<input>:2:3: .*segment_reduce.*cannot be proven tile-local.*width 48"):
-        coda_ir.compile(head_norm(48, 2, 2, 0, 37, "bf16"), "nn-autodiff,nn-to-coda{fuse=false}")
+@pytest.mark.parametrize("pipeline", PIPELINES)
+@pytest.mark.parametrize("hd, heads, normed, first, m, dt", [(48, 2, 2, 0, 37, "bf16"), (80, 3, 2, 1, 11, "f32"), (12, 4, 3, 0, 9, "bf16")])
+def test_odd_head_dim_norm_backward_matches_float64(hd, heads, normed, first, m, dt, pipeline):
+    """The backward's segment sums are of computed values (not loads): they are exchanged
+    inside a tile that covers the whole row (`emit_regathered_segment_reduce`)."""
+    source = head_norm(hd, heads, normed, first, m, dt)
+    program = coda_ir.compile(source, pipeline)
+    testing.check_gradients(program, source, testing.random_inputs(source, seed=hd + 1), seed=hd)
 
 
 def test_gathered_pairs_in_the_triton_source():

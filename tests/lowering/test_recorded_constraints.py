@@ -73,12 +73,18 @@ func.func @seg(%a: tensor<37x40xf32>, %w: tensor<40x48xf32>) -> tensor<37x48xf32
 """
 
 
-def test_hand_written_segment_of_6_is_split_gathered_and_right():
-    # no pipeline: the Triton target legalizes hand-written coda before reading the records
-    a, w = torch.randn(37, 40), torch.randn(40, 48)
-    compiled = coda_ir.compile(SEG6, pipeline=None)
-    assert compiled.kernel_count("seg") == 2  # the gemm stores its tile; a kernel sums segments
-    ref = lambda a, w: (a @ w).reshape(37, 8, 6).sum(-1, keepdim=True).expand(37, 8, 6).reshape(37, 48)  # noqa: E731
+@pytest.mark.parametrize("n, launches, form", [(48, 1, "coda.row_exchange"), (288, 2, "coda.gathered")])
+def test_hand_written_segment_of_6_is_right(n, launches, form):
+    # no pipeline: the Triton target legalizes hand-written coda before reading the records.
+    # 48 columns: exchanged inside one gemm tile; 288: split off, the segments read from memory
+    source = SEG6.replace("48", str(n))
+    a, w = torch.randn(37, 40), torch.randn(40, n)
+    compiled = coda_ir.compile(source, pipeline=None)
+    assert compiled.kernel_count("seg") == launches and form in str(compiled.ir)
+
+    def ref(a, w):
+        return (a @ w).reshape(37, n // 6, 6).sum(-1, keepdim=True).expand(37, n // 6, 6).reshape(37, n)
+
     assert_matches([compiled.seg(a, w)], [ref(a.double(), w.double())], [ref(a, w)], ["seg"])
 
 

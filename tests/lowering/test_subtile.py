@@ -158,3 +158,23 @@ def test_reductions_after_the_last_tile_use_same_bits():
     order = [epi.index(s) for s in ("t_x = acc + ", "_coda_round_bf16(t_x)", "t_h = t_x * ", "_coda_round_bf16(t_h)", "# coda.reduce sumsq", "p_ss, mask=mask_m)")]
     assert order == sorted(order), epi[:1500]
     assert all(torch.equal(a, b) for a, b in zip(outs_a, outs_b))
+
+
+def test_sliced_epilogue_with_groups_no_power_of_two_tile_holds(monkeypatch):
+    """Segments of 6 and pairs (c, c + 3) in groups of 6 (no power-of-two tile holds whole
+    groups): the tile covers the whole row (N = 48 -> BN >= 64) and exchanges values with
+    tl.gather; sliced in halves of 64 the first half holds the row, the second is all masked.
+    Same bits as the whole tile, and both match the reference (`check`)."""
+    text = heavy_program(37, 48, 40, config="#coda.config<bm = 16, bn = 128, bk = 16, warps = 4, stages = 2>")
+    text = text.replace("width 4", "width 6").replace("stride 2", "stride 3")
+    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "off")
+    cm_whole, inputs, whole = compile_and_run(text, 48, seed=11)
+    assert "pairs exchanged in a whole-row tile" in cm_whole.source and "segments gathered in a whole-row tile" in cm_whole.source
+    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "32")
+    cm_sub, _, sub = compile_and_run(text, 48, seed=11)
+    assert "if BN >= 128:" in cm_sub.source and "acc_s0, acc_s1 = tl.split(" in cm_sub.source
+    for i, (w, s, exact) in enumerate(zip(whole, sub, EXACT)):
+        if exact:
+            assert torch.equal(w, s), f"result #{i} differs between the whole tile and its halves"
+        else:
+            torch.testing.assert_close(s, w, rtol=1e-5, atol=1e-5, msg=f"result #{i}")

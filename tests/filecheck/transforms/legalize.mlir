@@ -4,7 +4,7 @@
 // The proofs run on the F2 linear layout of the accumulator tile over the column-tile widths
 // the lowering may pick; the smallest BN that keeps every op tile-local becomes a constraint.
 // Remarks come first (stderr):
-// CHECK: legalize.mlir:{{[0-9]+}}:5: remark: 'coda.pair_map' op cannot be proven tile-local: coda.pair_map stride 512 (pairs c, c + 512 in groups of 1024) is not tile-local: the partner lies outside the accumulator tile for every column tile width (BN=16: outside, BN=32: outside, BN=64: outside, BN=128: outside, BN=256: outside), and it cannot read its groups from memory here (only in a standalone elementwise kernel, from a plain load of a kernel input); split off into a separate kernel
+// CHECK: legalize.mlir:{{[0-9]+}}:5: remark: 'coda.pair_map' op cannot be proven tile-local: coda.pair_map stride 512 (pairs c, c + 512 in groups of 1024) is not tile-local: the partner lies outside the accumulator tile for every column tile width (BN=16: outside, BN=32: outside, BN=64: outside, BN=128: outside, BN=256: outside), it cannot read its groups from memory here (only in a standalone elementwise kernel, from a plain load of a kernel input), and 1024 columns are too many for one tile to exchange them in; split off into a separate kernel
 // ERR: legalize.mlir:{{[0-9]+}}:5: error: 'coda.pair_map' op cannot be proven tile-local: coda.pair_map stride 512
 
 // RoPE "half" with head_dim 128 pairs (i, i + 64) inside each head: tile-local when BN is a
