@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, SSAValue
 
 import coda_ir
-from coda_ir.lowering.in_place import donate_arguments
+from coda_ir.lowering.in_place import donate_arguments, writes_over
 from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments, indices_checked
 from coda_ir.reference import element_dtype
 from coda_ir.remarks import printed_remarks
@@ -56,6 +56,12 @@ def set_donation(enabled: bool) -> bool:
     global _DONATE
     before, _DONATE = _DONATE, bool(enabled)
     return before
+
+
+# Set while `CodaFunction.__call__` runs the forward op: that call drops the op's extra outputs,
+# so the autograd ctx is their only holder and its backward may donate them. A direct call of
+# `fwd_op` returns them to its caller, whose copies must stay intact.
+_PRIVATE_EXTRAS = threading.local()
 
 
 def _keeps_graph() -> bool:
@@ -285,7 +291,8 @@ class CodaFunction:
         # needed, so a program whose backward does not lower yet still runs without gradients.
         self.compiled: CompiledModule = coda_ir.compile(_only_functions(self.nn_module, [name]), self.pipeline)
         self._forward_module: CompiledModule | None = None
-        self._variants: dict[tuple[bool, ...], CompiledModule] = {}
+        self._variants: dict[tuple[tuple[bool, ...], bool], CompiledModule] = {}
+        self._written: dict[tuple[bool, ...], list[int]] = {}
         self._lock = threading.RLock()
 
         self.forward_op = _define_op(
@@ -351,6 +358,7 @@ class CodaFunction:
             else:
                 saved.append(output[n + s.index])
         ctx.save_for_backward(*saved)
+        ctx.coda_extras_private = getattr(_PRIVATE_EXTRAS, "active", False)
         # the extra outputs exist only to be saved: no gradient flows into them. Autograd must
         # not materialize their (absent) gradients as zero tensors either: that was a full-size
         # fill of every saved activation in every step (7 per decoder layer, logits-sized for
@@ -373,7 +381,11 @@ class CodaFunction:
             upstream.append(torch.zeros(spec.shape, dtype=spec.dtype, device=device) if g is None else g)
         # the extra saved tensors are this ctx's alone (f's caller never sees them) and die with
         # it: unless the graph is kept for another backward, @f_bwd may write over them
-        donate = _DONATE and any(s.source == "extra" for s in self.saved) and not _keeps_graph()
+        # Eager autograd only: traced backwards (torch.compile, AOT dispatch: fake or functional
+        # tensor subclasses) keep the pure op, whose graph the partitioner can split.
+        donate = (_DONATE and getattr(ctx, "coda_extras_private", False) and bool(self.donated_arguments()) and not _keeps_graph()
+                  and all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in saved if t is not None)
+                  and not torch.compiler.is_compiling())
         outs = _as_tuple(self._backward_op(mask, donate)(*saved, *upstream))
         wanted = [i for i, keep in zip(self.float_args, mask) if keep]
         for i, g in zip(wanted, outs):
@@ -435,7 +447,28 @@ class CodaFunction:
             donate_arguments(bwd, self.donated_arguments())
         return module
 
+    def _written_over(self, mask: tuple[bool, ...]) -> list[int]:
+        """The arguments of `@f_bwd` the donating variant for `mask` actually writes over (its
+        kernels' `coda.writes_over` records; read once per mask: this runs in every backward)."""
+        cached = self._written.get(mask)
+        if cached is not None:
+            return cached
+        variant = self.backward_module(mask, donate=True)
+        written = set()
+        for op in variant.ir.walk():
+            for k in writes_over(op) or ():
+                if k >= 0:
+                    arg = op.operands[k]
+                    assert isinstance(arg, BlockArgument), "coda.writes_over names a function argument"
+                    written.add(arg.index)
+        self._written[mask] = sorted(written)
+        return self._written[mask]
+
     def _backward_op(self, mask: tuple[bool, ...], donate: bool = False):
+        if donate:
+            written = self._written_over(mask)
+            if not written:  # nothing to write over: the pure op, no mutation to declare
+                return self._backward_op(mask, False)
         bits = "".join("1" if m else "0" for m in mask)
         qualname = f"{self.op_name}_bwd_{bits}" + ("_donating" if donate else "")
         with _OPS_LOCK:
@@ -450,9 +483,8 @@ class CodaFunction:
             with indices_checked():
                 return _as_tuple(getattr(self.backward_module(mask, donate), self.bwd_name)(*tensors))
 
-        # the donated arguments are declared mutated (whether or not a kernel writes over them),
-        # so that tracing (torch.compile) never reuses their old contents after the call
-        mutated = [self._bwd_args[j].name for j in self.donated_arguments()] if donate else []
+        # the arguments written over are declared mutated (the schema must be exact)
+        mutated = [self._bwd_args[j].name for j in written] if donate else []
         return _define_op(qualname, self._bwd_args, specs, run_bwd, self.bwd_name, mutated)
 
     # ------------------------------------------------------------------ calling
@@ -472,7 +504,12 @@ class CodaFunction:
                     f"{self.name}(): an input requires grad but @{self.name} has no @{self.bwd_name} "
                     f"(the {AUTODIFF_PASS} pass is not available and the module does not define it)"
                 )
-            outs = _as_tuple(self.fwd_op(*tensors))[: len(self.results)]
+            before = getattr(_PRIVATE_EXTRAS, "active", False)
+            _PRIVATE_EXTRAS.active = True  # the extra outputs are dropped right here
+            try:
+                outs = _as_tuple(self.fwd_op(*tensors))[: len(self.results)]
+            finally:
+                _PRIVATE_EXTRAS.active = before
         else:
             outs = _as_tuple(self.forward_op(*tensors))
         return outs[0] if len(outs) == 1 else outs
