@@ -49,7 +49,9 @@ SHAPES = {
 VARIANTS = ("limit", "eager", "compile", "liger", "coda")
 # Not run by default: coda-ir with launch_gemm's launch plans off (every launch re-derives its
 # path, tuning key, configuration and grid), the A/B of issue 11 in one process.
-EXTRA_VARIANTS = ("coda-no-plans",)
+# coda-no-donate: the backward allocates fresh outputs instead of writing over the tensors the
+# forward saved only for it (dlogits beside the saved logits): the peak-memory A/B of issue 11.
+EXTRA_VARIANTS = ("coda-no-plans", "coda-no-donate")
 
 
 def make_model(shape: dict, layers: int, dtype, device):
@@ -149,6 +151,17 @@ class LigerPatches:
 
 
 @contextlib.contextmanager
+def donation_off():
+    from coda_ir.torch.function import set_donation
+
+    before = set_donation(False)
+    try:
+        yield
+    finally:
+        set_donation(before)
+
+
+@contextlib.contextmanager
 def plans_off():
     from coda_ir.lowering import gemm_launch
 
@@ -181,19 +194,35 @@ def build_variant(name: str, base, shape, layers, tokens, seq, dtype, device):
         patches = LigerPatches(shape["family"], model)
         ctx = patches.active
         fwd = model
-    elif name in ("coda", "coda-no-plans"):
+    elif name in ("coda", "coda-no-plans", "coda-no-donate"):
         import coda_ir.torch
 
         fwd = coda_ir.torch.from_hf(model, progress=True)
         if name == "coda-no-plans":
             ctx = plans_off
+        elif name == "coda-no-donate":
+            ctx = donation_off
     else:
         fwd = model
 
-    def step():
+    def step(memory: dict | None = None):
+        """One step; with `memory` (CUDA), records GiB allocated after the forward (every saved
+        tensor alive) and the backward's peak, both above the allocation before the step."""
         model.zero_grad(set_to_none=True)
+        if memory is not None:
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
         loss = (fwd(ids, labels=ids) if name.startswith("coda") else fwd(input_ids=ids, labels=ids)).loss
+        if memory is not None:
+            torch.cuda.synchronize()
+            memory["after_forward_gib"] = (torch.cuda.memory_allocated() - base) / 2**30
+            memory["forward_peak_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
+            torch.cuda.reset_peak_memory_stats()
         loss.backward()
+        if memory is not None:
+            torch.cuda.synchronize()
+            memory["backward_peak_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
         return loss.detach()
 
     return step, ctx
@@ -306,12 +335,19 @@ def main(argv=None) -> dict:
                 entry["warm_step_s"] = time.perf_counter() - t
                 if device.type == "cuda":
                     entry["peak_gib_above_model"] = (torch.cuda.max_memory_allocated() - before) / 2**30
+                    if name != "limit":
+                        # a warm step on its own (no autotuning in it), split at the backward
+                        memory: dict = {}
+                        step(memory)
+                        sync(device)
+                        entry["warm_memory"] = memory
                 if loss is not None:
                     entry["loss"] = float(loss)
             steps[name] = (step, ctx)
             entry["ms"] = []
             print(f"[{name}] first step {entry['first_step_s']:.1f} s, warm {entry['warm_step_s'] * 1e3:.1f} ms, "
-                  f"peak {entry.get('peak_gib_above_model', float('nan')):.2f} GiB, loss {entry.get('loss')}", flush=True)
+                  f"peak {entry.get('peak_gib_above_model', float('nan')):.2f} GiB, warm {entry.get('warm_memory')}, "
+                  f"loss {entry.get('loss')}", flush=True)
         except Exception as exc:  # recorded, the others go on
             entry["error"] = f"{type(exc).__name__}: {exc}"[:2000]
             entry["traceback"] = traceback.format_exc()[-4000:]

@@ -46,11 +46,12 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, TRITON_DTYPE_NAMES, element_name
 from coda_ir.dialects import coda
+from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, plan_in_place, writes_over
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 
@@ -1753,6 +1754,18 @@ class _HostEmitter:
             self.alloc(r.type, self.partials_tiles(r.type, m, n) if isinstance(r.type, coda.PartialsType) else None)
             for r in op.outputs
         ]
+        # outputs recorded to write over a donated input (coda_ir.lowering.in_place): that
+        # input's buffer is passed as the output, no allocation
+        over = writes_over(op)
+        if over is not None:
+            for j, k in enumerate(over):
+                if k < 0:
+                    continue
+                value = op.inputs[k]
+                if not (isinstance(op, coda.ElementwiseOp) and isinstance(value, BlockArgument)
+                        and value.index in donated_arguments(self.fn) and value.type == op.outputs[j].type):
+                    raise InternalCompilerBug(op, f"records {WRITES_OVER} output #{j} over input #{k}, which is no donated argument of its type")
+                allocs[j] = ins[k]
         items = [*ins, *allocs]
         return ins, f"({', '.join(items)}{',' if len(items) == 1 else ''})"
 
@@ -1883,6 +1896,7 @@ def emit_module(module: ModuleOp) -> str:
         kernel_names.used.add(fn.sym_name.data)
     host_parts: list[list[str]] = []
     for fn in function_ops(module):
+        plan_in_place(fn)  # only acts on arguments the caller donated
         infos: dict[Operation, KernelInfo] = {}
         for i, k in enumerate(coda.kernels(fn)):
             kind = k.name.split(".")[1]

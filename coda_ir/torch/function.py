@@ -32,15 +32,50 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, SSAValue
 
 import coda_ir
+from coda_ir.lowering.in_place import donate_arguments, writes_over
 from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments, indices_checked
 from coda_ir.reference import element_dtype
 from coda_ir.remarks import printed_remarks
 
-__all__ = ["function", "CodaFunction"]
+__all__ = ["function", "CodaFunction", "set_donation"]
 
 AUTODIFF_PASS = "nn-autodiff"
 SIBLINGS_PASS = "nn-fuse-siblings"
 NAMESPACE = "coda_ir"
+
+# Backward calls donate the saved tensors that exist only for the backward (see `set_donation`).
+_DONATE = True
+
+
+def set_donation(enabled: bool) -> bool:
+    """Whether backward calls donate to `@f_bwd` the saved tensors the forward computed only for
+    the backward (`SavedTensor("extra")`), so that a kernel may store its output over one it
+    reads for the last time (`coda_ir.lowering.in_place`: the LM head's dlogits over the saved
+    logits). Returns the previous setting. Off, every backward allocates fresh outputs: the
+    A/B of the change (same kernels, same arithmetic, so bitwise the same results)."""
+    global _DONATE
+    before, _DONATE = _DONATE, bool(enabled)
+    return before
+
+
+# Set while `CodaFunction.__call__` runs the forward op: that call drops the op's extra outputs,
+# so the autograd ctx is their only holder and its backward may donate them. A direct call of
+# `fwd_op` returns them to its caller, whose copies must stay intact.
+_PRIVATE_EXTRAS = threading.local()
+
+
+def _keeps_graph() -> bool:
+    """Whether the running backward keeps the graph (`retain_graph` / `create_graph`): then the
+    saved tensors are read again by a later backward and must not be written over. Unknown
+    (no such query in this torch, or no graph task): treated as kept."""
+    probe = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+    if probe is None:
+        return True
+    try:
+        return bool(probe())
+    except RuntimeError:
+        return True
+
 
 # One registration per op name for the whole process: torch.library refuses to define a name
 # twice, and equal names mean equal content (the name carries the content hash).
@@ -121,8 +156,8 @@ def _split_pipeline(pipeline: str | None) -> str | None:
     return ",".join(s for s in stages if s.split("{")[0].strip() != AUTODIFF_PASS) or None
 
 
-def _schema(args: Sequence[TensorSpec], n_results: int) -> str:
-    params = ", ".join(f"Tensor {a.name}" for a in args)
+def _schema(args: Sequence[TensorSpec], n_results: int, mutated: Sequence[str] = ()) -> str:
+    params = ", ".join(f"Tensor(a{i}!) {a.name}" if a.name in mutated else f"Tensor {a.name}" for i, a in enumerate(args))
     if n_results == 1:
         returns = "Tensor"
     else:
@@ -169,9 +204,11 @@ def _as_tuple(value) -> tuple[torch.Tensor, ...]:
     return tuple(value)
 
 
-def _define_op(qualname: str, args: Sequence[TensorSpec], results: Sequence[TensorSpec], run, fname: str):
+def _define_op(qualname: str, args: Sequence[TensorSpec], results: Sequence[TensorSpec], run, fname: str,
+               mutated: Sequence[str] = ()):
     """Register (once per name) a custom op `run(*tensors) -> tuple` with a fake implementation
-    that makes tensors of `results`' shapes and dtypes on the inputs' device."""
+    that makes tensors of `results`' shapes and dtypes on the inputs' device. `mutated`: the
+    arguments the op may overwrite (declared in its schema, so that tracing knows)."""
     with _OPS_LOCK:
         existing = _OPS.get(qualname)
         if existing is not None:
@@ -189,7 +226,7 @@ def _define_op(qualname: str, args: Sequence[TensorSpec], results: Sequence[Tens
             outs = tuple(torch.empty(r.shape, dtype=r.dtype, device=device) for r in results)
             return outs[0] if single else outs
 
-        op = torch.library.custom_op(qualname, impl, mutates_args=(), schema=_schema(args, len(results)))
+        op = torch.library.custom_op(qualname, impl, mutates_args=tuple(mutated), schema=_schema(args, len(results), mutated))
         op.register_fake(fake)
         _OPS[qualname] = op
         return op
@@ -254,7 +291,8 @@ class CodaFunction:
         # needed, so a program whose backward does not lower yet still runs without gradients.
         self.compiled: CompiledModule = coda_ir.compile(_only_functions(self.nn_module, [name]), self.pipeline)
         self._forward_module: CompiledModule | None = None
-        self._variants: dict[tuple[bool, ...], CompiledModule] = {}
+        self._variants: dict[tuple[tuple[bool, ...], bool], CompiledModule] = {}
+        self._written: dict[tuple[bool, ...], list[int]] = {}
         self._lock = threading.RLock()
 
         self.forward_op = _define_op(
@@ -320,6 +358,7 @@ class CodaFunction:
             else:
                 saved.append(output[n + s.index])
         ctx.save_for_backward(*saved)
+        ctx.coda_extras_private = getattr(_PRIVATE_EXTRAS, "active", False)
         # the extra outputs exist only to be saved: no gradient flows into them. Autograd must
         # not materialize their (absent) gradients as zero tensors either: that was a full-size
         # fill of every saved activation in every step (7 per decoder layer, logits-sized for
@@ -340,7 +379,14 @@ class CodaFunction:
         for g, spec in zip(grads[:n], self.results):
             # a result the loss does not use has no gradient: the backward takes zeros
             upstream.append(torch.zeros(spec.shape, dtype=spec.dtype, device=device) if g is None else g)
-        outs = _as_tuple(self._backward_op(mask)(*saved, *upstream))
+        # the extra saved tensors are this ctx's alone (f's caller never sees them) and die with
+        # it: unless the graph is kept for another backward, @f_bwd may write over them
+        # Eager autograd only: traced backwards (torch.compile, AOT dispatch: fake or functional
+        # tensor subclasses) keep the pure op, whose graph the partitioner can split.
+        donate = (_DONATE and getattr(ctx, "coda_extras_private", False) and bool(self.donated_arguments()) and not _keeps_graph()
+                  and all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in saved if t is not None)
+                  and not torch.compiler.is_compiling())
+        outs = _as_tuple(self._backward_op(mask, donate)(*saved, *upstream))
         wanted = [i for i, keep in zip(self.float_args, mask) if keep]
         for i, g in zip(wanted, outs):
             gradients[i] = g
@@ -359,24 +405,32 @@ class CodaFunction:
 
     # ------------------------------------------------------------------ backward variants
 
-    def backward_module(self, mask: Sequence[bool]) -> CompiledModule:
+    def donated_arguments(self) -> list[int]:
+        """The arguments of `@f_bwd` a donating backward gives away: the saved tensors that
+        `@f_fwd` computed only for the backward."""
+        return [j for j, s in enumerate(self.saved) if s.source == "extra"]
+
+    def backward_module(self, mask: Sequence[bool], donate: bool = False) -> CompiledModule:
         """The compiled `@f_bwd` returning only the gradients of the float arguments selected by
         `mask` (one bool per float argument, in order), with the work only the others needed
-        removed. Compiled once per mask."""
+        removed. With `donate`, its arguments `donated_arguments()` are marked `coda.donated`:
+        the compiled function may overwrite them (kernels recorded `coda.writes_over`).
+        Compiled once per (mask, donate)."""
         if not self.differentiable:
             raise ArgumentError(f"@{self.name} has no @{self.bwd_name}: cannot compute gradients")
         mask = tuple(bool(m) for m in mask)
         if len(mask) != len(self.float_args):
             raise ArgumentError(f"mask has {len(mask)} entries, @{self.name} has {len(self.float_args)} float arguments")
+        key = (mask, bool(donate))
         with self._lock:
-            variant = self._variants.get(mask)
+            variant = self._variants.get(key)
             if variant is None:
                 with printed_remarks(self.remarks):
-                    variant = coda_ir.compile(self._backward_variant_ir(mask), self.pipeline)
-                self._variants[mask] = variant
+                    variant = coda_ir.compile(self._backward_variant_ir(mask, bool(donate)), self.pipeline)
+                self._variants[key] = variant
             return variant
 
-    def _backward_variant_ir(self, mask: tuple[bool, ...]) -> ModuleOp:
+    def _backward_variant_ir(self, mask: tuple[bool, ...], donate: bool = False) -> ModuleOp:
         from xdsl.transforms.dead_code_elimination import dce
 
         module = _only_functions(self.nn_module, [self.bwd_name])
@@ -389,11 +443,34 @@ class CodaFunction:
         bwd.function_type = FunctionType.from_lists(list(bwd.function_type.inputs.data), [v.type for v in kept])
         if not all(mask):
             dce(module)  # nn ops are Pure: the kernels only the dropped gradients used disappear
+        if donate:
+            donate_arguments(bwd, self.donated_arguments())
         return module
 
-    def _backward_op(self, mask: tuple[bool, ...]):
+    def _written_over(self, mask: tuple[bool, ...]) -> list[int]:
+        """The arguments of `@f_bwd` the donating variant for `mask` actually writes over (its
+        kernels' `coda.writes_over` records; read once per mask: this runs in every backward)."""
+        cached = self._written.get(mask)
+        if cached is not None:
+            return cached
+        variant = self.backward_module(mask, donate=True)
+        written = set()
+        for op in variant.ir.walk():
+            for k in writes_over(op) or ():
+                if k >= 0:
+                    arg = op.operands[k]
+                    assert isinstance(arg, BlockArgument), "coda.writes_over names a function argument"
+                    written.add(arg.index)
+        self._written[mask] = sorted(written)
+        return self._written[mask]
+
+    def _backward_op(self, mask: tuple[bool, ...], donate: bool = False):
+        if donate:
+            written = self._written_over(mask)
+            if not written:  # nothing to write over: the pure op, no mutation to declare
+                return self._backward_op(mask, False)
         bits = "".join("1" if m else "0" for m in mask)
-        qualname = f"{self.op_name}_bwd_{bits}"
+        qualname = f"{self.op_name}_bwd_{bits}" + ("_donating" if donate else "")
         with _OPS_LOCK:
             op = _OPS.get(qualname)
         if op is not None:
@@ -404,9 +481,11 @@ class CodaFunction:
         def run_bwd(*tensors):
             # the saved index arguments (ids, targets) are those the forward call checked
             with indices_checked():
-                return _as_tuple(getattr(self.backward_module(mask), self.bwd_name)(*tensors))
+                return _as_tuple(getattr(self.backward_module(mask, donate), self.bwd_name)(*tensors))
 
-        return _define_op(qualname, self._bwd_args, specs, run_bwd, self.bwd_name)
+        # the arguments written over are declared mutated (the schema must be exact)
+        mutated = [self._bwd_args[j].name for j in written] if donate else []
+        return _define_op(qualname, self._bwd_args, specs, run_bwd, self.bwd_name, mutated)
 
     # ------------------------------------------------------------------ calling
 
@@ -425,7 +504,12 @@ class CodaFunction:
                     f"{self.name}(): an input requires grad but @{self.name} has no @{self.bwd_name} "
                     f"(the {AUTODIFF_PASS} pass is not available and the module does not define it)"
                 )
-            outs = _as_tuple(self.fwd_op(*tensors))[: len(self.results)]
+            before = getattr(_PRIVATE_EXTRAS, "active", False)
+            _PRIVATE_EXTRAS.active = True  # the extra outputs are dropped right here
+            try:
+                outs = _as_tuple(self.fwd_op(*tensors))[: len(self.results)]
+            finally:
+                _PRIVATE_EXTRAS.active = before
         else:
             outs = _as_tuple(self.forward_op(*tensors))
         return outs[0] if len(outs) == 1 else outs

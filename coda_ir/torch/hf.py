@@ -256,9 +256,10 @@ def _compiled(program: str, what: str, pipeline: str | None, progress: bool, rem
             fn = CodaFunction(program, pipeline=pipeline, remarks=remarks)
             if fn.differentiable:
                 # training needs both: compile them now, inside the progress message, not at
-                # the first backward
+                # the first backward (the variant a training step uses: donating its saved
+                # tensors, as `CodaFunction._backward` does when the graph is not kept)
                 fn.forward_module
-                fn.backward_module([True] * len(fn.float_args))
+                fn.backward_module([True] * len(fn.float_args), donate=bool(fn.donated_arguments()))
             if progress:
                 print(f"coda-ir: compiled {what} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
             _COMPILED[key] = fn
