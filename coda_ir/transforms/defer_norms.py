@@ -9,8 +9,8 @@ So instead of normalising x before the GEMM we compute
 * the GEMM on `h'`, whose epilogue scales the accumulator by `r[m]` (`coda.scale rows`).
 
 The two elementwise kernels over x are then absorbed by `coda-fuse` into the epilogue of the
-GEMM that produces x (partials + an extra output), or merged into one small row kernel when no
-GEMM produces x: no standalone norm kernel touches [M, D] when a GEMM does.
+GEMM that produces x (partials + an extra output): no standalone norm kernel touches [M, D]
+when a GEMM does (when none does, see below).
 
 LayerNorm: `layer_norm(x, g, b) @ W.T = r * ((x * g) @ W.T) - (r * mu) * c + e` with the
 column vectors `c = g @ W.T` and `e = b @ W.T`. The statistics are partial sums of x and x^2
@@ -20,12 +20,18 @@ order, completing both reductions (`sum_k W[n, k] g[k]`, `sum_k W[n, k] b[k]`) i
 (1 small kernel per weight, independent of the tokens: `coda-group-launches` can share its
 launch with another small kernel).
 
-When no GEMM produces x (a function argument, the first layer), deferring would need three
-kernels (statistics, fold, pre-scale) where one row kernel does the whole norm: then the norm
-is left to `convert-nn-to-coda` (one row kernel when the row fits one tile), with a remark.
-(Deferring there would also round `x * g` instead of the normalized value, a different
-rounding from the op-by-op program: harmless per element, but a scalar loss downstream then
-has an independent error that can exceed twice the reference's own.)
+When no GEMM produces x (a function argument, the first layer, an embedding's output), there is
+no epilogue to carry the partials: ONE `coda.elementwise whole rows` kernel over x then walks
+each row block's column tiles in order, so sum(x^2) (LayerNorm: also sum(x)) completes in the
+program (no partials, no fold), and writes `h' = x * g`; the consuming GEMMs map the completed
+sums to rstd (LayerNorm: rstd and rstd * mean, then the same c / e column vectors) in their
+epilogues. One launch before the GEMM for any D (was statistics + fold + apply, 3, where no
+power-of-two tile holds a row). The rstd map reads only the row broadcast, so Triton's broadcast
+reordering runs it once per row rather than per accumulator element. This rounds `x * g`, not
+the normalized value as the op-by-op program does: an independent rounding of the same size
+(a scalar loss downstream is then checked with NN_DIALECT.md's 0-d term).
+Option `whole-rows-stats=false` leaves such a norm to `convert-nn-to-coda` instead (one row
+kernel when the row fits one tile, else statistics + fold + apply), with a remark.
 
 A norm is deferred for each of its users that is the activation operand of an `nn.linear` /
 `nn.matmul`; when it has other users too, the `nn` op stays for them (lowered by
@@ -34,7 +40,8 @@ A norm is deferred for each of its users that is the activation operand of an `n
 A training step's forward also saves the norm's statistics for the backward
 (`nn.rms_norm_rstd` / `nn.layer_norm_stats` of the same x and eps): when the norm is deferred,
 those ops take their values from the deferral's statistics fold (rstd; the LayerNorm fold then
-also yields the mean) instead of a second pass over x.
+also yields the mean) instead of a second pass over x; with whole-row statistics, from a fold
+of no partials that maps the completed sums.
 """
 
 from __future__ import annotations
