@@ -92,3 +92,31 @@ def test_deterministic(norm: str):
     second = compiled.mlp(*[t.clone() for t in inputs])
     assert torch.equal(first.view(torch.int16), second.view(torch.int16))
     assert torch.isfinite(first.float()).all()
+
+
+def norm_matmul(m: int, d: int, n: int, dtype: str, norm: str) -> str:
+    """`x (argument) -> norm -> nn.matmul` (B is D x N: LayerNorm's c / e from a `whole cols`
+    GEMV), with the norm's output also returned (kept for that use, deferred for the GEMM)."""
+    x, v, b, y = f"tensor<{m}x{d}x{dtype}>", f"tensor<{d}x{dtype}>", f"tensor<{d}x{n}x{dtype}>", f"tensor<{m}x{n}x{dtype}>"
+    if norm == "rms":
+        h = f'%h = "nn.rms_norm"(%x, %g) <{{eps = 1.0e-06 : f32}}> : ({x}, {v}) -> {x}'
+    else:
+        h = f'%h = "nn.layer_norm"(%x, %g, %c) <{{eps = 1.0e-05 : f32}}> : ({x}, {v}, {v}) -> {x}'
+    bias = f", %c: {v}" if norm == "ln" else ""
+    return f"""func.func @nm(%x: {x}, %g: {v}{bias}, %b: {b}) -> ({y}, {x}) {{
+  {h}
+  %y = "nn.matmul"(%h, %b) : ({x}, {b}) -> {y}
+  func.return %y, %h : {y}, {x}
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("norm", ["rms", "ln"])
+def test_matmul_consumer_and_kept_output(norm: str, dtype: str):
+    source = norm_matmul(37, 200, 24, dtype, norm)
+    compiled = coda_ir.compile(source)
+    text = str(compiled.ir)
+    assert f'"nn.{"rms" if norm == "rms" else "layer"}_norm.stats"' in text and "whole rows" in text
+    inputs = testing.random_inputs(source, seed=torch.randint(0, 2**31, ()).item())
+    testing.check_against_reference(source, inputs, compiled.nm(*inputs))
