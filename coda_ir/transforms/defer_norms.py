@@ -30,6 +30,11 @@ power-of-two tile holds a row). The rstd map reads only the row broadcast, so Tr
 reordering runs it once per row rather than per accumulator element. This rounds `x * g`, not
 the normalized value as the op-by-op program does: an independent rounding of the same size
 (a scalar loss downstream is then checked with NN_DIALECT.md's 0-d term).
+A LayerNorm whose row fits one tile (`row_kernel_fits`) keeps its two-pass row kernel instead
+(mean, then the variance of x - mean): the whole-row statistics are one-pass moments
+(E[x^2] - mean^2, as the GEMM-epilogue statistics are), which cancel when |mean| >> std, and
+the row kernel is one launch too. (Where no tile holds a row, the alternative's statistics are
+the same one-pass moments.)
 Option `whole-rows-stats=false` leaves such a norm to `convert-nn-to-coda` instead (one row
 kernel when the row fits one tile, else statistics + fold + apply), with a remark.
 
@@ -184,13 +189,21 @@ class DeferNorm(RewritePattern):
             return
         x, g = op.x, op.w
         if not gemm_produced(x):
-            if self.whole_rows:
+            # a LayerNorm whose row fits one tile keeps its two-pass row kernel (mean, then the
+            # variance of x - mean, in registers): the whole-row statistics are one-pass
+            # moments, E[x^2] - mean^2, which cancel when |mean| >> std (an input offset by 10
+            # already misses the bar); one launch before the GEMM either way
+            two_pass = isinstance(op, nn.LayerNormOp) and row_kernel_fits(shape_of(x)[1])
+            if self.whole_rows and not two_pass:
                 self.defer_whole_rows(op, users, rewriter)
                 return
             if id(op) not in self.reported:
                 self.reported.add(id(op))
                 how = (
-                    "one row kernel normalizes it (cheaper than statistics + fold + pre-scale kernels)"
+                    "one row kernel normalizes it (mean, then the variance of x - mean: more accurate than one-pass "
+                    "statistics when |mean| >> std, and as few launches)"
+                    if two_pass
+                    else "one row kernel normalizes it (cheaper than statistics + fold + pre-scale kernels)"
                     if row_kernel_fits(shape_of(x)[1])
                     else "standalone kernels normalize it (rounding h like the op-by-op program does)"
                 )

@@ -120,3 +120,18 @@ def test_matmul_consumer_and_kept_output(norm: str, dtype: str):
     assert f'"nn.{"rms" if norm == "rms" else "layer"}_norm.stats"' in text and "whole rows" in text
     inputs = testing.random_inputs(source, seed=torch.randint(0, 2**31, ()).item())
     testing.check_against_reference(source, inputs, compiled.nm(*inputs))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("offset", [10.0, 100.0])
+def test_layer_norm_of_offset_input_keeps_two_pass_row_kernel(dtype: str, offset: float):
+    """A LayerNorm whose row fits one tile (D = 128) keeps its two-pass row kernel: the
+    whole-row statistics are one-pass moments, E[x^2] - mean^2, which missed the bar by 5x (f32)
+    already for an input offset by 10."""
+    source = mlp(37, 128, 40, dtype, "ln")
+    compiled = coda_ir.compile(source)
+    assert '"nn.layer_norm.row"' in str(compiled.ir) and "nn.layer_norm.stats" not in str(compiled.ir)
+    assert compiled.kernel_count("mlp") == 3
+    inputs = testing.random_inputs(source, seed=torch.randint(0, 2**31, ()).item())
+    inputs[0] = (inputs[0].double() + offset).to(inputs[0].dtype)
+    testing.check_against_reference(source, inputs, compiled.mlp(*inputs))

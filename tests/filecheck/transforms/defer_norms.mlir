@@ -2,6 +2,7 @@
 // Reparameterize: rms_norm(x, g) @ W.T = r * ((x * g) @ W.T); the row scale moves into the GEMM.
 // Remarks go to stderr as they happen, so they come before the IR:
 // CHECK: defer_norms.mlir:{{[0-9]+}}:3: remark: 'nn.rms_norm' op row scale not deferred: no GEMM consumes the normalized value (used by nn.silu); it runs as a standalone norm
+// CHECK: defer_norms.mlir:{{[0-9]+}}:3: remark: 'nn.layer_norm' op row scale not deferred: no GEMM produces the input to carry the statistics, so one row kernel normalizes it (mean, then the variance of x - mean: more accurate than one-pass statistics when |mean| >> std, and as few launches)
 // CHECK-NOT: no GEMM produces the input
 
 func.func @rms_then_linear(%a: tensor<8x16xf32>, %w0: tensor<32x16xf32>, %g: tensor<32xf32>, %w: tensor<64x32xf32>) -> tensor<8x64xf32> {
@@ -130,3 +131,18 @@ func.func @first_layer_ln(%x: tensor<8x40xf32>, %g: tensor<40xf32>, %b: tensor<4
 // CHECK:           arith.subf
 // CHECK:         coda.shift %{{.*}} cols
 // CHECK:       func.return %{{.*}}, %[[MU]], %[[R]]
+
+// -----
+
+// LayerNorm of an argument whose row fits one tile (D = 32): its two-pass row kernel stays
+// (mean, then the variance of x - mean); the whole-row statistics would be one-pass moments,
+// which cancel when |mean| >> std. One launch before the GEMM either way.
+func.func @first_layer_ln_two_pass(%x: tensor<8x32xf32>, %g: tensor<32xf32>, %b: tensor<32xf32>, %w: tensor<24x32xf32>) -> tensor<8x24xf32> {
+  %h = "nn.layer_norm"(%x, %g, %b) <{eps = 1.0e-05 : f32}> : (tensor<8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %y = "nn.linear"(%h, %w) : (tensor<8x32xf32>, tensor<24x32xf32>) -> tensor<8x24xf32>
+  func.return %y : tensor<8x24xf32>
+}
+// CHECK-LABEL: func.func @first_layer_ln_two_pass
+// CHECK-NOT:   coda.elementwise
+// CHECK:       = nn.layer_norm
+// CHECK:       = nn.linear
