@@ -9,8 +9,8 @@ So instead of normalising x before the GEMM we compute
 * the GEMM on `h'`, whose epilogue scales the accumulator by `r[m]` (`coda.scale rows`).
 
 The two elementwise kernels over x are then absorbed by `coda-fuse` into the epilogue of the
-GEMM that produces x (partials + an extra output), or merged into one small row kernel when no
-GEMM produces x: no standalone norm kernel touches [M, D] when a GEMM does.
+GEMM that produces x (partials + an extra output): no standalone norm kernel touches [M, D]
+when a GEMM does (when none does, see below).
 
 LayerNorm: `layer_norm(x, g, b) @ W.T = r * ((x * g) @ W.T) - (r * mu) * c + e` with the
 column vectors `c = g @ W.T` and `e = b @ W.T`. The statistics are partial sums of x and x^2
@@ -20,12 +20,23 @@ order, completing both reductions (`sum_k W[n, k] g[k]`, `sum_k W[n, k] b[k]`) i
 (1 small kernel per weight, independent of the tokens: `coda-group-launches` can share its
 launch with another small kernel).
 
-When no GEMM produces x (a function argument, the first layer), deferring would need three
-kernels (statistics, fold, pre-scale) where one row kernel does the whole norm: then the norm
-is left to `convert-nn-to-coda` (one row kernel when the row fits one tile), with a remark.
-(Deferring there would also round `x * g` instead of the normalized value, a different
-rounding from the op-by-op program: harmless per element, but a scalar loss downstream then
-has an independent error that can exceed twice the reference's own.)
+When no GEMM produces x (a function argument, the first layer, an embedding's output), there is
+no epilogue to carry the partials: ONE `coda.elementwise whole rows` kernel over x then walks
+each row block's column tiles in order, so sum(x^2) (LayerNorm: also sum(x)) completes in the
+program (no partials, no fold), and writes `h' = x * g`; the consuming GEMMs map the completed
+sums to rstd (LayerNorm: rstd and rstd * mean, then the same c / e column vectors) in their
+epilogues. One launch before the GEMM for any D (was statistics + fold + apply, 3, where no
+power-of-two tile holds a row). The rstd map reads only the row broadcast, so Triton's broadcast
+reordering runs it once per row rather than per accumulator element. This rounds `x * g`, not
+the normalized value as the op-by-op program does: an independent rounding of the same size
+(a scalar loss downstream is then checked with NN_DIALECT.md's 0-d term).
+A LayerNorm whose row fits one tile (`row_kernel_fits`) keeps its two-pass row kernel instead
+(mean, then the variance of x - mean): the whole-row statistics are one-pass moments
+(E[x^2] - mean^2, as the GEMM-epilogue statistics are), which cancel when |mean| >> std, and
+the row kernel is one launch too. (Where no tile holds a row, the alternative's statistics are
+the same one-pass moments.)
+Option `whole-rows-stats=false` leaves such a norm to `convert-nn-to-coda` instead (one row
+kernel when the row fits one tile, else statistics + fold + apply), with a remark.
 
 A norm is deferred for each of its users that is the activation operand of an `nn.linear` /
 `nn.matmul`; when it has other users too, the `nn` op stays for them (lowered by
@@ -34,7 +45,8 @@ A norm is deferred for each of its users that is the activation operand of an `n
 A training step's forward also saves the norm's statistics for the backward
 (`nn.rms_norm_rstd` / `nn.layer_norm_stats` of the same x and eps): when the norm is deferred,
 those ops take their values from the deferral's statistics fold (rstd; the LayerNorm fold then
-also yields the mean) instead of a second pass over x.
+also yields the mean) instead of a second pass over x; with whole-row statistics, from a fold
+of no partials that maps the completed sums.
 """
 
 from __future__ import annotations
@@ -42,7 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType, f32
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -56,8 +68,8 @@ from xdsl.pattern_rewriter import (
 from coda_ir.dialects import nn
 from coda_ir.dialects.coda import Axis, ReduceKind
 from coda_ir import remarks
-from coda_ir.transforms.kernel_builder import Epilogue, elementwise, elt_of, gemm, shape_of
-from coda_ir.transforms.lower_nn import stamp_origin, prop_value, ln_stats, rms_stats, row_kernel_fits
+from coda_ir.transforms.kernel_builder import Epilogue, elementwise, elt_of, fold, gemm, shape_of
+from coda_ir.transforms.lower_nn import stamp_origin, prop_value, ln_moments, ln_stats, rms_stats, row_kernel_fits
 
 
 ELEMENTWISE_NN = (nn.AddOp, nn.MulOp, nn.SiluOp, nn.ReluOp, nn.GeluOp)
@@ -155,9 +167,10 @@ def stats_decision(norm: Operation):
 
 
 class DeferNorm(RewritePattern):
-    def __init__(self, remarks_as_errors: bool = False, cost_model: bool = True):
+    def __init__(self, remarks_as_errors: bool = False, cost_model: bool = True, whole_rows: bool = True):
         self.remarks_as_errors = remarks_as_errors
         self.cost_model = cost_model
+        self.whole_rows = whole_rows
         self.reported: set[int] = set()
 
     @op_type_rewrite_pattern
@@ -176,10 +189,21 @@ class DeferNorm(RewritePattern):
             return
         x, g = op.x, op.w
         if not gemm_produced(x):
+            # a LayerNorm whose row fits one tile keeps its two-pass row kernel (mean, then the
+            # variance of x - mean, in registers): the whole-row statistics are one-pass
+            # moments, E[x^2] - mean^2, which cancel when |mean| >> std (an input offset by 10
+            # already misses the bar); one launch before the GEMM either way
+            two_pass = isinstance(op, nn.LayerNormOp) and row_kernel_fits(shape_of(x)[1])
+            if self.whole_rows and not two_pass:
+                self.defer_whole_rows(op, users, rewriter)
+                return
             if id(op) not in self.reported:
                 self.reported.add(id(op))
                 how = (
-                    "one row kernel normalizes it (cheaper than statistics + fold + pre-scale kernels)"
+                    "one row kernel normalizes it (mean, then the variance of x - mean: more accurate than one-pass "
+                    "statistics when |mean| >> std, and as few launches)"
+                    if two_pass
+                    else "one row kernel normalizes it (cheaper than statistics + fold + pre-scale kernels)"
                     if row_kernel_fits(shape_of(x)[1])
                     else "standalone kernels normalize it (rounding h like the op-by-op program does)"
                 )
@@ -246,6 +270,75 @@ class DeferNorm(RewritePattern):
         else:
             rewriter.notify_op_modified(op)
 
+    def defer_whole_rows(self, op: nn.RMSNormOp | nn.LayerNormOp, users: list[Operation], rewriter: PatternRewriter) -> None:
+        """No GEMM produces x to carry the statistics' partials: one `whole rows` kernel over x
+        completes the row sums itself (no fold) and writes the pre-scaled `h' = x * g`; each
+        consuming GEMM turns the sums into the row scale in its epilogue. One launch before the
+        GEMM for any D, instead of statistics + fold + apply (or a row kernel for D = 2^k)."""
+        x, g = op.x, op.w
+        m, d = shape_of(x)
+        eps = prop_value(op, "eps")
+        is_ln = isinstance(op, nn.LayerNormOp)
+
+        def build(e: Epilogue, xt, gv):
+            t = e.load(xt)
+            sums = [e.reduce(ReduceKind.SUM, t, 1)] if is_ln else []
+            return [e.scale(t, gv, Axis.COLS), *sums, e.reduce(ReduceKind.SUMSQ, t, 1)]
+
+        stats = elementwise((m, d), [x, g], build, [elt_of(x), *([None] if is_ln else []), None], whole=Axis.ROWS)
+        stamp_origin(stats, op, "stats")
+        scaled, sums = stats.results[0], list(stats.results[1:])
+        saved = _saved_stats(op)
+        block = op.parent_block()
+        assert block is not None
+        first = min([op, *saved], key=block.get_operation_index)
+        rewriter.insert([stats], _before(first))
+        for user in saved:
+            # the backward's saved statistics: a fold of no partials maps the completed sums
+            # (mean, rstd) as a standalone norm's statistics would give them
+            vec = TensorType(f32, [m])
+            if is_ln:
+                k = fold([], sums, [vec, vec], lambda s, sm, ss: list(ln_moments(s, sm, ss, d, eps)))
+            else:
+                k = fold([], sums, [vec], lambda s, ss: s.rsqrt(s.add(s.mul(ss, s.const(1.0 / d)), s.const(eps))))
+            stamp_origin(k, user, "fold")
+            rewriter.replace(user, [k], list(k.results))
+        for user in users:
+            transposed = isinstance(user, nn.LinearOp)
+            w = user.operands[1]
+            before: list[Operation] = []
+            if is_ln:
+                before = ln_column_vectors(op, w, transposed)
+                c, e_vec = before[-1].results
+
+                def build_ln(e: Epilogue, acc, sm, ss, cv, ev):
+                    # (rstd, rstd * mean) from row broadcasts alone: Triton's broadcast
+                    # reordering then computes them once per row, not per element
+                    r, rmu = e.map([e.broadcast(sm, Axis.ROWS, acc), e.broadcast(ss, Axis.ROWS, acc)],
+                                   lambda s, p, q: (lambda mu, r: [r, s.mul(r, mu)])(*ln_moments(s, p, q, d, eps)),
+                                   n_out=2)
+                    t = e.map1([acc, r, rmu, e.broadcast(cv, Axis.COLS, acc)],
+                               lambda s, a, rr, rm, cc: s.sub(s.mul(a, rr), s.mul(rm, cc)))
+                    return [e.shift(t, ev, Axis.COLS)]
+
+                k = gemm(scaled, w, [*sums, c, e_vec], build_ln, [elt_of(user.results[0])], transpose_b=transposed)
+            else:
+                def build_rms(e: Epilogue, acc, ss):
+                    # rstd from the row broadcast alone (once per row after Triton's broadcast
+                    # reordering), then the row scale
+                    r = e.map1([e.broadcast(ss, Axis.ROWS, acc)],
+                               lambda s, q: s.rsqrt(s.add(s.mul(q, s.const(1.0 / d)), s.const(eps))))
+                    return [e.map1([acc, r], lambda s, a, rr: s.mul(a, rr))]
+
+                k = gemm(scaled, w, sums, build_rms, [elt_of(user.results[0])], transpose_b=transposed)
+            stamp_origin(k, user)
+            k.location = user.location
+            rewriter.replace(user, [*before, k], [k.results[0]])
+        if not op.results[0].uses:
+            rewriter.erase(op)
+        else:
+            rewriter.notify_op_modified(op)
+
 
 def _before(op: Operation):
     from xdsl.rewriter import InsertPoint
@@ -263,9 +356,13 @@ class DeferNormsPass(ModulePass):
     cost_model: bool = True
     """Ask the IO model (`io_model.stats_plan`) whether statistics in the producer's epilogue
     beat a row kernel; off: always defer when a GEMM consumes the norm."""
+    whole_rows_stats: bool = True
+    """When no GEMM produces the norm's input (a function argument, a non-GEMM kernel's
+    result): defer anyway, its statistics from one `whole rows` kernel (no fold); off: leave
+    such a norm to `convert-nn-to-coda` (a row kernel, or statistics + fold + apply)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([DeferNorm(self.remarks_as_errors, self.cost_model)], dce_enabled=False),
+            GreedyRewritePatternApplier([DeferNorm(self.remarks_as_errors, self.cost_model, self.whole_rows_stats)], dce_enabled=False),
             apply_recursively=False,
         ).rewrite_module(op)

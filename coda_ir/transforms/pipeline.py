@@ -17,7 +17,9 @@ Options (`-p 'nn-to-coda{fuse=false remarks-as-errors=true}'`): `defer-norms`, `
 `interleave`, `cse`, `group-launches` (each true by default) switch a stage off (the result is still a correct,
 less fused program); `cost-model=false` stops the stages from asking the IO model (norm
 statistics placement, QK-norm placement, RoPE cos/sin tables) and fuses whenever it is legal,
-with sin/cos computed in the epilogue; `rope-table=always|never` forces the RoPE choice
+with sin/cos computed in the epilogue; `whole-rows-stats=false` leaves a norm whose input no
+GEMM produces to `convert-nn-to-coda` (a row kernel, or statistics + fold + apply) instead of
+one `whole rows` statistics kernel and the row scale in the consuming GEMMs; `rope-table=always|never` forces the RoPE choice
 (`auto`, the default, asks the model); `remarks-as-errors`
 turns every "did not fuse" remark into an error.
 """
@@ -50,6 +52,7 @@ class NNToCodaPass(ModulePass):
     cse: bool = True
     group_launches: bool = True
     cost_model: bool = True
+    whole_rows_stats: bool = True
     rope_table: str = "auto"
     remarks_as_errors: bool = False
 
@@ -64,7 +67,8 @@ class NNToCodaPass(ModulePass):
 
             stages.append(NNPlanPass(cost_model=self.cost_model, rope_table=self.rope_table, interleave=self.interleave))
         if self.defer_norms:
-            stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors, cost_model=self.cost_model))
+            stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors, cost_model=self.cost_model,
+                                         whole_rows_stats=self.whole_rows_stats))
         stages.append(ConvertNNToCodaPass())
         if self.fuse:
             stages.append(FusePass(remarks_as_errors=self.remarks_as_errors, interleave=self.interleave))

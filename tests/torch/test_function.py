@@ -449,7 +449,9 @@ def test_real_program_without_grad_runs_f(kind):
     inputs = random_inputs(text, seed=0)
     with torch.no_grad():
         outs = fn(*[t.requires_grad_(True) if t.is_floating_point() else t for t in inputs])
-    check_against_reference(text, [t.detach() for t in inputs], outs)
+    # NN_DIALECT.md's term for a 0-d result (lm_head's loss), M = all rows: the deferred final
+    # norm rounds x * g, independently of the op-by-op program's rounding of h
+    check_against_reference(text, [t.detach() for t in inputs], outs, loss=(torch.bfloat16, inputs[0].shape[0]))
 
 
 def test_real_program_frozen_weights_variant_has_no_weight_gradient_gemms():

@@ -121,7 +121,13 @@ def test_shared_small_programs(path: Path, seed: int):
         outputs = getattr(compiled, name)(*inputs)
         ref64, ref_t = reference.reference_pair(text, inputs, func_name=name)
         outs = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs)
-        testing.assert_matches(outs, ref64, ref_t, [f"@{name} #{i}" for i in range(len(ref64))])
+        # NN_DIALECT.md's bar for a 0-d output (a loss) adds `2 u |ref64| / sqrt(M)`, M = all
+        # rows (the stricter count): the op-by-op bf16 loss is one sample of a rounding walk,
+        # and a fused program with independent roundings must not fail for its luck (without
+        # the term even the op-by-op-rounded lm_head fails 3 seeds of 24)
+        rows = inputs[0].shape[0]
+        testing.assert_matches(outs, ref64, ref_t, [f"@{name} #{i}" for i in range(len(ref64))],
+                               loss=(testing.program_dtype_of(text, name), rows))
 
 
 def test_legalize_splits_what_it_cannot_prove(capfd):
