@@ -504,12 +504,15 @@ class CodaFunction:
                     f"{self.name}(): an input requires grad but @{self.name} has no @{self.bwd_name} "
                     f"(the {AUTODIFF_PASS} pass is not available and the module does not define it)"
                 )
-            before = getattr(_PRIVATE_EXTRAS, "active", False)
-            _PRIVATE_EXTRAS.active = True  # the extra outputs are dropped right here
-            try:
+            if torch.compiler.is_compiling():  # Dynamo cannot trace the thread-local flag; donation is eager-only
                 outs = _as_tuple(self.fwd_op(*tensors))[: len(self.results)]
-            finally:
-                _PRIVATE_EXTRAS.active = before
+            else:
+                before = getattr(_PRIVATE_EXTRAS, "active", False)
+                _PRIVATE_EXTRAS.active = True  # the extra outputs are dropped right here
+                try:
+                    outs = _as_tuple(self.fwd_op(*tensors))[: len(self.results)]
+                finally:
+                    _PRIVATE_EXTRAS.active = before
         else:
             outs = _as_tuple(self.forward_op(*tensors))
         return outs[0] if len(outs) == 1 else outs
