@@ -24,16 +24,18 @@ def embedding(ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.embedding(ids.long().clamp_(0, w.shape[0] - 1), w)
 
 
-def embedding_grad(dy: torch.Tensor, ids: torch.Tensor, num_rows: int) -> torch.Tensor:
-    """`dw[v] = sum of dy[m] over ids[m] = v`, in a fixed order.
+def embedding_grad(dy: torch.Tensor, ids: torch.Tensor, num_rows: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """`dw[v] = sum of dy[m] over ids[m] = v`, in a fixed order, as `dtype` (default dy's).
 
     PyTorch's dense embedding backward: on CUDA it sorts the ids and reduces each run of equal
-    ids in order (fp32 accumulation); on CPU it accumulates row by row in order."""
+    ids in order (fp32 accumulation); on CPU it accumulates row by row in order. An f32 `dy`
+    with a bf16/f16 `dtype` (coda-widen-summed-stores) is summed in fp32 and rounded once."""
+    dtype = dtype or dy.dtype
     if dy.device.type == "cpu" and dy.dtype != torch.float32:
         # the CPU kernel would accumulate in bf16/f16: sum in fp32 like the CUDA one, round once
         grad = torch.zeros((num_rows, dy.shape[1]), dtype=torch.float32)
-        return grad.index_add_(0, ids.long(), dy.float()).to(dy.dtype)
-    return torch.ops.aten.embedding_dense_backward(dy, ids.long(), num_rows, -1, False)
+        return grad.index_add_(0, ids.long(), dy.float()).to(dtype)
+    return torch.ops.aten.embedding_dense_backward(dy, ids.long(), num_rows, -1, False).to(dtype)
 
 
 def concat(tensors: list[torch.Tensor], axis: int) -> torch.Tensor:

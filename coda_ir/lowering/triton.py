@@ -1736,7 +1736,8 @@ class _HostEmitter:
         elif isinstance(op, coda.EmbeddingOp):
             call = f"_lib.embedding({args[0]}, {args[1]})"
         elif isinstance(op, coda.EmbeddingGradOp):
-            call = f"_lib.embedding_grad({args[0]}, {args[1]}, {op.result.type.get_shape()[0]})"
+            rows, elt = op.result.type.get_shape()[0], op.result.type.get_element_type()
+            call = f"_lib.embedding_grad({args[0]}, {args[1]}, {rows}, {torch_dtype(elt)})"
         elif isinstance(op, coda.ConcatOp):
             call = f"_lib.concat([{', '.join(args)}], {op.axis.value.data})"
         else:

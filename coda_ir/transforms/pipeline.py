@@ -8,6 +8,7 @@
     convert-nn-to-coda    every remaining nn op -> standalone kernels (the always-correct baseline)
     coda-fuse             absorb kernels into their producers' epilogues (proof-gated)
     coda-interleave       interleave gemm columns so gated pairs are adjacent
+    coda-widen-summed-stores  kernel outputs only an embedding gradient sums are stored in f32
     coda-legalize         prove every epilogue op tile-local; record tile constraints
     cse                   xDSL's common subexpression elimination (duplicate loads, column
                           indices, broadcasts left by merging kernels)
@@ -74,6 +75,9 @@ class NNToCodaPass(ModulePass):
             stages.append(FusePass(remarks_as_errors=self.remarks_as_errors, interleave=self.interleave))
         if self.interleave:
             stages.append(InterleavePass())
+        from coda_ir.transforms.widen_sums import WidenSummedStoresPass
+
+        stages.append(WidenSummedStoresPass())
         stages.append(LegalizePass(remarks_as_errors=self.remarks_as_errors))
         if self.cse:
             from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
