@@ -74,7 +74,7 @@ GROUPS = ("gemms", "eager", "coda", "derived", "compile", "liger", "hand", "comp
 # cost on the lent H100 (Triton compiles ~3-5 s per GEMM kernel and candidate: derived has 16 GEMM
 # launch sites, hand-written 12, the forward 4); a fifth of it when the autotune cache was warm.
 MIN_LEFT = {"coda": 40, "derived": 150, "hand": 120, "compile": 30, "liger": 10, "compile-max": 120}
-# Hopper candidates kept by --tune short (indices into gemm_launch.TMA_CANDIDATES): 128x256 s3,
+# Hopper candidates kept by --tune short (indices into coda_ir.tiling.TMA_CANDIDATES): 128x256 s3,
 # 128x256 s4, 128x128 w8 s4 -- the winners of every earlier 8B run (bench/RESULTS.md).
 SHORT_TMA = (0, 2, 5)
 
@@ -221,6 +221,7 @@ def gemm_flops(s: Llama) -> float:
 
 def set_tuning(mode: str) -> dict:
     """Bound the coda GEMM autotuner (bench-local: the runtime is not changed)."""
+    from coda_ir import tiling
     from coda_ir.lowering import gemm_launch
 
     info = {"tune": mode, "cache": str(gemm_launch.cache_path())}
@@ -229,8 +230,8 @@ def set_tuning(mode: str) -> dict:
     elif mode == "short":
         # Replacing the module's candidate list (not CODA_TMA_CANDIDATES, which also turns off
         # the paired-B variants of interleaved kernels).
-        gemm_launch.TMA_CANDIDATES = tuple(gemm_launch.TMA_CANDIDATES[i] for i in SHORT_TMA)
-        info["candidates"] = [asdict(c) for c in gemm_launch.TMA_CANDIDATES]
+        tiling.TMA_CANDIDATES = tuple(tiling.TMA_CANDIDATES[i] for i in SHORT_TMA)
+        info["candidates"] = [asdict(c) for c in tiling.TMA_CANDIDATES]
     try:
         info["cache_entries_before"] = len(json.loads(gemm_launch.cache_path().read_text()))
     except (OSError, ValueError):

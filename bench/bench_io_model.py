@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from coda_ir.analysis import io_model as m  # noqa: E402
+from coda_ir.tiling import GemmConfig  # noqa: E402
 
 
 def gpu_constants(path: str | None) -> m.GPU:
@@ -87,11 +88,11 @@ class TileRecorder:
 
         gemm_launch.launch_gemm = wrapper
 
-    def tile(self, kernel_name: str) -> m.Tile | None:
+    def tile(self, kernel_name: str) -> GemmConfig | None:
         cfg = self.configs.get(kernel_name)
         if cfg is None:
             return None
-        return m.Tile(cfg.bm, cfg.bn, cfg.bk, cfg.num_warps, cfg.num_stages, cfg.group_m)  # type: ignore[attr-defined]
+        return GemmConfig(cfg.bm, cfg.bn, cfg.bk, cfg.group_m, num_warps=cfg.num_warps, num_stages=cfg.num_stages)  # type: ignore[attr-defined]
 
 
 KERNEL_NAME = re.compile(r"_k(\d+)_(gemm|elementwise|fold)")

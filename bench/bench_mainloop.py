@@ -740,6 +740,7 @@ def main() -> int:
     import torch
     import triton
 
+    from coda_ir import tiling
     from coda_ir.lowering import gemm_launch
     from coda_ir.lowering.mainloop import range_features
 
@@ -761,7 +762,7 @@ def main() -> int:
     log(json.dumps(env))
     if dev == "cuda" and not args.no_ws_probe and "warp_specialize" in range_features():
         if not probe_warp_specialize(log):
-            keep = [str(i) for i, c in enumerate(gemm_launch.TMA_CANDIDATES) if not c.warp_specialize]
+            keep = [str(i) for i, c in enumerate(tiling.TMA_CANDIDATES) if not c.warp_specialize]
             os.environ["CODA_TMA_CANDIDATES"] = ",".join(keep)
             env["warp_specialize"] = "disabled: probe failed"
     ks = build_kernels(Path(tempfile.mkdtemp()))

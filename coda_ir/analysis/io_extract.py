@@ -13,7 +13,7 @@
   program walking all rows, so it gets 1/sms of the bandwidth).
 
 Tile: the `config` property (`#coda.config<...>`) when present; otherwise the model's
-default (`io_model.default_tile`: the fastest of `DEFAULT_TILES` that fits with the epilogue
+default (`io_model.default_tile`: the fastest of `tiling.IO_MODEL_TILES` that fits with the epilogue
 and honours `coda.constraints = #coda.tile_constraints<bn_multiple_of = k>` set by coda-legalize).
 
 Live state (registers): elementwise epilogue code is fused per element, so the accumulator is
@@ -67,6 +67,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from coda_ir.analysis import io_model as m
 from coda_ir.dialects import coda
+from coda_ir.tiling import IO_MODEL_TILES, GemmConfig, config_from_attr
 
 ORIGIN = "coda.origin"
 NAME = "coda.name"
@@ -288,7 +289,7 @@ class _Extractor:
         live = _live_tiles(block, acc_cols)
         return flops, sfu, live, labels
 
-    def region_outputs(self, op: Operation, tile: m.Tile, m_rows: int, n_cols: int) -> list[m.Tensor]:
+    def region_outputs(self, op: Operation, tile: GemmConfig, m_rows: int, n_cols: int) -> list[m.Tensor]:
         writes = []
         for result in op.results:
             ty = result.type
@@ -318,7 +319,7 @@ class _Extractor:
         )
         if tile is None:
             multiple = _bn_multiple(op)
-            candidates = [t for t in m.DEFAULT_TILES if t.bn % multiple == 0] or [m.Tile(128, multiple, 32, 8, 2)]
+            candidates = [t for t in IO_MODEL_TILES if t.bn % multiple == 0] or [GemmConfig(128, multiple, 32, num_warps=8, num_stages=2)]
             tile = m.default_tile(kernel, self.gpu, candidates)
         writes = self.region_outputs(op, tile, mm, nn_)
         return m.Kernel(**{**kernel.__dict__, "tile": tile, "writes": tuple(writes)})
@@ -410,11 +411,11 @@ class _Extractor:
         return FunctionPlan(self.fn.sym_name.data, kernels, inputs, outputs, kernel_ops)
 
 
-def _config(op: Operation) -> m.Tile | None:
+def _config(op: Operation) -> GemmConfig | None:
     config = op.properties.get("config")
     if isinstance(config, coda.TileConfigAttr):
         d = config.as_dict()
-        return m.Tile(d["bm"], d["bn"], d["bk"], d["warps"], d["stages"])
+        return config_from_attr(d)
     return None
 
 

@@ -10,8 +10,9 @@ Data
   "weight" (parameters: GEMM weights, norm weights, biases), "activation" (anything
   indexed by tokens: activations, row vectors such as rstd, positions, targets),
   "partials" (per-tile partial reductions, fp32) or "scalar".
-* `Tile(bm, bn, bk, warps, stages, group_m)`: a GEMM tile configuration (the coda.gemm
-  `config` property). Without one, `default_tile` plays autotuner: of `DEFAULT_TILES`
+* `GemmConfig` (`coda_ir.tiling`, the type the runtime launches with): a GEMM tile
+  configuration (the coda.gemm `config` property). Without one, `default_tile` plays
+  autotuner: of `tiling.IO_MODEL_TILES`
   (128x256x64, 8 warps, 3 stages on Hopper, then smaller ones) whose shared memory and
   registers fit the GPU with the kernel's epilogue, the one the model predicts fastest.
 * `GemmSpec(m, n, k, a, b)`: the mainloop of a GEMM kernel (dtype = a's).
@@ -117,6 +118,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from coda_ir.tiling import IO_MODEL_TILES, GemmConfig, elementwise_config
+
 # ============================================================================ basic data
 
 DTYPE_BYTES: dict[str, int] = {"f64": 8, "f32": 4, "bf16": 2, "f16": 2, "i64": 8, "i32": 4, "i1": 1}
@@ -159,47 +162,11 @@ class Tensor:
         return f"{self.name} {self.dtype}[{dims}]"
 
 
-@dataclass(frozen=True)
-class Tile:
-    bm: int = 128
-    bn: int = 256
-    bk: int = 64
-    warps: int = 8
-    stages: int = 3
-    group_m: int = 8
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps
-
-    def describe(self) -> str:
-        return f"{self.bm}x{self.bn}x{self.bk}/w{self.warps}s{self.stages}"
-
-
-DEFAULT_TILES: tuple[Tile, ...] = (
-    Tile(128, 256, 64, 8, 3),
-    Tile(128, 128, 64, 8, 4),
-    Tile(128, 128, 32, 8, 3),
-    Tile(64, 128, 64, 4, 4),
-    Tile(64, 64, 32, 4, 3),
-)
-"""Hopper candidates, preferred first; `default_tile` takes the fastest that fits."""
-
-ELEMENTWISE_TILE = Tile(64, 128, 0, 8, 1)
-"""Tile of coda.elementwise kernels without a config when the shape is unknown."""
-
-
-def _pow2_at_least(value: int) -> int:
-    return 1 << max(0, (value - 1).bit_length())
-
-
-def elementwise_tile(M: int, N: int, bn_multiple_of: int = 1) -> Tile:
-    """The tile a coda.elementwise kernel runs with on the GPU (mirrors
-    coda_ir.lowering.runtime.elementwise_config): BN = clamp(next_pow2(N), 16..128) (at least
-    the legality multiple), BM = clamp(next_pow2(M), 16..8192 / BN)."""
-    bn = max(min(_pow2_at_least(N), 128), bn_multiple_of, 16)
-    bm = max(min(_pow2_at_least(M), 8192 // bn), 16)
-    return Tile(bm, bn, 0, 4 if bm * bn <= 4096 else 8, 1)
+def elementwise_tile(M: int, N: int, bn_multiple_of: int = 1) -> GemmConfig:
+    """The tile a coda.elementwise kernel runs with on the GPU (`tiling.elementwise_config`, as
+    the runtime launches it), as a GemmConfig with no K step."""
+    c = elementwise_config(M, N, bn_multiple_of)
+    return GemmConfig(c.bm, c.bn, 0, num_warps=c.num_warps, num_stages=1)
 
 
 FOLD_BLOCK = 256
@@ -230,7 +197,7 @@ class Kernel:
     reads: tuple[Tensor, ...] = ()
     writes: tuple[Tensor, ...] = ()
     gemm: GemmSpec | None = None
-    tile: Tile | None = None
+    tile: GemmConfig | None = None
     epilogue_flops: float = 0.0
     sfu_ops: float = 0.0
     live_tiles: float = 1.0
@@ -354,7 +321,7 @@ def as_gpu(gpu: GPU | str | None) -> GPU:
 @dataclass(frozen=True)
 class KernelCost:
     kernel: Kernel
-    tile: Tile | None
+    tile: GemmConfig | None
     gemm_flops: float
     epilogue_flops: float
     sfu_ops: float
@@ -400,18 +367,18 @@ class KernelCost:
         return max(self.times.values()) + self.exposed_s + self.launch_s
 
 
-def _tile_footprint(tile: Tile, dtype: str, live_tiles: float) -> tuple[int, int]:
-    smem = tile.stages * (tile.bm + tile.bn) * tile.bk * dtype_bytes(dtype)
+def _tile_footprint(tile: GemmConfig, dtype: str, live_tiles: float) -> tuple[int, int]:
+    smem = tile.num_stages * (tile.bm + tile.bn) * tile.bk * dtype_bytes(dtype)
     regs = math.ceil(live_tiles * tile.bm * tile.bn / tile.threads) + REG_OVERHEAD
     return smem, regs
 
 
-def tile_fits(tile: Tile, dtype: str, live_tiles: float, gpu: GPU) -> bool:
+def tile_fits(tile: GemmConfig, dtype: str, live_tiles: float, gpu: GPU) -> bool:
     smem, regs = _tile_footprint(tile, dtype, live_tiles)
     return smem <= gpu.smem_per_block and regs <= gpu.regs_per_thread
 
 
-def default_tile(kernel: Kernel, gpu: GPU, candidates: Sequence[Tile] = DEFAULT_TILES) -> Tile:
+def default_tile(kernel: Kernel, gpu: GPU, candidates: Sequence[GemmConfig] = IO_MODEL_TILES) -> GemmConfig:
     """What an autotuner would pick, by the model: the candidate with the lowest predicted
     time among those whose shared memory and registers fit with this epilogue (the earlier
     candidate on a tie; the last candidate when none fits)."""
@@ -425,7 +392,7 @@ def default_tile(kernel: Kernel, gpu: GPU, candidates: Sequence[Tile] = DEFAULT_
     return fitting[min(range(len(fitting)), key=lambda i: (round(times[i], 12), i))]
 
 
-def gemm_hbm_bytes(gemm: GemmSpec, tile: Tile, gpu: GPU) -> tuple[float, float]:
+def gemm_hbm_bytes(gemm: GemmSpec, tile: GemmConfig, gpu: GPU) -> tuple[float, float]:
     """(device-memory bytes, L2 -> SM bytes) of the A and B operands of a tiled GEMM."""
     a_bytes, b_bytes = gemm.a.nbytes, gemm.b.nbytes
     tm, tn = math.ceil(gemm.m / tile.bm), math.ceil(gemm.n / tile.bn)
@@ -667,7 +634,7 @@ def llama_block_unfused(M: int = 8192, D: int = 4096, F: int = 14336, Q: int = 6
 
 
 def llama_block_fused(M: int = 8192, D: int = 4096, F: int = 14336, Q: int = 6144, dtype: str = "bf16",
-                      store_preactivation: bool = False, tile: Tile | None = None, gpu: GPU | str | None = None,
+                      store_preactivation: bool = False, tile: GemmConfig | None = None, gpu: GPU | str | None = None,
                       head_dim: int = 128) -> list[Kernel]:
     """The compiled forward of EPILOGUES.md / coda_digest section 4: 4 GEMM-epilogue kernels
     and 2 rstd folds. `store_preactivation` also stores z (gate/up pre-activation) for
@@ -764,7 +731,7 @@ def _decide(costs: Mapping[str, PlanCost]) -> tuple[str, str]:
     return choice, f"{saved * 1e6:.1f} us faster than {runner}"
 
 
-def _best_tile_cost(kernel: Kernel, gpu: GPU, candidates: Sequence[Tile] = DEFAULT_TILES) -> KernelCost:
+def _best_tile_cost(kernel: Kernel, gpu: GPU, candidates: Sequence[GemmConfig] = IO_MODEL_TILES) -> KernelCost:
     """The kernel at the cheapest fitting tile among `candidates` (its own tile if it has one)."""
     if kernel.tile is not None:
         return kernel_cost(kernel, gpu)
@@ -774,7 +741,7 @@ def _best_tile_cost(kernel: Kernel, gpu: GPU, candidates: Sequence[Tile] = DEFAU
 
 
 def stats_plan(M: int, D: int, *, K: int | None = None, dtype: str = "bf16", gpu: GPU | str | None = None,
-               tile: Tile | None = None, residual: bool = True, producer_live_tiles: float = 1.0) -> Decision:
+               tile: GemmConfig | None = None, residual: bool = True, producer_live_tiles: float = 1.0) -> Decision:
     """Where to compute RMSNorm statistics of x [M, D] (x produced by a GEMM with contraction K).
 
     "producer_epilogue": the producer GEMM's epilogue also stores h = x*w and per-tile
@@ -880,14 +847,14 @@ def qk_norm_tile_width(head_dim: int, N: int, *, M: int, K: int, heads: int | No
         cap = max(64, 1 << max(0, (M - 1).bit_length()))  # no taller tiles than the problem needs
         for bm in [b for b in bms if b <= cap] or list(bms):
             for bk, stages in ((64, 3), (32, 3)):
-                cand = Tile(bm, bn, bk, warps, stages)
+                cand = GemmConfig(bm, bn, bk, num_warps=warps, num_stages=stages)
                 if tile_fits(cand, dtype, live, gpu):
                     tile = cand
                     break
             if tile is not None:
                 break
         if tile is None:
-            tile = Tile(bms[-1], bn, 32, warps, 2)
+            tile = GemmConfig(bms[-1], bn, 32, num_warps=warps, num_stages=2)
         elems = M * head_dim * heads
         if in_tile:
             k = Kernel("gemm_qknorm", "gemm", (wn,), (out,), gemm=GemmSpec(M, N, K, a, w), tile=tile,
@@ -929,7 +896,7 @@ def rope_angle_instr(head_dim: int) -> float:
 
 
 def rope_table_plan(M: int, N: int, head_dim: int, *, K: int, dtype: str = "bf16", gpu: GPU | str | None = None,
-                    tile: Tile | None = None) -> Decision:
+                    tile: GemmConfig | None = None) -> Decision:
     """Where a GEMM [M, N] = [M, K] @ W.T followed by RoPE (head_dim, pairs over all N/2 pair
     columns) gets its rotation coefficients. Choice in {"epilogue", "table"}:
 

@@ -11,7 +11,7 @@ Generated modules call `launch_gemm`. Where the kernel runs decides the path and
   for interleaved kernels a BN dividing 2h -- else the portable path. `CODA_GEMM_PATH=portable`
   forces the portable path.
 
-On a GPU the configuration is autotuned: each candidate in a short list (`TMA_CANDIDATES`;
+On a GPU the configuration is autotuned: each candidate in a short list (`coda_ir.tiling.TMA_CANDIDATES`;
 interleaved kernels add paired-B variants) is compiled, run and timed (`triton.testing.do_bench`,
 median; candidates that fail to compile are skipped), the best three are timed again in reverse
 order (clocks drift on a hot GPU), and the winner is cached in memory and
@@ -44,20 +44,8 @@ from pathlib import Path
 import torch
 import triton
 
-
-@dataclass(frozen=True)
-class GemmConfig:
-    bm: int
-    bn: int
-    bk: int
-    group_m: int = 8
-    num_warps: int = 4
-    num_stages: int = 3
-    tma: bool = False  # persistent tensor-descriptor path (USE_TMA=1) when it can run
-    flatten: bool = False  # tl.range(flatten=...) on the persistent tile loop
-    warp_specialize: bool = False  # tl.range(warp_specialize=...) on the persistent tile loop
-    b_pairs: bool = False  # interleaved B through one rank-4 descriptor (B_PAIRED) when possible
-    ctas_per_sm: int = 1  # persistent programs per SM (2: one's epilogue can overlap the other's MMA)
+from coda_ir import tiling
+from coda_ir.tiling import GemmConfig, interpreter_config, portable_candidates
 
 
 # What the latest launch used: {"config", "path", "compiled"} (the CompiledKernel, when the
@@ -71,23 +59,6 @@ def interpreting() -> bool:
 
 def _path_override() -> str:
     return os.environ.get("CODA_GEMM_PATH", "auto").strip().lower() or "auto"
-
-
-def _round_up_pow2_multiple(value: int, multiple: int) -> int:
-    """The smallest power of two >= value that is a multiple of `multiple`."""
-    v = max(value, 1)
-    p = 1
-    while p < v or p % multiple:
-        p *= 2
-        if p > 1 << 16:
-            raise ValueError(f"no power-of-two tile width is a multiple of {multiple}")
-    return p
-
-
-def interpreter_config(bn_multiple_of: int = 1, bm_multiple_of: int = 1) -> GemmConfig:
-    bn = _round_up_pow2_multiple(32, bn_multiple_of)
-    bm = _round_up_pow2_multiple(32, bm_multiple_of)
-    return GemmConfig(bm=bm, bn=bn, bk=32, group_m=4, num_warps=4, num_stages=1)
 
 
 # ----------------------------------------------------------------------------- feature probes
@@ -165,31 +136,6 @@ def _tma_fits(cfg: GemmConfig, interleave: int, bn_multiple_of: int, bm_multiple
     return True
 
 
-# Hopper candidates, best guesses first (the first is used when tuning is off).
-TMA_CANDIDATES: tuple[GemmConfig, ...] = (
-    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True),
-    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True, flatten=True),
-    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=4, tma=True),
-    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True, warp_specialize=True),
-    GemmConfig(128, 256, 64, 16, num_warps=8, num_stages=3, tma=True, flatten=True),
-    GemmConfig(128, 128, 64, 8, num_warps=8, num_stages=4, tma=True),
-    GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4, tma=True),
-    GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4, tma=True, flatten=True),
-    GemmConfig(256, 128, 64, 8, num_warps=8, num_stages=3, tma=True),
-)
-
-# Portable-path candidates (tile widths are rounded up to the required multiples).
-PORTABLE_CANDIDATES_16: tuple[GemmConfig, ...] = (
-    GemmConfig(128, 128, 64, 8, num_warps=8, num_stages=3),
-    GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4),
-    GemmConfig(128, 64, 64, 8, num_warps=4, num_stages=4),
-)
-PORTABLE_CANDIDATES_32: tuple[GemmConfig, ...] = (
-    GemmConfig(64, 64, 32, 8, num_warps=4, num_stages=3),
-    GemmConfig(128, 64, 32, 8, num_warps=8, num_stages=3),
-)
-
-
 def tma_candidates(interleave=0, bn_multiple_of=1, bm_multiple_of=1, paired_ok=False) -> list[GemmConfig]:
     """The Hopper candidates that fit the kernel's constraints, best guesses first.
 
@@ -199,26 +145,12 @@ def tma_candidates(interleave=0, bn_multiple_of=1, bm_multiple_of=1, paired_ok=F
     fallback should the rank-4 descriptor fail to compile.
     """
     override = os.environ.get("CODA_TMA_CANDIDATES")  # "i,j,..." indices, for experiments
-    pool = TMA_CANDIDATES
+    pool = tiling.TMA_CANDIDATES
     if override:
-        pool = tuple(TMA_CANDIDATES[int(i)] for i in override.split(","))
+        pool = tuple(tiling.TMA_CANDIDATES[int(i)] for i in override.split(","))
     if interleave and paired_ok and not override:
         pool = tuple(dataclasses.replace(c, b_pairs=True) for c in pool if not c.flatten) + pool[:1]
     return [c for c in pool if _tma_fits(c, interleave, bn_multiple_of, bm_multiple_of)]
-
-
-def portable_candidates(dtype, bn_multiple_of=1, bm_multiple_of=1) -> list[GemmConfig]:
-    pool = PORTABLE_CANDIDATES_32 if dtype == torch.float32 else PORTABLE_CANDIDATES_16
-    out: list[GemmConfig] = []
-    for c in pool:
-        c = dataclasses.replace(
-            c,
-            bm=_round_up_pow2_multiple(c.bm, bm_multiple_of),
-            bn=_round_up_pow2_multiple(c.bn, bn_multiple_of),
-        )
-        if c not in out:
-            out.append(c)
-    return out
 
 
 # ----------------------------------------------------------------------------- disk cache
@@ -536,7 +468,7 @@ def launch_gemm(
             candidates = tma_candidates(interleave, bn_multiple_of, bm_multiple_of, paired_ok) if layouts else []
             path = "tma" if candidates else "portable"
             if not candidates:
-                candidates = portable_candidates(a.dtype, bn_multiple_of, bm_multiple_of)
+                candidates = portable_candidates(a.dtype == torch.float32, bn_multiple_of, bm_multiple_of)
             tune_key = _tuning_key(kernel, key, a, b, M, N, K, transpose_a, transpose_b,
                                    interleave, bn_multiple_of, bm_multiple_of, path, layouts)
             config = _MEMO.get(tune_key)

@@ -38,6 +38,8 @@ import triton  # noqa: E402
 
 
 from coda_ir.errors import ArgumentError, CodaError, internal_error  # noqa: E402  (ArgumentError: re-exported)
+from coda_ir import tiling  # noqa: E402
+from coda_ir.tiling import ElementwiseConfig  # noqa: E402
 
 
 def check_arguments(name: str, args: Sequence[object], signature: Sequence[tuple[str, tuple[int, ...], torch.dtype]]) -> None:
@@ -147,67 +149,31 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-@dataclass(frozen=True)
-class TileConfig:
-    bm: int
-    bn: int
-    num_warps: int = 4
+def elementwise_config(M: int, N: int, bn_multiple_of: int = 1) -> ElementwiseConfig:
+    """The tile of a coda.elementwise kernel in this process's mode (`coda_ir.tiling`)."""
+    return tiling.elementwise_config(M, N, bn_multiple_of, interpreting=interpreting())
 
 
-def _pow2_at_least(value: int) -> int:
-    p = 1
-    while p < value:
-        p *= 2
-    return p
-
-
-def elementwise_config(M: int, N: int, bn_multiple_of: int = 1) -> TileConfig:
-    if interpreting():
-        # Few, large programs: the interpreter's cost is per program instance.
-        bn = max(min(_pow2_at_least(N), 128), bn_multiple_of, 16)
-        bm = max(min(_pow2_at_least(M), 4096 // bn), 16)
-        return TileConfig(bm, bn)
-    bn = max(min(_pow2_at_least(N), 128), bn_multiple_of, 16)
-    bm = max(min(_pow2_at_least(M), 8192 // bn), 16)
-    return TileConfig(bm, bn, num_warps=4 if bm * bn <= 4096 else 8)
-
-
-def whole_elementwise_config(M: int, N: int, whole: str, bn_multiple_of: int = 1) -> TileConfig:
-    """Tiles of a `whole rows` (`whole cols`) kernel: each program walks its rows' (columns')
-    tiles in order, so the grid is cdiv(M, bm) (cdiv(N, bn)) programs; on a GPU the fixed side
-    is kept small enough to give every SM work on weight-sized extents (4096 rows: 128 programs)."""
-    if interpreting():
-        # few programs, but tiles narrow enough along the walked axis that small test shapes
-        # take more than one step of the loop
-        if whole == "rows":
-            bn = max(min(_pow2_at_least(N), 64), bn_multiple_of, 16)
-            return TileConfig(max(min(_pow2_at_least(M), 4096 // bn), 16), bn)
-        bm = max(min(_pow2_at_least(M), 64), 16)
-        return TileConfig(bm, max(min(_pow2_at_least(N), 4096 // bm), bn_multiple_of, 16))
-    if whole == "rows":
-        bn = max(min(_pow2_at_least(N), 128), bn_multiple_of, 16)
-        return TileConfig(max(min(_pow2_at_least(M), 32), 16), bn)
-    bn = max(min(_pow2_at_least(N), 32), bn_multiple_of, 16)
-    return TileConfig(max(min(_pow2_at_least(M), 128), 16), bn)
+def whole_elementwise_config(M: int, N: int, whole: str, bn_multiple_of: int = 1) -> ElementwiseConfig:
+    return tiling.whole_elementwise_config(M, N, whole, bn_multiple_of, interpreting=interpreting())
 
 
 def fixed_gemm_config(bm: int, bn: int, bk: int, warps: int, stages: int):
     """The GemmConfig of a `#coda.config` (no autotuning); the TMA path where it can run."""
-    from coda_ir.lowering.gemm_launch import GemmConfig
-
-    return GemmConfig(bm, bn, bk, num_warps=warps, num_stages=stages, tma=not interpreting())
+    return tiling.config_from_attr({"bm": bm, "bn": bn, "bk": bk, "warps": warps, "stages": stages},
+                                   tma=not interpreting())
 
 
 def launch_elementwise(
     kernel,
-    extra_args_for: Callable[[TileConfig], Sequence[object]],
+    extra_args_for: Callable[[ElementwiseConfig], Sequence[object]],
     *,
     M: int,
     N: int,
     bn_multiple_of: int = 1,
     whole: str | None = None,
-    config: TileConfig | None = None,
-) -> tuple[TileConfig, Sequence[object]]:
+    config: ElementwiseConfig | None = None,
+) -> tuple[ElementwiseConfig, Sequence[object]]:
     """Launch a `coda.elementwise` kernel over the tiles of an M x N space (`whole`: "rows"
     or "cols" for one program per row or column block, walking the other axis in order)."""
     spec = elementwise_launch(extra_args_for, M=M, N=N, bn_multiple_of=bn_multiple_of, whole=whole, config=config)
@@ -225,18 +191,18 @@ class LaunchSpec:
     constexprs: dict[str, int]
     num_warps: int
     results: tuple[object, ...]
-    config: TileConfig | None = None
+    config: ElementwiseConfig | None = None
     extra: list[object] | None = None
 
 
 def elementwise_launch(
-    extra_args_for: Callable[[TileConfig], Sequence[object]],
+    extra_args_for: Callable[[ElementwiseConfig], Sequence[object]],
     *,
     M: int,
     N: int,
     bn_multiple_of: int = 1,
     whole: str | None = None,
-    config: TileConfig | None = None,
+    config: ElementwiseConfig | None = None,
     n_inputs: int = 0,
 ) -> LaunchSpec:
     """What launching a `coda.elementwise` kernel takes (`extra`: its inputs then outputs;
@@ -296,8 +262,8 @@ def launch_fold(
 
 def fold_blocks(L: int, tiles: int) -> tuple[int, int, int]:
     """(rows per program, tile lanes, programs) of a fold over L rows of `tiles` partials each."""
-    lanes = max(2, min(FOLD_TILE_LANES, _pow2_at_least(tiles)))
-    block = min(FOLD_BLOCK, max(16, _pow2_at_least(L)), max(16, FOLD_ELEMENTS // lanes))
+    lanes = max(2, min(FOLD_TILE_LANES, tiling.pow2_at_least(tiles)))
+    block = min(FOLD_BLOCK, max(16, tiling.pow2_at_least(L)), max(16, FOLD_ELEMENTS // lanes))
     return block, lanes, triton.cdiv(L, block)
 
 
@@ -321,7 +287,7 @@ def fold_launch(
         work = torch.empty(programs * n_sums, dtype=torch.float64, device=device)
         ticket = torch.zeros(1, dtype=torch.int32, device=device)
         stage = [work, ticket, programs]
-        pb = _pow2_at_least(programs)
+        pb = tiling.pow2_at_least(programs)
     return LaunchSpec(programs, [*partials, *inputs, *outputs, L, *tiles, *stage],
                       {"BLOCK": block, "BT": lanes, "PB": pb}, 4, tuple(outputs))
 

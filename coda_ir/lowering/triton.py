@@ -55,8 +55,7 @@ from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, plan_in_pl
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 
-MIN_BN = 16
-"""The narrowest column tile any kernel launches with (tl.dot and the elementwise configs)."""
+from coda_ir.tiling import MIN_BN
 
 IND = "    "
 
@@ -1812,7 +1811,7 @@ class _HostEmitter:
         if op.config is not None:
             c = op.config.as_dict()
             self.check_config(op, c, info)
-            fixed = f", config=_rt.TileConfig({c['bm']}, {c['bn']}, {c['warps']})"
+            fixed = f", config=_rt.ElementwiseConfig({c['bm']}, {c['bn']}, {c['warps']})"
         whole = f", whole={op.whole_axis.value!r}" if op.whole_axis is not None else ""
         comment = f"coda.elementwise {m}x{n}{' whole ' + op.whole_axis.value if whole else ''}"
         return ins, comment, f"lambda _cfg: {args}, M={m}, N={n}, bn_multiple_of={info.bn_multiple_of}{whole}{fixed}"

@@ -43,16 +43,11 @@ from coda_ir.analysis import linear_layout as ll
 from coda_ir.analysis.linear_layout import Level
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import TileType
+from coda_ir.tiling import ELEMENTWISE_BNS, GEMM_BNS, MAX_GEMM_BN, MAX_ROW_EXCHANGE_ELEMENTWISE, pow2_at_least
 
 CONSTRAINTS = coda.CONSTRAINTS
 GATHERED = coda.GATHERED
 ROW_EXCHANGE = coda.ROW_EXCHANGE
-MAX_ROW_EXCHANGE_ELEMENTWISE = 8192
-"""The widest row an elementwise kernel's single column tile covers for an in-tile exchange."""
-
-GEMM_BNS = (16, 32, 64, 128, 256)
-ELEMENTWISE_BNS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
-MAX_GEMM_BN = 256
 
 
 @dataclass
@@ -152,10 +147,6 @@ def tile_layout(kernel: Operation, bm: int, extent: int, warps: int) -> ll.Linea
     return ll.accumulator_layout(bm, extent, warps, "blocked")
 
 
-def _next_pow2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
-
-
 def _bn_candidates(kernel: Operation) -> tuple[int, ...]:
     _, fixed, _ = _config(kernel)
     widths = GEMM_BNS if isinstance(kernel, coda.GemmOp) else ELEMENTWISE_BNS
@@ -189,7 +180,7 @@ def row_exchange_applies(kernel: Operation, op: Operation) -> bool:
     _, n = kernel_columns(kernel)
     _, fixed, _ = _config(kernel)
     limit = MAX_GEMM_BN if isinstance(kernel, coda.GemmOp) else MAX_ROW_EXCHANGE_ELEMENTWISE
-    if _next_pow2(n) > (fixed if fixed is not None else limit):
+    if pow2_at_least(n) > (fixed if fixed is not None else limit):
         return False
     h = getattr(kernel, "interleave", None)
     hw = getattr(kernel, "interleave_wide", None)
@@ -246,7 +237,7 @@ def _prove_grouped(kernel: Operation, op: Operation, width: int, group_what: str
             gathered=True,
         )
     if row_exchange_applies(kernel, op):
-        cover = _next_pow2(n)
+        cover = pow2_at_least(n)
         return OpProof(
             op, True, Level.CTA,
             f"{op.name} {group_what}: no power-of-two tile holds whole groups; exchanged inside one "

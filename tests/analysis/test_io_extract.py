@@ -7,6 +7,7 @@ import pytest
 from coda_ir.analysis import fusion_plan
 from coda_ir.analysis import io_extract as x
 from coda_ir.analysis import io_model as m
+from coda_ir.tiling import GemmConfig
 from coda_ir.context import coda_passes, make_context
 
 from test_io_model import H100_ANCHOR, hand_count_unfused  # tests/analysis is on sys.path (pytest prepend mode)
@@ -105,7 +106,7 @@ def test_compiled_llama_activation_traffic(h100):
 def test_coda_kernel_extraction(h100):
     (plan,) = x.extract_module(parse(CODA_F1), h100)
     gemm, fold = plan.kernels
-    assert gemm.name == "F1" and gemm.tile == m.Tile(128, 128, 64, 8, 4)
+    assert gemm.name == "F1" and gemm.tile == GemmConfig(128, 128, 64, num_warps=8, num_stages=4)
     assert {t.name: t.role for t in gemm.reads} == {"x0": "activation", "wn": "weight"}
     assert gemm.gemm is not None and gemm.gemm.b.role == "weight"
     shapes = {t.name: (t.shape, t.dtype, t.role) for t in gemm.writes}

@@ -1,0 +1,195 @@
+"""The tiling policy, in one place: config types, candidate lists, elementwise tiles and the
+power-of-two arithmetic they share (plain Python, no xDSL or Triton imports).
+
+Who reads it:
+
+* `transforms/legality.py` proves epilogues tile-local over the column-tile widths a kernel
+  may run with (`GEMM_BNS`, `ELEMENTWISE_BNS`) and records `bn_multiple_of`;
+* `lowering/gemm_launch.py` autotunes a GEMM over `TMA_CANDIDATES` (Hopper) or
+  `portable_candidates` (elsewhere), rounded up to the recorded multiples; the interpreter runs
+  `interpreter_config`;
+* `lowering/runtime.py` launches elementwise kernels with `elementwise_config` /
+  `whole_elementwise_config`;
+* `analysis/io_model.py` predicts with the same `GemmConfig` (its autotuner stand-in picks among
+  `IO_MODEL_TILES`) and the same `elementwise_config` the runtime uses on a GPU.
+
+A `#coda.config<...>` on a kernel (`coda.TileConfigAttr`) fixes the GEMM tile instead of tuning;
+`config_from_attr` turns it into a `GemmConfig`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# ----------------------------------------------------------------------------- powers of two
+
+
+def is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def round_up_pow2_multiple(value: int, multiple: int) -> int:
+    """The smallest power of two >= value that is a multiple of `multiple`."""
+    p = pow2_at_least(max(value, 1))
+    while p % multiple:
+        p *= 2
+        if p > 1 << 16:
+            raise ValueError(f"no power-of-two tile width is a multiple of {multiple}")
+    return p
+
+
+# ----------------------------------------------------------------------------- column widths
+
+MIN_BN = 16
+"""The narrowest column tile any kernel runs with (`tl.dot` needs N >= 16; elementwise tiles
+use the same floor), so a requirement of a power of two up to 16 always holds."""
+
+GEMM_BNS = (16, 32, 64, 128, 256)
+"""Column-tile widths a gemm may run with (the candidates' BN and the interpreter's)."""
+
+MAX_GEMM_BN = GEMM_BNS[-1]
+
+ELEMENTWISE_BNS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+"""Column-tile widths an elementwise kernel may run with (a recorded multiple widens it)."""
+
+MAX_ROW_EXCHANGE_ELEMENTWISE = ELEMENTWISE_BNS[-1]
+"""The widest row an elementwise kernel's single column tile covers for an in-tile exchange."""
+
+
+# ----------------------------------------------------------------------------- GEMM configs
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """One GEMM kernel configuration: the tile, the launch order and the mainloop's options."""
+
+    bm: int
+    bn: int
+    bk: int
+    group_m: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+    tma: bool = False  # persistent tensor-descriptor path (USE_TMA=1) when it can run
+    flatten: bool = False  # tl.range(flatten=...) on the persistent tile loop
+    warp_specialize: bool = False  # tl.range(warp_specialize=...) on the persistent tile loop
+    b_pairs: bool = False  # interleaved B through one rank-4 descriptor (B_PAIRED) when possible
+    ctas_per_sm: int = 1  # persistent programs per SM (2: one's epilogue can overlap the other's MMA)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.num_warps
+
+    def describe(self) -> str:
+        return f"{self.bm}x{self.bn}x{self.bk}/w{self.num_warps}s{self.num_stages}"
+
+
+def config_from_attr(values: Mapping[str, int], tma: bool = False) -> GemmConfig:
+    """The GemmConfig of a `#coda.config` (`coda.TileConfigAttr.as_dict()`)."""
+    return GemmConfig(values["bm"], values["bn"], values["bk"], num_warps=values["warps"],
+                      num_stages=values["stages"], tma=tma)
+
+
+TMA_CANDIDATES: tuple[GemmConfig, ...] = (
+    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True),
+    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True, flatten=True),
+    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=4, tma=True),
+    GemmConfig(128, 256, 64, 8, num_warps=8, num_stages=3, tma=True, warp_specialize=True),
+    GemmConfig(128, 256, 64, 16, num_warps=8, num_stages=3, tma=True, flatten=True),
+    GemmConfig(128, 128, 64, 8, num_warps=8, num_stages=4, tma=True),
+    GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4, tma=True),
+    GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4, tma=True, flatten=True),
+    GemmConfig(256, 128, 64, 8, num_warps=8, num_stages=3, tma=True),
+)
+"""Hopper candidates, best guesses first (the first is used when tuning is off)."""
+
+PORTABLE_CANDIDATES_16: tuple[GemmConfig, ...] = (
+    GemmConfig(128, 128, 64, 8, num_warps=8, num_stages=3),
+    GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4),
+    GemmConfig(128, 64, 64, 8, num_warps=4, num_stages=4),
+)
+"""Pointer-path candidates for 16-bit operands (widths rounded up to the recorded multiples)."""
+
+PORTABLE_CANDIDATES_32: tuple[GemmConfig, ...] = (
+    GemmConfig(64, 64, 32, 8, num_warps=4, num_stages=3),
+    GemmConfig(128, 64, 32, 8, num_warps=8, num_stages=3),
+)
+"""Pointer-path candidates for fp32 operands."""
+
+
+def portable_candidates(float32_operands: bool, bn_multiple_of: int = 1, bm_multiple_of: int = 1) -> list[GemmConfig]:
+    pool = PORTABLE_CANDIDATES_32 if float32_operands else PORTABLE_CANDIDATES_16
+    out: list[GemmConfig] = []
+    for c in pool:
+        c = dataclasses.replace(c, bm=round_up_pow2_multiple(c.bm, bm_multiple_of),
+                                bn=round_up_pow2_multiple(c.bn, bn_multiple_of))
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def interpreter_config(bn_multiple_of: int = 1, bm_multiple_of: int = 1) -> GemmConfig:
+    """The CPU interpreter's fixed tile: small, so tests stay fast (its cost is per program)."""
+    return GemmConfig(bm=round_up_pow2_multiple(32, bm_multiple_of), bn=round_up_pow2_multiple(32, bn_multiple_of),
+                      bk=32, group_m=4, num_warps=4, num_stages=1)
+
+
+IO_MODEL_TILES: tuple[GemmConfig, ...] = (
+    GemmConfig(128, 256, 64, num_warps=8, num_stages=3),
+    GemmConfig(128, 128, 64, num_warps=8, num_stages=4),
+    GemmConfig(128, 128, 32, num_warps=8, num_stages=3),
+    GemmConfig(64, 128, 64, num_warps=4, num_stages=4),
+    GemmConfig(64, 64, 32, num_warps=4, num_stages=3),
+)
+"""The IO model's stand-in for the autotuner: tiles it may predict a GEMM runs with, preferred
+first (the Hopper candidates' tile shapes plus smaller ones for heavy epilogues, whose
+registers the model checks; `io_model.default_tile` takes the fastest that fits)."""
+
+
+# ----------------------------------------------------------------------------- elementwise tiles
+
+
+@dataclass(frozen=True)
+class ElementwiseConfig:
+    """The tile of a coda.elementwise kernel (rows x columns per program)."""
+
+    bm: int
+    bn: int
+    num_warps: int = 4
+
+
+def elementwise_config(M: int, N: int, bn_multiple_of: int = 1, *, interpreting: bool = False) -> ElementwiseConfig:
+    """BN = clamp(next_pow2(N), 16..128) (at least the recorded multiple), BM = clamp(next_pow2(M),
+    16..budget / BN) with a budget of 8192 elements per program on a GPU (4096 in the
+    interpreter, whose cost is per program instance: few, large programs)."""
+    bn = max(min(pow2_at_least(N), 128), bn_multiple_of, MIN_BN)
+    if interpreting:
+        return ElementwiseConfig(max(min(pow2_at_least(M), 4096 // bn), 16), bn)
+    bm = max(min(pow2_at_least(M), 8192 // bn), 16)
+    return ElementwiseConfig(bm, bn, num_warps=4 if bm * bn <= 4096 else 8)
+
+
+def whole_elementwise_config(M: int, N: int, whole: str, bn_multiple_of: int = 1, *,
+                             interpreting: bool = False) -> ElementwiseConfig:
+    """Tiles of a `whole rows` (`whole cols`) kernel: each program walks its rows' (columns')
+    tiles in order, so the grid is cdiv(M, bm) (cdiv(N, bn)) programs; on a GPU the fixed side
+    is kept small enough to give every SM work on weight-sized extents (4096 rows: 128 programs)."""
+    if interpreting:
+        # few programs, but tiles narrow enough along the walked axis that small test shapes
+        # take more than one step of the loop
+        if whole == "rows":
+            bn = max(min(pow2_at_least(N), 64), bn_multiple_of, MIN_BN)
+            return ElementwiseConfig(max(min(pow2_at_least(M), 4096 // bn), 16), bn)
+        bm = max(min(pow2_at_least(M), 64), 16)
+        return ElementwiseConfig(bm, max(min(pow2_at_least(N), 4096 // bm), bn_multiple_of, MIN_BN))
+    if whole == "rows":
+        bn = max(min(pow2_at_least(N), 128), bn_multiple_of, MIN_BN)
+        return ElementwiseConfig(max(min(pow2_at_least(M), 32), 16), bn)
+    bn = max(min(pow2_at_least(N), 32), bn_multiple_of, MIN_BN)
+    return ElementwiseConfig(max(min(pow2_at_least(M), 128), 16), bn)
