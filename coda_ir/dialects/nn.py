@@ -389,6 +389,7 @@ class RMSNormOp(NNOperation):
     w = operand_def(TensorType)
     result = result_def(TensorType)
     eps = prop_def(FloatAttr)
+    stats_in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
     def __init__(self, x: SSAValue, w: SSAValue, eps: float = 1e-6):
@@ -486,13 +487,15 @@ class GeGLUOp(_GatedOp):
 
 ROPE_STYLES = ("half", "interleaved")
 
-PLAN_PROPERTIES = ("cos_sin_table", "in_producer_epilogue")
+PLAN_PROPERTIES = ("cos_sin_table", "in_producer_epilogue", "stats_in_producer_epilogue")
 """Optional properties that record the `nn-plan` pass's IO-model decisions on an op; they never
 change what the op computes (the reference ignores them), only how the later passes build it:
 `cos_sin_table` on nn.rope / nn.rope_grad: read cos/sin from [M, head_dim/2] tables that one
 small kernel computes, instead of sin/cos per pair in the epilogue; `in_producer_epilogue =
 false` on nn.head_rms_norm: keep the norm out of its producing GEMM's epilogue (per-head
-partials do not pay at this shape). Absent: no plan, the default construction."""
+partials do not pay at this shape); `stats_in_producer_epilogue = false` on nn.rms_norm: take the
+row statistics in a row kernel, not as partials in the producing GEMM's epilogue (coda-defer-norms
+leaves the norm alone). Absent: no plan, the default construction."""
 
 
 def planned(op: Operation, name: str) -> bool | None:

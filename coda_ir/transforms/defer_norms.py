@@ -94,6 +94,12 @@ def _saved_stats(norm: Operation) -> list[Operation]:
             if isinstance(use.operation, kind) and use.operation.properties["eps"] == eps]
 
 
+def gemm_consumes(value: SSAValue) -> bool:
+    """Whether an nn.linear / nn.matmul reads `value` as its left operand (its row scale can
+    then move into that GEMM's epilogue)."""
+    return bool(_gemm_users(value))
+
+
 def _gemm_users(value: SSAValue) -> list[Operation]:
     users = []
     for use in value.uses:
@@ -130,46 +136,9 @@ def ln_column_vectors(norm: nn.LayerNormOp, w: SSAValue, transposed: bool) -> li
     return [stamp_origin(gemv, norm, "colvec")]
 
 
-def _producer_k(value: SSAValue, depth: int = 4) -> int | None:
-    """The contraction size of the GEMM that produces `value` (through elementwise ops)."""
-    owner = value.owner
-    if isinstance(owner, nn.LinearOp):
-        return shape_of(owner.x)[1]
-    if isinstance(owner, nn.MatmulOp):
-        return shape_of(owner.a)[1]
-    if depth > 0 and isinstance(owner, ELEMENTWISE_NN):
-        for v in owner.operands:
-            if len(shape_of(v)) == 2:
-                k = _producer_k(v, depth - 1)
-                if k is not None:
-                    return k
-    return None
-
-
-def stats_decision(norm: Operation):
-    """The IO model's choice (`coda_ir.analysis.io_model.stats_plan`) between statistics in
-    the producer GEMM's epilogue and a row kernel, or None when the model is not available.
-    This is the hook for cost-driven choices: only RMSNorm has a model today."""
-    if not isinstance(norm, nn.RMSNormOp):
-        return None
-    try:
-        from coda_ir.analysis import io_model
-    except ImportError:  # the model is optional
-        return None
-    m, d = shape_of(norm.x)
-    k = _producer_k(norm.x)
-    elt = elt_of(norm.x)
-    dtype = {"bf16": "bf16", "f16": "f16", "f32": "f32"}.get(str(elt), "bf16")
-    try:
-        return io_model.stats_plan(m, d, K=k, dtype=dtype)
-    except Exception:  # a model that cannot price this shape does not block the rewrite
-        return None
-
-
 class DeferNorm(RewritePattern):
-    def __init__(self, remarks_as_errors: bool = False, cost_model: bool = True, whole_rows: bool = True):
+    def __init__(self, remarks_as_errors: bool = False, whole_rows: bool = True):
         self.remarks_as_errors = remarks_as_errors
-        self.cost_model = cost_model
         self.whole_rows = whole_rows
         self.reported: set[int] = set()
 
@@ -212,13 +181,8 @@ class DeferNorm(RewritePattern):
                     as_error=False,
                 )
             return
-        if self.cost_model and row_kernel_fits(shape_of(x)[1]):
-            decision = stats_decision(op)
-            if decision is not None and decision.choice == "row_kernel":
-                if id(op) not in self.reported:
-                    self.reported.add(id(op))
-                    remarks.emit_remark(op, f"row scale not deferred: the IO model prefers a row kernel: {decision.summary()}")
-                return
+        if nn.planned(op, "stats_in_producer_epilogue") is False:
+            return  # nn-plan chose a row kernel (and said why)
         eps = prop_value(op, "eps")
         is_ln = isinstance(op, nn.LayerNormOp)
         saved = _saved_stats(op)
@@ -348,14 +312,12 @@ def _before(op: Operation):
 
 @dataclass(frozen=True)
 class DeferNormsPass(ModulePass):
-    """Defer RMSNorm / LayerNorm row scales into the consuming GEMMs' epilogues."""
+    """Defer RMSNorm / LayerNorm row scales into the consuming GEMMs' epilogues (an nn.rms_norm
+    that `nn-plan` marked `stats_in_producer_epilogue = false` is left to its row kernel)."""
 
     name = "coda-defer-norms"
 
     remarks_as_errors: bool = False
-    cost_model: bool = True
-    """Ask the IO model (`io_model.stats_plan`) whether statistics in the producer's epilogue
-    beat a row kernel; off: always defer when a GEMM consumes the norm."""
     whole_rows_stats: bool = True
     """When no GEMM produces the norm's input (a function argument, a non-GEMM kernel's
     result): defer anyway, its statistics from one `whole rows` kernel (no fold); off: leave
@@ -363,6 +325,6 @@ class DeferNormsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([DeferNorm(self.remarks_as_errors, self.cost_model, self.whole_rows_stats)], dce_enabled=False),
+            GreedyRewritePatternApplier([DeferNorm(self.remarks_as_errors, self.whole_rows_stats)], dce_enabled=False),
             apply_recursively=False,
         ).rewrite_module(op)

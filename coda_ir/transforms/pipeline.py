@@ -3,7 +3,8 @@
     nn-fuse-siblings      sibling linears sharing an input -> one GEMM on concatenated weights
                           (with `fuse`; silu(x Wg) * (x Wu) -> swiglu of the packed GEMM)
     nn-plan               the IO model's choices as typed properties on nn ops (RoPE cos/sin
-                          tables, QK-norm placement; with `fuse`)
+                          tables, QK-norm placement with `fuse`; where RMSNorm statistics
+                          are taken with `defer-norms`)
     coda-defer-norms      reparameterize: norm row scales move into the consuming GEMMs
     convert-nn-to-coda    every remaining nn op -> standalone kernels (the always-correct baseline)
     coda-fuse             absorb kernels into their producers' epilogues (proof-gated)
@@ -63,13 +64,13 @@ class NNToCodaPass(ModulePass):
         stages: list[ModulePass] = []
         if self.fuse:
             stages.append(FuseSiblingsPass())
-        if self.fuse:  # the plan chooses among fused forms; without fusion there is nothing to choose
+        if self.fuse or self.defer_norms:  # the plan chooses among fused forms: only those passes read it
             from coda_ir.transforms.plan import NNPlanPass
 
-            stages.append(NNPlanPass(cost_model=self.cost_model, rope_table=self.rope_table, interleave=self.interleave))
+            stages.append(NNPlanPass(cost_model=self.cost_model, rope_table=self.rope_table, interleave=self.interleave,
+                                     epilogues=self.fuse, norm_stats=self.defer_norms))
         if self.defer_norms:
-            stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors, cost_model=self.cost_model,
-                                         whole_rows_stats=self.whole_rows_stats))
+            stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors, whole_rows_stats=self.whole_rows_stats))
         stages.append(ConvertNNToCodaPass())
         if self.fuse:
             stages.append(FusePass(remarks_as_errors=self.remarks_as_errors, interleave=self.interleave))

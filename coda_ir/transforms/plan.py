@@ -11,11 +11,18 @@ answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the pl
   coefficients from [M, hd/2] cos/sin tables that one small kernel computes, or libdevice
   sin/cos per pair in every tile of the GEMM's epilogue;
 * `in_producer_epilogue = false` on `nn.head_rms_norm` (`io_model.qk_norm_tile_width`): the
-  cheapest tile width does not hold whole heads, so the norm stays its own kernel.
+  cheapest tile width does not hold whole heads, so the norm stays its own kernel;
+* `stats_in_producer_epilogue = false` on `nn.rms_norm` (`io_model.stats_plan`): a row kernel
+  beats per-tile statistics in the producing GEMM's epilogue plus a fold, so
+  `coda-defer-norms` leaves the norm alone (only where a GEMM produces its input, another
+  consumes it, and a row kernel can hold its rows).
 
 Each decision is stated as a remark (informational) with both predicted costs. Options:
 `cost-model=false` records no decision (sin/cos in the epilogue, QK-norm fused wherever it is
-legal); `rope-table=always|never` forces the RoPE choice (tests, experiments).
+legal, norm statistics deferred wherever they can be); `rope-table=always|never` forces the
+RoPE choice (tests, experiments); `epilogues=false` skips the RoPE and QK-norm plans and
+`norm-stats=false` the statistics plan (nn-to-coda turns them off with `fuse=false` and
+`defer-norms=false`: nothing would read them).
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ from coda_ir import remarks
 from coda_ir.diagnostics import location_of
 from coda_ir.dialects import nn
 from coda_ir.dialects.element_types import element_name
-from coda_ir.transforms.lower_nn import prop_value
+from coda_ir.transforms.defer_norms import ELEMENTWISE_NN, gemm_consumes, gemm_produced
+from coda_ir.transforms.kernel_builder import shape_of
+from coda_ir.transforms.lower_nn import prop_value, row_kernel_fits
 
 ROPE_TABLE_MODES = ("auto", "always", "never")
 GEMMS = (nn.LinearOp, nn.MatmulOp, nn.GemmOp)
@@ -57,6 +66,22 @@ def gemm_shape(gemm: Operation) -> tuple[int, int, int]:
     return m, n, k
 
 
+def producer_k(value: SSAValue, depth: int = 4) -> int | None:
+    """The contraction size of the GEMM that produces `value` (through elementwise ops)."""
+    owner = value.owner
+    if isinstance(owner, nn.LinearOp):
+        return shape_of(owner.x)[1]
+    if isinstance(owner, nn.MatmulOp):
+        return shape_of(owner.a)[1]
+    if depth > 0 and isinstance(owner, ELEMENTWISE_NN):
+        for v in owner.operands:
+            if len(shape_of(v)) == 2:
+                k = producer_k(v, depth - 1)
+                if k is not None:
+                    return k
+    return None
+
+
 def _dtype(value: SSAValue) -> str:
     name = element_name(value.type.get_element_type())  # type: ignore[attr-defined]
     return name if name in ("bf16", "f16", "f32") else "bf16"
@@ -76,7 +101,8 @@ def _pairs_fit_tiles(op: Operation, interleave: bool) -> bool:
 
 @dataclass(frozen=True)
 class NNPlanPass(ModulePass):
-    """Record the IO model's choices (RoPE cos/sin tables, QK-norm placement) on nn ops."""
+    """Record the IO model's choices (RoPE cos/sin tables, QK-norm placement, where norm
+    statistics are taken) on nn ops."""
 
     name = "nn-plan"
 
@@ -84,16 +110,37 @@ class NNPlanPass(ModulePass):
     rope_table: str = "auto"
     interleave: bool = True
     """Whether coda-interleave will run (a RoPE of any head_dim can then join its GEMM)."""
+    epilogues: bool = True
+    """Plan the ops that ride in a GEMM's epilogue (RoPE, QK-norm): coda-fuse reads these."""
+    norm_stats: bool = True
+    """Plan where RMSNorm statistics are taken: coda-defer-norms reads this."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.rope_table not in ROPE_TABLE_MODES:
             raise ValueError(f"rope-table must be auto, always or never, got '{self.rope_table}'")
         reported: set[Operation] = set()
         for target in list(op.walk()):
-            if isinstance(target, (nn.RoPEOp, nn.RoPEGradOp)):
+            if isinstance(target, (nn.RoPEOp, nn.RoPEGradOp)) and self.epilogues:
                 self.plan_rope(target)
-            elif isinstance(target, nn.HeadRMSNormOp) and self.cost_model:
+            elif isinstance(target, nn.HeadRMSNormOp) and self.cost_model and self.epilogues:
                 self.plan_head_norm(target, reported)
+            elif isinstance(target, nn.RMSNormOp) and self.cost_model and self.norm_stats:
+                self.plan_norm_stats(target)
+
+    def plan_norm_stats(self, norm: nn.RMSNormOp) -> None:
+        x = norm.x
+        m, d = shape_of(x)
+        if not (gemm_produced(x) and gemm_consumes(norm.result) and row_kernel_fits(d)):
+            return  # defer-norms has one way for it (or none): nothing to choose
+        from coda_ir.analysis import io_model
+
+        try:
+            decision = io_model.stats_plan(m, d, K=producer_k(x), dtype=_dtype(x))
+        except (ValueError, KeyError, ZeroDivisionError):  # a shape the model cannot price: no plan
+            return
+        if decision.choice == "row_kernel":
+            norm.properties["stats_in_producer_epilogue"] = BoolAttr.from_bool(False)
+            remarks.emit_remark(norm, f"row scale not deferred: the IO model prefers a row kernel: {decision.summary()}")
 
     def plan_rope(self, rope: Operation) -> None:
         gemm = producing_gemm(rope.operands[0])
