@@ -377,6 +377,36 @@ def hand_norm_vec(epi: str) -> list[str] | None:
     return head + [pick["s5 ="], pick["p ="], pick["tl.store(out0"], pick["t7 ="], pick["tl.store(out1"]]
 
 
+def cols_last_epilogue_schedule(block):
+    """An alternative to `coda_ir.lowering.triton.epilogue_schedule` (measured, not adopted:
+    bench/RESULTS.md 2026-11-25 session 8): the library's order, then every column reduction
+    (`coda.reduce ... dim 0`, only yielded) moved last, after the stores it does not feed."""
+    from coda_ir.lowering import triton as lowering
+
+    order = _LIBRARY_SCHEDULE[0](block) if _LIBRARY_SCHEDULE else lowering.epilogue_schedule(block)
+    late = [op for op in order if isinstance(op, coda.ReduceOp) and op.dim.value.data == 0
+            and all(isinstance(u.operation, coda.YieldOp) for r in op.results for u in r.uses)]
+    return [op for op in order if op not in late] + late
+
+
+_LIBRARY_SCHEDULE: list = []
+
+
+def compile_with_schedule(text: str, schedule):
+    from coda_ir.lowering import triton as lowering
+
+    saved = lowering.epilogue_schedule
+    if not _LIBRARY_SCHEDULE:
+        _LIBRARY_SCHEDULE.append(saved)
+    lowering.epilogue_schedule = schedule
+    try:
+        return coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda")
+    finally:
+        lowering.epilogue_schedule = saved
+
+
+# variant -> (SwiGLU-backward epilogue, RMSNorm-backward epilogue) builders; "sched_cols_last"
+# takes both from the block compiled with `cols_last_epilogue_schedule` (`hand_variants`)
 HAND_VARIANTS = {"hand": (hand_swiglu, hand_norm), "hand2": (hand2_swiglu, None),
                  "norm_order": (None, hand_norm_order), "norm_vec": (None, hand_norm_vec)}
 
@@ -442,11 +472,21 @@ def unfused_swiglu(key: str, log) -> list[dict]:
 
 
 def hand_variants(program, key: str, out_dir: Path, log, variant: str = "hand", only: str = "",
-                  sweep: str = "default", labels=HAND_CFGS) -> list[dict]:
+                  sweep: str = "default", labels=HAND_CFGS, text: str = "") -> list[dict]:
     import importlib.util
 
-    swiglu_fn, norm_fn = HAND_VARIANTS[variant]
     lines = program.source.splitlines()
+    if variant == "sched_cols_last":  # the same kernels' epilogues as the alternative schedule emits them
+        alt = compile_with_schedule(text, cols_last_epilogue_schedule).source.splitlines()
+
+        def from_alt(name):
+            span = _tma_epilogue_span(alt, name)
+            return (lambda epi: alt[span[0]:span[1]]) if span else None
+
+        swiglu_fn = norm_fn = None
+    else:
+        swiglu_fn, norm_fn = HAND_VARIANTS[variant]
+        from_alt = None
     targets = []
     for i, rec in enumerate(RECORD):
         name = rec["kernel"].fn.__name__
@@ -457,6 +497,8 @@ def hand_variants(program, key: str, out_dir: Path, log, variant: str = "hand", 
         if only and only not in rec["origin"]:
             continue
         fn = swiglu_fn if "swiglu_grad" in rec["origin"] else norm_fn if "rms_norm_grad" in rec["origin"] else None
+        if from_alt is not None and ("swiglu_grad" in rec["origin"] or "rms_norm_grad" in rec["origin"]):
+            fn = from_alt(name)
         if fn is None:
             continue
         new = fn(epi) if fn is not None else None
@@ -659,7 +701,8 @@ def run_shape(key: str, sweep: str, deadline: float, out_dir: Path, log, hand: s
         result["hand"] = []
         for variant in hand.split(","):
             result["hand"] += hand_variants(program, key, out_dir, log, variant, sweep=sweep,
-                                            labels=[label for label, _ in SWEEPS[sweep]] if only else HAND_CFGS)
+                                            labels=[label for label, _ in SWEEPS[sweep]] if only else HAND_CFGS,
+                                            text=text)
     (out_dir / f"kernel_table_{key}.json").write_text(json.dumps(result, indent=1, default=str))
     return result
 
