@@ -1,8 +1,14 @@
-"""The coda interpreter (coda_ir.interpreters) on small programs whose results are known from an
-independent PyTorch formulation: a gemm epilogue with every vector primitive, an interleaved
-SwiGLU pair map, a cross-entropy loss through select / lse partials and a fold with finalize, a
-launch group, segment reductions and period loads, the library steps, and the rounding model
-(float64 keeps everything; float32 rounds each stored result once to its element type)."""
+"""The interpreters of coda_ir.interpreters (xDSL Interpreters, `@impl` per op).
+
+The coda interpreter on small programs whose results are known from an independent PyTorch
+formulation: a gemm epilogue with every vector primitive, an interleaved SwiGLU pair map, a
+cross-entropy loss through select / lse partials and a fold with finalize, a launch group,
+segment reductions and period loads, the library steps, and the rounding model (float64 keeps
+everything; float32 rounds each stored result once to its element type).
+
+The nn interpreter (`coda_ir.reference`'s engine): a plain xDSL Interpreter, `func.call` through
+the shared `FuncFunctions`, the trace, and its errors (located, `CodaError`s). Its ops are
+tested one by one in tests/test_reference.py."""
 
 from __future__ import annotations
 
@@ -11,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from xdsl.interpreter import Interpreter
 
-from coda_ir.errors import ArgumentError
-from coda_ir.interpreters import coda_interpreter, interleave_perm, run_coda
-from coda_ir.reference import load_func
+from coda_ir.errors import ArgumentError, CompileError, InternalError
+from coda_ir.interpreters import coda_interpreter, interleave_perm, nn_interpreter, run_coda
+from coda_ir.reference import f32_value, load_func, run_reference
 
 
 def randn(*shape, seed=0, dtype=torch.float32):
@@ -244,3 +250,107 @@ def test_bad_inputs_are_refused():
         run_coda(GEMM_EPILOGUE, [randn(5, 7)])
     with pytest.raises(ValueError, match="shape"):
         run_coda(GEMM_EPILOGUE, [randn(5, 8), randn(6, 7), randn(5), randn(3), randn(()), randn(5, 6)])
+
+
+# ============================================================================ the nn interpreter
+# Its op semantics are tested op by op in tests/test_reference.py (against independent float64
+# PyTorch); here: that it is an xDSL Interpreter, calls, errors and the trace.
+
+NN_FN = """func.func @f(%x: tensor<5x6xbf16>, %w: tensor<6xbf16>, %t: tensor<5xi32>) -> (tensor<5x6xbf16>, tensor<f32>) {
+  %n = "nn.rms_norm"(%x, %w) <{eps = 1.0e-05 : f32}> : (tensor<5x6xbf16>, tensor<6xbf16>) -> tensor<5x6xbf16>
+  %s = "nn.silu"(%n) : (tensor<5x6xbf16>) -> tensor<5x6xbf16>
+  %l = "nn.cross_entropy"(%s, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<5x6xbf16>, tensor<5xi32>) -> tensor<f32>
+  func.return %s, %l : tensor<5x6xbf16>, tensor<f32>
+}
+"""
+
+
+def _nn_inputs(targets=(0, 5, -100, 2, 3)):
+    x, w = randn(5, 6, seed=20, dtype=torch.bfloat16), (1 + 0.1 * randn(6, seed=21)).bfloat16()
+    return [x, w, torch.tensor(targets, dtype=torch.int32)]
+
+
+def test_nn_interpreter_is_an_xdsl_interpreter():
+    """`nn_interpreter` is a plain xDSL Interpreter (nn ops on `NnFunctions`, functions on xDSL's
+    `FuncFunctions`): a function runs through `call_op`, as `run_reference` runs it."""
+    fn = load_func(NN_FN)
+    inputs = _nn_inputs()
+    for compute in (torch.float64, torch.bfloat16):
+        interpreter = nn_interpreter(fn.parent_op(), compute)
+        assert isinstance(interpreter, Interpreter)
+        args = tuple(x.to(compute) if x.is_floating_point() else x.long() for x in inputs)
+        for got, want in zip(interpreter.call_op(fn, args), run_reference(fn, inputs, compute)):
+            assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_nn_func_call_runs_the_callee_op_by_op():
+    """A `func.call` of an nn function (xDSL's FuncFunctions, shared with the coda interpreter)
+    means the callee's ops in place: bit for bit the inlined program, in every compute dtype."""
+    called = """
+func.func @norm(%x: tensor<5x6xbf16>, %w: tensor<6xbf16>) -> tensor<5x6xbf16> {
+  %n = "nn.rms_norm"(%x, %w) <{eps = 1.0e-05 : f32}> : (tensor<5x6xbf16>, tensor<6xbf16>) -> tensor<5x6xbf16>
+  func.return %n : tensor<5x6xbf16>
+}
+func.func @f(%x: tensor<5x6xbf16>, %w: tensor<6xbf16>, %t: tensor<5xi32>) -> (tensor<5x6xbf16>, tensor<f32>) {
+  %n = func.call @norm(%x, %w) : (tensor<5x6xbf16>, tensor<6xbf16>) -> tensor<5x6xbf16>
+  %s = "nn.silu"(%n) : (tensor<5x6xbf16>) -> tensor<5x6xbf16>
+  %l = "nn.cross_entropy"(%s, %t) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<5x6xbf16>, tensor<5xi32>) -> tensor<f32>
+  func.return %s, %l : tensor<5x6xbf16>, tensor<f32>
+}
+"""
+    inputs = _nn_inputs()
+    for compute in (torch.float64, torch.bfloat16, None):
+        got = run_reference(called, inputs, compute, func_name="f")
+        want = run_reference(NN_FN, inputs, compute)
+        assert all(g.dtype == w.dtype and torch.equal(g, w) for g, w in zip(got, want))
+    # independent float64 check of the result
+    x, w, t = (v.double() if v.is_floating_point() else v.long() for v in inputs)
+    s = F.silu(F.rms_norm(x, (6,), w, eps=f32_value(1e-5)))
+    close(run_reference(called, inputs, torch.float64, func_name="f")[1], F.cross_entropy(s, t))
+
+
+def test_nn_trace_sees_every_result():
+    seen = []
+    run_reference(NN_FN, _nn_inputs(), torch.bfloat16, trace=lambda op, r: seen.append((op.name, r.dtype)))
+    assert seen == [("nn.rms_norm", torch.bfloat16), ("nn.silu", torch.bfloat16), ("nn.cross_entropy", torch.float32)]
+
+
+def test_nn_errors_are_located_coda_errors():
+    # a target outside [0, V) that is not the ignore index: a run-time error naming the op and where it is
+    with pytest.raises(ArgumentError) as info:
+        run_reference(NN_FN, _nn_inputs((0, 6, -100, 2, 3)), torch.float64)
+    assert "'nn.cross_entropy' at <input>:4:3: target 6 at row 1 is out of range [0, 6)" in str(info.value)
+    assert info.value.argument == "targets"
+    # an op the nn interpreter has no rule for: a located CompileError, before anything runs
+    text = """func.func @f(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %r = "nn.relu"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %y = arith.addf %r, %r : tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}"""
+    with pytest.raises(CompileError, match=r"^<input>:3:3: error: 'arith.addf' op is not an nn op"):
+        run_reference(text, [torch.zeros(2, 3)], torch.float64)
+    # bad inputs: ArgumentErrors (still the ValueErrors they were), in both interpreters
+    with pytest.raises(ArgumentError, match="takes 3 inputs, got 1"):
+        run_reference(NN_FN, [torch.zeros(5, 6)])
+    with pytest.raises(ArgumentError, match=r"input #1 has shape \(5,\)"):
+        run_reference(NN_FN, [torch.zeros(5, 6), torch.zeros(5), torch.zeros(5, dtype=torch.int32)])
+    with pytest.raises(ArgumentError, match="input #2 must be an integer tensor"):
+        run_reference(NN_FN, [torch.zeros(5, 6), torch.zeros(6), torch.zeros(5)])
+    with pytest.raises(ArgumentError, match="no func.func @g"):
+        run_reference(NN_FN, _nn_inputs(), func_name="g")
+    with pytest.raises(ArgumentError, match="takes 6 inputs"):
+        run_coda(GEMM_EPILOGUE, [randn(5, 7)])
+    with pytest.raises(CompileError, match="<input>:1:"):
+        run_reference("func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> { func.return %y : tensor<2xf32> }", [torch.zeros(2)])
+
+
+def test_nn_bug_is_an_internal_error(monkeypatch):
+    import coda_ir.interpreters.nn as nn_interpreters
+
+    def broken(x, w, eps):
+        raise KeyError("oops")
+
+    monkeypatch.setattr(nn_interpreters, "_rms_norm", broken)
+    with pytest.raises(InternalError, match=r"(?s)interpreting 'nn.rms_norm' at <input>:2:3: KeyError.*bug in coda-ir") as info:
+        run_reference(NN_FN, _nn_inputs(), torch.float64)
+    assert isinstance(info.value.__cause__, KeyError)

@@ -22,6 +22,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from coda_ir.errors import ArgumentError
 from coda_ir.interpreters import interleave_perm, run_coda
 from coda_ir.reference import (
     element_dtype,
@@ -313,8 +314,307 @@ def test_cross_entropy_rejects_out_of_range_targets():
     text = one_op(
         "nn.cross_entropy", [("l", (3, 5), "f32"), ("t", (3,), "i32")], ((), "f32"), 'ignore_index = -100 : i64, reduction = "mean"'
     )
-    with pytest.raises(ValueError, match="out of range"):
+    # a located ArgumentError (and still the ValueError it was)
+    with pytest.raises(ArgumentError, match=r"'nn.cross_entropy' at <input>:2:3: target 5 at row 1 is out of range") as info:
         run1(text, [randn(3, 5).float(), torch.tensor([0, 5, 1], dtype=torch.int32)], torch.float64)
+    assert isinstance(info.value, ValueError) and info.value.argument == "targets"
+
+
+# ============================================================================ backward and whole-model ops
+# Each against an independent float64 PyTorch formulation: a gradient op against torch.autograd
+# of the forward it differentiates, a statistic against torch's own reduction.
+
+
+def ops_program(op: str, operands: list[tuple[tuple, str]], results: list[tuple[tuple, str]], props: str = "") -> str:
+    """A function with a single nn op of any number of results, in the generic form."""
+    args = ", ".join(f"%a{i}: {_t(s, d)}" for i, (s, d) in enumerate(operands))
+    names = ", ".join(f"%a{i}" for i in range(len(operands)))
+    types = ", ".join(_t(s, d) for s, d in operands)
+    rts = ", ".join(_t(*r) for r in results)
+    outs = ", ".join(f"%r{i}" for i in range(len(results)))
+    props = f" <{{{props}}}>" if props else ""
+    return (
+        f"func.func @f({args}) -> ({rts}) {{\n"
+        f'  {outs} = "{op}"({names}){props} : ({types}) -> ({rts})\n'
+        f"  func.return {outs} : {rts}\n}}\n"
+    )
+
+
+def ref64(text, inputs):
+    return run_reference(text, inputs, torch.float64)
+
+
+def grads_of(fn, inputs, upstream):
+    """torch.autograd of `(fn(*inputs) * upstream).sum()` w.r.t. every input (float64 leaves)."""
+    leaves = [x.detach().double().requires_grad_(True) for x in inputs]
+    out = fn(*leaves)
+    return torch.autograd.grad(out, leaves, upstream)
+
+
+def close64(got, want):
+    torch.testing.assert_close(got, want.double(), rtol=1e-12, atol=1e-12 * max(1.0, float(want.abs().max())))
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_gemm_transposes(ta, tb):
+    a, b = randn(M, K, seed=40).float(), randn(K, N, seed=41).float()
+    a_in, b_in = (a.T.contiguous() if ta else a), (b.T.contiguous() if tb else b)
+    props = f"transpose_a = {str(ta).lower()}, transpose_b = {str(tb).lower()}"
+    text = ops_program("nn.gemm", [(tuple(a_in.shape), "f32"), (tuple(b_in.shape), "f32")], [((M, N), "f32")], props)
+    (out,) = ref64(text, [a_in, b_in])
+    close64(out, torch.mm(a.double(), b.double()))
+
+
+def test_column_sum_with_and_without_product():
+    x, y = randn(M, N, seed=42).float(), randn(M, N, seed=43).float()
+    text = ops_program("nn.column_sum", [((M, N), "f32")], [((N,), "f32")])
+    close64(ref64(text, [x])[0], torch.einsum("mn->n", x.double()))
+    text = ops_program("nn.column_sum", [((M, N), "f32"), ((M, N), "f32")], [((N,), "f32")])
+    close64(ref64(text, [x, y])[0], torch.einsum("mn,mn->n", x.double(), y.double()))
+
+
+@pytest.mark.parametrize(
+    "op,props,fn",
+    [
+        ("nn.silu_grad", "", F.silu),
+        ("nn.relu_grad", "", F.relu),
+        ("nn.gelu_grad", 'approximate = "none"', lambda x: F.gelu(x, approximate="none")),
+        ("nn.gelu_grad", 'approximate = "tanh"', lambda x: F.gelu(x, approximate="tanh")),
+    ],
+)
+def test_activation_grads_are_autograd(op, props, fn):
+    dy, x = randn(M, N, seed=44).float(), randn(M, N, seed=45, scale=3.0).float()
+    x[0, :4] = 0.0  # relu's derivative at 0 is 0 (PyTorch's)
+    text = ops_program(op, [((M, N), "f32"), ((M, N), "f32")], [((M, N), "f32")], props)
+    (got,) = ref64(text, [dy, x])
+    (want,) = grads_of(fn, [x], dy.double())
+    close64(got, want)
+
+
+@pytest.mark.parametrize("op,props", [("nn.swiglu_grad", ""), ("nn.geglu_grad", 'approximate = "none"'),
+                                      ("nn.geglu_grad", 'approximate = "tanh"')])
+def test_gated_grads_are_autograd(op, props):
+    f = 10
+    dy, z = randn(M, f, seed=46).float(), randn(M, 2 * f, seed=47, scale=2.0).float()
+    text = ops_program(op, [((M, f), "f32"), ((M, 2 * f), "f32")], [((M, 2 * f), "f32")], props)
+    (got,) = ref64(text, [dy, z])
+    approx = props.split('"')[1] if props else None
+
+    def gated(z):
+        gate, up = z.chunk(2, dim=1)
+        return (F.silu(gate) if approx is None else F.gelu(gate, approximate=approx)) * up
+
+    (want,) = grads_of(gated, [z], dy.double())
+    close64(got, want)
+
+
+@pytest.mark.parametrize("style", ["half", "interleaved"])
+def test_rope_grad_is_autograd_of_independent_rope(style):
+    hd, heads_total, rotary = 8, 3, 2
+    n = hd * heads_total
+    dy = randn(M, n, seed=48).float()
+    x = randn(M, n, seed=49).double()
+    pos = torch.randint(0, 4096, (M,), generator=gen(50), dtype=torch.int32)
+    props = f'head_dim = {hd} : i64, rotary_heads = {rotary} : i64, theta = 10000.0 : f32, style = "{style}"'
+    text = ops_program("nn.rope_grad", [((M, n), "f32"), ((M,), "i32")], [((M, n), "f32")], props)
+    (got,) = ref64(text, [dy, pos])
+    rope = rope_hf_half if style == "half" else rope_complex_interleaved
+    (want,) = grads_of(lambda x: rope(x, pos, hd, rotary, 10000.0), [x], dy.double())
+    close64(got, want)
+
+
+def test_rms_norm_statistics_apply_and_grad():
+    eps = f32_value(1e-5)
+    dy, x, w = randn(M, N, seed=51).float(), randn(M, N, seed=52, scale=2.0).float(), (1 + 0.1 * randn(N, seed=53)).float()
+    rstd = 1 / torch.sqrt(x.double().pow(2).mean(-1) + eps)
+    text = ops_program("nn.rms_norm_rstd", [((M, N), "f32")], [((M,), "f32")], "eps = 1.0e-05 : f32")
+    close64(ref64(text, [x])[0], rstd)
+    text = ops_program("nn.rms_norm_apply", [((M, N), "f32"), ((N,), "f32"), ((M,), "f32")], [((M, N), "f32")])
+    close64(ref64(text, [x, w, rstd])[0], F.rms_norm(x.double(), (N,), w.double(), eps=eps))
+    want_dx, want_dw = grads_of(lambda x, w: F.rms_norm(x, (N,), w, eps=eps), [x, w], dy.double())
+    text = ops_program("nn.rms_norm_grad", [((M, N), "f32")] * 2 + [((N,), "f32"), ((M,), "f32")],
+                       [((M, N), "f32"), ((N,), "f32")])
+    dx, dw = ref64(text, [dy, x, w, rstd])
+    close64(dx, want_dx)
+    close64(dw, want_dw)
+    # with the row statistic sum_j dy_j h_j (h the normalized output) given instead of refolded
+    hdh = (dy.double() * F.rms_norm(x.double(), (N,), w.double(), eps=eps)).sum(-1)
+    text = ops_program("nn.rms_norm_grad", [((M, N), "f32")] * 2 + [((N,), "f32"), ((M,), "f32"), ((M,), "f32")],
+                       [((M, N), "f32"), ((N,), "f32")])
+    dx, dw = ref64(text, [dy, x, w, rstd, hdh])
+    close64(dx, want_dx)
+    close64(dw, want_dw)
+
+
+def test_row_dot():
+    a, b = randn(M, N, seed=54).float(), randn(M, N, seed=55).float()
+    text = ops_program("nn.row_dot", [((M, N), "f32"), ((M, N), "f32")], [((M,), "f32")])
+    close64(ref64(text, [a, b])[0], torch.einsum("mn,mn->m", a.double(), b.double()))
+
+
+def test_layer_norm_statistics_apply_and_grad():
+    eps = f32_value(1e-5)
+    dy = randn(M, N, seed=56).float()
+    x, w, b = (randn(M, N, seed=57, scale=2.0) + 0.5).float(), (1 + 0.1 * randn(N, seed=58)).float(), randn(N, seed=59).float()
+    var, mean = torch.var_mean(x.double(), dim=-1, unbiased=False)
+    text = ops_program("nn.layer_norm_stats", [((M, N), "f32")], [((M,), "f32"), ((M,), "f32")], "eps = 1.0e-05 : f32")
+    got_mean, got_rstd = ref64(text, [x])
+    close64(got_mean, mean)
+    close64(got_rstd, 1 / torch.sqrt(var + eps))
+    rstd = 1 / torch.sqrt(var + eps)
+    text = ops_program("nn.layer_norm_apply", [((M, N), "f32"), ((N,), "f32"), ((N,), "f32"), ((M,), "f32"), ((M,), "f32")],
+                       [((M, N), "f32")])
+    close64(ref64(text, [x, w, b, mean, rstd])[0], F.layer_norm(x.double(), (N,), w.double(), b.double(), eps=eps))
+    want = grads_of(lambda x, w, b: F.layer_norm(x, (N,), w, b, eps=eps), [x, w, b], dy.double())
+    text = ops_program("nn.layer_norm_grad", [((M, N), "f32")] * 2 + [((N,), "f32"), ((M,), "f32"), ((M,), "f32")],
+                       [((M, N), "f32"), ((N,), "f32"), ((N,), "f32")])
+    for got, w_ in zip(ref64(text, [dy, x, w, mean, rstd]), want):
+        close64(got, w_)
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_head_rms_norm_grad_is_autograd(first):
+    hd, heads_total, heads = 8, 5, 3
+    n, eps = hd * heads_total, f32_value(1e-6)
+    dy, x, w = randn(M, n, seed=60).float(), randn(M, n, seed=61, scale=2.0).float(), (1 + 0.1 * randn(hd, seed=62)).float()
+    props = f"head_dim = {hd} : i64, heads = {heads} : i64, eps = 1.0e-06 : f32, first_head = {first} : i64"
+    text = ops_program("nn.head_rms_norm_grad", [((M, n), "f32"), ((M, n), "f32"), ((hd,), "f32")],
+                       [((M, n), "f32"), ((hd,), "f32")], props)
+
+    def head_norm(x, w):
+        lo, hi = first * hd, (first + heads) * hd
+        normed = F.rms_norm(x[:, lo:hi].reshape(M, heads, hd), (hd,), w, eps=eps).reshape(M, heads * hd)
+        return torch.cat([x[:, :lo], normed, x[:, hi:]], dim=1)
+
+    for got, want in zip(ref64(text, [dy, x, w]), grads_of(head_norm, [x, w], dy.double())):
+        close64(got, want)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_cross_entropy_fwd_and_grad_are_pytorch(reduction):
+    v, ignore = 37, -100
+    logits = randn(M, v, seed=63, scale=3.0).float()
+    t = torch.randint(0, v, (M,), generator=gen(64), dtype=torch.int64)
+    t[[2, 7]] = ignore
+    props = f'ignore_index = {ignore} : i64, reduction = "{reduction}"'
+    text = ops_program("nn.cross_entropy_fwd", [((M, v), "f32"), ((M,), "i32")], [((), "f32"), ((M,), "f32")], props)
+    loss, lse = ref64(text, [logits, t.int()])
+    close64(loss, F.cross_entropy(logits.double(), t, ignore_index=ignore, reduction=reduction))
+    close64(lse, torch.logsumexp(logits.double(), dim=-1))
+    dloss = torch.tensor(1.7)
+    (want,) = grads_of(lambda z: F.cross_entropy(z, t, ignore_index=ignore, reduction=reduction), [logits], dloss.double())
+    for with_lse in (False, True):  # the saved lse is what a kernel reads; the meaning is the same
+        operands = [((M, v), "f32"), ((M,), "i32"), ((), "f32")] + ([((M,), "f32")] if with_lse else [])
+        text = ops_program("nn.cross_entropy_grad", operands, [((M, v), "f32")], props)
+        (got,) = ref64(text, [logits, t.int(), dloss] + ([lse.float()] if with_lse else []))
+        close64(got, want)
+        assert bool((got[[2, 7]] == 0).all())
+
+
+def test_zeros():
+    text = ops_program("nn.zeros", [], [((M, N), "bf16")])
+    (z64,) = ref64(text, [])
+    (zbf,) = run_reference(text, [], torch.bfloat16)
+    assert torch.equal(z64, torch.zeros(M, N, dtype=torch.float64)) and torch.equal(zbf, torch.zeros(M, N, dtype=torch.bfloat16))
+
+
+def test_embedding_and_grad_are_pytorch():
+    rows, d = 11, N
+    ids = torch.tensor([3, 0, 10, 3, 7, 3, 1, 0, 9, 2, 5, 3, 4], dtype=torch.int32)  # repeats: grads add up
+    w, dy = randn(rows, d, seed=65).float(), randn(M, d, seed=66).float()
+    text = ops_program("nn.embedding", [((M,), "i32"), ((rows, d), "f32")], [((M, d), "f32")])
+    close64(ref64(text, [ids, w])[0], F.embedding(ids.long(), w.double()))
+    text = ops_program("nn.embedding_grad", [((M, d), "f32"), ((M,), "i32")], [((rows, d), "f32")])
+    (want,) = grads_of(lambda w: F.embedding(ids.long(), w), [w], dy.double())
+    close64(ref64(text, [dy, ids])[0], want)
+
+
+def _sdpa(qkv, b, s, heads, kv, hd, causal):
+    """Independent attention: torch's scaled_dot_product_attention with GQA, packed qkv rows
+    (sequence-major, then tokens) -> [B*S, H*hd]."""
+    p = qkv.reshape(b, s, heads + 2 * kv, hd).transpose(1, 2)
+    q, k, v = p[:, :heads], p[:, heads : heads + kv], p[:, heads + kv :]
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    return out.transpose(1, 2).reshape(b * s, heads * hd)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_fwd_and_grad_are_pytorch(causal):
+    b, s, heads, kv, hd = 2, 5, 4, 2, 4
+    m, n = b * s, (heads + 2 * kv) * hd
+    qkv, dout = randn(m, n, seed=67).float(), randn(m, heads * hd, seed=68).float()
+    props = f"heads = {heads} : i64, kv_heads = {kv} : i64, head_dim = {hd} : i64, seq_len = {s} : i64, causal = {str(causal).lower()}"
+    want = _sdpa(qkv.double(), b, s, heads, kv, hd, causal)
+    text = ops_program("nn.attention", [((m, n), "f32")], [((m, heads * hd), "f32")], props)
+    close64(ref64(text, [qkv])[0], want)
+    text = ops_program("nn.attention_fwd", [((m, n), "f32")], [((m, heads * hd), "f32"), ((m * heads,), "f32")], props)
+    out, lse = ref64(text, [qkv])
+    close64(out, want)
+    # the log-sum-exp of the scaled scores of every (sequence, head, row), in that order
+    p = qkv.double().reshape(b, s, heads + 2 * kv, hd).transpose(1, 2)
+    q, k = p[:, :heads], p[:, heads : heads + kv].repeat_interleave(heads // kv, 1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(hd)
+    if causal:
+        scores = scores + torch.full((s, s), -math.inf, dtype=torch.float64).triu(1)
+    close64(lse, torch.logsumexp(scores, dim=-1).reshape(-1))
+    text = ops_program(
+        "nn.attention_grad",
+        [((m, n), "f32"), ((m, heads * hd), "f32"), ((m * heads,), "f32"), ((m, heads * hd), "f32")],
+        [((m, n), "f32")],
+        props,
+    )
+    (got,) = ref64(text, [qkv, out.float(), lse.float(), dout])
+    (want_grad,) = grads_of(lambda x: _sdpa(x, b, s, heads, kv, hd, causal), [qkv], dout.double())
+    close64(got, want_grad)
+
+
+def test_concat_and_slice():
+    a, b = randn(M, N, seed=69).float(), randn(M, 7, seed=70).float()
+    text = ops_program("nn.concat", [((M, N), "f32"), ((M, 7), "f32")], [((M, N + 7), "f32")], "axis = 1 : i64")
+    close64(ref64(text, [a, b])[0], torch.cat([a.double(), b.double()], dim=1))
+    text = ops_program("nn.concat", [((M, N), "f32"), ((M, N), "f32")], [((2 * M, N), "f32")], "axis = 0 : i64")
+    close64(ref64(text, [a, a])[0], torch.cat([a.double(), a.double()], dim=0))
+    text = ops_program("nn.slice", [((M, N), "f32")], [((M, 6), "f32")], "axis = 1 : i64, start = 9 : i64")
+    close64(ref64(text, [a])[0], a.double()[:, 9:15])
+    text = ops_program("nn.slice", [((M, N), "f32")], [((4, N), "f32")], "axis = 0 : i64, start = 2 : i64")
+    close64(ref64(text, [a])[0], a.double()[2:6])
+
+
+def test_f32_results_stay_f32_in_every_compute_dtype():
+    """A loss, row statistics and the attention log-sum-exp are f32 by definition: a bf16 (or
+    f16) reference computes them in fp32 and never rounds them to the program's type."""
+    x = randn(M, N, seed=71, scale=2.0).bfloat16()
+    t = torch.randint(0, N, (M,), generator=gen(72), dtype=torch.int32)
+    cases = [
+        (ops_program("nn.rms_norm_rstd", [((M, N), "bf16")], [((M,), "f32")], "eps = 1.0e-05 : f32"), [x],
+         [torch.rsqrt(x.float().pow(2).mean(-1) + f32_value(1e-5))]),
+        (ops_program("nn.row_dot", [((M, N), "bf16"), ((M, N), "bf16")], [((M,), "f32")]), [x, x],
+         [(x.float() * x.float()).sum(-1)]),
+        (ops_program("nn.cross_entropy_fwd", [((M, N), "bf16"), ((M,), "i32")], [((), "f32"), ((M,), "f32")],
+                     'ignore_index = -100 : i64, reduction = "sum"'), [x, t],
+         [F.cross_entropy(x.float(), t.long(), reduction="sum"), torch.logsumexp(x.float(), -1)]),
+    ]
+    for text, inputs, expected in cases:
+        for dtype in (torch.bfloat16, torch.float16):
+            outs = run_reference(text, inputs, dtype)
+            for got, want in zip(outs, expected):
+                assert got.dtype == torch.float32
+                torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    # layer_norm_stats: both results; attention_fwd: the output is rounded, the lse is not
+    text = ops_program("nn.layer_norm_stats", [((M, N), "bf16")], [((M,), "f32"), ((M,), "f32")], "eps = 1.0e-05 : f32")
+    assert [o.dtype for o in run_reference(text, [x], torch.bfloat16)] == [torch.float32, torch.float32]
+    props = "heads = 1 : i64, kv_heads = 1 : i64, head_dim = 4 : i64, seq_len = 13 : i64, causal = true"
+    text = ops_program("nn.attention_fwd", [((M, 12), "bf16")], [((M, 4), "bf16"), ((M,), "f32")], props)
+    assert [o.dtype for o in run_reference(text, [x[:, :12]], torch.bfloat16)] == [torch.bfloat16, torch.float32]
+
+
+def test_every_nn_op_has_a_test_here():
+    """Every op of the nn dialect is run by a test of this file (by its quoted name)."""
+    from coda_ir.dialects.nn import NN
+
+    source = Path(__file__).read_text()
+    missing = [op.name for op in NN.operations if f'"{op.name}"' not in source]
+    assert missing == []
 
 
 # ============================================================================ rounding model

@@ -26,7 +26,7 @@ from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, FloatAttr, IntegerAttr, IntegerType
 from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
 
-from coda_ir.reference import f32_value
+from coda_ir.interpreters.common import f32_value
 
 __all__ = ["TorchArithFunctions", "TorchMathFunctions"]
 

@@ -50,7 +50,8 @@ from xdsl.ir import Operation, SSAValue
 
 from coda_ir.dialects import coda
 from coda_ir.interpreters.arith import TorchArithFunctions, TorchMathFunctions
-from coda_ir.reference import element_dtype, load_func
+from coda_ir.interpreters.common import InterpreterInputError, check_input_count, element_dtype, load_func
+from coda_ir.interpreters.nn import attention_reference, checked_ids
 
 __all__ = ["CodaFunctions", "coda_interpreter", "run_coda", "interleave_perm", "combine"]
 
@@ -321,23 +322,19 @@ class CodaFunctions(InterpreterFunctions):
         return (torch.where(ok, picked, torch.zeros((), dtype=t.dtype)),)
 
     # ------------------------------------------------------------------ library steps
-    # The semantics of the nn ops they implement (coda_ir/reference.py), in the compute dtype,
+    # The semantics of the nn ops they implement (coda_ir/interpreters/nn.py), in the compute dtype,
     # each result rounded once when stored.
 
     @impl(coda.EmbeddingOp)
     def run_embedding(self, interpreter: Interpreter, op: coda.EmbeddingOp, args: PythonValues) -> PythonValues:
-        from coda_ir.reference import checked_ids
-
         w = self.load(args[1])
-        return (self.store(w[checked_ids(args[0], w.shape[0], op.name)], op.result),)
+        return (self.store(w[checked_ids(args[0], w.shape[0], op)], op.result),)
 
     @impl(coda.EmbeddingGradOp)
     def run_embedding_grad(self, interpreter: Interpreter, op: coda.EmbeddingGradOp, args: PythonValues) -> PythonValues:
-        from coda_ir.reference import checked_ids
-
         dy = self.load(args[0])
         v = op.result.type.get_shape()[0]
-        dw = torch.zeros((v, dy.shape[1]), dtype=dy.dtype).index_add_(0, checked_ids(args[1], v, op.name), dy)
+        dw = torch.zeros((v, dy.shape[1]), dtype=dy.dtype).index_add_(0, checked_ids(args[1], v, op), dy)
         return (self.store(dw, op.result),)
 
     @impl(coda.ConcatOp)
@@ -352,15 +349,11 @@ class CodaFunctions(InterpreterFunctions):
 
     @impl(coda.AttentionOp)
     def run_attention(self, interpreter: Interpreter, op: coda.AttentionOp, args: PythonValues) -> PythonValues:
-        from coda_ir.reference import attention_reference
-
         out, lse = attention_reference(self.load(args[0]), op)
         return (self.store(out, op.out), self.store(lse, op.lse))
 
     @impl(coda.AttentionGradOp)
     def run_attention_grad(self, interpreter: Interpreter, op: coda.AttentionGradOp, args: PythonValues) -> PythonValues:
-        from coda_ir.reference import attention_reference
-
         # recomputed from qkv, as nn.attention_grad means it (the saved out and lse are what a
         # kernel reads instead)
         qkv = self.load(args[0]).detach().requires_grad_(True)
@@ -392,9 +385,8 @@ def run_coda(
     else their element types) and, for partials results, the combined per-row / per-column
     values (a partials argument takes them too)."""
     fn = load_func(module_or_func, func_name)
+    check_input_count(fn, inputs)
     block = fn.body.blocks[0]
-    if len(inputs) != len(block.args):
-        raise ValueError(f"@{fn.sym_name.data} takes {len(block.args)} inputs, got {len(inputs)}")
     args = []
     for arg, value in zip(block.args, inputs):
         ty = arg.type
@@ -402,7 +394,7 @@ def run_coda(
         # the interpreter represents partials everywhere
         shape = (ty.length.data,) if isinstance(ty, coda.PartialsType) else tuple(ty.get_shape())
         if tuple(value.shape) != shape:
-            raise ValueError(f"input {arg.name_hint}: shape {tuple(value.shape)}, expected {shape}")
+            raise InterpreterInputError(f"input {arg.name_hint}: shape {tuple(value.shape)}, expected {shape}", arg.name_hint)
         args.append(value.to(torch.float64) if compute == torch.float64 and value.dtype.is_floating_point else value)
     module = fn.parent_op()
     if not isinstance(module, ModuleOp):
