@@ -35,6 +35,17 @@ from coda_ir.testing import assert_matches  # noqa: E402
 from coda_ir.torch import shard_rows, vocab_parallel_cross_entropy  # noqa: E402
 from coda_ir.torch.hf import from_hf  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _import(path: Path):
+    """The script as a module importable by name (the ranks unpickle its functions by name)."""
+    import importlib
+
+    sys.path.insert(0, str(path.parent))
+    return importlib.import_module(path.stem)
+
+
 LR = 0.1  # the SGD step whose result the full state dict is checked on
 # the vocabulary-parallel cross-entropy: an odd vocabulary (shards of unequal sizes) and token count
 CE_TOKENS, CE_HIDDEN, CE_VOCAB = 11, 16, 37
@@ -80,6 +91,19 @@ def _fsdp(mesh, *, bf16: bool = False, checkpoint: bool = False):
     return model, cmodel
 
 
+EXAMPLE_STEPS, EXAMPLE_SEQ = 3, 7  # the tests' shapes: the ranks reuse the programs compiled already
+
+
+def _train_example(out_dir: str) -> None:
+    """examples/train_fsdp.py's `train`, as `main` (torchrun or its spawned ranks) calls it."""
+    import argparse
+
+    example = _import(ROOT / "examples" / "train_fsdp.py")
+    args = argparse.Namespace(steps=EXAMPLE_STEPS, batch=1, seq=EXAMPLE_SEQ, lr=1e-2, bf16=False, checkpoint=False,
+                              save=os.path.join(out_dir, "trained"))
+    example.train(dist.get_rank(), dist.get_world_size(), args)
+
+
 def _data_parallel(rank: int, world: int) -> dict:
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -92,7 +116,6 @@ def _data_parallel(rank: int, world: int) -> dict:
     loss = ddp(ids[rows], labels=labels[rows]).loss
     loss.backward()
     out["ddp"] = (_mean_over_ranks(loss), _grads(model))
-    import time; t0=time.time(); print("T ddp", time.time(), file=sys.stderr)
 
     mesh = init_device_mesh("cpu", (world,))
     for run in ("fsdp2", "fsdp2_again"):  # the same step twice: bitwise the same
@@ -105,13 +128,11 @@ def _data_parallel(rank: int, world: int) -> dict:
         out[run] = (_mean_over_ranks(loss), _grads(model))
     optimizer.step()
     out["state_dict"] = cmodel.hf_state_dict()  # rank 0: the whole model; the others: {}
-    print("T fsdp x2", time.time()-t0, file=sys.stderr); t0=time.time()
 
     model, cmodel = _fsdp(mesh, bf16=True, checkpoint=True)
     loss = cmodel(ids[rows], labels=labels[rows]).loss
     loss.backward()
     out["fsdp2_bf16_ac"] = (_mean_over_ranks(loss), _grads(model))
-    print("T bf16", time.time()-t0, file=sys.stderr); t0=time.time()
 
     # a tensor-parallel plan: the weights reach the kernels as DTensors, refused by name
     from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
@@ -168,6 +189,14 @@ def _vocab_parallel(rank: int, world: int) -> dict:
         except coda_ir.CodaError as exc:
             errors.append((type(exc).__name__, str(exc)))
     out["errors"] = errors
+    # the README's example, as each rank runs it
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", readme, re.S) if "vocab_parallel_cross_entropy(" in s)
+    scope: dict = {}
+    exec(compile(snippet, "README.md", "exec"), scope)
+    out["readme"] = (scope["loss"].detach(), scope["hidden"].grad, scope["shard"].grad)
     return out
 
 
@@ -178,13 +207,10 @@ def _worker(rank: int, world: int, what: str, port: int, out_dir: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     try:
-        import time
-        t = time.time()
         out = _vocab_parallel(rank, world)
-        print(f"rank {rank} ce {time.time()-t:.1f}", file=sys.stderr, flush=True)
         if what == "all":
             out.update(_data_parallel(rank, world))
-        print(f"rank {rank} all {time.time()-t:.1f}", file=sys.stderr, flush=True)
+            _train_example(out_dir)
         torch.save(out, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -196,10 +222,15 @@ PRELOAD = ["torch", "torch.distributed.fsdp", "torch.distributed.tensor.parallel
            "transformers.models.llama.modeling_llama", "coda_ir.torch"]
 
 
-def _spawn(world: int, what: str, out_dir: Path) -> list[dict]:
+def _forkserver() -> str:
     import multiprocessing
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    return "forkserver"
+
+
+def _spawn(world: int, what: str, out_dir: Path) -> list[dict]:
+    _forkserver()
     mp.start_processes(_worker, args=(world, what, _free_port(), str(out_dir)), nprocs=world, join=True,
                        start_method="forkserver")
     return [torch.load(out_dir / f"rank{r}.pt", weights_only=False) for r in range(world)]
@@ -368,6 +399,23 @@ def test_vocab_parallel_bad_input_is_an_error_on_every_rank(world, request):
         assert f"rows [{start}, {stop})" in weight_msg
 
 
+@pytest.mark.parametrize("world", [2, 4])
+def test_vocab_parallel_readme_example(world, request):
+    ranks = request.getfixturevalue("two_ranks" if world == 2 else "four_ranks")
+    torch.manual_seed(0)  # the README's inputs
+    hidden = torch.randn(11, 16).double().requires_grad_(True)
+    weight = torch.randn(37, 16).double().requires_grad_(True)
+    targets = torch.randint(0, 37, (11,))
+    loss64 = F.cross_entropy(hidden @ weight.t(), targets)
+    loss64.backward()
+    dw = torch.cat([rank["readme"][2] for rank in ranks])
+    for rank in ranks:
+        loss, dh, _ = rank["readme"]
+        assert abs(loss.item() - loss64.item()) <= 1e-5 * abs(loss64.item())
+        assert torch.allclose(dh.double(), hidden.grad, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(dw.double(), weight.grad, rtol=1e-5, atol=1e-6)
+
+
 def test_vocab_parallel_without_process_group_is_an_argument_error():
     hidden, weight, targets, _ = ce_case("mean")
     with pytest.raises(coda_ir.ArgumentError, match="init_process_group"):
@@ -381,3 +429,50 @@ def test_shard_rows_is_torch_chunk():
             start, stop = shard_rows(rows, r, world)
             expect = chunks[r].tolist() if r < len(chunks) else []
             assert list(range(start, stop)) == expect
+
+
+# ============================================================================ the example and the benchmark
+
+def test_train_fsdp_example_trains_and_saves_hf_names(two_ranks, tmp_path_factory):
+    import transformers
+
+    example = _import(ROOT / "examples" / "train_fsdp.py")
+    saved = next(tmp_path_factory.getbasetemp().glob("two_ranks*/trained"))
+    trained = transformers.LlamaForCausalLM.from_pretrained(saved)  # the HF names load
+    initial = example.small_llama()
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, example.VOCAB, (2, EXAMPLE_SEQ), generator=g)  # the batch the ranks trained on
+    with torch.no_grad():
+        before = initial(input_ids=ids, labels=ids).loss
+        after = trained(input_ids=ids, labels=ids).loss
+    assert after < before - 0.1  # it trained: AdamW steps at lr 1e-2 on one batch
+    changed = [n for n, p in trained.named_parameters() if not torch.equal(p, initial.state_dict()[n])]
+    assert sorted(changed) == sorted(n for n, _ in initial.named_parameters())  # every parameter stepped
+
+
+def test_readme_shows_the_fsdp_example():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    example = (ROOT / "examples" / "train_fsdp.py").read_text()
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", readme, re.S) if "fully_shard(" in s)
+    # the README's lines are the example's (indentation aside): they cannot drift apart
+    lines = [line.strip() for line in snippet.splitlines() if line.strip() and not line.strip().startswith("#")]
+    body = {line.strip() for line in example.splitlines()}
+    missing = [line for line in lines if line not in body]
+    assert not missing, missing
+    assert "torchrun --nproc-per-node" in readme and "examples/train_fsdp.py" in readme
+
+
+def test_bench_distributed_smoke(tmp_path):
+    import json
+
+    bench = _import(ROOT / "bench" / "bench_distributed.py")
+    out = tmp_path / "distributed.json"
+    bench.main(["--smoke", "--out", str(out)], start_method=_forkserver())
+    report = json.loads(out.read_text())
+    assert report["world"] == 2
+    for name in ("eager", "coda"):
+        assert "error" not in report["results"][name], report["results"][name]
+        assert report["results"][name]["step_ms"] > 0
+    assert abs(report["results"]["coda"]["loss_vs_eager"]) < 1e-4
