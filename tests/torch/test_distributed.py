@@ -342,12 +342,21 @@ def test_units_own_every_weight_their_kernels_read():
         assert sorted(map(id, weights)) == sorted(map(id, unit.parameters())), type(unit).__name__
 
 
-def test_hf_names_through_wrappers():
+def test_checkpoint_wrapper_on_the_units_and_hf_names_through_it(one_process):
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
     model = tiny_model("llama")
     cmodel = from_hf(model, progress=False)
-    assert cmodel.hf_name("layers.1.layer.mlp.up_proj.weight") == "model.layers.1.mlp.up_proj.weight"
-    assert cmodel.hf_name("layers.0._checkpoint_wrapped_module.layer.self_attn.q_proj.weight") == \
-        "model.layers.0.self_attn.q_proj.weight"
+    for i, unit in enumerate(cmodel.layers):  # torch's own per-module activation checkpointing
+        cmodel.layers[i] = checkpoint_wrapper(unit)
+    ids, labels = batch(ignored=False)
+    loss = cmodel(ids, labels=labels).loss
+    loss.backward()
+    ref_loss, ref_grads = one_process["coda"]
+    assert torch.equal(loss.detach(), ref_loss)  # recomputation changes nothing
+    for name, p in model.named_parameters():
+        assert torch.equal(p.grad, ref_grads[name]), name
+    assert cmodel.hf_name("layers.1._checkpoint_wrapped_module.layer.mlp.up_proj.weight") == "model.layers.1.mlp.up_proj.weight"
     assert cmodel.hf_name("head.lm_head.weight") == "lm_head.weight"
     assert sorted(cmodel.hf_state_dict()) == sorted(model.state_dict())
     with pytest.raises(coda_ir.ArgumentError):
