@@ -95,11 +95,14 @@ def run_variant(name, base, args, ids, device, mesh, policy) -> dict:
     if device.type == "cuda":
         torch.cuda.synchronize()
     first_s = time.perf_counter() - start
-    for _ in range(max(args.warmup - 1, 0)):
-        step()
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    ms = timed(step, device, args.iters)
+    if args.warmup == 0:  # the smoke: one step, its time includes compiling
+        ms = first_s * 1e3
+    else:
+        for _ in range(args.warmup - 1):
+            step()
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        ms = timed(step, device, args.iters)
     dist.all_reduce(first_loss)
     tokens = ids.numel()  # per GPU
     out = {"step_ms": ms, "tokens_per_s_per_gpu": tokens / (ms / 1e3), "first_step_s": first_s,
@@ -179,7 +182,7 @@ def main(argv: list[str] | None = None, start_method: str = "spawn") -> None:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=1, help="sequences per GPU")
     p.add_argument("--seq", type=int, default=8192)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=3, help="steps before the timed ones, the first included (0: time only the first)")
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--baseline", help="this script's JSON at the smallest GPU count: adds scaling efficiency")
@@ -187,7 +190,7 @@ def main(argv: list[str] | None = None, start_method: str = "spawn") -> None:
     p.add_argument("--smoke", action="store_true", help="2 CPU processes over gloo, a tiny LLaMA, eager and coda")
     args = p.parse_args(argv)
     if args.smoke:
-        args.shape, args.layers, args.seq, args.warmup, args.iters, args.variants = "smoke", 2, 8, 1, 1, "eager,coda"
+        args.shape, args.layers, args.seq, args.warmup, args.iters, args.variants = "smoke", 2, 8, 0, 1, "eager,coda"
     if "RANK" in os.environ:  # torchrun
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
         try:

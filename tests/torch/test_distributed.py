@@ -91,7 +91,7 @@ def _fsdp(mesh, *, bf16: bool = False, checkpoint: bool = False):
     return model, cmodel
 
 
-EXAMPLE_STEPS, EXAMPLE_SEQ = 3, 7  # the tests' shapes: the ranks reuse the programs compiled already
+EXAMPLE_STEPS, EXAMPLE_SEQ = 2, 7  # the tests' shapes: the ranks reuse the programs compiled already
 
 
 def _train_example(out_dir: str) -> None:
@@ -189,6 +189,15 @@ def _vocab_parallel(rank: int, world: int) -> dict:
         except coda_ir.CodaError as exc:
             errors.append((type(exc).__name__, str(exc)))
     out["errors"] = errors
+    # the weight as a DTensor placed [Shard(0)]: the same numbers as the plain shard
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (world,))
+    w = torch.nn.Parameter(distribute_tensor(weight, mesh, [Shard(0)]))
+    loss = vocab_parallel_cross_entropy(hidden, w, targets, vocab_size=CE_VOCAB)
+    loss.backward()
+    out["dtensor"] = (loss.detach(), w.grad.to_local())
     # the README's example, as each rank runs it
     import re
 
@@ -406,6 +415,13 @@ def test_vocab_parallel_bad_input_is_an_error_on_every_rank(world, request):
         assert f"{CE_VOCAB + 3}" in target_msg and "targets[5]" in target_msg
         start, stop = shard_rows(CE_VOCAB, r, world)
         assert f"rows [{start}, {stop})" in weight_msg
+
+
+def test_vocab_parallel_takes_a_dtensor_weight(four_ranks):
+    for rank in four_ranks:
+        loss, dw = rank["dtensor"]
+        (ref_loss, _, ref_dw), _ = rank["mean"]
+        assert torch.equal(loss, ref_loss) and torch.equal(dw, ref_dw)
 
 
 @pytest.mark.parametrize("world", [2, 4])
