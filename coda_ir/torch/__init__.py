@@ -6,12 +6,17 @@
   custom ops with fake implementations, so `torch.compile(fullgraph=True)` traces them without
   graph breaks, and non-reentrant activation checkpointing recomputes them.
 * `coda_ir.torch.from_hf(model)`: a Hugging Face `LlamaForCausalLM` / `Qwen3ForCausalLM` as a
-  module of compiled fusion units over the model's own parameters (coda_ir/torch/hf.py).
+  module of compiled fusion units over the model's own parameters (coda_ir/torch/hf.py); it
+  trains under FSDP2 (`fully_shard` on `model.layers` and the model).
+* `coda_ir.torch.vocab_parallel_cross_entropy(hidden, weight_shard, targets, vocab_size=...)`:
+  the LM-head cross-entropy with the vocabulary split over a process group, without gathering
+  the logits (coda_ir/torch/vocab_parallel.py).
 """
 
 from __future__ import annotations
 
 from coda_ir.torch.function import CodaFunction, function
 from coda_ir.torch.hf import CodaCausalLM, from_hf
+from coda_ir.torch.vocab_parallel import shard_rows, vocab_parallel_cross_entropy
 
-__all__ = ["function", "CodaFunction", "from_hf", "CodaCausalLM"]
+__all__ = ["function", "CodaFunction", "from_hf", "CodaCausalLM", "vocab_parallel_cross_entropy", "shard_rows"]

@@ -26,9 +26,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
+import torch.utils.checkpoint
 
 from coda_ir.errors import ArgumentError, CompileError
 from coda_ir.lowering.runtime import indices_checked
@@ -290,24 +291,58 @@ class _Unit(torch.nn.Module):
         self.spec, self.pipeline, self.progress, self.remarks = spec, options.pipeline, options.progress, options.remarks
         self._functions: dict[tuple[str, int, int], CodaFunction] = {}
 
-    def _program(self, kind: str, tokens: int, seq_len: int) -> tuple[str, str]:
+    def _program(self, spec: ModelSpec, kind: str, tokens: int, seq_len: int) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def weights(self) -> list[torch.Tensor]:
+        """The parameters this unit's kernels read, in the program's argument order: exactly
+        `self.parameters()` (FSDP2 gathers a unit's parameters for its kernels and nothing else)."""
         raise NotImplementedError
 
     @torch.compiler.assume_constant_result
-    def _prepare(self, kind: str, tokens: int, seq_len: int) -> bool:
+    def _prepare(self, kind: str, tokens: int, seq_len: int, dtype: torch.dtype) -> bool:
         """Compile (once) the program this unit runs at this shape. Under `torch.compile` this
         runs at trace time and counts as a constant, so Dynamo traces only the compiled
         program's custom ops (no graph break)."""
-        key = (kind, tokens, seq_len)
+        key = (kind, tokens, seq_len, dtype)
         if key not in self._functions:
-            program, what = self._program(kind, tokens, seq_len)
+            program, what = self._program(replace(self.spec, dtype=dtype), kind, tokens, seq_len)
             self._functions[key] = _compiled(program, what, self.pipeline, self.progress, self.remarks)
         return True
 
     def function(self, kind: str, tokens: int, seq_len: int) -> CodaFunction:
-        """The compiled program this unit runs for `tokens` rows in sequences of `seq_len`."""
-        self._prepare(kind, _static(tokens, "the token count"), _static(seq_len, "the sequence length"))
-        return self._functions[(kind, tokens, seq_len)]
+        """The compiled program this unit runs for `tokens` rows in sequences of `seq_len`, in
+        the dtype its weights have *now*: FSDP2's `MixedPrecisionPolicy(param_dtype=...)` runs
+        the forward and backward on weights cast from the (sharded) master copies, so a unit
+        of a float32 model may run its bfloat16 program."""
+        weights = self.weights()
+        dtypes = {w.dtype for w in weights}
+        if len(dtypes) != 1 or next(iter(dtypes)) not in _MLIR_DTYPES:
+            raise ArgumentError(f"from_hf model: {type(self).__name__}'s weights must all be one of float32, "
+                                f"bfloat16, float16; got {sorted(map(str, dtypes))}")
+        _refuse_dtensors(self, weights)
+        dtype = next(iter(dtypes))
+        self._prepare(kind, _static(tokens, "the token count"), _static(seq_len, "the sequence length"), dtype)
+        return self._functions[(kind, tokens, seq_len, dtype)]
+
+
+def _refuse_dtensors(unit: torch.nn.Module, weights: list[torch.Tensor]) -> None:
+    """A weight that is still a DTensor when the kernels run: a tensor-parallel plan
+    (`parallelize_module`) or a sharding that no FSDP2 hook gathers. coda-ir's kernels read
+    whole (local, unsharded) weights; say so instead of failing inside DTensor dispatch."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch built without distributed
+        return
+    for w in weights:
+        if isinstance(w, DTensor):
+            raise ArgumentError(
+                f"from_hf model: a weight of {type(unit).__name__} is a DTensor with placements "
+                f"{tuple(w.placements)} on mesh {w.device_mesh.mesh.tolist()} when its kernels run: "
+                "coda-ir's units read whole weights. FSDP2 (`fully_shard` on the units and the model, "
+                "any mesh, HSDP included) gathers them; tensor parallelism through DTensor plans "
+                "(parallelize_module) is not supported (use coda_ir.torch.vocab_parallel_cross_entropy "
+                "for a vocabulary-parallel LM-head loss)")
 
 
 class EmbeddingUnit(_Unit):
@@ -317,11 +352,14 @@ class EmbeddingUnit(_Unit):
         super().__init__(spec, options)
         self.embed_tokens = embed_tokens
 
-    def _program(self, kind, tokens, seq_len):
-        return embedding_program(self.spec, tokens), f"the token embedding ({tokens} tokens)"
+    def _program(self, spec, kind, tokens, seq_len):
+        return embedding_program(spec, tokens), f"the token embedding ({tokens} tokens, {spec.element})"
+
+    def weights(self):
+        return [self.embed_tokens.weight]
 
     def forward(self, ids: torch.Tensor, seq_len: int) -> torch.Tensor:
-        x = self.function("embed", ids.shape[0], seq_len)(ids, self.embed_tokens.weight)
+        x = self.function("embed", ids.shape[0], seq_len)(ids, *self.weights())
         padding_idx = getattr(self.embed_tokens, "padding_idx", None)
         if padding_idx is not None and x.requires_grad:
             # torch.nn.Embedding(padding_idx=p) gives row p no gradient: drop the upstream
@@ -377,8 +415,8 @@ class DecoderUnit(_Unit):
         pack_rows([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
         pack_rows([mlp.gate_proj.weight, mlp.up_proj.weight])
 
-    def _program(self, kind, tokens, seq_len):
-        return decoder_program(self.spec, tokens, seq_len), f"a decoder layer ({tokens} tokens, sequences of {seq_len})"
+    def _program(self, spec, kind, tokens, seq_len):
+        return decoder_program(spec, tokens, seq_len), f"a decoder layer ({tokens} tokens, sequences of {seq_len}, {spec.element})"
 
     def weights(self) -> list[torch.Tensor]:
         layer, attn, mlp = self.layer, self.layer.self_attn, self.layer.mlp
@@ -400,15 +438,18 @@ class HeadUnit(_Unit):
         super().__init__(spec, options)
         self.norm, self.lm_head = norm, lm_head
 
-    def _program(self, kind, tokens, seq_len):
+    def _program(self, spec, kind, tokens, seq_len):
         if kind == "loss":
-            return head_program(self.spec, tokens, loss=True), f"the LM head and loss ({tokens} tokens)"
-        return head_program(self.spec, tokens, loss=False), f"the LM head ({tokens} tokens)"
+            return head_program(spec, tokens, loss=True), f"the LM head and loss ({tokens} tokens, {spec.element})"
+        return head_program(spec, tokens, loss=False), f"the LM head ({tokens} tokens, {spec.element})"
+
+    def weights(self):
+        return [self.norm.weight, self.lm_head.weight]
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor | None, seq_len: int) -> torch.Tensor:
         if targets is None:
-            return self.function("logits", x.shape[0], seq_len)(x, self.norm.weight, self.lm_head.weight)
-        return self.function("loss", x.shape[0], seq_len)(x, self.norm.weight, self.lm_head.weight, targets)
+            return self.function("logits", x.shape[0], seq_len)(x, *self.weights())
+        return self.function("loss", x.shape[0], seq_len)(x, *self.weights(), targets)
 
 
 def shifted_targets(labels: torch.Tensor) -> torch.Tensor:
@@ -453,6 +494,17 @@ class TokenCheck:
                 raise ArgumentError(f"from_hf model: {name} holds {value} at {where}, expected values in {allowed}", name)
 
 
+_WRAPPER_PARTS = ("_checkpoint_wrapped_module", "_orig_mod", "_fsdp_wrapped_module")
+
+
+def _any_dtensor(tensors) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:
+        return False
+    return any(isinstance(t, DTensor) for t in tensors)
+
+
 class CodaCausalLM(torch.nn.Module):
     """A Hugging Face causal LM run through coda-ir (see `from_hf`)."""
 
@@ -466,6 +518,53 @@ class CodaCausalLM(torch.nn.Module):
         self.embed = EmbeddingUnit(inner.embed_tokens, spec, options)
         self.layers = torch.nn.ModuleList(DecoderUnit(layer, spec, options) for layer in inner.layers)
         self.head = HeadUnit(inner.norm, model.lm_head, spec, options)
+        self.gradient_checkpointing = False
+        # the Hugging Face name of each module this model holds (by identity: FSDP2 keeps the
+        # module objects), so that state dicts can be saved under the Hugging Face names
+        hf_modules = {id(m): name for name, m in model.named_modules(remove_duplicate=False)}
+        self._hf_module_names = {name: hf_modules[id(m)] for name, m in self.named_modules(remove_duplicate=False)
+                                 if id(m) in hf_modules and not isinstance(m, _Unit)}
+
+    def gradient_checkpointing_enable(self) -> None:
+        """Activation checkpointing per decoder unit (as Hugging Face's method of this name): a
+        unit keeps only its input; its forward runs again in the backward (under FSDP2 on the
+        weights the backward has gathered already). Non-reentrant `torch.utils.checkpoint`."""
+        self.gradient_checkpointing = True
+
+    def gradient_checkpointing_disable(self) -> None:
+        self.gradient_checkpointing = False
+
+    def hf_name(self, name: str) -> str:
+        """The Hugging Face name of this model's parameter `name` (e.g. `layers.0.layer.mlp.up_proj.weight`
+        -> `model.layers.0.mlp.up_proj.weight`); wrapper prefixes (`_checkpoint_wrapped_module.`,
+        `_orig_mod.`) are dropped first."""
+        parts = [p for p in name.split(".") if p not in _WRAPPER_PARTS]
+        for cut in range(len(parts) - 1, -1, -1):
+            hf = self._hf_module_names.get(".".join(parts[:cut]))
+            if hf is not None:
+                return ".".join(([hf] if hf else []) + parts[cut:])
+        raise ArgumentError(f"from_hf model: {name!r} is not a parameter of the Hugging Face model", name)
+
+    def hf_state_dict(self, *, cpu_offload: bool = True) -> dict[str, torch.Tensor]:
+        """The full state dict under the Hugging Face model's names, loadable by
+        `LlamaForCausalLM.load_state_dict` / `save_pretrained(state_dict=...)`.
+
+        Sharded by FSDP2 (parameters are DTensors): a collective (call it on every rank) that
+        gathers full tensors through `torch.distributed.checkpoint.state_dict`; with
+        `cpu_offload` (the default) rank 0 gets them on the CPU and the other ranks an empty
+        dict. Otherwise: this process's tensors (detached, shared with the model)."""
+        if _any_dtensor(self.parameters()):
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+            state = get_model_state_dict(self, options=StateDictOptions(full_state_dict=True, cpu_offload=cpu_offload))
+        else:
+            state = {k: v.detach() for k, v in self.state_dict().items()}
+        out = {self.hf_name(k): v for k, v in state.items()}
+        if out and self.spec.tied:  # one tensor, both Hugging Face names (as model.state_dict() gives)
+            for a, b in (("lm_head.weight", "model.embed_tokens.weight"), ("model.embed_tokens.weight", "lm_head.weight")):
+                if a not in out and b in out:
+                    out[a] = out[b]
+        return out
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None, position_ids: torch.Tensor | None = None):
         if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
@@ -500,8 +599,12 @@ class CodaCausalLM(torch.nn.Module):
         from transformers.modeling_outputs import CausalLMOutputWithPast
 
         x = self.embed(ids, seq_len)
+        checkpointing = self.gradient_checkpointing and torch.is_grad_enabled()
         for layer in self.layers:
-            x = layer(x, positions, seq_len)
+            if checkpointing:
+                x = torch.utils.checkpoint.checkpoint(layer, x, positions, seq_len, use_reentrant=False)
+            else:
+                x = layer(x, positions, seq_len)
         if labels is None:
             logits = self.head(x, None, seq_len)
             return CausalLMOutputWithPast(loss=None, logits=logits.view(batch, seq_len, -1))
