@@ -227,8 +227,8 @@ def set_tuning(mode: str) -> dict:
     if mode == "off":
         os.environ["CODA_AUTOTUNE"] = "0"
     elif mode == "short":
-        # Replacing the module's candidate list (not CODA_TMA_CANDIDATES, which also turns off
-        # the paired-B variants of interleaved kernels).
+        # Replacing the module's candidate list (not LaunchOptions.tma_candidates, which also
+        # turns off the paired-B variants of interleaved kernels).
         gemm_launch.TMA_CANDIDATES = tuple(gemm_launch.TMA_CANDIDATES[i] for i in SHORT_TMA)
         info["candidates"] = [asdict(c) for c in gemm_launch.TMA_CANDIDATES]
     try:

@@ -18,7 +18,7 @@ The emitted module has, in order:
 Epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`), in
 `epilogue_schedule` order (partial reductions after the last tile use of their input), each
 yielded value stored right after the op that makes it; heavy gemm epilogues can run per column
-half of the tile (`emit_sliced_region`, off unless CODA_EPILOGUE_SUBTILE is set). The
+half of the tile (`emit_sliced_region`, off unless `TritonOptions.epilogue_subtile` is set). The
 scalar bodies of `coda.map` / `coda.pair_map` / `coda.fold` become Triton expressions on whole
 tiles (`_ScalarEmitter`). Everything that cannot be lowered raises a located `CompilerError`.
 """
@@ -416,9 +416,11 @@ class _EpilogueEmitter:
     """Emit the body of an epilogue region (gemm or elementwise) as straight-line Triton."""
 
     def __init__(
-        self, kernel: Operation, n: int, interleave: int, params: dict[SSAValue, str], fresh, interleave_wide: int = 0
+        self, kernel: Operation, n: int, interleave: int, params: dict[SSAValue, str], fresh, interleave_wide: int = 0,
+        options: TritonOptions | None = None,
     ):
         self.kernel = kernel
+        self.options = options if options is not None else TritonOptions()
         self.n = n
         self.h = interleave
         self.hw = interleave_wide  # the permutation of the 2N-wide column space
@@ -544,7 +546,7 @@ class _EpilogueEmitter:
         wrap to the next group. Neither happens at LLaMA shapes (h = F >> BN).
         """
         half = self.perm_half(width)
-        if not half or not half_tile_io():
+        if not half or not self.options.half_tile_io:
             return None
         group = 2 * half
         largest = group & -group  # the widest power-of-two tile inside one group
@@ -1209,13 +1211,8 @@ class _EpilogueEmitter:
 # column space whose tensor is in the user's layout is written as its even and its odd columns,
 # two contiguous [BM, TW / 2] blocks h apart, instead of a scatter to perm(c) where adjacent lanes
 # are h columns apart (uncoalesced: the LLaMA gate/up GEMM took 3.0x the plain GEMM's time on an
-# H100, 1.24x with the split by hand). On by default; CODA_HALF_TILE_IO=0 / off keeps the scatter
-# everywhere (to A/B it on a GPU; the values are bitwise the same). Read at emission.
-def half_tile_io() -> bool:
-    import os
-
-    text = os.environ.get("CODA_HALF_TILE_IO", "").strip().lower()
-    return text not in ("0", "off", "false", "no")
+# H100, 1.24x with the split by hand). On by default; `TritonOptions.half_tile_io=False` keeps the
+# scatter everywhere (to A/B it on a GPU; the values are bitwise the same).
 
 
 # tl.dot needs N >= 16, so whole column tiles are at least 16 wide (2N-wide tiles 32). When the
@@ -1230,26 +1227,32 @@ MIN_TILE_COLS = 16
 # on BN, so the autotuner's narrower tiles keep the whole-tile epilogue). Off by default: with
 # Triton's layout propagation both halves are converted out of the MMA layout up front, and the
 # sliced LLaMA out-proj/down-proj epilogues compiled for sm_90a spilled more than the whole
-# tile with early stores (bench/RESULTS.md, "Epilogue liveness"). CODA_EPILOGUE_SUBTILE: the
-# minimum BN (a power of two) to turn it on, or 0 / off (the default). Read at emission.
+# tile with early stores (bench/RESULTS.md, "Epilogue liveness"). `TritonOptions.epilogue_subtile`:
+# the minimum BN (a power of two) to turn it on, or 0 (the default: off).
 SUBTILE_MIN_BN_DEFAULT = 0
 # an epilogue is heavy when some op needs this many [BM, BN] fp32 tiles at once (values live
 # across it, its tile operands and results, matrix tiles it loads)
 SUBTILE_HEAVY_TILES = 3
 
 
-def subtile_min_bn() -> int:
-    import os
+@dataclass(frozen=True)
+class TritonOptions:
+    """Options of the Triton lowering (the `triton` target's and the lowering passes' options;
+    `coda_ir.compile(..., options=...)`). The defaults are what production uses; the others
+    exist to A/B code shapes on a GPU (the values computed are the same either way).
 
-    text = os.environ.get("CODA_EPILOGUE_SUBTILE", "").strip().lower()
-    if not text or text == "default":
-        return SUBTILE_MIN_BN_DEFAULT
-    if text in ("0", "off", "false", "no"):
-        return 0
-    value = int(text)
-    if value < 2 or value & (value - 1):
-        raise ValueError(f"CODA_EPILOGUE_SUBTILE must be a power of two >= 2 or 0/off, got {text!r}")
-    return value
+    `epilogue_subtile`: run heavy gemm epilogues per column half of tiles at least this wide (a
+    power of two >= 2), or 0: never. `half_tile_io`: N-wide loads and stores of interleaved
+    kernels as two contiguous half tiles (True) or one scatter (False).
+    """
+
+    epilogue_subtile: int = SUBTILE_MIN_BN_DEFAULT
+    half_tile_io: bool = True
+
+    def __post_init__(self) -> None:
+        value = self.epilogue_subtile
+        if not isinstance(value, int) or value < 0 or value == 1 or value & (value - 1):
+            raise ValueError(f"epilogue_subtile must be 0 (off) or a power of two >= 2, got {value!r}")
 
 
 def epilogue_tile_pressure(block: Block, n: int) -> Fraction:
@@ -1371,7 +1374,8 @@ def _param_names(names: _Names, values: Sequence[SSAValue], default: str) -> lis
     return out
 
 
-def emit_gemm(op: coda.GemmOp, name: str) -> KernelInfo:
+def emit_gemm(op: coda.GemmOp, name: str, options: TritonOptions | None = None) -> KernelInfo:
+    options = options if options is not None else TritonOptions()
     names = _Names(KERNEL_SCOPE)
     block = op.epilogue.blocks[0]
     in_params = _param_names(names, block.args[1:], "in")
@@ -1381,14 +1385,14 @@ def emit_gemm(op: coda.GemmOp, name: str) -> KernelInfo:
     hw = op.interleave_wide.value.data if op.interleave_wide is not None else 0
     params = dict(zip(block.args[1:], in_params))
     outputs = list(zip(op.outputs, out_params))
-    em = _EpilogueEmitter(op, n, h, params, names, hw)
+    em = _EpilogueEmitter(op, n, h, params, names, hw, options)
     em.emit_region(block, ["acc", *in_params], outputs)
     lines = [IND + "# ---- epilogue ----"]
-    min_bn = subtile_min_bn()
+    min_bn = options.epilogue_subtile
     if min_bn and epilogue_tile_pressure(block, n) >= SUBTILE_HEAVY_TILES:
         # heavy epilogue: on tiles at least `threshold` wide (each half still a multiple of
         # what the primitives need), run it once per column half; the whole tile otherwise
-        sub = _EpilogueEmitter(op, n, h, params, names, hw)
+        sub = _EpilogueEmitter(op, n, h, params, names, hw, options)
         sub.emit_sliced_region(block, ["acc", *in_params], outputs)
         threshold = max(min_bn, 2 * em.bn_multiple_of)
         lines += [IND + f"if BN >= {threshold}:", *[IND + line for line in sub.lines], IND + "else:"]
@@ -1420,13 +1424,13 @@ def _width_expr(width: int, n: int, bn: str) -> str:
     return f"({bn} * {r.numerator} // {r.denominator})"
 
 
-def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False) -> KernelInfo:
+def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False, options: TritonOptions | None = None) -> KernelInfo:
     names = _Names(KERNEL_SCOPE)
     block = op.body.blocks[0]
     in_params = _param_names(names, block.args, "in")
     out_params = _param_names(names, op.outputs, "out")
     _, n = op.iteration_shape()
-    em = _EpilogueEmitter(op, n, 0, dict(zip(block.args, in_params)), names)
+    em = _EpilogueEmitter(op, n, 0, dict(zip(block.args, in_params)), names, options=options)
     em.whole = op.whole_axis
     em.emit_region(block, in_params, list(zip(op.outputs, out_params)))
     params = [*in_params, *out_params, "M", "N", "BM: tl.constexpr", "BN: tl.constexpr"]
@@ -1878,8 +1882,9 @@ def function_ops(module: ModuleOp) -> list[func.FuncOp]:
     return [op for op in module.walk() if isinstance(op, func.FuncOp) and op.body.blocks]
 
 
-def emit_module(module: ModuleOp) -> str:
+def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
     """The Triton source of a whole module (see the module docstring for its layout)."""
+    options = options if options is not None else TritonOptions()
     from coda_ir.transforms.legalize import ensure_legalized
 
     ensure_legalized(module)  # the emitters below read the tile constraints it records
@@ -1905,9 +1910,9 @@ def emit_module(module: ModuleOp) -> str:
             if isinstance(k, coda.GemmOp):
                 if member:
                     raise CompilerError(k, "a coda.gemm cannot be a member of a coda.launch_group")
-                info = emit_gemm(k, name)
+                info = emit_gemm(k, name, options)
             elif isinstance(k, coda.ElementwiseOp):
-                info = emit_elementwise(k, name, member)
+                info = emit_elementwise(k, name, member, options)
             else:
                 assert isinstance(k, coda.FoldOp)
                 info = emit_fold(k, name, member)
@@ -1933,9 +1938,18 @@ def kernel_counts(module: ModuleOp) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class TritonTarget(Target):
-    """`coda-opt FILE -t triton`: print one Python module of Triton kernels and host functions."""
+    """`coda-opt FILE -t triton`: print one Python module of Triton kernels and host functions.
+
+    Its arguments are `TritonOptions`' fields: `-t 'triton{epilogue_subtile=256 half_tile_io=false}'`.
+    """
 
     name = "triton"
 
+    epilogue_subtile: int = SUBTILE_MIN_BN_DEFAULT
+    half_tile_io: bool = True
+
+    def options(self) -> TritonOptions:
+        return TritonOptions(self.epilogue_subtile, self.half_tile_io)
+
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        output.write(emit_module(module))
+        output.write(emit_module(module, self.options()))
