@@ -54,6 +54,11 @@ from coda_ir.dialects import coda
 from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, plan_in_place, writes_over
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
+from coda_ir.context import make_context
+from coda_ir.dialects import triton_lang as tl
+from coda_ir.lowering.triton_printer import print_kernel
+from coda_ir.transforms import coda_to_tl
+from coda_ir.transforms.coda_to_tl import KERNEL_SCOPE, ConvertCodaToTLPass, KernelNames, kernel_symbol, param_names
 
 MIN_BN = 16
 """The narrowest column tile any kernel launches with (tl.dot and the elementwise configs)."""
@@ -1318,32 +1323,7 @@ def epilogue_schedule(block: Block) -> list[Operation]:
 # ============================================================================ kernels
 
 
-class _Names:
-    def __init__(self, reserved: Sequence[str] = ()):
-        self.used: set[str] = set(reserved)
-
-    def __call__(self, base: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", base) or "v"
-        if base[0].isdigit():
-            base = "v" + base
-        if base not in self.used and not keyword.iskeyword(base):
-            self.used.add(base)
-            return base
-        i = 0
-        while f"{base}{i}" in self.used:
-            i += 1
-        self.used.add(f"{base}{i}")
-        return f"{base}{i}"
-
-
-KERNEL_SCOPE = (
-    "acc a b a_ptr b_ptr a_ptrs b_ptrs b_cols offs_m offs_n offs_k mask_m mask_n pid pid_m pid_n M N K BM BN BK "
-    "GROUP_M INTERLEAVE UPCAST num_pid_m num_pid_n group_size first_m rows_in_group k0 k_mask stride_am stride_ak "
-    "stride_bk stride_bn rows64 cols_n mask_mn tl triton torch libdevice it rows mask L ITERS BLOCK t "
-    "lanes t0 BT PB WORK TICKET NPROG ticket blocks "
-    "USE_TMA A_K_CONTIG B_K_CONTIG NUM_SMS FLATTEN WARP_SPECIALIZE start_pid num_tiles k_tiles tile_id off_m off_n "
-    "off_k ki b_row acc_lo acc_hi b_lo b_hi min max range float int"
-).split()
+_Names = KernelNames  # (convert-coda-to-tl's, shared until every kernel kind is converted)
 
 
 @dataclass
@@ -1366,12 +1346,7 @@ class KernelInfo:
         return hashlib.sha256("\n".join(self.source).encode()).hexdigest()[:12]
 
 
-def _param_names(names: _Names, values: Sequence[SSAValue], default: str) -> list[str]:
-    out = []
-    for i, v in enumerate(values):
-        hint = v.name_hint if v.name_hint and re.fullmatch(r"[A-Za-z_]\w*", v.name_hint) else f"{default}{i}"
-        out.append(names(f"{hint}_ptr"))
-    return out
+_param_names = param_names
 
 
 def emit_gemm(op: coda.GemmOp, name: str, options: TritonOptions | None = None) -> KernelInfo:
@@ -1482,126 +1457,6 @@ def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False, op
             src.append(f"    {cols} = pid_n * {tw} + tl.arange(0, {tw})")
             src.append(f"    tl.store({out_params[index]} + {cols}, {val}, mask={cols} < {width})")
     return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src, plain, 2)
-
-
-NEG_INF = '-float("inf")'
-
-
-def emit_fold(op: coda.FoldOp, name: str, member: bool = False) -> KernelInfo:
-    """A row-parallel kernel: each program folds the partials of BLOCK rows, reading [BLOCK, BT]
-    tiles along the (contiguous) tile axis and combining lanes by a fixed tree, so the result
-    never depends on the launch. Rank-0 results (sums over rows) are reduced in two fixed
-    stages: every program stores its per-block total (float64), takes a ticket (an integer
-    atomic, the only atomic), and the program with the last ticket adds the per-block totals in
-    block order and runs the finalize body."""
-    names = _Names(KERNEL_SCOPE)
-    p_params = _param_names(names, op.partials, "part")
-    in_params = _param_names(names, op.inputs, "in")
-    out_params = _param_names(names, op.outputs, "out")
-    t_params = [names(f"T{i}") for i in range(len(op.partials))]
-    sums = [i for i, r in enumerate(op.outputs) if not r.type.get_shape()]  # type: ignore[union-attr]
-    stage = ["WORK", "TICKET", "NPROG"] if sums else []
-    plain = [*p_params, *in_params, *out_params, "L", *t_params, *stage, "BLOCK", "BT", "PB"]
-    lines = _kernel_head(name, [*plain[:-3], "BLOCK: tl.constexpr", "BT: tl.constexpr", "PB: tl.constexpr"], member)
-    I2 = IND * 2
-    lines += [
-        f"{IND}rows = pid * BLOCK + tl.arange(0, BLOCK)",
-        f"{IND}mask = rows < L",
-        f"{IND}rows64 = rows.to(tl.int64)",
-        f"{IND}lanes = tl.arange(0, BT)",
-    ]
-    args: list[str] = []
-    for value, p, t in zip(op.partials, p_params, t_params):
-        pty = value.type
-        assert isinstance(pty, coda.PartialsType)
-        f, acc = names("folded"), names("acc")
-        base = f"{p} + rows64[:, None] * {t}"
-        combine = pty.combine_kind
-
-        def chunk(other: str) -> str:
-            return f"tl.load({base} + (t0 + lanes)[None, :], mask=mask[:, None] & ((t0 + lanes)[None, :] < {t}), other={other})"  # noqa: B023
-
-        lines.append(f"{IND}# fold partials ({combine.value}) over tiles: lanes of BT tiles, then a fixed tree")
-        if combine == coda.Combine.SUM:
-            lines += [
-                f"{IND}{acc} = tl.zeros((BLOCK, BT), dtype=tl.float32)",
-                f"{IND}for t0 in range(0, {t}, BT):",
-                f"{I2}{acc} += {chunk('0.0')}",
-                f"{IND}{f} = tl.sum({acc}, axis=1)",
-            ]
-        else:
-            lines += [
-                f'{IND}{acc} = tl.full((BLOCK, BT), -float("inf"), tl.float32)',
-                f"{IND}for t0 in range(0, {t}, BT):",
-                f"{I2}{acc} = tl.maximum({acc}, {chunk(NEG_INF)})",
-                f"{IND}{f} = tl.max({acc}, axis=1)",
-            ]
-            if combine == coda.Combine.LSE:
-                ref, s = names("fref"), names("fsum")
-                lines += [
-                    f'{IND}{ref} = tl.where({f} == -float("inf"), 0.0, {f})',
-                    f"{IND}{s} = tl.zeros((BLOCK, BT), dtype=tl.float32)",
-                    f"{IND}for t0 in range(0, {t}, BT):",
-                    f"{I2}{s} += tl.exp({chunk(NEG_INF)} - {ref}[:, None])",
-                    f"{IND}{f} = {ref} + tl.log(tl.sum({s}, axis=1))",
-                ]
-        args.append(f)
-    for value, p in zip(op.inputs, in_params):
-        ty = value.type
-        assert isinstance(ty, TensorType)
-        conv = _to_f32(ty.get_element_type())
-        v = names("v")
-        if ty.get_shape():
-            lines.append(f"{IND}{v} = tl.load({p} + rows, mask=mask, other=0){conv}")
-        else:
-            lines.append(f"{IND}{v} = tl.load({p}){conv}")
-        args.append(v)
-    body_lines: list[str] = []
-    scal = _ScalarEmitter(body_lines, {}, names, IND)
-    yielded = scal.emit_block(op.body.blocks[0], args)
-    lines += body_lines
-    per_block: list[str] = []
-    for i, (result, expr, ptr) in enumerate(zip(op.outputs, yielded, out_params)):
-        rty = result.type
-        assert isinstance(rty, TensorType)
-        if expr in scal.consts:
-            expr = f"tl.full((BLOCK,), {expr}, {'tl.float32' if _is_float(rty.get_element_type()) else 'tl.int32'})"
-        if i in sums:
-            block_total = names(f"block{i}")
-            lines.append(f"{IND}{block_total} = tl.sum(tl.where(mask, {expr}, 0).to(tl.float64), axis=0)")
-            per_block.append(block_total)
-        else:
-            lines.append(f"{IND}tl.store({ptr} + rows, {_store_cast(expr, rty.get_element_type())}, mask=mask)")
-    if sums:
-        S = len(sums)
-        lines.append(f"{IND}# rank-0 results: per-block totals, then the last program adds them in block order")
-        for j, total in enumerate(per_block):
-            lines.append(f"{IND}tl.store(WORK + pid * {S} + {j}, {total})")
-        lines += [
-            f"{IND}tl.debug_barrier()",
-            f'{IND}ticket = tl.atomic_add(TICKET, 1, sem="acq_rel", scope="gpu")',
-            f"{IND}if ticket == NPROG - 1:",
-            f"{I2}blocks = tl.arange(0, PB)",
-        ]
-        totals = []
-        for j, i in enumerate(sums):
-            tvar = names(f"total{i}")
-            acc_ty = "tl.float32" if _is_float(op.outputs[i].type.get_element_type()) else "tl.int32"  # type: ignore[union-attr]
-            lines.append(
-                f"{I2}{tvar} = tl.sum(tl.load(WORK + blocks * {S} + {j}, mask=blocks < NPROG, other=0.0, "
-                f"volatile=True), axis=0).to({acc_ty})"
-            )
-            totals.append(tvar)
-        if op.finalize.blocks:
-            fin_lines: list[str] = []
-            fin = _ScalarEmitter(fin_lines, {}, names, I2)
-            totals = fin.emit_block(op.finalize.blocks[0], totals)
-            lines += fin_lines
-        for i, expr in zip(sums, totals):
-            rty = op.outputs[i].type
-            assert isinstance(rty, TensorType)
-            lines.append(f"{I2}tl.store({out_params[i]}, {_store_cast(expr, rty.get_element_type())})")
-    return KernelInfo(op, name, "fold", 1, lines, plain, 3)
 
 
 def emit_launch_group(op: coda.LaunchGroupOp, name: str, members: Sequence[KernelInfo]) -> KernelInfo:
@@ -1888,6 +1743,10 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
     from coda_ir.transforms.legalize import ensure_legalized
 
     ensure_legalized(module)  # the emitters below read the tile constraints it records
+    # The passes of the lowering run on a copy: the caller's module stays the coda program.
+    module = module.clone()
+    ConvertCodaToTLPass().apply(make_context(), module)
+    tl_kernels = coda_to_tl.tl_kernels(module)
     out: list[str] = [
         '"""Generated by coda-ir (coda -> Triton). Host functions: '
         + ", ".join(f.sym_name.data for f in function_ops(module))
@@ -1896,16 +1755,12 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
         "",
         *interleave_rows_source(),
     ]
-    kernel_names = _Names()
-    for fn in function_ops(module):
-        kernel_names.used.add(fn.sym_name.data)
     host_parts: list[list[str]] = []
     for fn in function_ops(module):
         plan_in_place(fn)  # only acts on arguments the caller donated
         infos: dict[Operation, KernelInfo] = {}
-        for i, k in enumerate(coda.kernels(fn)):
-            kind = k.name.split(".")[1]
-            name = kernel_names(f"_{fn.sym_name.data}_k{i}_{kind}")
+        for k in coda.kernels(fn):
+            name = kernel_symbol(k)
             member = isinstance(k.parent_op(), coda.LaunchGroupOp)
             if isinstance(k, coda.GemmOp):
                 if member:
@@ -1915,21 +1770,29 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
                 info = emit_elementwise(k, name, member, options)
             else:
                 assert isinstance(k, coda.FoldOp)
-                info = emit_fold(k, name, member)
+                info = printed_kernel_info(k, tl_kernels[name], "fold", member)
             infos[k] = info
             out += ["", ""] + info.source
         groups = [g for g in fn.walk() if isinstance(g, coda.LaunchGroupOp)]
-        for j, g in enumerate(groups):
-            info = emit_launch_group(g, kernel_names(f"_{fn.sym_name.data}_g{j}_launch_group"), [infos[m] for m in g.members()])
+        for g in groups:
+            info = emit_launch_group(g, kernel_symbol(g), [infos[m] for m in g.members()])
             infos[g] = info
             out += ["", ""] + info.source
         host_parts.append(_HostEmitter(fn, infos).emit_function())
     for part in host_parts:
         out += ["", ""] + part
     for op in module.ops:
-        if not isinstance(op, func.FuncOp):
+        if not isinstance(op, (func.FuncOp, tl.KernelOp)):
             raise CompilerError(op, "only func.func ops can be lowered at module level")
     return "\n".join(out) + "\n"
+
+
+def printed_kernel_info(op: Operation, kernel: tl.KernelOp, kind: str, member: bool) -> KernelInfo:
+    """The launch description of a kernel built by convert-coda-to-tl, with its printed source
+    (a launch group member's leading `pid` is the group kernel's, not a launch argument)."""
+    params = kernel.param_names()[1 if member else 0 :]
+    return KernelInfo(op, kernel.sym_name.data, kind, coda.recorded_bn_multiple_of(op) if kind != "fold" else 1,
+                      print_kernel(kernel), params, kernel.constexprs.data)
 
 
 def kernel_counts(module: ModuleOp) -> dict[str, int]:
