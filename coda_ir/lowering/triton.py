@@ -15,11 +15,21 @@ The emitted module has, in order:
   checks the arguments, allocates outputs (partials per tile configuration), launches the
   kernels in program order and returns a tensor or a tuple.
 
+The lowering runs as passes on a copy of the module, then prints (issue 13): the
+`convert-coda-to-tl` pass (`transforms/coda_to_tl.py`) names every kernel (recorded on the coda
+op as `tl.kernel = @name`) and builds `coda.fold` and `coda.launch_group` kernels as
+`tl.kernel` IR (the `tl` dialect, `dialects/triton_lang.py`), which
+`triton_printer.print_kernel` prints without deciding anything. `coda.gemm` /
+`coda.elementwise` kernels and the host functions are still emitted as text below
+(`_EpilogueEmitter`, `emit_gemm`, `emit_elementwise`, `_HostEmitter`); moving them onto `tl`
+is the rest of that issue item.
+Options (`TritonOptions`: `epilogue_subtile`, `half_tile_io`) are the target's arguments.
+
 Epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`), in
 `epilogue_schedule` order (partial reductions after the last tile use of their input), each
 yielded value stored right after the op that makes it; heavy gemm epilogues can run per column
 half of the tile (`emit_sliced_region`, off unless `TritonOptions.epilogue_subtile` is set). The
-scalar bodies of `coda.map` / `coda.pair_map` / `coda.fold` become Triton expressions on whole
+scalar bodies of `coda.map` / `coda.pair_map` become Triton expressions on whole
 tiles (`_ScalarEmitter`). Everything that cannot be lowered raises a located `CompilerError`.
 """
 
@@ -1459,30 +1469,6 @@ def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False, op
     return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src, plain, 2)
 
 
-def emit_launch_group(op: coda.LaunchGroupOp, name: str, members: Sequence[KernelInfo]) -> KernelInfo:
-    """One kernel for the group: the program ids [0, END0) run member 0's body (a jit function
-    taking its program index first), [END0, END1) member 1's, and so on; each member keeps its
-    own parameters and constexprs, suffixed with its index."""
-    runtime: list[str] = []
-    constexprs: list[str] = []
-    calls: list[list[str]] = []
-    for i, info in enumerate(members):
-        n_rt = len(info.params) - info.constexprs
-        mine = [f"{p}_{i}" for p in info.params]
-        runtime += mine[:n_rt]
-        constexprs += mine[n_rt:]
-        calls.append(mine)
-    ends = [f"END{i}" for i in range(len(members))]
-    params = [*runtime, *ends, *[f"{c}: tl.constexpr" for c in constexprs]]
-    lines = ["@triton.jit", f"def {name}({', '.join(params)}):", IND + "pid = tl.program_id(0)"]
-    for i, (info, args) in enumerate(zip(members, calls)):
-        kw = "if" if i == 0 else "elif"
-        start = "pid" if i == 0 else f"pid - END{i - 1}"
-        lines.append(f"{IND}{kw} pid < END{i}:")
-        lines.append(f"{IND}{IND}{info.name}({', '.join([start, *args])})")
-    return KernelInfo(op, name, "launch_group", 1, lines, [*runtime, *ends, *constexprs], len(constexprs))
-
-
 # ============================================================================ host functions
 
 
@@ -1775,7 +1761,12 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
             out += ["", ""] + info.source
         groups = [g for g in fn.walk() if isinstance(g, coda.LaunchGroupOp)]
         for g in groups:
-            info = emit_launch_group(g, kernel_symbol(g), [infos[m] for m in g.members()])
+            kernel = tl_kernels[kernel_symbol(g)]
+            for i, m in enumerate(g.members()):  # the group kernel calls each member as emitted
+                mine = [p[: -len(f"_{i}")] for p in kernel.param_names() if p.endswith(f"_{i}")]
+                if mine != infos[m].params:
+                    raise InternalCompilerBug(m, f"launch group member parameters {mine} != the kernel's {infos[m].params}")
+            info = printed_kernel_info(g, kernel, "launch_group", False)
             infos[g] = info
             out += ["", ""] + info.source
         host_parts.append(_HostEmitter(fn, infos).emit_function())

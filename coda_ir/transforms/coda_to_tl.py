@@ -13,8 +13,13 @@ result and decides nothing. The pass
   round to nearest even through `_coda_round_bf16`), and the scalar body as arith / math
   ops on [BLOCK] tensors (`lower_scalar_block`).
 
-`coda.gemm` and `coda.elementwise` kernels and launch groups are named here but still emitted
-by `lowering/triton.py`'s string emitter; converting them is the rest of issue 13 item 2.
+* builds the group kernel of each `coda.launch_group`: program id ranges [END_{i-1}, END_i)
+  call member i with its program index and its own (suffixed) parameters.
+
+`coda.gemm` and `coda.elementwise` kernels are named here but still emitted by
+`lowering/triton.py`'s string emitter (`elementwise_params` names an elementwise member's
+parameters as that emitter does, checked when the module is printed); converting them is the
+rest of issue 13 item 2.
 """
 
 from __future__ import annotations
@@ -455,6 +460,66 @@ def lower_fold(op: coda.FoldOp, name: str, member: bool) -> tl.KernelOp:
     return kernel
 
 
+# ============================================================================ coda.launch_group
+
+
+def _pointee(value: SSAValue) -> Attribute:
+    ty = value.type
+    if isinstance(ty, coda.PartialsType):
+        return f32
+    assert isinstance(ty, TensorType)
+    return ty.get_element_type()
+
+
+def elementwise_params(op: coda.ElementwiseOp) -> tuple[list[tuple[str, Attribute]], int]:
+    """The parameters of a `coda.elementwise` kernel (named as `lowering/triton.py`'s
+    `emit_elementwise` names them) and how many of them (at the end) are constexprs."""
+    names = KernelNames(KERNEL_SCOPE)
+    block = op.body.blocks[0]
+    ins = param_names(names, block.args, "in")
+    outs = param_names(names, op.outputs, "out")
+    params = [(p, tl.PointerType(_pointee(v))) for p, v in zip(ins, block.args)]
+    params += [(p, tl.PointerType(_pointee(v))) for p, v in zip(outs, op.outputs)]
+    return params + [("M", i32), ("N", i32), ("BM", i32), ("BN", i32)], 2
+
+
+def lower_launch_group(op: coda.LaunchGroupOp, name: str, members: Sequence[tuple[str, list[tuple[str, Attribute]], int]]) -> tl.KernelOp:
+    """One kernel for the group: the program ids [0, END0) run member 0's body (a jit function
+    taking its program index first), [END0, END1) member 1's, and so on; each member keeps its
+    own parameters and constexprs, suffixed with its index. `members`: (kernel name, its
+    parameters without the leading pid, how many are constexprs)."""
+    runtime: list[tuple[str, Attribute]] = []
+    constexprs: list[tuple[str, Attribute]] = []
+    calls: list[list[str]] = []
+    for i, (_, params, n_const) in enumerate(members):
+        mine = [(f"{p}_{i}", t) for p, t in params]
+        runtime += mine[: len(mine) - n_const]
+        constexprs += mine[len(mine) - n_const :]
+        calls.append([p for p, _ in mine])
+    ends = [(f"END{i}", i32) for i in range(len(members))]
+    all_params = [*runtime, *ends, *constexprs]
+    kernel = tl.KernelOp(name, all_params, len(constexprs))
+    arg = {n: a for (n, _), a in zip(all_params, kernel.body.block.args)}
+    b = Builder(kernel.body.block)
+    pid = b.value(tl.ProgramIdOp(0), "pid")
+
+    def branch(i: int, into: Builder) -> None:
+        """if pid < END_i: member i (else: the members after it)."""
+        then, rest = Block(), Block()
+        inner = Builder(then)
+        start = pid if i == 0 else inner.ibin(arith.SubiOp, pid, arg[f"END{i - 1}"])
+        inner.add(tl.CallOp(members[i][0], [start, *[arg[p] for p in calls[i]]]))
+        inner.add(scf.YieldOp())
+        cond = into.cmpi("slt", pid, arg[f"END{i}"])
+        if i + 1 < len(members):
+            branch(i + 1, Builder(rest))
+        rest.add_op(scf.YieldOp())
+        into.add(scf.IfOp(cond, [], [then], [rest] if i + 1 < len(members) else None))
+
+    branch(0, b)
+    return kernel
+
+
 # ============================================================================ the pass
 
 
@@ -475,9 +540,22 @@ class ConvertCodaToTLPass(ModulePass):
                 k.attributes[KERNEL_NAME_ATTR] = SymbolRefAttr(name)
                 if isinstance(k, coda.FoldOp):
                     built.append(lower_fold(k, name, isinstance(k.parent_op(), coda.LaunchGroupOp)))
+            folds = {k.sym_name.data: k for k in built}
             groups = [g for g in fn.walk() if isinstance(g, coda.LaunchGroupOp)]
             for j, g in enumerate(groups):
-                g.attributes[KERNEL_NAME_ATTR] = SymbolRefAttr(kernel_names(f"_{fn.sym_name.data}_g{j}_launch_group"))
+                name = kernel_names(f"_{fn.sym_name.data}_g{j}_launch_group")
+                g.attributes[KERNEL_NAME_ATTR] = SymbolRefAttr(name)
+                members = []
+                for m in g.members():
+                    mname = kernel_symbol(m)
+                    if isinstance(m, coda.FoldOp):
+                        params = [(n, a.type) for n, a in zip(folds[mname].param_names(), folds[mname].body.block.args)]
+                        members.append((mname, params[1:], folds[mname].constexprs.data))
+                    elif isinstance(m, coda.ElementwiseOp):
+                        members.append((mname, *elementwise_params(m)))
+                    else:
+                        raise CompilerError(m, f"a {m.name} cannot be a member of a coda.launch_group")
+                built.append(lower_launch_group(g, name, members))
             anchor = fn
             while anchor.parent_op() is not op:
                 anchor = anchor.parent_op()  # type: ignore[assignment]

@@ -271,3 +271,24 @@ def test_autotune_cache_roundtrip(tmp_path, monkeypatch):
     gemm_launch._store_disk("k|M=1", entry)
     assert gemm_launch._load_disk()["k|M=1"] == entry
     assert gemm_launch.GemmConfig(**entry["config"]).bn == 256
+
+
+def test_launch_options_are_explicit_validated_and_restored(monkeypatch):
+    """The path and the TMA candidates are launch options, never environment variables."""
+    monkeypatch.setenv("CODA_GEMM_PATH", "tma")  # the old experiment variables are not read
+    monkeypatch.setenv("CODA_TMA_CANDIDATES", "3")
+    assert gemm_launch.launch_options() == gemm_launch.LaunchOptions()
+    assert gemm_launch.launch_options().path == "auto" and gemm_launch.launch_options().tma_candidates is None
+    with pytest.raises(ValueError):
+        gemm_launch.LaunchOptions(path="fast")
+    with pytest.raises(ValueError):
+        gemm_launch.LaunchOptions(tma_candidates=(len(gemm_launch.TMA_CANDIDATES),))
+    before = gemm_launch.set_launch_options(path="portable", tma_candidates=(0, 5))
+    try:
+        assert gemm_launch.launch_options() == gemm_launch.LaunchOptions("portable", (0, 5))
+        chosen = gemm_launch.tma_candidates(only=gemm_launch.launch_options().tma_candidates)
+        assert gemm_launch.TMA_CANDIDATES[0] in chosen
+        assert set(chosen) <= {gemm_launch.TMA_CANDIDATES[0], gemm_launch.TMA_CANDIDATES[5]}
+    finally:
+        gemm_launch.set_launch_options(before)
+    assert gemm_launch.launch_options() == before == gemm_launch.LaunchOptions()

@@ -87,3 +87,49 @@ func.func @body(%p: !coda.partials<rows, 8, sum>) -> tensor<8xf32> {
 // CHECK:        %[[K:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
 // CHECK-NEXT:   %[[K0:.*]] = "tl.full"(%[[K]]) : (f32) -> f32
 // CHECK-NEXT:   %[[EK:.*]] = math.exp %[[K0]] : f32
+
+// -----
+
+// A launch group: one kernel whose program id ranges call the members (a fold, built here, and
+// an elementwise kernel, still printed by the string emitter) with their suffixed parameters.
+func.func @group(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>) -> (tensor<8xf32>, tensor<32xf32>) {
+  %p = coda.elementwise [8, 16] ins(%a : tensor<8x16xf32>) -> !coda.partials<rows, 8, sum> {
+  ^bb0(%at: tensor<8x16xf32>):
+    %t = coda.load %at : tensor<8x16xf32> -> !coda.tile<8x16xf32>
+    %s = coda.reduce sumsq %t dim 1 : !coda.tile<8x16xf32> -> !coda.partials<rows, 8, sum>
+    coda.yield %s : !coda.partials<rows, 8, sum>
+  }
+  %r, %c = coda.launch_group -> (tensor<8xf32>, tensor<32xf32>) {
+    %r0 = coda.fold %p : !coda.partials<rows, 8, sum> -> tensor<8xf32> {
+    ^bb0(%x: f32):
+      %q = math.rsqrt %x : f32
+      coda.yield %q : f32
+    }
+    %c0 = coda.elementwise [32, 16] whole rows ins(%w : tensor<32x16xf32>) -> tensor<32xf32> {
+    ^bb0(%wt: tensor<32x16xf32>):
+      %t = coda.load %wt : tensor<32x16xf32> -> !coda.tile<32x16xf32>
+      %s = coda.reduce sum %t dim 1 : !coda.tile<32x16xf32> -> !coda.partials<rows, 32, sum>
+      coda.yield %s : !coda.partials<rows, 32, sum>
+    }
+    coda.yield %r0, %c0 : tensor<8xf32>, tensor<32xf32>
+  }
+  func.return %r, %c : tensor<8xf32>, tensor<32xf32>
+}
+
+// CHECK-LABEL: "tl.kernel"() <{sym_name = "_group_k1_fold"
+// CHECK-SAME:  arg_names = ["pid", "p_ptr", "r0_ptr", "L", "T0", "BLOCK", "BT", "PB"]
+// CHECK-NOT:   tl.program_id
+// CHECK:       math.rsqrt
+// CHECK-LABEL: "tl.kernel"() <{sym_name = "_group_g0_launch_group"
+// CHECK-SAME:  arg_names = ["p_ptr_0", "r0_ptr_0", "L_0", "T0_0", "wt_ptr_1", "c0_ptr_1", "M_1", "N_1", "END0", "END1", "BLOCK_0", "BT_0", "PB_0", "BM_1", "BN_1"], constexprs = #builtin.int<5>
+// CHECK:         %[[PID:.*]] = "tl.program_id"() <{axis = #builtin.int<0>}> : () -> i32
+// CHECK-NEXT:    %[[C0:.*]] = "tl.cmpi"(%[[PID]], %{{.*}}) <{predicate = "slt"}> : (i32, i32) -> i1
+// CHECK-NEXT:    scf.if %[[C0]] {
+// CHECK-NEXT:      "tl.call"(%[[PID]], {{.*}}) <{callee = @_group_k1_fold}>
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      %[[C1:.*]] = "tl.cmpi"(%[[PID]], %{{.*}}) <{predicate = "slt"}> : (i32, i32) -> i1
+// CHECK-NEXT:      scf.if %[[C1]] {
+// CHECK-NEXT:        %[[START:.*]] = arith.subi %[[PID]], %{{.*}} : i32
+// CHECK-NEXT:        "tl.call"(%[[START]], {{.*}}) <{callee = @_group_k2_elementwise}>
+// CHECK:       coda.elementwise {{.*}} attributes {tl.kernel = @_group_k0_elementwise}
+// CHECK:       coda.launch_group {{.*}} attributes {tl.kernel = @_group_g0_launch_group}
