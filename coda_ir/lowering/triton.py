@@ -1729,6 +1729,10 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
     from coda_ir.transforms.legalize import ensure_legalized
 
     ensure_legalized(module)  # the emitters below read the tile constraints it records
+    for fn in function_ops(module):
+        # only acts on arguments the caller donated; its `coda.writes_over` records stay on the
+        # caller's module (coda_ir.torch reads them from `CompiledModule.ir`)
+        plan_in_place(fn)
     # The passes of the lowering run on a copy: the caller's module stays the coda program.
     module = module.clone()
     ConvertCodaToTLPass().apply(make_context(), module)
@@ -1743,7 +1747,6 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
     ]
     host_parts: list[list[str]] = []
     for fn in function_ops(module):
-        plan_in_place(fn)  # only acts on arguments the caller donated
         infos: dict[Operation, KernelInfo] = {}
         for k in coda.kernels(fn):
             name = kernel_symbol(k)
