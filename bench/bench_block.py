@@ -228,7 +228,7 @@ def set_tuning(mode: str) -> dict:
     if mode == "off":
         os.environ["CODA_AUTOTUNE"] = "0"
     elif mode == "short":
-        # Replacing the module's candidate list (not CODA_TMA_CANDIDATES, which also turns off
+        # Replacing the candidate list (not LaunchOptions.tma_candidates, which also turns off
         # the paired-B variants of interleaved kernels).
         tiling.TMA_CANDIDATES = tuple(tiling.TMA_CANDIDATES[i] for i in SHORT_TMA)
         info["candidates"] = [asdict(c) for c in tiling.TMA_CANDIDATES]

@@ -19,6 +19,7 @@ numbers go to $OUT/bench_mainloop.json (or --out), the table is printed last.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -413,8 +414,8 @@ def timings(ks, dev, dtype, log, quick=False) -> dict:
                "coda": lambda: run_plain(ks["plain"], x, w, M, N, K),
                "coda_cs": lambda: run_plain(ks["plain_cs"], x, w, M, N, K, key="bench_plain_cs")}
         if not quick:
-            saved = os.environ.get("CODA_TMA_CANDIDATES")
-            os.environ["CODA_TMA_CANDIDATES"] = "0,1,2"  # a diagnostic: fewer compiles
+            # a diagnostic: fewer compiles (the launch options, restored below)
+            saved = gemm_launch.set_launch_options(dataclasses.replace(gemm_launch.launch_options(), tma_candidates=(0, 1, 2)))
             try:
                 run_plain_tmastore(ks["plain_tmastore"], x, w, M, N, K)
                 row["tmastore_config"] = _cfg_dict(gemm_launch.LAST_LAUNCH)
@@ -422,10 +423,7 @@ def timings(ks, dev, dtype, log, quick=False) -> dict:
             except Exception as exc:
                 row["coda_tmastore"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             finally:
-                if saved is None:
-                    os.environ.pop("CODA_TMA_CANDIDATES", None)
-                else:
-                    os.environ["CODA_TMA_CANDIDATES"] = saved
+                gemm_launch.set_launch_options(saved)
         t = side_by_side(fns, rounds)
         row.update({
             "cublas_ms": t["cublas"], "coda_ms": t["coda"], "coda_tmastore_ms": t.get("coda_tmastore"),
@@ -706,8 +704,9 @@ def probe_warp_specialize(log) -> bool:
     """Compile and run the warp-specialized candidate in a child process (a crash stays there)."""
     code = (
         "import os,sys,tempfile,pathlib,torch;sys.path.insert(0,%r);"
-        "os.environ['CODA_TMA_CANDIDATES']='3';os.environ['CODA_AUTOTUNE']='0';"
+        "os.environ['CODA_AUTOTUNE']='0';"
         "import bench.bench_mainloop as b;from coda_ir.lowering import gemm_launch as gl;"
+        "gl.set_launch_options(tma_candidates=(3,));"
         "ks=b.build_kernels(pathlib.Path(tempfile.mkdtemp()));"
         "x=torch.randn(1024,512,device='cuda').bfloat16();w=torch.randn(768,512,device='cuda').bfloat16();"
         "c=b.run_plain(ks['plain'],x,w,1024,768,512);"
@@ -736,13 +735,15 @@ def main() -> int:
     args = ap.parse_args()
     if args.smoke:
         os.environ["TRITON_INTERPRET"] = "1"
-        os.environ.setdefault("CODA_GEMM_PATH", "tma")
     import torch
     import triton
 
     from coda_ir import tiling
     from coda_ir.lowering import gemm_launch
     from coda_ir.lowering.mainloop import range_features
+
+    if args.smoke:
+        gemm_launch.set_launch_options(path="tma")  # the interpreter runs the TMA path's indexing too
 
     lines: list[str] = []
 
@@ -762,8 +763,8 @@ def main() -> int:
     log(json.dumps(env))
     if dev == "cuda" and not args.no_ws_probe and "warp_specialize" in range_features():
         if not probe_warp_specialize(log):
-            keep = [str(i) for i, c in enumerate(tiling.TMA_CANDIDATES) if not c.warp_specialize]
-            os.environ["CODA_TMA_CANDIDATES"] = ",".join(keep)
+            keep = tuple(i for i, c in enumerate(tiling.TMA_CANDIDATES) if not c.warp_specialize)
+            gemm_launch.set_launch_options(dataclasses.replace(gemm_launch.launch_options(), tma_candidates=keep))
             env["warp_specialize"] = "disabled: probe failed"
     ks = build_kernels(Path(tempfile.mkdtemp()))
     dtype = torch.bfloat16

@@ -2,7 +2,7 @@
 
     python bench/kernel_table.py --shapes 1b,8b [--budget-s 420] [--sweep default|short|narrow|none] --out DIR
     python bench/kernel_table.py --sweep short --only "swiglu_grad|rms_norm_grad" --hand hand,norm_order --unfused
-    TRITON_INTERPRET=1 CODA_GEMM_PATH=tma python bench/kernel_table.py --cpu --shapes smoke --sweep cpu --hand hand
+    TRITON_INTERPRET=1 python bench/kernel_table.py --cpu --shapes smoke --sweep cpu --hand hand
 
 For every shape: compiles the block with `nn-autodiff,nn-to-coda` (tuning off: the first Hopper
 candidate everywhere, 128x256x64 w8 s3), runs `llama_block_fwd` and `llama_block_bwd` once while
@@ -515,7 +515,7 @@ def hand_variants(program, key: str, out_dir: Path, log, variant: str = "hand", 
     rows = []
     cfgs = dict(SWEEPS[sweep])
     labels = [label for label in labels if label in cfgs] or list(cfgs)
-    if DEV["device"] == "cpu":  # the interpreter's tile, on the TMA path (CODA_GEMM_PATH=tma)
+    if DEV["device"] == "cpu":  # the interpreter's tile, on the TMA path (--cpu sets path="tma")
         cfgs = {"interp": dataclasses.replace(gl.interpreter_config(), tma=True)}
         labels = ("interp",)
     for i, name, _, _ in targets:
@@ -728,6 +728,7 @@ def main() -> int:
 
     if args.cpu:
         DEV["device"] = "cpu"
+        gl.set_launch_options(path="tma")  # the interpreter emulates tensor descriptors: check the TMA epilogues' indexing
     log(f"{torch.cuda.get_device_name() if not args.cpu else 'cpu'} torch {torch.__version__} triton {triton.__version__}")
     for n, key in enumerate(shapes):
         # split the remaining budget over the remaining shapes

@@ -255,8 +255,11 @@ def index_checks(module: ModuleOp) -> dict[str, list]:
     return checks
 
 
-def compile(source: object, pipeline: str | None = "nn-to-coda") -> CompiledModule:  # noqa: A001
+def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None) -> CompiledModule:  # noqa: A001
     """Parse, verify, run `pipeline`, emit Triton; returns a `CompiledModule`.
+
+    `options`: a `coda_ir.lowering.triton.TritonOptions` (the Triton lowering's options, the
+    same as `coda-opt -t 'triton{...}'`'s), default: the production defaults.
 
     Every error is a `CodaError`: `CompileError` (bad program, located), `ArgumentError` (bad
     `source` or `pipeline`), `InternalError` (a bug of coda-ir)."""
@@ -277,7 +280,7 @@ def compile(source: object, pipeline: str | None = "nn-to-coda") -> CompiledModu
             [str(Diagnostic(op, "nn op left after the pipeline: only coda kernels can be lowered to Triton")) for op in leftover[:5]]
         )
     try:
-        source_text = emit_module(module)
+        source_text = emit_module(module, options)
         counts = kernel_counts(module)
     except CompilerError as error:
         raise CompileError([str(error)]) from None

@@ -48,7 +48,18 @@ def universe_dialects() -> dict[str, Callable[[], object]]:
 
         return CODA
 
-    return {"builtin": builtin, "func": func, "arith": arith, "math": math, "test": test, "nn": nn, "coda": coda}
+    def scf():
+        from xdsl.dialects.scf import Scf
+
+        return Scf
+
+    def tl():
+        from coda_ir.dialects.triton_lang import TL
+
+        return TL
+
+    return {"builtin": builtin, "func": func, "arith": arith, "math": math, "scf": scf, "test": test, "nn": nn,
+            "coda": coda, "tl": tl}
 
 
 def coda_passes() -> dict[str, Callable[[], type[ModulePass]]]:

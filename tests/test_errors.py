@@ -243,7 +243,7 @@ def test_builder_kernel_without_yield_is_located():
 def test_a_bug_is_an_internal_error(monkeypatch):
     import coda_ir.lowering.triton as triton_emitter
 
-    def broken(module):
+    def broken(module, options=None):
         raise KeyError("oops")
 
     monkeypatch.setattr(triton_emitter, "emit_module", broken)

@@ -3,13 +3,18 @@
 Generated modules call `launch_gemm`. Where the kernel runs decides the path and the tile:
 
 * under the CPU interpreter (`TRITON_INTERPRET=1`): the portable pointer loop with a small
-  fixed tile (no tuning), so tests stay fast; `CODA_GEMM_PATH=tma` forces the TMA path there
-  too (the interpreter emulates tensor descriptors), which is how CI checks its indexing;
+  fixed tile (no tuning), so tests stay fast; the launch option `path="tma"` forces the TMA
+  path there too (the interpreter emulates tensor descriptors), which is how CI checks its
+  indexing;
 * on a GPU: the persistent TMA path (`USE_TMA=1`) where it can run -- compute capability >= 9,
   a Triton with host-side tensor descriptors (`triton.tools.tensor_descriptor`), 16-bit
   operands, each operand with one unit stride and 16-byte aligned base and other stride, and
-  for interleaved kernels a BN dividing 2h -- else the portable path. `CODA_GEMM_PATH=portable`
+  for interleaved kernels a BN dividing 2h -- else the portable path. `path="portable"`
   forces the portable path.
+
+The launch options (`LaunchOptions`: `path`, `tma_candidates`) are arguments of `launch_gemm`;
+for generated modules, which call `launch_gemm` without them, the process-wide defaults are set
+explicitly with `set_launch_options` (tests and benchmarks do; nothing reads the environment).
 
 On a GPU the configuration is autotuned: each candidate in a short list (`coda_ir.tiling.TMA_CANDIDATES`;
 interleaved kernels add paired-B variants) is compiled, run and timed (`triton.testing.do_bench`,
@@ -57,8 +62,48 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def _path_override() -> str:
-    return os.environ.get("CODA_GEMM_PATH", "auto").strip().lower() or "auto"
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How `launch_gemm` picks its path and tile candidates (experiments and tests; the
+    defaults are what production runs use).
+
+    `path`: "auto" (TMA where it can run on a GPU, portable under the interpreter), "tma"
+    (TMA wherever the operands allow, the interpreter included) or "portable".
+    `tma_candidates`: indices into `tiling.TMA_CANDIDATES` to tune over instead of all of them (a
+    diagnostic: fewer compiles; also drops the paired-B variants of interleaved kernels), or
+    None for the full list.
+    """
+
+    path: str = "auto"
+    tma_candidates: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.path not in ("auto", "tma", "portable"):
+            raise ValueError(f"launch path must be auto, tma or portable, got {self.path!r}")
+        if self.tma_candidates is not None:
+            for i in self.tma_candidates:
+                if not 0 <= i < len(tiling.TMA_CANDIDATES):
+                    raise ValueError(f"TMA candidate index {i} out of range 0..{len(tiling.TMA_CANDIDATES) - 1}")
+
+
+_OPTIONS: LaunchOptions | None = None  # set_launch_options; None: LaunchOptions()
+
+
+def launch_options() -> LaunchOptions:
+    """The process-wide launch options `launch_gemm` uses when a call passes none."""
+    return _OPTIONS if _OPTIONS is not None else LaunchOptions()
+
+
+def set_launch_options(options: LaunchOptions | None = None, **fields) -> LaunchOptions:
+    """Set the process-wide launch options (`set_launch_options(path="tma")`, or a
+    `LaunchOptions`; no argument restores the defaults). Returns the previous options, to
+    restore them with `set_launch_options(previous)`."""
+    global _OPTIONS
+    before = launch_options()
+    if options is not None and fields:
+        raise TypeError("pass a LaunchOptions or keyword fields, not both")
+    _OPTIONS = options if options is not None else LaunchOptions(**fields)
+    return before
 
 
 # ----------------------------------------------------------------------------- feature probes
@@ -136,19 +181,20 @@ def _tma_fits(cfg: GemmConfig, interleave: int, bn_multiple_of: int, bm_multiple
     return True
 
 
-def tma_candidates(interleave=0, bn_multiple_of=1, bm_multiple_of=1, paired_ok=False) -> list[GemmConfig]:
+def tma_candidates(interleave=0, bn_multiple_of=1, bm_multiple_of=1, paired_ok=False,
+                   only: Sequence[int] | None = None) -> list[GemmConfig]:
     """The Hopper candidates that fit the kernel's constraints, best guesses first.
 
     Interleaved kernels whose B can be paired (K-contiguous, N a multiple of 2h) get the
     paired-B variant of every candidate instead of the two-dot one: it measured faster (2.48 vs
     2.68 ms at 8192x28672x4096, bench/RESULTS.md); one two-dot candidate stays last as a
-    fallback should the rank-4 descriptor fail to compile.
+    fallback should the rank-4 descriptor fail to compile. `only`: indices into
+    `tiling.TMA_CANDIDATES` to keep (`LaunchOptions.tma_candidates`, for experiments).
     """
-    override = os.environ.get("CODA_TMA_CANDIDATES")  # "i,j,..." indices, for experiments
     pool = tiling.TMA_CANDIDATES
-    if override:
-        pool = tuple(tiling.TMA_CANDIDATES[int(i)] for i in override.split(","))
-    if interleave and paired_ok and not override:
+    if only is not None:
+        pool = tuple(tiling.TMA_CANDIDATES[i] for i in only)
+    if interleave and paired_ok and only is None:
         pool = tuple(dataclasses.replace(c, b_pairs=True) for c in pool if not c.flatten) + pool[:1]
     return [c for c in pool if _tma_fits(c, interleave, bn_multiple_of, bm_multiple_of)]
 
@@ -419,22 +465,25 @@ def launch_gemm(
     bm_multiple_of: int = 1,
     config: GemmConfig | None = None,
     key: str = "",
+    options: LaunchOptions | None = None,
 ) -> tuple[GemmConfig, Sequence[object]]:
     """Launch `kernel` for `op(a) @ op(b)`; returns the config and the extra args it used.
 
     `extra_args_for(config)` builds the epilogue's arguments (inputs and freshly allocated
     outputs: partials have one column per tile, so their shape depends on the config).
     `key` names the kernel and its epilogue for the autotune cache (default: a hash of the
-    kernel's source).
+    kernel's source). `options`: the path and candidates (default: `launch_options()`).
     """
+    if options is None:
+        options = launch_options()
     plan_key = None
     if _PLANS_ON:
         # Everything the launch's path, layouts, tuning key, configuration and grid depend on,
-        # the environment overrides read below included: a hit skips re-deriving them (the
+        # the launch options included: a hit skips re-deriving them (the
         # host cost of a launch is what leaves the GPU idle between short kernels, issue 11).
         plan_key = (kernel, key, M, N, K, transpose_a, transpose_b, interleave, bn_multiple_of, bm_multiple_of,
                     config, a.dtype, b.dtype, a.stride(), b.stride(), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
-                    a.device, b.device, os.environ.get("TRITON_INTERPRET"), os.environ.get("CODA_GEMM_PATH"))
+                    a.device, b.device, os.environ.get("TRITON_INTERPRET"), options)
         plan = _PLANS.get(plan_key)
         if plan is not None:
             extra = list(extra_args_for(plan.config))
@@ -444,7 +493,7 @@ def launch_gemm(
     stride_bk, stride_bn = (b.stride(1), b.stride(0)) if transpose_b else (b.stride(0), b.stride(1))
     strides = (stride_am, stride_ak, stride_bk, stride_bn)
     upcast = interpreting() and a.dtype == torch.bfloat16
-    override = _path_override()
+    override = options.path
     layouts = None
     if override != "portable" and (override == "tma" or not interpreting()):
         layouts = _tma_layouts(a, b, M, N, K, strides, interleave)
@@ -465,7 +514,8 @@ def launch_gemm(
                     config = tma_cfg
         else:
             paired_ok = bool(layouts and layouts[1] and interleave and N % (2 * interleave) == 0)
-            candidates = tma_candidates(interleave, bn_multiple_of, bm_multiple_of, paired_ok) if layouts else []
+            candidates = (tma_candidates(interleave, bn_multiple_of, bm_multiple_of, paired_ok, options.tma_candidates)
+                          if layouts else [])
             path = "tma" if candidates else "portable"
             if not candidates:
                 candidates = portable_candidates(a.dtype == torch.float32, bn_multiple_of, bm_multiple_of)

@@ -15,11 +15,21 @@ The emitted module has, in order:
   checks the arguments, allocates outputs (partials per tile configuration), launches the
   kernels in program order and returns a tensor or a tuple.
 
+The lowering runs as passes on a copy of the module, then prints (issue 13): the
+`convert-coda-to-tl` pass (`transforms/coda_to_tl.py`) names every kernel (recorded on the coda
+op as `tl.kernel = @name`) and builds `coda.fold` and `coda.launch_group` kernels as
+`tl.kernel` IR (the `tl` dialect, `dialects/triton_lang.py`), which
+`triton_printer.print_kernel` prints without deciding anything. `coda.gemm` /
+`coda.elementwise` kernels and the host functions are still emitted as text below
+(`_EpilogueEmitter`, `emit_gemm`, `emit_elementwise`, `_HostEmitter`); moving them onto `tl`
+is the rest of that issue item.
+Options (`TritonOptions`: `epilogue_subtile`, `half_tile_io`) are the target's arguments.
+
 Epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`), in
 `epilogue_schedule` order (partial reductions after the last tile use of their input), each
 yielded value stored right after the op that makes it; heavy gemm epilogues can run per column
-half of the tile (`emit_sliced_region`, off unless CODA_EPILOGUE_SUBTILE is set). The
-scalar bodies of `coda.map` / `coda.pair_map` / `coda.fold` become Triton expressions on whole
+half of the tile (`emit_sliced_region`, off unless `TritonOptions.epilogue_subtile` is set). The
+scalar bodies of `coda.map` / `coda.pair_map` become Triton expressions on whole
 tiles (`_ScalarEmitter`). Everything that cannot be lowered raises a located `CompilerError`.
 """
 
@@ -54,6 +64,11 @@ from coda_ir.dialects import coda
 from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, plan_in_place, writes_over
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
+from coda_ir.context import make_context
+from coda_ir.dialects import triton_lang as tl
+from coda_ir.lowering.triton_printer import print_kernel
+from coda_ir.transforms import coda_to_tl
+from coda_ir.transforms.coda_to_tl import KERNEL_SCOPE, ConvertCodaToTLPass, KernelNames, kernel_symbol, param_names
 
 from coda_ir.tiling import MIN_BN
 
@@ -415,9 +430,11 @@ class _EpilogueEmitter:
     """Emit the body of an epilogue region (gemm or elementwise) as straight-line Triton."""
 
     def __init__(
-        self, kernel: Operation, n: int, interleave: int, params: dict[SSAValue, str], fresh, interleave_wide: int = 0
+        self, kernel: Operation, n: int, interleave: int, params: dict[SSAValue, str], fresh, interleave_wide: int = 0,
+        options: TritonOptions | None = None,
     ):
         self.kernel = kernel
+        self.options = options if options is not None else TritonOptions()
         self.n = n
         self.h = interleave
         self.hw = interleave_wide  # the permutation of the 2N-wide column space
@@ -543,7 +560,7 @@ class _EpilogueEmitter:
         wrap to the next group. Neither happens at LLaMA shapes (h = F >> BN).
         """
         half = self.perm_half(width)
-        if not half or not half_tile_io():
+        if not half or not self.options.half_tile_io:
             return None
         group = 2 * half
         largest = group & -group  # the widest power-of-two tile inside one group
@@ -1208,13 +1225,8 @@ class _EpilogueEmitter:
 # column space whose tensor is in the user's layout is written as its even and its odd columns,
 # two contiguous [BM, TW / 2] blocks h apart, instead of a scatter to perm(c) where adjacent lanes
 # are h columns apart (uncoalesced: the LLaMA gate/up GEMM took 3.0x the plain GEMM's time on an
-# H100, 1.24x with the split by hand). On by default; CODA_HALF_TILE_IO=0 / off keeps the scatter
-# everywhere (to A/B it on a GPU; the values are bitwise the same). Read at emission.
-def half_tile_io() -> bool:
-    import os
-
-    text = os.environ.get("CODA_HALF_TILE_IO", "").strip().lower()
-    return text not in ("0", "off", "false", "no")
+# H100, 1.24x with the split by hand). On by default; `TritonOptions.half_tile_io=False` keeps the
+# scatter everywhere (to A/B it on a GPU; the values are bitwise the same).
 
 
 # tl.dot needs N >= 16, so whole column tiles are at least 16 wide (2N-wide tiles 32). When the
@@ -1229,26 +1241,32 @@ MIN_TILE_COLS = 16
 # on BN, so the autotuner's narrower tiles keep the whole-tile epilogue). Off by default: with
 # Triton's layout propagation both halves are converted out of the MMA layout up front, and the
 # sliced LLaMA out-proj/down-proj epilogues compiled for sm_90a spilled more than the whole
-# tile with early stores (bench/RESULTS.md, "Epilogue liveness"). CODA_EPILOGUE_SUBTILE: the
-# minimum BN (a power of two) to turn it on, or 0 / off (the default). Read at emission.
+# tile with early stores (bench/RESULTS.md, "Epilogue liveness"). `TritonOptions.epilogue_subtile`:
+# the minimum BN (a power of two) to turn it on, or 0 (the default: off).
 SUBTILE_MIN_BN_DEFAULT = 0
 # an epilogue is heavy when some op needs this many [BM, BN] fp32 tiles at once (values live
 # across it, its tile operands and results, matrix tiles it loads)
 SUBTILE_HEAVY_TILES = 3
 
 
-def subtile_min_bn() -> int:
-    import os
+@dataclass(frozen=True)
+class TritonOptions:
+    """Options of the Triton lowering (the `triton` target's and the lowering passes' options;
+    `coda_ir.compile(..., options=...)`). The defaults are what production uses; the others
+    exist to A/B code shapes on a GPU (the values computed are the same either way).
 
-    text = os.environ.get("CODA_EPILOGUE_SUBTILE", "").strip().lower()
-    if not text or text == "default":
-        return SUBTILE_MIN_BN_DEFAULT
-    if text in ("0", "off", "false", "no"):
-        return 0
-    value = int(text)
-    if value < 2 or value & (value - 1):
-        raise ValueError(f"CODA_EPILOGUE_SUBTILE must be a power of two >= 2 or 0/off, got {text!r}")
-    return value
+    `epilogue_subtile`: run heavy gemm epilogues per column half of tiles at least this wide (a
+    power of two >= 2), or 0: never. `half_tile_io`: N-wide loads and stores of interleaved
+    kernels as two contiguous half tiles (True) or one scatter (False).
+    """
+
+    epilogue_subtile: int = SUBTILE_MIN_BN_DEFAULT
+    half_tile_io: bool = True
+
+    def __post_init__(self) -> None:
+        value = self.epilogue_subtile
+        if not isinstance(value, int) or value < 0 or value == 1 or value & (value - 1):
+            raise ValueError(f"epilogue_subtile must be 0 (off) or a power of two >= 2, got {value!r}")
 
 
 def epilogue_tile_pressure(block: Block, n: int) -> Fraction:
@@ -1314,32 +1332,7 @@ def epilogue_schedule(block: Block) -> list[Operation]:
 # ============================================================================ kernels
 
 
-class _Names:
-    def __init__(self, reserved: Sequence[str] = ()):
-        self.used: set[str] = set(reserved)
-
-    def __call__(self, base: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", base) or "v"
-        if base[0].isdigit():
-            base = "v" + base
-        if base not in self.used and not keyword.iskeyword(base):
-            self.used.add(base)
-            return base
-        i = 0
-        while f"{base}{i}" in self.used:
-            i += 1
-        self.used.add(f"{base}{i}")
-        return f"{base}{i}"
-
-
-KERNEL_SCOPE = (
-    "acc a b a_ptr b_ptr a_ptrs b_ptrs b_cols offs_m offs_n offs_k mask_m mask_n pid pid_m pid_n M N K BM BN BK "
-    "GROUP_M INTERLEAVE UPCAST num_pid_m num_pid_n group_size first_m rows_in_group k0 k_mask stride_am stride_ak "
-    "stride_bk stride_bn rows64 cols_n mask_mn tl triton torch libdevice it rows mask L ITERS BLOCK t "
-    "lanes t0 BT PB WORK TICKET NPROG ticket blocks "
-    "USE_TMA A_K_CONTIG B_K_CONTIG NUM_SMS FLATTEN WARP_SPECIALIZE start_pid num_tiles k_tiles tile_id off_m off_n "
-    "off_k ki b_row acc_lo acc_hi b_lo b_hi min max range float int"
-).split()
+_Names = KernelNames  # (convert-coda-to-tl's, shared until every kernel kind is converted)
 
 
 @dataclass
@@ -1362,15 +1355,11 @@ class KernelInfo:
         return hashlib.sha256("\n".join(self.source).encode()).hexdigest()[:12]
 
 
-def _param_names(names: _Names, values: Sequence[SSAValue], default: str) -> list[str]:
-    out = []
-    for i, v in enumerate(values):
-        hint = v.name_hint if v.name_hint and re.fullmatch(r"[A-Za-z_]\w*", v.name_hint) else f"{default}{i}"
-        out.append(names(f"{hint}_ptr"))
-    return out
+_param_names = param_names
 
 
-def emit_gemm(op: coda.GemmOp, name: str) -> KernelInfo:
+def emit_gemm(op: coda.GemmOp, name: str, options: TritonOptions | None = None) -> KernelInfo:
+    options = options if options is not None else TritonOptions()
     names = _Names(KERNEL_SCOPE)
     block = op.epilogue.blocks[0]
     in_params = _param_names(names, block.args[1:], "in")
@@ -1380,14 +1369,14 @@ def emit_gemm(op: coda.GemmOp, name: str) -> KernelInfo:
     hw = op.interleave_wide.value.data if op.interleave_wide is not None else 0
     params = dict(zip(block.args[1:], in_params))
     outputs = list(zip(op.outputs, out_params))
-    em = _EpilogueEmitter(op, n, h, params, names, hw)
+    em = _EpilogueEmitter(op, n, h, params, names, hw, options)
     em.emit_region(block, ["acc", *in_params], outputs)
     lines = [IND + "# ---- epilogue ----"]
-    min_bn = subtile_min_bn()
+    min_bn = options.epilogue_subtile
     if min_bn and epilogue_tile_pressure(block, n) >= SUBTILE_HEAVY_TILES:
         # heavy epilogue: on tiles at least `threshold` wide (each half still a multiple of
         # what the primitives need), run it once per column half; the whole tile otherwise
-        sub = _EpilogueEmitter(op, n, h, params, names, hw)
+        sub = _EpilogueEmitter(op, n, h, params, names, hw, options)
         sub.emit_sliced_region(block, ["acc", *in_params], outputs)
         threshold = max(min_bn, 2 * em.bn_multiple_of)
         lines += [IND + f"if BN >= {threshold}:", *[IND + line for line in sub.lines], IND + "else:"]
@@ -1419,13 +1408,13 @@ def _width_expr(width: int, n: int, bn: str) -> str:
     return f"({bn} * {r.numerator} // {r.denominator})"
 
 
-def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False) -> KernelInfo:
+def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False, options: TritonOptions | None = None) -> KernelInfo:
     names = _Names(KERNEL_SCOPE)
     block = op.body.blocks[0]
     in_params = _param_names(names, block.args, "in")
     out_params = _param_names(names, op.outputs, "out")
     _, n = op.iteration_shape()
-    em = _EpilogueEmitter(op, n, 0, dict(zip(block.args, in_params)), names)
+    em = _EpilogueEmitter(op, n, 0, dict(zip(block.args, in_params)), names, options=options)
     em.whole = op.whole_axis
     em.emit_region(block, in_params, list(zip(op.outputs, out_params)))
     params = [*in_params, *out_params, "M", "N", "BM: tl.constexpr", "BN: tl.constexpr"]
@@ -1477,150 +1466,6 @@ def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False) ->
             src.append(f"    {cols} = pid_n * {tw} + tl.arange(0, {tw})")
             src.append(f"    tl.store({out_params[index]} + {cols}, {val}, mask={cols} < {width})")
     return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src, plain, 2)
-
-
-NEG_INF = '-float("inf")'
-
-
-def emit_fold(op: coda.FoldOp, name: str, member: bool = False) -> KernelInfo:
-    """A row-parallel kernel: each program folds the partials of BLOCK rows, reading [BLOCK, BT]
-    tiles along the (contiguous) tile axis and combining lanes by a fixed tree, so the result
-    never depends on the launch. Rank-0 results (sums over rows) are reduced in two fixed
-    stages: every program stores its per-block total (float64), takes a ticket (an integer
-    atomic, the only atomic), and the program with the last ticket adds the per-block totals in
-    block order and runs the finalize body."""
-    names = _Names(KERNEL_SCOPE)
-    p_params = _param_names(names, op.partials, "part")
-    in_params = _param_names(names, op.inputs, "in")
-    out_params = _param_names(names, op.outputs, "out")
-    t_params = [names(f"T{i}") for i in range(len(op.partials))]
-    sums = [i for i, r in enumerate(op.outputs) if not r.type.get_shape()]  # type: ignore[union-attr]
-    stage = ["WORK", "TICKET", "NPROG"] if sums else []
-    plain = [*p_params, *in_params, *out_params, "L", *t_params, *stage, "BLOCK", "BT", "PB"]
-    lines = _kernel_head(name, [*plain[:-3], "BLOCK: tl.constexpr", "BT: tl.constexpr", "PB: tl.constexpr"], member)
-    I2 = IND * 2
-    lines += [
-        f"{IND}rows = pid * BLOCK + tl.arange(0, BLOCK)",
-        f"{IND}mask = rows < L",
-        f"{IND}rows64 = rows.to(tl.int64)",
-        f"{IND}lanes = tl.arange(0, BT)",
-    ]
-    args: list[str] = []
-    for value, p, t in zip(op.partials, p_params, t_params):
-        pty = value.type
-        assert isinstance(pty, coda.PartialsType)
-        f, acc = names("folded"), names("acc")
-        base = f"{p} + rows64[:, None] * {t}"
-        combine = pty.combine_kind
-
-        def chunk(other: str) -> str:
-            return f"tl.load({base} + (t0 + lanes)[None, :], mask=mask[:, None] & ((t0 + lanes)[None, :] < {t}), other={other})"  # noqa: B023
-
-        lines.append(f"{IND}# fold partials ({combine.value}) over tiles: lanes of BT tiles, then a fixed tree")
-        if combine == coda.Combine.SUM:
-            lines += [
-                f"{IND}{acc} = tl.zeros((BLOCK, BT), dtype=tl.float32)",
-                f"{IND}for t0 in range(0, {t}, BT):",
-                f"{I2}{acc} += {chunk('0.0')}",
-                f"{IND}{f} = tl.sum({acc}, axis=1)",
-            ]
-        else:
-            lines += [
-                f'{IND}{acc} = tl.full((BLOCK, BT), -float("inf"), tl.float32)',
-                f"{IND}for t0 in range(0, {t}, BT):",
-                f"{I2}{acc} = tl.maximum({acc}, {chunk(NEG_INF)})",
-                f"{IND}{f} = tl.max({acc}, axis=1)",
-            ]
-            if combine == coda.Combine.LSE:
-                ref, s = names("fref"), names("fsum")
-                lines += [
-                    f'{IND}{ref} = tl.where({f} == -float("inf"), 0.0, {f})',
-                    f"{IND}{s} = tl.zeros((BLOCK, BT), dtype=tl.float32)",
-                    f"{IND}for t0 in range(0, {t}, BT):",
-                    f"{I2}{s} += tl.exp({chunk(NEG_INF)} - {ref}[:, None])",
-                    f"{IND}{f} = {ref} + tl.log(tl.sum({s}, axis=1))",
-                ]
-        args.append(f)
-    for value, p in zip(op.inputs, in_params):
-        ty = value.type
-        assert isinstance(ty, TensorType)
-        conv = _to_f32(ty.get_element_type())
-        v = names("v")
-        if ty.get_shape():
-            lines.append(f"{IND}{v} = tl.load({p} + rows, mask=mask, other=0){conv}")
-        else:
-            lines.append(f"{IND}{v} = tl.load({p}){conv}")
-        args.append(v)
-    body_lines: list[str] = []
-    scal = _ScalarEmitter(body_lines, {}, names, IND)
-    yielded = scal.emit_block(op.body.blocks[0], args)
-    lines += body_lines
-    per_block: list[str] = []
-    for i, (result, expr, ptr) in enumerate(zip(op.outputs, yielded, out_params)):
-        rty = result.type
-        assert isinstance(rty, TensorType)
-        if expr in scal.consts:
-            expr = f"tl.full((BLOCK,), {expr}, {'tl.float32' if _is_float(rty.get_element_type()) else 'tl.int32'})"
-        if i in sums:
-            block_total = names(f"block{i}")
-            lines.append(f"{IND}{block_total} = tl.sum(tl.where(mask, {expr}, 0).to(tl.float64), axis=0)")
-            per_block.append(block_total)
-        else:
-            lines.append(f"{IND}tl.store({ptr} + rows, {_store_cast(expr, rty.get_element_type())}, mask=mask)")
-    if sums:
-        S = len(sums)
-        lines.append(f"{IND}# rank-0 results: per-block totals, then the last program adds them in block order")
-        for j, total in enumerate(per_block):
-            lines.append(f"{IND}tl.store(WORK + pid * {S} + {j}, {total})")
-        lines += [
-            f"{IND}tl.debug_barrier()",
-            f'{IND}ticket = tl.atomic_add(TICKET, 1, sem="acq_rel", scope="gpu")',
-            f"{IND}if ticket == NPROG - 1:",
-            f"{I2}blocks = tl.arange(0, PB)",
-        ]
-        totals = []
-        for j, i in enumerate(sums):
-            tvar = names(f"total{i}")
-            acc_ty = "tl.float32" if _is_float(op.outputs[i].type.get_element_type()) else "tl.int32"  # type: ignore[union-attr]
-            lines.append(
-                f"{I2}{tvar} = tl.sum(tl.load(WORK + blocks * {S} + {j}, mask=blocks < NPROG, other=0.0, "
-                f"volatile=True), axis=0).to({acc_ty})"
-            )
-            totals.append(tvar)
-        if op.finalize.blocks:
-            fin_lines: list[str] = []
-            fin = _ScalarEmitter(fin_lines, {}, names, I2)
-            totals = fin.emit_block(op.finalize.blocks[0], totals)
-            lines += fin_lines
-        for i, expr in zip(sums, totals):
-            rty = op.outputs[i].type
-            assert isinstance(rty, TensorType)
-            lines.append(f"{I2}tl.store({out_params[i]}, {_store_cast(expr, rty.get_element_type())})")
-    return KernelInfo(op, name, "fold", 1, lines, plain, 3)
-
-
-def emit_launch_group(op: coda.LaunchGroupOp, name: str, members: Sequence[KernelInfo]) -> KernelInfo:
-    """One kernel for the group: the program ids [0, END0) run member 0's body (a jit function
-    taking its program index first), [END0, END1) member 1's, and so on; each member keeps its
-    own parameters and constexprs, suffixed with its index."""
-    runtime: list[str] = []
-    constexprs: list[str] = []
-    calls: list[list[str]] = []
-    for i, info in enumerate(members):
-        n_rt = len(info.params) - info.constexprs
-        mine = [f"{p}_{i}" for p in info.params]
-        runtime += mine[:n_rt]
-        constexprs += mine[n_rt:]
-        calls.append(mine)
-    ends = [f"END{i}" for i in range(len(members))]
-    params = [*runtime, *ends, *[f"{c}: tl.constexpr" for c in constexprs]]
-    lines = ["@triton.jit", f"def {name}({', '.join(params)}):", IND + "pid = tl.program_id(0)"]
-    for i, (info, args) in enumerate(zip(members, calls)):
-        kw = "if" if i == 0 else "elif"
-        start = "pid" if i == 0 else f"pid - END{i - 1}"
-        lines.append(f"{IND}{kw} pid < END{i}:")
-        lines.append(f"{IND}{IND}{info.name}({', '.join([start, *args])})")
-    return KernelInfo(op, name, "launch_group", 1, lines, [*runtime, *ends, *constexprs], len(constexprs))
 
 
 # ============================================================================ host functions
@@ -1878,11 +1723,20 @@ def function_ops(module: ModuleOp) -> list[func.FuncOp]:
     return [op for op in module.walk() if isinstance(op, func.FuncOp) and op.body.blocks]
 
 
-def emit_module(module: ModuleOp) -> str:
+def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
     """The Triton source of a whole module (see the module docstring for its layout)."""
+    options = options if options is not None else TritonOptions()
     from coda_ir.transforms.legalize import ensure_legalized
 
     ensure_legalized(module)  # the emitters below read the tile constraints it records
+    for fn in function_ops(module):
+        # only acts on arguments the caller donated; its `coda.writes_over` records stay on the
+        # caller's module (coda_ir.torch reads them from `CompiledModule.ir`)
+        plan_in_place(fn)
+    # The passes of the lowering run on a copy: the caller's module stays the coda program.
+    module = module.clone()
+    ConvertCodaToTLPass().apply(make_context(), module)
+    tl_kernels = coda_to_tl.tl_kernels(module)
     out: list[str] = [
         '"""Generated by coda-ir (coda -> Triton). Host functions: '
         + ", ".join(f.sym_name.data for f in function_ops(module))
@@ -1891,40 +1745,48 @@ def emit_module(module: ModuleOp) -> str:
         "",
         *interleave_rows_source(),
     ]
-    kernel_names = _Names()
-    for fn in function_ops(module):
-        kernel_names.used.add(fn.sym_name.data)
     host_parts: list[list[str]] = []
     for fn in function_ops(module):
-        plan_in_place(fn)  # only acts on arguments the caller donated
         infos: dict[Operation, KernelInfo] = {}
-        for i, k in enumerate(coda.kernels(fn)):
-            kind = k.name.split(".")[1]
-            name = kernel_names(f"_{fn.sym_name.data}_k{i}_{kind}")
+        for k in coda.kernels(fn):
+            name = kernel_symbol(k)
             member = isinstance(k.parent_op(), coda.LaunchGroupOp)
             if isinstance(k, coda.GemmOp):
                 if member:
                     raise CompilerError(k, "a coda.gemm cannot be a member of a coda.launch_group")
-                info = emit_gemm(k, name)
+                info = emit_gemm(k, name, options)
             elif isinstance(k, coda.ElementwiseOp):
-                info = emit_elementwise(k, name, member)
+                info = emit_elementwise(k, name, member, options)
             else:
                 assert isinstance(k, coda.FoldOp)
-                info = emit_fold(k, name, member)
+                info = printed_kernel_info(k, tl_kernels[name], "fold", member)
             infos[k] = info
             out += ["", ""] + info.source
         groups = [g for g in fn.walk() if isinstance(g, coda.LaunchGroupOp)]
-        for j, g in enumerate(groups):
-            info = emit_launch_group(g, kernel_names(f"_{fn.sym_name.data}_g{j}_launch_group"), [infos[m] for m in g.members()])
+        for g in groups:
+            kernel = tl_kernels[kernel_symbol(g)]
+            for i, m in enumerate(g.members()):  # the group kernel calls each member as emitted
+                mine = [p[: -len(f"_{i}")] for p in kernel.param_names() if p.endswith(f"_{i}")]
+                if mine != infos[m].params:
+                    raise InternalCompilerBug(m, f"launch group member parameters {mine} != the kernel's {infos[m].params}")
+            info = printed_kernel_info(g, kernel, "launch_group", False)
             infos[g] = info
             out += ["", ""] + info.source
         host_parts.append(_HostEmitter(fn, infos).emit_function())
     for part in host_parts:
         out += ["", ""] + part
     for op in module.ops:
-        if not isinstance(op, func.FuncOp):
+        if not isinstance(op, (func.FuncOp, tl.KernelOp)):
             raise CompilerError(op, "only func.func ops can be lowered at module level")
     return "\n".join(out) + "\n"
+
+
+def printed_kernel_info(op: Operation, kernel: tl.KernelOp, kind: str, member: bool) -> KernelInfo:
+    """The launch description of a kernel built by convert-coda-to-tl, with its printed source
+    (a launch group member's leading `pid` is the group kernel's, not a launch argument)."""
+    params = kernel.param_names()[1 if member else 0 :]
+    return KernelInfo(op, kernel.sym_name.data, kind, coda.recorded_bn_multiple_of(op) if kind != "fold" else 1,
+                      print_kernel(kernel), params, kernel.constexprs.data)
 
 
 def kernel_counts(module: ModuleOp) -> dict[str, int]:
@@ -1933,9 +1795,18 @@ def kernel_counts(module: ModuleOp) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class TritonTarget(Target):
-    """`coda-opt FILE -t triton`: print one Python module of Triton kernels and host functions."""
+    """`coda-opt FILE -t triton`: print one Python module of Triton kernels and host functions.
+
+    Its arguments are `TritonOptions`' fields: `-t 'triton{epilogue_subtile=256 half_tile_io=false}'`.
+    """
 
     name = "triton"
 
+    epilogue_subtile: int = SUBTILE_MIN_BN_DEFAULT
+    half_tile_io: bool = True
+
+    def options(self) -> TritonOptions:
+        return TritonOptions(self.epilogue_subtile, self.half_tile_io)
+
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        output.write(emit_module(module))
+        output.write(emit_module(module, self.options()))

@@ -56,9 +56,11 @@ def fold_partials(p: torch.Tensor, combine: str) -> torch.Tensor:
     return torch.logsumexp(p, 1)
 
 
-def check(text: str, inputs: list[torch.Tensor] | None = None, seed: int = 0, int_high=None, name: str | None = None):
-    """Compile `text`, run it in the interpreter and compare every result with the reference."""
-    cm = coda_ir.compile(text, pipeline=None)
+def check(text: str, inputs: list[torch.Tensor] | None = None, seed: int = 0, int_high=None, name: str | None = None,
+          options=None):
+    """Compile `text` (with the Triton lowering's `options`), run it in the interpreter and
+    compare every result with the reference."""
+    cm = coda_ir.compile(text, pipeline=None, options=options)
     fn = the_func(cm, name)
     if inputs is None:
         inputs = random_inputs(fn, seed, int_high)
@@ -83,3 +85,11 @@ def check(text: str, inputs: list[torch.Tensor] | None = None, seed: int = 0, in
         ok, err, allowed = check_close(o, r64, rt)
         assert ok, f"result #{i}: max error {err:.3e} > allowed {allowed:.3e}"
     return cm, inputs, outs
+
+
+def use_gemm_path(monkeypatch, path: str) -> None:
+    """Launch GEMMs on `path` ("auto", "tma", "portable") for the rest of the test: the
+    process-wide `gemm_launch` launch options, restored when the test ends."""
+    from coda_ir.lowering import gemm_launch
+
+    monkeypatch.setattr(gemm_launch, "_OPTIONS", gemm_launch.LaunchOptions(path=path))

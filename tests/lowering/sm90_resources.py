@@ -1,13 +1,14 @@
 """Registers and spills of the generated GEMM kernels, compiled for sm_90a without a GPU.
 
     TRITON_DEFAULT_FP_FUSION=1 .venv/bin/python tests/lowering/sm90_resources.py [FILE.mlir] [--bn 256,128] [--aligned]
+        [--epilogue-subtile N]
 
 Compiles each `coda.gemm` kernel of FILE (default examples/llama_block.mlir, through the nn-to-coda
 pipeline) on the persistent TMA path with Triton's own compiler for `cuda:90` (no device needed),
 then reads the cubin with the cuobjdump that ships with Triton: registers, spill stack bytes and
 LDL/STL instructions per config (128xBN x64, 8 warps, 3 stages at BN 256, 4 below). The numbers
-are those of the local Triton, which may differ from a GPU machine's. Set CODA_EPILOGUE_SUBTILE
-to compare the sub-tiled epilogues. Not a test (pytest does not collect it).
+are those of the local Triton, which may differ from a GPU machine's. `--epilogue-subtile N`
+compares the sub-tiled epilogues (`TritonOptions.epilogue_subtile`). Not a test (pytest does not collect it).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", nargs="?", default=str(ROOT / "examples" / "llama_block.mlir"))
     parser.add_argument("--bn", default="256,128")
+    parser.add_argument("--epilogue-subtile", type=int, default=0, help="TritonOptions.epilogue_subtile (0: off)")
     parser.add_argument(
         "--aligned", action="store_true",
         help="compile as the JIT does on a GPU for aligned tensors: epilogue pointers 16-byte aligned and "
@@ -54,7 +56,9 @@ def main() -> None:
     import coda_ir
     from coda_ir.dialects import coda
 
-    cm = coda_ir.compile(args.file)
+    from coda_ir.lowering.triton import TritonOptions
+
+    cm = coda_ir.compile(args.file, options=TritonOptions(epilogue_subtile=args.epilogue_subtile))
     path = Path(tempfile.mkdtemp()) / "coda_sm90_resources.py"
     path.write_text(cm.source)
     spec = importlib.util.spec_from_file_location(path.stem, path)

@@ -4,7 +4,7 @@ Under `interleave h` (N-wide tensors) and `interleave_wide h` (2N-wide tensors) 
 columns lie inside one interleave group of 2h is written as its even and its odd columns, two
 contiguous blocks h apart, and read the same way; otherwise the emitter keeps the perm(c)
 scatter. Each case runs against the float64 reference (odd M, several h, tiles per group, groups
-per tensor) and must be bitwise equal to the scatter (CODA_HALF_TILE_IO=0) and to itself.
+per tensor) and must be bitwise equal to the scatter (`TritonOptions(half_tile_io=False)`) and to itself.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import torch
 
 from coda_ir.lowering import gemm_launch
 
-from .helpers import DEVICE, check
+from coda_ir.lowering.triton import TritonOptions
+
+from .helpers import DEVICE, check, use_gemm_path
 from .test_primitives import gemm_program
 
 M, K = 37, 40
@@ -27,10 +29,8 @@ def _config(bn: int | None) -> str:
 def _run_both(monkeypatch, text: str, seed: int):
     """(source, outputs) with half tiles, after checking them against the reference, the scatter
     and a second run bit for bit."""
-    monkeypatch.setenv("CODA_HALF_TILE_IO", "0")
-    scatter_cm, _, scatter = check(text, seed=seed)
+    scatter_cm, _, scatter = check(text, seed=seed, options=TritonOptions(half_tile_io=False))
     assert "half_cols" not in scatter_cm.source
-    monkeypatch.delenv("CODA_HALF_TILE_IO")
     cm, _, outs = check(text, seed=seed)
     _, _, again = check(text, seed=seed)
     for o, s, a in zip(outs, scatter, again):
@@ -54,7 +54,7 @@ INTERLEAVE_CASES = [
 @pytest.mark.parametrize("h,n,bn,path", INTERLEAVE_CASES)
 def test_interleave_half_tiles(monkeypatch, h, n, bn, path):
     """N-wide loads (coda.load, coda.accumulate) and stores in the user's layout, SwiGLU beside."""
-    monkeypatch.setenv("CODA_GEMM_PATH", path)
+    use_gemm_path(monkeypatch, path)
     epi = """
     %c = coda.load %cm : tensor<{M}x{N}x{T}> -> !coda.tile<{M}x{N}xf32>
     %x = coda.accumulate %acc, %r : !coda.tile<{M}x{N}xf32>, tensor<{M}x{N}x{T}>

@@ -17,6 +17,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from coda_ir.lowering import gemm_launch  # noqa: E402
+
+from .helpers import use_gemm_path  # noqa: E402
 from coda_ir.lowering.mainloop import (  # noqa: E402
     TEMPLATE_NAMES,
     emit_gemm_kernel,
@@ -134,7 +136,7 @@ PATHS = ["portable", "tma"]
     ],
 )
 def test_store(kernels, monkeypatch, path, dtype, M, N, K, transpose_a, transpose_b):
-    monkeypatch.setenv("CODA_GEMM_PATH", path)
+    use_gemm_path(monkeypatch, path)
     gen = torch.Generator().manual_seed(M * 1000 + N)
     a, b = _operands(M, N, K, dtype, transpose_a, transpose_b, gen)
     cfg, out = _run_store(kernels[("store", dtype == torch.float32)], a, b, M, N, K, transpose_a, transpose_b)
@@ -151,7 +153,7 @@ def test_store(kernels, monkeypatch, path, dtype, M, N, K, transpose_a, transpos
 @pytest.mark.parametrize("transpose_b", [True, False])
 def test_interleave_store(kernels, monkeypatch, path, transpose_b):
     """Accumulator column c = 2i + j within groups of 2h holds weight row i + j * h."""
-    monkeypatch.setenv("CODA_GEMM_PATH", path)
+    use_gemm_path(monkeypatch, path)
     h, groups, M, K = 32, 2, 40, 56
     N = 2 * h * groups
     gen = torch.Generator().manual_seed(7)
@@ -168,7 +170,7 @@ def test_interleave_store(kernels, monkeypatch, path, transpose_b):
 @pytest.mark.parametrize("which", ["pair", "pair_split"])
 def test_interleave_pairs(kernels, monkeypatch, path, which):
     """A 2 -> 1 epilogue on interleaved columns: out = (x @ W_g^T) * (x @ W_u^T)."""
-    monkeypatch.setenv("CODA_GEMM_PATH", path)
+    use_gemm_path(monkeypatch, path)
     h, M, K = 64, 35, 48
     gen = torch.Generator().manual_seed(11)
     x = torch.randn(M, K, generator=gen).to(torch.bfloat16)
@@ -186,7 +188,7 @@ def test_interleave_pairs(kernels, monkeypatch, path, which):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_prologue(kernels, monkeypatch, path):
-    monkeypatch.setenv("CODA_GEMM_PATH", path)
+    use_gemm_path(monkeypatch, path)
     M, N, K = 70, 72, 40
     gen = torch.Generator().manual_seed(5)
     a, b = _operands(M, N, K, torch.float16, False, True, gen)
@@ -203,7 +205,7 @@ def test_prologue(kernels, monkeypatch, path):
 @pytest.mark.parametrize("which", ["store", "pair", "pair_split"])
 def test_interleave_paired_descriptor(kernels, monkeypatch, which):
     """B_PAIRED: the weight as a rank-4 [N/2h, h, 2, K] descriptor, one dot per tile."""
-    monkeypatch.setenv("CODA_GEMM_PATH", "tma")
+    use_gemm_path(monkeypatch, "tma")
     h, groups, M, K = 32, 2, 40, 56
     N = 2 * h * groups
     gen = torch.Generator().manual_seed(13)
@@ -226,7 +228,7 @@ def test_interleave_paired_descriptor(kernels, monkeypatch, which):
 
 def test_persistent_loop_covers_many_tiles(kernels, monkeypatch):
     """More tiles than programs: each TMA program walks several tiles (grouped order)."""
-    monkeypatch.setenv("CODA_GEMM_PATH", "tma")
+    use_gemm_path(monkeypatch, "tma")
     M, N, K = 160, 96, 32  # 5 x 3 tiles of 32 over 2 programs
     gen = torch.Generator().manual_seed(3)
     a, b = _operands(M, N, K, torch.float16, False, True, gen)
@@ -269,3 +271,24 @@ def test_autotune_cache_roundtrip(tmp_path, monkeypatch):
     gemm_launch._store_disk("k|M=1", entry)
     assert gemm_launch._load_disk()["k|M=1"] == entry
     assert gemm_launch.GemmConfig(**entry["config"]).bn == 256
+
+
+def test_launch_options_are_explicit_validated_and_restored(monkeypatch):
+    """The path and the TMA candidates are launch options, never environment variables."""
+    monkeypatch.setenv("CODA_GEMM_PATH", "tma")  # the old experiment variables are not read
+    monkeypatch.setenv("CODA_TMA_CANDIDATES", "3")
+    assert gemm_launch.launch_options() == gemm_launch.LaunchOptions()
+    assert gemm_launch.launch_options().path == "auto" and gemm_launch.launch_options().tma_candidates is None
+    with pytest.raises(ValueError):
+        gemm_launch.LaunchOptions(path="fast")
+    with pytest.raises(ValueError):
+        gemm_launch.LaunchOptions(tma_candidates=(len(tiling.TMA_CANDIDATES),))
+    before = gemm_launch.set_launch_options(path="portable", tma_candidates=(0, 5))
+    try:
+        assert gemm_launch.launch_options() == gemm_launch.LaunchOptions("portable", (0, 5))
+        chosen = gemm_launch.tma_candidates(only=gemm_launch.launch_options().tma_candidates)
+        assert tiling.TMA_CANDIDATES[0] in chosen
+        assert set(chosen) <= {tiling.TMA_CANDIDATES[0], tiling.TMA_CANDIDATES[5]}
+    finally:
+        gemm_launch.set_launch_options(before)
+    assert gemm_launch.launch_options() == before == gemm_launch.LaunchOptions()

@@ -1,5 +1,5 @@
 """Sub-tiled gemm epilogues (`_EpilogueEmitter.emit_sliced_region`): a heavy epilogue runs once
-per column half of the accumulator. Off by default; CODA_EPILOGUE_SUBTILE=N turns it on for
+per column half of the accumulator. Off by default; `TritonOptions(epilogue_subtile=N)` turns it on for
 tiles >= N wide (N = 32 / 64 here, so the interpreter's tiles take the sliced branch). The
 sliced kernel must match the reference, give the whole-tile kernel's tiles and cols partials
 bit for bit (they are per column), its row partials up to the order of the sum (max / select
@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from coda_ir.lowering import triton as lowering
+from coda_ir.lowering.triton import TritonOptions
 
 from .helpers import check
 from .test_primitives import gemm_program
@@ -53,8 +54,8 @@ def heavy_program(m: int, n: int, k: int, dt: str = "bf16", config: str = "") ->
     return text
 
 
-def compile_and_run(text: str, n: int, seed: int):
-    return check(text, seed=seed, int_high={4: (-3, n)})
+def compile_and_run(text: str, n: int, seed: int, subtile: int):
+    return check(text, seed=seed, int_high={4: (-3, n)}, options=TritonOptions(epilogue_subtile=subtile))
 
 
 @pytest.mark.parametrize(
@@ -66,13 +67,11 @@ def compile_and_run(text: str, n: int, seed: int):
         (37, 68, 40, "64", "#coda.config<bm = 16, bn = 64, bk = 16, warps = 4, stages = 2>"),  # halves of 32
     ],
 )
-def test_sliced_epilogue_matches_whole_tile_and_is_deterministic(monkeypatch, m, n, k, threshold, config):
+def test_sliced_epilogue_matches_whole_tile_and_is_deterministic(m, n, k, threshold, config):
     text = heavy_program(m, n, k, config=config)
-    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "off")
-    cm_whole, inputs, whole = compile_and_run(text, n, seed=m + n + k)
+    cm_whole, inputs, whole = compile_and_run(text, n, seed=m + n + k, subtile=0)
     assert "acc_s0" not in cm_whole.source
-    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", threshold)
-    cm_sub, inputs_sub, sub = compile_and_run(text, n, seed=m + n + k)
+    cm_sub, inputs_sub, sub = compile_and_run(text, n, seed=m + n + k, subtile=int(threshold))
     assert f"if BN >= {threshold}:" in cm_sub.source and "acc_s0, acc_s1 = tl.split(" in cm_sub.source
     assert all(torch.equal(x, y) for x, y in zip(inputs, inputs_sub))
     for i, (w, s, exact) in enumerate(zip(whole, sub, EXACT)):
@@ -85,15 +84,14 @@ def test_sliced_epilogue_matches_whole_tile_and_is_deterministic(monkeypatch, m,
     assert all(torch.equal(x, y) for x, y in zip(sub, again))
 
 
-def test_sliced_lse_partials_of_an_empty_half(monkeypatch):
+def test_sliced_lse_partials_of_an_empty_half():
     """N = 20 on a 32-wide tile: the second half is all masked (partials -inf / 0 / max -inf)."""
-    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "32")
-    cm, inputs, outs = compile_and_run(heavy_program(9, 20, 8, dt="f32"), 20, seed=3)
+    cm, inputs, outs = compile_and_run(heavy_program(9, 20, 8, dt="f32"), 20, seed=3, subtile=32)
     assert "acc_s1" in cm.source
     assert torch.isfinite(outs[6]).all()  # lse of the row = the first half's
 
 
-def test_interleaved_heavy_epilogue_sliced(monkeypatch):
+def test_interleaved_heavy_epilogue_sliced():
     """Interleaved columns: each half reads and writes its own permuted columns."""
     n, f = 48, 24
     epi = """
@@ -110,33 +108,28 @@ def test_interleaved_heavy_epilogue_sliced(monkeypatch):
         ["tensor<{M}x{N}x{T}>", "tensor<{M}x24xf32>", "!coda.partials<rows, {M}, sum>"],
         tb=True, interleave=f, m=37, n=n,
     )
-    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "off")
-    _, _, whole = check(text, seed=5)
-    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "32")
-    cm, _, sub = check(text, seed=5)
+    _, _, whole = check(text, seed=5, options=TritonOptions(epilogue_subtile=0))
+    cm, _, sub = check(text, seed=5, options=TritonOptions(epilogue_subtile=32))
     assert "cols_n_s1 = _coda_interleave_rows(offs_n_s1, 24)" in cm.source
     assert torch.equal(whole[0], sub[0]) and torch.equal(whole[1], sub[1])
     torch.testing.assert_close(sub[2], whole[2], rtol=1e-5, atol=1e-5)
 
 
-def test_light_epilogue_not_sliced_and_threshold_holds_whole_groups(monkeypatch):
-    monkeypatch.delenv("CODA_EPILOGUE_SUBTILE", raising=False)
-    assert lowering.subtile_min_bn() == lowering.SUBTILE_MIN_BN_DEFAULT == 0  # off unless asked for
-    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "256")
+def test_light_epilogue_not_sliced_and_threshold_holds_whole_groups():
+    assert TritonOptions().epilogue_subtile == lowering.SUBTILE_MIN_BN_DEFAULT == 0  # off unless asked for
     light = gemm_program("""
     %h = coda.scale %acc, %g cols : !coda.tile<{M}x{N}xf32>, tensor<{N}x{T}>
     coda.yield %h : !coda.tile<{M}x{N}xf32>""", [("g", "tensor<{N}x{T}>")], tb=True)
-    cm, _, _ = check(light)
+    cm, _, _ = check(light, options=TritonOptions(epilogue_subtile=256))
     assert "acc_s0" not in cm.source
     # a 1 -> 2 map with stride 64 needs 256-column groups of the wide tile: halves only from BN 256
-    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "32")
     import coda_ir
 
     text = heavy_program(37, 256, 16).replace("stride 2", "stride 64").replace("width 4", "width 128")
-    assert "if BN >= 256:" in coda_ir.compile(text, pipeline=None).source
-    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "7")
-    with pytest.raises(ValueError):
-        lowering.subtile_min_bn()
+    assert "if BN >= 256:" in coda_ir.compile(text, pipeline=None, options=TritonOptions(epilogue_subtile=32)).source
+    for bad in (7, 1, -2):
+        with pytest.raises(ValueError):
+            TritonOptions(epilogue_subtile=bad)
 
 
 def test_reductions_after_the_last_tile_use_same_bits():
@@ -160,18 +153,16 @@ def test_reductions_after_the_last_tile_use_same_bits():
     assert all(torch.equal(a, b) for a, b in zip(outs_a, outs_b))
 
 
-def test_sliced_epilogue_with_groups_no_power_of_two_tile_holds(monkeypatch):
+def test_sliced_epilogue_with_groups_no_power_of_two_tile_holds():
     """Segments of 6 and pairs (c, c + 3) in groups of 6 (no power-of-two tile holds whole
     groups): the tile covers the whole row (N = 48 -> BN >= 64) and exchanges values with
     tl.gather; sliced in halves of 64 the first half holds the row, the second is all masked.
     Same bits as the whole tile, and both match the reference (`check`)."""
     text = heavy_program(37, 48, 40, config="#coda.config<bm = 16, bn = 128, bk = 16, warps = 4, stages = 2>")
     text = text.replace("width 4", "width 6").replace("stride 2", "stride 3")
-    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "off")
-    cm_whole, inputs, whole = compile_and_run(text, 48, seed=11)
+    cm_whole, inputs, whole = compile_and_run(text, 48, seed=11, subtile=0)
     assert "pairs exchanged in a whole-row tile" in cm_whole.source and "segments gathered in a whole-row tile" in cm_whole.source
-    monkeypatch.setenv("CODA_EPILOGUE_SUBTILE", "32")
-    cm_sub, _, sub = compile_and_run(text, 48, seed=11)
+    cm_sub, _, sub = compile_and_run(text, 48, seed=11, subtile=32)
     assert "if BN >= 128:" in cm_sub.source and "acc_s0, acc_s1 = tl.split(" in cm_sub.source
     for i, (w, s, exact) in enumerate(zip(whole, sub, EXACT)):
         if exact:

@@ -1,4 +1,8 @@
 // RUN: coda-opt %s --split-input-file -t triton | filecheck %s
+// RUN: coda-opt %s --split-input-file -t "triton{half-tile-io=false}" | filecheck %s --check-prefix=SCATTER
+// With the option half-tile-io=false every access keeps the scatter to perm(c):
+// SCATTER: _coda_interleave_rows(offs_n,
+// SCATTER-NOT: half_cols
 // Interleaved tiles in the user's layout: when the tile's columns lie inside one interleave group
 // (a constexpr test on BN), N-wide (interleave h) or 2N-wide (interleave_wide h) tensors are read
 // and written as two contiguous half tiles h columns apart, not scattered to perm(c).

@@ -1,0 +1,319 @@
+"""Print `tl.kernel`s (coda_ir/dialects/triton_lang.py) as `@triton.jit` Python source.
+
+The printer decides nothing about what a kernel computes: every op prints as the one Triton
+expression or statement it stands for (arith / math ops on tensors as Python operators and
+`tl.*` functions, `scf.for` as a `range` loop whose carried values are reassigned at the end
+of the body, `scf.if` as `if` / `elif`). Its only choices are textual: a value gets a name
+(its SSA name hint, made unique) unless it is a constant expression or a pure value used once
+in the same block, which is written in place. Both print the same Triton program, since
+Triton traces the function into SSA form either way; constants stay Python literals, which
+Triton folds in double precision, as the lowering intends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from xdsl.dialects import arith
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from coda_ir.dialects import triton_lang as tl
+from coda_ir.dialects.element_types import TRITON_DTYPE_NAMES, element_name
+from coda_ir.diagnostics import InternalCompilerBug
+from coda_ir.transforms.coda_to_tl import KernelNames
+
+IND = "    "
+
+BINARY = {
+    "arith.addf": "+", "arith.subf": "-", "arith.mulf": "*", "arith.divf": "/", "arith.addi": "+", "arith.subi": "-",
+    "arith.muli": "*", "arith.andi": "&", "arith.ori": "|", "arith.xori": "^", "arith.shli": "<<", "arith.shrsi": ">>",
+    "arith.divsi": "//",
+    "arith.remsi": "%",  # Triton: srem (C semantics), as arith.remsi; the interpreter uses fmod too
+    "arith.remf": "%",  # frem = fmod, as arith.remf
+}
+CALLS = {
+    "arith.maximumf": "tl.maximum", "arith.minimumf": "tl.minimum", "arith.maxnumf": "tl.maximum",
+    "arith.minnumf": "tl.minimum", "arith.maxsi": "tl.maximum", "arith.minsi": "tl.minimum",
+    "math.exp": "tl.exp", "math.exp2": "tl.exp2", "math.log": "tl.log", "math.log2": "tl.log2",
+    "math.sqrt": "tl.sqrt_rn",  # IEEE sqrt, as math.sqrt (tl.sqrt may approximate)
+    "math.rsqrt": "tl.rsqrt", "math.absf": "tl.abs", "math.absi": "tl.abs", "math.sin": "tl.sin", "math.cos": "tl.cos",
+    "math.floor": "tl.floor", "math.ceil": "tl.ceil", "math.erf": "tl.erf", "math.fma": "tl.fma",
+}
+CMPF = {
+    "oeq": "({a} == {b})", "ogt": "({a} > {b})", "oge": "({a} >= {b})", "olt": "({a} < {b})", "ole": "({a} <= {b})",
+    "one": "(({a} != {b}) & ({a} == {a}) & ({b} == {b}))",
+    "ord": "(({a} == {a}) & ({b} == {b}))",
+    "ueq": "(({a} == {b}) | ({a} != {a}) | ({b} != {b}))",
+    "ugt": "(({a} > {b}) | ({a} != {a}) | ({b} != {b}))",
+    "uge": "(({a} >= {b}) | ({a} != {a}) | ({b} != {b}))",
+    "ult": "(({a} < {b}) | ({a} != {a}) | ({b} != {b}))",
+    "ule": "(({a} <= {b}) | ({a} != {a}) | ({b} != {b}))",
+    "une": "({a} != {b})",
+    "uno": "(({a} != {a}) | ({b} != {b}))",
+    "false": "(({a} != {a}) & ({a} == {a}))",
+    "true": "(({a} == {a}) | ({a} != {a}))",
+}
+CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=", "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+REDUCE = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
+
+
+def dtype(elt: Attribute) -> str:
+    try:
+        return "tl." + TRITON_DTYPE_NAMES[element_name(elt)]
+    except TypeError:
+        raise InternalCompilerBug(None, f"no Triton dtype for {elt}") from None
+
+
+def float_literal(value: float) -> str:
+    if math.isnan(value):
+        return 'float("nan")'
+    if math.isinf(value):
+        return 'float("inf")' if value > 0 else '(-float("inf"))'
+    text = repr(float(value))
+    return f"({text})" if text.startswith("-") else text
+
+
+def _pure(op: Operation) -> bool:
+    if op.dialect_name() in ("arith", "math"):
+        return True
+    if isinstance(op, tl.CallOp):
+        return op.callee.root_reference.data.startswith("_coda_") and bool(op.results)
+    return isinstance(op, (tl.ProgramIdOp, tl.ArangeOp, tl.FullOp, tl.SplatOp, tl.ExpandDimsOp, tl.AddPtrOp, tl.CastOp,
+                           tl.ReduceOp, tl.CmpFOp, tl.CmpIOp, tl.WhereOp))
+
+
+def _strip(expr: str) -> str:
+    """`(a + b)` -> `a + b` (only when the outer parentheses enclose everything)."""
+    if not (expr.startswith("(") and expr.endswith(")")):
+        return expr
+    depth = 0
+    for i, ch in enumerate(expr):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i < len(expr) - 1:
+            return expr
+    return expr[1:-1]
+
+
+def _atomic(expr: str) -> str:
+    """`expr` as the operand of `.to()` or a subscript."""
+    if expr.isidentifier() or (expr.startswith("(") and _strip(expr) != expr):
+        return expr
+    if expr.endswith(")") and expr.split("(", 1)[0].replace(".", "").replace("_", "a").isalnum():
+        return expr  # a call
+    return f"({expr})"
+
+
+class KernelPrinter:
+    def __init__(self, kernel: tl.KernelOp):
+        self.kernel = kernel
+        self.names = KernelNames(["tl", "triton", "libdevice", "torch", "os", *kernel.param_names()])
+        self.exprs: dict[SSAValue, str] = {}
+        self.inline: set[SSAValue] = set()
+        self.consts: set[SSAValue] = set()
+        self.lines: list[str] = []
+
+    # ------------------------------------------------------------------ analysis
+    def analyse(self, block: Block) -> None:
+        for op in block.ops:
+            for region in op.regions:
+                for inner in region.blocks:
+                    self.analyse(inner)
+            if len(op.results) != 1 or not _pure(op):
+                continue
+            v = op.results[0]
+            if isinstance(op, arith.ConstantOp) or (op.operands and all(o in self.consts for o in op.operands)):
+                self.consts.add(v)
+                self.inline.add(v)
+            elif isinstance(op, tl.SplatOp):
+                self.inline.add(v)
+            elif not v.name_hint and v.has_one_use() and v.get_user_of_unique_use().parent_block() is block:
+                self.inline.add(v)
+
+    # ------------------------------------------------------------------ values
+    def name(self, v: SSAValue, default: str = "v") -> str:
+        if v not in self.exprs:
+            self.exprs[v] = self.names(v.name_hint or default)
+        return self.exprs[v]
+
+    def get(self, v: SSAValue) -> str:
+        try:
+            return self.exprs[v]
+        except KeyError:
+            raise InternalCompilerBug(v.owner if isinstance(v.owner, Operation) else None, "tl value printed before its definition") from None
+
+    def expr(self, op: Operation) -> str:
+        name = op.name
+        a = [self.get(o) for o in op.operands]
+        if isinstance(op, arith.ConstantOp):
+            attr = op.value
+            if isinstance(attr, FloatAttr):
+                return float_literal(attr.value.data)
+            assert isinstance(attr, IntegerAttr)
+            if isinstance(attr.type, IntegerType) and attr.type.width.data == 1:
+                return "True" if attr.value.data else "False"
+            text = str(attr.value.data)
+            return f"({text})" if text.startswith("-") else text
+        if name in BINARY:
+            return f"({a[0]} {BINARY[name]} {a[1]})"
+        if name in CALLS:
+            return f"{CALLS[name]}({', '.join(a)})"
+        if isinstance(op, arith.NegfOp):
+            return f"(-{a[0]})"
+        if isinstance(op, tl.WhereOp):
+            return f"tl.where({a[0]}, {a[1]}, {a[2]})"
+        if isinstance(op, tl.CmpFOp):
+            return CMPF[op.predicate.data].format(a=a[0], b=a[1])
+        if isinstance(op, tl.CmpIOp):
+            return f"({a[0]} {CMPI[op.predicate.data]} {a[1]})"
+        if isinstance(op, tl.ProgramIdOp):
+            return f"tl.program_id({op.axis.data})"
+        if isinstance(op, tl.ArangeOp):
+            return f"tl.arange({op.start.data}, {a[0]})"
+        if isinstance(op, tl.FullOp):
+            shape = a[:-1]
+            tup = "()" if not shape else f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"
+            return f"tl.full({tup}, {_strip(a[-1])}, {dtype(tl.element_of(op.result.type))})"
+        if isinstance(op, tl.SplatOp):
+            return a[0]
+        if isinstance(op, (arith.ExtSIOp, arith.ExtUIOp)) and tl.rank_of(op.operands[0].type) == 0:
+            # a scalar widens implicitly in Triton's binary ops (and a parameter that Triton
+            # specializes to the constant 1 has no `.to`)
+            return a[0]
+        if isinstance(op, (arith.ExtSIOp, arith.ExtUIOp)):
+            return f"{_atomic(a[0])}.to({dtype(tl.element_of(op.results[0].type))})"
+        if isinstance(op, tl.ExpandDimsOp):
+            return f"{_atomic(a[0])}[:, None]" if op.axis.data == 1 else f"{_atomic(a[0])}[None, :]"
+        if isinstance(op, tl.AddPtrOp):
+            return f"({a[0]} + {a[1]})"
+        if isinstance(op, tl.CastOp):
+            extra = ", bitcast=True" if op.bitcast is not None else ""
+            return f"{_atomic(a[0])}.to({dtype(tl.element_of(op.result.type))}{extra})"
+        if isinstance(op, tl.ReduceOp):
+            return f"{REDUCE[op.kind.data]}({_strip(a[0])}, axis={op.axis.data})"
+        if isinstance(op, tl.LoadOp):
+            args = [_strip(a[0])]
+            if op.mask is not None:
+                args.append(f"mask={_strip(self.get(op.mask))}")
+            if op.other is not None:
+                args.append(f"other={_strip(self.get(op.other))}")
+            if op.volatile is not None:
+                args.append("volatile=True")
+            return f"tl.load({', '.join(args)})"
+        if isinstance(op, tl.AtomicAddOp):
+            return f'tl.atomic_add({a[0]}, {_strip(a[1])}, sem="{op.sem.data}", scope="{op.scope.data}")'
+        if isinstance(op, tl.CallOp):
+            return f"{op.callee.root_reference.data}({', '.join(_strip(x) for x in a)})"
+        raise InternalCompilerBug(op, f"'{name}' cannot be printed as Triton")
+
+    # ------------------------------------------------------------------ statements
+    def emit(self, indent: str, text: str) -> None:
+        self.lines.append(indent + text)
+
+    def block(self, block: Block, indent: str) -> None:
+        for op in block.ops:
+            self.statement(op, indent)
+
+    def statements_of(self, block: Block) -> list[Operation]:
+        return [op for op in block.ops if not (len(op.results) == 1 and op.results[0] in self.inline)
+                and not (isinstance(op, scf.YieldOp) and not op.operands)]
+
+    def statement(self, op: Operation, indent: str) -> None:
+        if len(op.results) == 1 and op.results[0] in self.inline:
+            self.exprs[op.results[0]] = self.expr(op)
+            return
+        if isinstance(op, tl.StoreOp):
+            args = [_strip(self.get(op.ptr)), _strip(self.get(op.value))]
+            if op.mask is not None:
+                args.append(f"mask={_strip(self.get(op.mask))}")
+            self.emit(indent, f"tl.store({', '.join(args)})")
+        elif isinstance(op, tl.DebugBarrierOp):
+            self.emit(indent, "tl.debug_barrier()")
+        elif isinstance(op, tl.CommentOp):
+            self.emit(indent, f"# {op.text.data}")
+        elif isinstance(op, tl.CallOp) and not op.results:
+            self.emit(indent, f"{op.callee.root_reference.data}({', '.join(_strip(self.get(o)) for o in op.operands)})")
+        elif isinstance(op, scf.ForOp):
+            self.for_loop(op, indent)
+        elif isinstance(op, scf.IfOp):
+            self.if_chain(op, indent, "if")
+        elif isinstance(op, scf.YieldOp) and not op.operands:
+            return  # the end of an `if` branch
+        elif isinstance(op, scf.YieldOp):
+            raise InternalCompilerBug(op, "a yield with values outside a loop")
+        elif len(op.results) == 1:
+            text = self.expr(op)
+            self.emit(indent, f"{self.name(op.results[0])} = {_strip(text)}")
+        else:
+            raise InternalCompilerBug(op, f"'{op.name}' cannot be printed as a Triton statement")
+
+    def for_loop(self, op: scf.ForOp, indent: str) -> None:
+        body = op.body.block
+        iv, carried = body.args[0], body.args[1:]
+        names = []
+        for init, arg, res in zip(op.iter_args, carried, op.results):
+            n = self.name(res, arg.name_hint or "c")
+            self.exprs[arg] = n
+            names.append(n)
+            self.emit(indent, f"{n} = {_strip(self.get(init))}")
+        self.exprs[iv] = self.names(iv.name_hint or "i")
+        self.emit(indent, f"for {self.exprs[iv]} in range({_strip(self.get(op.lb))}, {_strip(self.get(op.ub))}, {_strip(self.get(op.step))}):")
+        inner = indent + IND
+        yielded: Sequence[SSAValue] = ()
+        for inner_op in body.ops:
+            if isinstance(inner_op, scf.YieldOp):
+                yielded = inner_op.operands
+            else:
+                self.statement(inner_op, inner)
+        if names:
+            values = [_strip(self.get(v)) for v in yielded]
+            if len(names) == 1:
+                self.emit(inner, f"{names[0]} = {values[0]}")
+            else:
+                self.emit(inner, f"{', '.join(names)} = {', '.join(values)}")
+
+    def if_chain(self, op: scf.IfOp, indent: str, keyword: str) -> None:
+        if op.results:
+            raise InternalCompilerBug(op, "scf.if with results has no Triton statement form here")
+        self.emit(indent, f"{keyword} {_strip(self.get(op.cond))}:")
+        self.block(op.true_region.block, indent + IND)
+        if not op.false_region.blocks:
+            return
+        rest = op.false_region.block
+        stmts = self.statements_of(rest)
+        if len(stmts) == 1 and isinstance(stmts[0], scf.IfOp):
+            for inner in rest.ops:
+                if inner is stmts[0]:
+                    self.if_chain(inner, indent, "elif")
+                elif not isinstance(inner, scf.YieldOp):
+                    self.statement(inner, indent)
+            return
+        if stmts:
+            self.emit(indent, "else:")
+            self.block(rest, indent + IND)
+
+    # ------------------------------------------------------------------ kernel
+    def print(self) -> list[str]:
+        k = self.kernel
+        body = k.body.block
+        params = k.param_names()
+        n_rt = len(params) - k.constexprs.data
+        for arg, name in zip(body.args, params):
+            self.exprs[arg] = name
+        heads = [*params[:n_rt], *[f"{p}: tl.constexpr" for p in params[n_rt:]]]
+        self.emit("", "@triton.jit")
+        self.emit("", f"def {k.sym_name.data}({', '.join(heads)}):")
+        self.analyse(body)
+        start = len(self.lines)
+        self.block(body, IND)
+        if len(self.lines) == start:
+            self.emit(IND, "pass")
+        return self.lines
+
+
+def print_kernel(kernel: tl.KernelOp) -> list[str]:
+    """The `@triton.jit` source lines of one `tl.kernel`."""
+    return KernelPrinter(kernel).print()
