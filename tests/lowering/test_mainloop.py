@@ -16,6 +16,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from coda_ir import tiling  # noqa: E402
 from coda_ir.lowering import gemm_launch  # noqa: E402
 
 from .helpers import use_gemm_path  # noqa: E402
