@@ -354,3 +354,19 @@ def test_nn_bug_is_an_internal_error(monkeypatch):
     with pytest.raises(InternalError, match=r"(?s)interpreting 'nn.rms_norm' at <input>:2:3: KeyError.*bug in coda-ir") as info:
         run_reference(NN_FN, _nn_inputs(), torch.float64)
     assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_coda_interpreter_limit_is_an_internal_error():
+    """A constant the coda interpreter has no value for (a dense arith.constant in a scalar body)
+    is coda-ir's limit, reported as an internal error, never a raw NotImplementedError."""
+    from xdsl.dialects.builtin import StringAttr
+
+    from coda_ir import parse
+
+    module = parse(GEMM_EPILOGUE)
+    const = next(op for op in module.walk() if op.name == "arith.constant")
+    const.properties["value"] = StringAttr("not a number")
+    inputs = [randn(5, 7, seed=1), randn(6, 7, seed=2), randn(5, seed=3), randn(3, seed=4), randn((), seed=5), randn(5, 6, seed=6)]
+    with pytest.raises(InternalError, match=r"(?s)interpreting @.*NotImplementedError.*bug in coda-ir") as info:
+        run_coda(module, inputs)
+    assert isinstance(info.value.__cause__, NotImplementedError)

@@ -49,6 +49,7 @@ from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir import Operation, SSAValue
 
 from coda_ir.dialects import coda
+from coda_ir.errors import CodaError, internal_error
 from coda_ir.interpreters.arith import TorchArithFunctions, TorchMathFunctions
 from coda_ir.interpreters.common import InterpreterInputError, check_input_count, element_dtype, load_func
 from coda_ir.interpreters.nn import attention_reference, checked_ids
@@ -399,4 +400,9 @@ def run_coda(
     module = fn.parent_op()
     if not isinstance(module, ModuleOp):
         module = ModuleOp([])  # a detached function: only symbol look-ups need the module
-    return list(coda_interpreter(module, compute).call_op(fn, tuple(args)))
+    try:
+        return list(coda_interpreter(module, compute).call_op(fn, tuple(args)))
+    except CodaError:
+        raise  # bad input (ids / targets out of range), located
+    except Exception as error:  # an op the interpreter cannot run is a bug of coda-ir, not of the input
+        raise internal_error(error, f"interpreting @{fn.sym_name.data}") from error

@@ -36,7 +36,6 @@ tiles (`_ScalarEmitter`). Everything that cannot be lowered raises a located `Co
 from __future__ import annotations
 
 import keyword
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -66,7 +65,9 @@ from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.context import make_context
 from coda_ir.dialects import triton_lang as tl
-from coda_ir.lowering.triton_printer import print_kernel
+# the Triton spelling of arith ops, shared with the printer (the emitter's gemm/elementwise bodies
+# are not yet tl ops)
+from coda_ir.lowering.triton_printer import BINARY, CMPF, CMPI, float_literal, print_kernel
 from coda_ir.transforms import coda_to_tl
 from coda_ir.transforms.coda_to_tl import KERNEL_SCOPE, ConvertCodaToTLPass, KernelNames, kernel_symbol, param_names
 
@@ -179,41 +180,6 @@ def _coda_pow(x, y):
 # ============================================================================ scalar bodies
 
 
-CMPF = {
-    "oeq": "({a} == {b})",
-    "ogt": "({a} > {b})",
-    "oge": "({a} >= {b})",
-    "olt": "({a} < {b})",
-    "ole": "({a} <= {b})",
-    "one": "(({a} != {b}) & ({a} == {a}) & ({b} == {b}))",
-    "ord": "(({a} == {a}) & ({b} == {b}))",
-    "ueq": "(({a} == {b}) | ({a} != {a}) | ({b} != {b}))",
-    "ugt": "(({a} > {b}) | ({a} != {a}) | ({b} != {b}))",
-    "uge": "(({a} >= {b}) | ({a} != {a}) | ({b} != {b}))",
-    "ult": "(({a} < {b}) | ({a} != {a}) | ({b} != {b}))",
-    "ule": "(({a} <= {b}) | ({a} != {a}) | ({b} != {b}))",
-    "une": "({a} != {b})",
-    "uno": "(({a} != {a}) | ({b} != {b}))",
-}
-CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=", "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
-
-BINARY = {
-    "arith.addf": "+",
-    "arith.subf": "-",
-    "arith.mulf": "*",
-    "arith.divf": "/",
-    "arith.addi": "+",
-    "arith.subi": "-",
-    "arith.muli": "*",
-    "arith.andi": "&",
-    "arith.ori": "|",
-    "arith.xori": "^",
-    "arith.shli": "<<",
-    "arith.shrsi": ">>",
-    "arith.divsi": "//",
-    "arith.remsi": "%",  # Triton: srem (C semantics), as arith.remsi; the interpreter uses fmod too
-    "arith.remf": "%",  # frem = fmod, as arith.remf
-}
 CALL2 = {
     "arith.maximumf": "tl.maximum",
     "arith.minimumf": "tl.minimum",
@@ -264,15 +230,6 @@ CASTS = {
 }
 
 
-def _float_literal(value: float) -> str:
-    if math.isnan(value):
-        return 'float("nan")'
-    if math.isinf(value):
-        return 'float("inf")' if value > 0 else '(-float("inf"))'
-    text = repr(float(value))
-    return f"({text})" if text.startswith("-") else text
-
-
 @dataclass
 class _ScalarEmitter:
     """Emits the arith/math ops of a scalar body as Triton expressions over whole tensors."""
@@ -304,7 +261,7 @@ class _ScalarEmitter:
             if attr is None:
                 attr = op.attributes.get("value")
             if isinstance(attr, FloatAttr):
-                expr = _float_literal(attr.value.data)
+                expr = float_literal(attr.value.data)
             elif isinstance(attr, IntegerAttr):
                 width = attr.type.width.data if isinstance(attr.type, IntegerType) else 64
                 expr = ("True" if attr.value.data else "False") if width == 1 else str(attr.value.data)
