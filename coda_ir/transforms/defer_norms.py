@@ -226,13 +226,8 @@ class DeferNorm(RewritePattern):
 
                 ins = [rstd]
             k = gemm(scaled.results[0], w, ins, build, [elt_of(user.results[0])], transpose_b=transposed)
-            stamp_origin(k, user)
-            k.location = user.location
-            rewriter.replace(user, [*before, k], [k.results[0]])
-        if not op.results[0].uses:
-            rewriter.erase(op)
-        else:
-            rewriter.notify_op_modified(op)
+            _replace_consumer(user, before, k, rewriter)
+        _drop_if_unused(op, rewriter)
 
     def defer_whole_rows(self, op: nn.RMSNormOp | nn.LayerNormOp, users: list[Operation], rewriter: PatternRewriter) -> None:
         """No GEMM produces x to carry the statistics' partials: one `whole rows` kernel over x
@@ -295,13 +290,25 @@ class DeferNorm(RewritePattern):
                     return [e.map1([acc, r], lambda s, a, rr: s.mul(a, rr))]
 
                 k = gemm(scaled, w, sums, build_rms, [elt_of(user.results[0])], transpose_b=transposed)
-            stamp_origin(k, user)
-            k.location = user.location
-            rewriter.replace(user, [*before, k], [k.results[0]])
-        if not op.results[0].uses:
-            rewriter.erase(op)
-        else:
-            rewriter.notify_op_modified(op)
+            _replace_consumer(user, before, k, rewriter)
+        _drop_if_unused(op, rewriter)
+
+
+def _replace_consumer(user: Operation, before: list[Operation], kernel: Operation, rewriter: PatternRewriter) -> None:
+    """Put `kernel` (the consuming GEMM with the row scale in its epilogue) where `user` was,
+    keeping its provenance and location for diagnostics."""
+    stamp_origin(kernel, user)
+    kernel.location = user.location
+    rewriter.replace(user, [*before, kernel], [kernel.results[0]])
+
+
+def _drop_if_unused(norm: Operation, rewriter: PatternRewriter) -> None:
+    """Erase the norm once every consumer carries its row scale; a norm something else still
+    reads (a non-GEMM user, the function's return) stays."""
+    if not norm.results[0].uses:
+        rewriter.erase(norm)
+    else:
+        rewriter.notify_op_modified(norm)
 
 
 def _before(op: Operation):
