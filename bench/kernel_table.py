@@ -377,27 +377,31 @@ def hand_norm_vec(epi: str) -> list[str] | None:
     return head + [pick["s5 ="], pick["p ="], pick["tl.store(out0"], pick["t7 ="], pick["tl.store(out1"]]
 
 
-def cols_last_epilogue_schedule(block):
-    """An alternative to `coda_ir.lowering.triton.epilogue_schedule` (measured, not adopted:
-    bench/RESULTS.md 2026-11-25 session 8): the library's order, then every column reduction
-    (`coda.reduce ... dim 0`, only yielded) moved last, after the stores it does not feed."""
+def previous_epilogue_schedule(block):
+    """The library's order before session 9 (kept here only, to A/B it): whole ops in program
+    order with partial reductions after the last tile use of their input, every output of a
+    multi-output `coda.map` made at the map."""
     from coda_ir.lowering import triton as lowering
 
-    order = _LIBRARY_SCHEDULE[0](block) if _LIBRARY_SCHEDULE else lowering.epilogue_schedule(block)
-    late = [op for op in order if isinstance(op, coda.ReduceOp) and op.dim.value.data == 0
-            and all(isinstance(u.operation, coda.YieldOp) for r in op.results for u in r.uses)]
-    return [op for op in order if op not in late] + late
+    ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
+    return [lowering.EpilogueStep(op, tuple(range(len(op.results)))) for op in lowering._partials_after_last_use(ops)]
 
 
-_LIBRARY_SCHEDULE: list = []
+def cols_last_epilogue_schedule(block):
+    """An alternative to `coda_ir.lowering.triton.epilogue_schedule` (measured, not adopted:
+    bench/RESULTS.md 2026-11-25 session 8): `previous_epilogue_schedule`, then every column
+    reduction (`coda.reduce ... dim 0`, only yielded) moved last, after the stores it does not
+    feed, its tile still made at the map."""
+    order = previous_epilogue_schedule(block)
+    late = [st for st in order if isinstance(st.op, coda.ReduceOp) and st.op.dim.value.data == 0
+            and all(isinstance(u.operation, coda.YieldOp) for r in st.op.results for u in r.uses)]
+    return [st for st in order if st not in late] + late
 
 
 def compile_with_schedule(text: str, schedule):
     from coda_ir.lowering import triton as lowering
 
     saved = lowering.epilogue_schedule
-    if not _LIBRARY_SCHEDULE:
-        _LIBRARY_SCHEDULE.append(saved)
     lowering.epilogue_schedule = schedule
     try:
         return coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda")
@@ -406,9 +410,12 @@ def compile_with_schedule(text: str, schedule):
 
 
 # variant -> (SwiGLU-backward epilogue, RMSNorm-backward epilogue) builders; "sched_cols_last"
-# takes both from the block compiled with `cols_last_epilogue_schedule` (`hand_variants`)
+# and "sched_prev" take both from the block compiled with `cols_last_epilogue_schedule` /
+# `previous_epilogue_schedule` (`hand_variants`, `ALT_SCHEDULES`). The hand edits match the
+# epilogues generated before session 9 (they return None on today's, and are skipped).
 HAND_VARIANTS = {"hand": (hand_swiglu, hand_norm), "hand2": (hand2_swiglu, None),
                  "norm_order": (None, hand_norm_order), "norm_vec": (None, hand_norm_vec)}
+ALT_SCHEDULES = {"sched_cols_last": cols_last_epilogue_schedule, "sched_prev": previous_epilogue_schedule}
 
 
 @triton.jit
@@ -476,8 +483,8 @@ def hand_variants(program, key: str, out_dir: Path, log, variant: str = "hand", 
     import importlib.util
 
     lines = program.source.splitlines()
-    if variant == "sched_cols_last":  # the same kernels' epilogues as the alternative schedule emits them
-        alt = compile_with_schedule(text, cols_last_epilogue_schedule).source.splitlines()
+    if variant in ALT_SCHEDULES:  # the same kernels' epilogues as the alternative schedule emits them
+        alt = compile_with_schedule(text, ALT_SCHEDULES[variant]).source.splitlines()
 
         def from_alt(name):
             span = _tma_epilogue_span(alt, name)
