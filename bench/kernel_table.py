@@ -377,27 +377,31 @@ def hand_norm_vec(epi: str) -> list[str] | None:
     return head + [pick["s5 ="], pick["p ="], pick["tl.store(out0"], pick["t7 ="], pick["tl.store(out1"]]
 
 
-def cols_last_epilogue_schedule(block):
-    """An alternative to `coda_ir.lowering.triton.epilogue_schedule` (measured, not adopted:
-    bench/RESULTS.md 2026-11-25 session 8): the library's order, then every column reduction
-    (`coda.reduce ... dim 0`, only yielded) moved last, after the stores it does not feed."""
+def previous_epilogue_schedule(block):
+    """The library's order before session 9 (kept here only, to A/B it): whole ops in program
+    order with partial reductions after the last tile use of their input, every output of a
+    multi-output `coda.map` made at the map."""
     from coda_ir.lowering import triton as lowering
 
-    order = _LIBRARY_SCHEDULE[0](block) if _LIBRARY_SCHEDULE else lowering.epilogue_schedule(block)
-    late = [op for op in order if isinstance(op, coda.ReduceOp) and op.dim.value.data == 0
-            and all(isinstance(u.operation, coda.YieldOp) for r in op.results for u in r.uses)]
-    return [op for op in order if op not in late] + late
+    ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
+    return [lowering.EpilogueStep(op, tuple(range(len(op.results)))) for op in lowering._partials_after_last_use(ops)]
 
 
-_LIBRARY_SCHEDULE: list = []
+def cols_last_epilogue_schedule(block):
+    """An alternative to `coda_ir.lowering.triton.epilogue_schedule` (measured, not adopted:
+    bench/RESULTS.md 2026-11-25 session 8): `previous_epilogue_schedule`, then every column
+    reduction (`coda.reduce ... dim 0`, only yielded) moved last, after the stores it does not
+    feed, its tile still made at the map."""
+    order = previous_epilogue_schedule(block)
+    late = [st for st in order if isinstance(st.op, coda.ReduceOp) and st.op.dim.value.data == 0
+            and all(isinstance(u.operation, coda.YieldOp) for r in st.op.results for u in r.uses)]
+    return [st for st in order if st not in late] + late
 
 
 def compile_with_schedule(text: str, schedule):
     from coda_ir.lowering import triton as lowering
 
     saved = lowering.epilogue_schedule
-    if not _LIBRARY_SCHEDULE:
-        _LIBRARY_SCHEDULE.append(saved)
     lowering.epilogue_schedule = schedule
     try:
         return coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda")
@@ -406,9 +410,12 @@ def compile_with_schedule(text: str, schedule):
 
 
 # variant -> (SwiGLU-backward epilogue, RMSNorm-backward epilogue) builders; "sched_cols_last"
-# takes both from the block compiled with `cols_last_epilogue_schedule` (`hand_variants`)
+# and "sched_prev" take both from the block compiled with `cols_last_epilogue_schedule` /
+# `previous_epilogue_schedule` (`hand_variants`, `ALT_SCHEDULES`). The hand edits match the
+# epilogues generated before session 9 (they return None on today's, and are skipped).
 HAND_VARIANTS = {"hand": (hand_swiglu, hand_norm), "hand2": (hand2_swiglu, None),
                  "norm_order": (None, hand_norm_order), "norm_vec": (None, hand_norm_vec)}
+ALT_SCHEDULES = {"sched_cols_last": cols_last_epilogue_schedule, "sched_prev": previous_epilogue_schedule}
 
 
 @triton.jit
@@ -472,12 +479,17 @@ def unfused_swiglu(key: str, log) -> list[dict]:
 
 
 def hand_variants(program, key: str, out_dir: Path, log, variant: str = "hand", only: str = "",
-                  sweep: str = "default", labels=HAND_CFGS, text: str = "") -> list[dict]:
+                  sweep: str = "default", labels=HAND_CFGS, text: str = "", rounds: int = 1) -> list[dict]:
+    """Time each target kernel generated and with the variant's epilogue at the same tiles.
+    `rounds` > 1: that many do_bench pairs per tile in alternating order (generated first in
+    even rounds, the variant first in odd ones; a kernel timed second right after the other
+    measured up to ~8% faster on the long-K kernels), ms = the median over rounds, and
+    `ratio_median` = the median of the per-round variant / generated ratios."""
     import importlib.util
 
     lines = program.source.splitlines()
-    if variant == "sched_cols_last":  # the same kernels' epilogues as the alternative schedule emits them
-        alt = compile_with_schedule(text, cols_last_epilogue_schedule).source.splitlines()
+    if variant in ALT_SCHEDULES:  # the same kernels' epilogues as the alternative schedule emits them
+        alt = compile_with_schedule(text, ALT_SCHEDULES[variant]).source.splitlines()
 
         def from_alt(name):
             span = _tma_epilogue_span(alt, name)
@@ -530,17 +542,26 @@ def hand_variants(program, key: str, out_dir: Path, log, variant: str = "hand", 
             if not fits(rec, cfg):
                 continue
             entry = {}
-            for tag, r in (("generated", rec), ("hand", hrec)):
+            pair = (("generated", rec), ("hand", hrec))
+            for tag, r in pair:
                 try:
                     _, extra = run_cfg(r, cfg)
                     compiled = gl.LAST_LAUNCH.get("compiled")
                     sync()
-                    entry[tag] = {"ms": do_bench(lambda: run_cfg(r, cfg), warmup=10, rep=60, return_mode="median"),
-                                  **resources(compiled)}
-                    entry[tag]["x_plain"] = entry[tag]["ms"] / plain
+                    entry[tag] = {"ms_rounds": [], **resources(compiled)}
                     entry[tag + "_extra"] = extra
                 except Exception as exc:  # noqa: BLE001
                     entry[tag] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            timed = [(tag, r) for tag, r in pair if "ms_rounds" in entry[tag]]
+            for k in range(rounds):
+                for tag, r in (timed if k % 2 == 0 else timed[::-1]):
+                    entry[tag]["ms_rounds"].append(do_bench(lambda: run_cfg(r, cfg), warmup=10, rep=60, return_mode="median"))
+            for tag, _ in timed:
+                entry[tag]["ms"] = sorted(entry[tag]["ms_rounds"])[len(entry[tag]["ms_rounds"]) // 2]
+                entry[tag]["x_plain"] = entry[tag]["ms"] / plain
+            if len(timed) == 2:
+                ratios = sorted(h / g for g, h in zip(entry["generated"]["ms_rounds"], entry["hand"]["ms_rounds"]))
+                entry["ratio_median"] = ratios[len(ratios) // 2]
             if "generated_extra" in entry and "hand_extra" in entry:
                 g, h = entry.pop("generated_extra"), entry.pop("hand_extra")
                 diffs = []
@@ -557,13 +578,14 @@ def hand_variants(program, key: str, out_dir: Path, log, variant: str = "hand", 
             log(f"[{key}] {variant} {rec['origin'][:50]:50s} {label:20s} generated {g.get('ms', float('nan')):.3f} "
                 f"({g.get('x_plain', float('nan')):.3f}x regs {g.get('n_regs')} spills {g.get('n_spills')}) hand "
                 f"{h.get('ms', float('nan')):.3f} ({h.get('x_plain', float('nan')):.3f}x regs {h.get('n_regs')} "
-                f"spills {h.get('n_spills')}) outputs {[(d['bitwise'], round(d['max_rel'], 8)) for d in entry.get('outputs', [])]}")
+                f"spills {h.get('n_spills')}) {variant}/generated {entry.get('ratio_median', float('nan')):.3f} "
+                f"outputs {[(d['bitwise'], round(d['max_rel'], 8)) for d in entry.get('outputs', [])]}")
         rows.append(row)
     return rows
 
 
 def run_shape(key: str, sweep: str, deadline: float, out_dir: Path, log, hand: str = "", only: str = "",
-              unfused: bool = False) -> dict:
+              unfused: bool = False, rounds: int = 1) -> dict:
     s = SHAPES[key]
     text = nn_llama_block(s, fname="llama_block")
     t0 = time.perf_counter()
@@ -702,7 +724,7 @@ def run_shape(key: str, sweep: str, deadline: float, out_dir: Path, log, hand: s
         for variant in hand.split(","):
             result["hand"] += hand_variants(program, key, out_dir, log, variant, sweep=sweep,
                                             labels=[label for label, _ in SWEEPS[sweep]] if only else HAND_CFGS,
-                                            text=text)
+                                            text=text, rounds=rounds)
     (out_dir / f"kernel_table_{key}.json").write_text(json.dumps(result, indent=1, default=str))
     return result
 
@@ -713,6 +735,8 @@ def main() -> int:
     ap.add_argument("--sweep", default="default", choices=sorted(SWEEPS))
     ap.add_argument("--budget-s", type=float, default=420.0, help="per-config timing stops after this (s)")
     ap.add_argument("--hand", default="", help="comma-separated hand-edited epilogue variants to time (hand, hand2)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="--hand: timed pairs per tile, in alternating order (median over rounds)")
     ap.add_argument("--only", default="", help="'|'-separated origin substrings: only these kernels (no whole-program timing)")
     ap.add_argument("--unfused", action="store_true", help="time the SwiGLU backward unfused (cuBLAS dgrad + a Triton pass)")
     ap.add_argument("--cpu", action="store_true", help="plumbing check under TRITON_INTERPRET=1 (shape smoke)")
@@ -734,7 +758,8 @@ def main() -> int:
         # split the remaining budget over the remaining shapes
         left = args.budget_s - (time.perf_counter() - start)
         deadline = time.perf_counter() + left / (len(shapes) - n)
-        run_shape(key, args.sweep, deadline, out_dir, log, hand=args.hand, only=args.only, unfused=args.unfused)
+        run_shape(key, args.sweep, deadline, out_dir, log, hand=args.hand, only=args.only, unfused=args.unfused,
+                  rounds=args.rounds)
         if not args.cpu:
             torch.cuda.empty_cache()
     return 0

@@ -26,8 +26,9 @@ is the rest of that issue item.
 Options (`TritonOptions`: `epilogue_subtile`, `half_tile_io`) are the target's arguments.
 
 Epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`), in
-`epilogue_schedule` order (partial reductions after the last tile use of their input), each
-yielded value stored right after the op that makes it; heavy gemm epilogues can run per column
+`epilogue_schedule` order (partial reductions after the last tile use of their input; each
+output of a multi-output `coda.map` at its first reader; column partials of such outputs
+last), each yielded value stored right after the step that makes it; heavy gemm epilogues can run per column
 half of the tile (`emit_sliced_region`, off unless `TritonOptions.epilogue_subtile` is set). The
 scalar bodies of `coda.map` / `coda.pair_map` become Triton expressions on whole
 tiles (`_ScalarEmitter`). Everything that cannot be lowered raises a located `CompilerError`.
@@ -320,17 +321,23 @@ class _ScalarEmitter:
         self.out.append(f"{self.indent}{var} = {expr}")
         self.names[result] = var
 
-    def emit_block(self, block: Block, args: Sequence[str]) -> list[str]:
-        """Emit a scalar body with `args` bound to its block arguments; return the yielded expressions."""
+    def emit_block(
+        self, block: Block, args: Sequence[str], ops: Sequence[Operation] | None = None, indices: Sequence[int] | None = None
+    ) -> list[str]:
+        """Emit a scalar body with `args` bound to its block arguments; return the yielded expressions.
+
+        With `ops` / `indices` (one step of a split `coda.map`, `EpilogueStep`): emit only `ops`
+        (the others were emitted by an earlier step, their names are known) and return the
+        yielded expressions `indices`."""
         for arg, expr in zip(block.args, args):
             self.names[arg] = expr
-        yielded: list[str] = []
-        for op in block.ops:
-            if isinstance(op, coda.YieldOp):
-                yielded = [self.value(v) for v in op.values]
-            else:
+        term = block.last_op
+        assert isinstance(term, coda.YieldOp)
+        for op in block.ops if ops is None else ops:
+            if not isinstance(op, coda.YieldOp):
                 self.emit_op(op)
-        return yielded
+        values = list(term.values) if indices is None else [term.values[i] for i in indices]
+        return [self.value(v) for v in values]
 
 
 def coda_cmp_name(op: Operation, kind: str) -> str:
@@ -686,11 +693,18 @@ class _EpilogueEmitter:
         else:
             raise CompilerError(op, "is not an epilogue primitive with a Triton lowering")
 
-    def emit_map(self, op: coda.MapOp) -> None:
-        self.emit(f"# {op.name}")
+    def emit_map(self, op: coda.MapOp, step: EpilogueStep | None = None) -> None:
+        """The map's outputs: all of them, or those of one step of a split map (`epilogue_schedule`)."""
         args = [self.get(op, v) for v in op.inputs]
-        yielded = self.scalars.emit_block(op.body.blocks[0], args)
-        for result, expr in zip(op.outputs, yielded):
+        if step is None or step.body is None:
+            self.emit(f"# {op.name}")
+            outputs = list(op.outputs)
+            yielded = self.scalars.emit_block(op.body.blocks[0], args)
+        else:
+            self.emit(f"# {op.name} results {', '.join(map(str, step.results))}")
+            outputs = [op.outputs[i] for i in step.results]
+            yielded = self.scalars.emit_block(op.body.blocks[0], args, step.body, step.results)
+        for result, expr in zip(outputs, yielded):
             ty = result.type
             assert isinstance(ty, coda.TileType)
             if expr in self.scalars.consts:
@@ -1092,7 +1106,8 @@ class _EpilogueEmitter:
         self.emit(f"tl.store({ptr} + {rows} * tl.cdiv(N, BN) + pid_n, {x}, mask=mask_m)")
 
     def emit_body(self, block: Block, args: Sequence[str], outputs: Sequence[tuple[SSAValue, str]]) -> None:
-        """The region's ops in order; each yielded value is stored right after the op that makes it."""
+        """The region's ops in `epilogue_schedule` order; each yielded value is stored right after
+        the step that makes it."""
         for arg, name in zip(block.args, args):
             self.names[arg] = name
         term = block.last_op
@@ -1111,10 +1126,13 @@ class _EpilogueEmitter:
 
         for arg in block.args:
             store(arg)
-        for op in epilogue_schedule(block):
-            self.emit_op(op)
-            for r in op.results:
-                store(r)
+        for step in epilogue_schedule(block):
+            if isinstance(step.op, coda.MapOp):
+                self.emit_map(step.op, step)
+            else:
+                self.emit_op(step.op)
+            for i in step.results:
+                store(step.op.results[i])
         for value in list(stores):  # defined outside the region (not expected), stored at the end
             store(value)
 
@@ -1259,22 +1277,38 @@ def epilogue_tile_pressure(block: Block, n: int) -> Fraction:
     return peak
 
 
-def epilogue_schedule(block: Block) -> list[Operation]:
-    """The region's ops (without the yield) in emission order.
+@dataclass(frozen=True)
+class EpilogueStep:
+    """One step of an epilogue's emission order (`epilogue_schedule`): `op` makes its results
+    `results` (indices) here, and each of them is stored right after if the region yields it.
 
-    Program order, except that a partial reduction (`coda.reduce`, `coda.select`) whose tile is
+    Every op but a multi-output `coda.map` is one step that makes all its results. A multi-output
+    map may be split into one step per group of outputs; `body` then lists the map's scalar ops
+    this step emits (in body order): those its outputs need that no earlier step of the map
+    emitted, and on the map's last step every op still left (so that nothing in the body is
+    dropped). `body` is None for a step that makes the whole op.
+    """
+
+    op: Operation
+    results: tuple[int, ...]
+    body: tuple[Operation, ...] | None = None
+
+
+def _only_yielded(op: Operation) -> bool:
+    return all(isinstance(u.operation, coda.YieldOp) for r in op.results for u in r.uses)
+
+
+def _partials_after_last_use(ops: list[Operation]) -> list[Operation]:
+    """Program order, except that a partial reduction (`coda.reduce`, `coda.select`) whose tile is
     still used by a later tile op is emitted right after that last use: the reduction then
     consumes its tile as it dies instead of running while the tile must stay live (its masked
-    copy and the reduction's temporaries beside it). Every primitive is pure and each result
-    has its own output, so the values are the same in any order; only register pressure
-    changes (the LLaMA out-proj epilogue compiled for sm_90a: 824 -> 328 bytes of stack).
-    """
-    ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
+    copy and the reduction's temporaries beside it; the LLaMA out-proj epilogue compiled for
+    sm_90a: 824 -> 328 bytes of stack)."""
     partial_ops = (coda.ReduceOp, coda.SelectOp)
     after: dict[int, list[Operation]] = {}
     order: list[Operation] = []
     for i, op in enumerate(ops):
-        if isinstance(op, partial_ops) and all(isinstance(u.operation, coda.YieldOp) for r in op.results for u in r.uses):
+        if isinstance(op, partial_ops) and _only_yielded(op):
             tile = op.operands[0]
             later = [j for j in range(i + 1, len(ops)) if not isinstance(ops[j], partial_ops) and tile in ops[j].operands]
             if later:
@@ -1284,6 +1318,115 @@ def epilogue_schedule(block: Block) -> list[Operation]:
         order.extend(after.pop(i, []))
     assert not after
     return order
+
+
+def _deferred_outputs(ops: list[Operation]) -> set[SSAValue]:
+    """Outputs of multi-output `coda.map`s made at their first reader instead of at the map:
+    those the region does not yield (a yielded output is stored at the map) and some op reads."""
+    deferred: set[SSAValue] = set()
+    for op in ops:
+        if isinstance(op, coda.MapOp) and len(op.outputs) > 1:
+            for r in op.outputs:
+                if r.uses and not any(isinstance(u.operation, coda.YieldOp) for u in r.uses):
+                    deferred.add(r)
+    return deferred
+
+
+def _body_needs(map_op: coda.MapOp, indices: Sequence[int]) -> set[Operation]:
+    """The scalar ops of the map's body that the yielded values `indices` depend on."""
+    block = map_op.body.blocks[0]
+    term = block.last_op
+    assert isinstance(term, coda.YieldOp)
+    need: set[Operation] = set()
+    stack = [term.values[i] for i in indices]
+    while stack:
+        v = stack.pop()
+        owner = v.owner
+        if isinstance(owner, Operation) and owner.parent_block() is block and owner not in need:
+            need.add(owner)
+            stack.extend(owner.operands)
+    return need
+
+
+def epilogue_schedule(block: Block) -> list[EpilogueStep]:
+    """The region's ops (without the yield) as emission steps.
+
+    Every primitive is pure and each result has its own output, so the stored values are the
+    same in any order that respects the dataflow; only how many [BM, BN] tiles are live at once
+    (registers, spills) changes. The order:
+
+    1. Program order, with partial reductions after the last tile use of their input
+       (`_partials_after_last_use`).
+    2. A multi-output `coda.map` makes each output the region does not yield at its first
+       reader, not all outputs at the map: its scalar ops for that output run there, so a value
+       needed only late (e.g. the RMSNorm backward's `acc * (x * rstd)`, only reduced into the
+       weight gradient's column partials) is not live across the stores before it. Outputs the
+       region yields (and unused ones) are made at the map and stored right after it.
+    3. A column partial (`coda.reduce ... dim 0`, only yielded) whose tile is such a deferred map
+       output, read by nothing but column partials, runs after every other op, i.e. after the
+       stores it does not feed, with that output made just before it. A column reduction combines
+       values across warps (shared memory and barriers); run last, nothing else is live across
+       it. Moving it alone, with its tile made at the map, keeps the tile live instead
+       (measured: spills down, time mixed; bench/RESULTS.md 2026-11-25 sessions 8 and 9), so
+       other column partials stay at step 1's place.
+
+    A pure function of the region: the same IR gives the same steps.
+    """
+    ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
+    order = _partials_after_last_use(ops)
+    deferred = _deferred_outputs(ops)
+
+    def column_partial(op: Operation) -> bool:
+        return isinstance(op, coda.ReduceOp) and op.dim.value.data == 0 and _only_yielded(op)
+
+    last = [
+        op for op in order
+        if column_partial(op) and op.tile in deferred and all(column_partial(u.operation) for u in op.tile.uses)
+    ]
+    if last:
+        order = [op for op in order if op not in last] + last
+
+    steps: list[EpilogueStep] = []
+    made: set[SSAValue] = set()  # deferred outputs already made
+    emitted: dict[Operation, set[Operation]] = {}  # split map -> its body ops emitted so far
+    done: dict[Operation, set[int]] = {}  # split map -> its outputs made so far
+
+    def map_step(op: coda.MapOp, indices: list[int]) -> None:
+        indices = sorted(indices)
+        body = op.body.blocks[0]
+        done.setdefault(op, set()).update(indices)
+        if len(done[op]) == len(op.outputs) and op not in emitted:
+            steps.append(EpilogueStep(op, tuple(indices)))  # not split: the whole map at once
+            return
+        have = emitted.setdefault(op, set())
+        need = _body_needs(op, indices) if len(done[op]) < len(op.outputs) else set(body.ops)
+        picked = tuple(o for o in body.ops if o in need and o not in have and not isinstance(o, coda.YieldOp))
+        have.update(picked)
+        steps.append(EpilogueStep(op, tuple(indices), picked))
+
+    def make(values: Sequence[SSAValue]) -> None:
+        """Make the deferred map outputs among `values` (grouped per map, in first-read order)."""
+        groups: dict[Operation, list[int]] = {}
+        for v in values:
+            if v in deferred and v not in made:
+                made.add(v)
+                groups.setdefault(v.owner, []).append(v.index)  # type: ignore[union-attr]
+        for owner, indices in groups.items():
+            assert isinstance(owner, coda.MapOp)
+            make(owner.inputs)
+            map_step(owner, indices)
+
+    for op in order:
+        if isinstance(op, coda.MapOp) and len(op.outputs) > 1:
+            now = [i for i, r in enumerate(op.outputs) if r not in deferred]
+            if now:
+                make(op.inputs)
+                map_step(op, now)
+            continue
+        make(op.operands)
+        steps.append(EpilogueStep(op, tuple(range(len(op.results)))))
+    assert made == deferred  # every deferred output has a reader in `order`
+    return steps
 
 
 # ============================================================================ kernels
