@@ -62,6 +62,7 @@ from xdsl.utils.target import Target
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, TRITON_DTYPE_NAMES, element_name
 from coda_ir.dialects import coda
 from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, plan_in_place, writes_over
+from coda_ir.lowering.liveness import dead_after
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.context import make_context
@@ -1589,6 +1590,7 @@ class _HostEmitter:
         self.names = _Names(["torch", "triton", "tl", "os", "launch_gemm", "libdevice", "_rt", "_lib", "_dev", "_cfg", "_e"])
         self.vals: dict[SSAValue, str] = {}
         self.lines: list[str] = []
+        self.group_specs: list[str] = []
 
     def emit(self, text: str) -> None:
         self.lines.append(IND + text)
@@ -1645,6 +1647,7 @@ class _HostEmitter:
         for arg in block.args:
             if arg in dense:
                 self.emit(f"{self.vals[arg]} = {self.vals[arg]}.contiguous()")
+        dead = dead_after(fn)
         for op in block.ops:
             if isinstance(op, coda.LaunchGroupOp):
                 self.emit_group(op, self.infos[op])
@@ -1666,7 +1669,21 @@ class _HostEmitter:
                     "has no Triton lowering at function level (only coda.gemm, coda.elementwise, coda.fold, "
                     "coda.launch_group and func.return; run the nn-to-coda pipeline first for nn ops)",
                 )
+            self.emit_drops(op, dead.get(op, []))
         return head + self.lines
+
+    def emit_drops(self, op: Operation, dead: list[SSAValue]) -> None:
+        """Drop the host's references to the buffers no later op reads (`liveness.dead_after`),
+        so the caching allocator reuses them for the next kernels' outputs: `_e` (the last
+        launch's arguments) goes with them, and a group's launch descriptions always (their names
+        are not reused, they would hold their buffers to the end)."""
+        names = [self.vals[v] for v in dead if v in self.vals]
+        if isinstance(op, coda.LaunchGroupOp):
+            names = self.group_specs + names
+        elif names and not isinstance(op, coda.LibraryStepOp):
+            names = ["_e"] + names
+        if names:
+            self.emit(f"del {', '.join(names)}")
 
     def emit_library_step(self, op: Operation) -> None:
         """One call into coda_ir.lowering.library (the step's typed properties become arguments)."""
@@ -1789,6 +1806,7 @@ class _HostEmitter:
                 comment, call = self.fold_call(op)
                 self.emit(f"#   {minfo.name}: {comment}")
                 self.emit(f"{spec} = _rt.fold_launch({call})")
+        self.group_specs = specs
         self.emit(f"_rt.launch_group({info.name}, {_tuple(specs)})")
         outs = [self.var(r, f"r{i}") for i, r in enumerate(group.outputs)]
         k = 0
