@@ -308,11 +308,11 @@ class YieldOp(IRDLOperation):
 # ============================================================================ launches
 
 
-def _args_region() -> Region:
+def args_region() -> Region:
     return Region(Block(arg_types=[ConfigType()]))
 
 
-class _ArgsLambdaLaunch(IRDLOperation):
+class ArgsLambdaLaunch(IRDLOperation):
     """A launch whose kernel arguments depend on the tile configuration it picks: `args` is the
     lambda `_cfg -> (inputs..., outputs...)`; outputs are the values after the first
     `n_inputs`."""
@@ -345,7 +345,7 @@ class _ArgsLambdaLaunch(IRDLOperation):
 
 
 @irdl_op_definition
-class LaunchGemmOp(_ArgsLambdaLaunch):
+class LaunchGemmOp(ArgsLambdaLaunch):
     """`_cfg, _e = launch_gemm(kernel, a, b, lambda _cfg: (...), M=, N=, K=, ...)`: a
     `coda.gemm` kernel, autotuned under `key` (the printer appends the hash of the kernel's
     printed source) unless `config` fixes its tiles."""
@@ -392,7 +392,7 @@ class LaunchGemmOp(_ArgsLambdaLaunch):
         self.verify_args(self.n_inputs.data, self.bn_multiple_of.data, self.config, self.result.type.elements.data)
 
 
-class _ElementwiseLaunchBase(_ArgsLambdaLaunch):
+class _ElementwiseLaunchBase(ArgsLambdaLaunch):
     m = prop_def(IntAttr)
     n = prop_def(IntAttr)
     bn_multiple_of = prop_def(IntAttr)
@@ -431,8 +431,7 @@ class LaunchElementwiseOp(_ElementwiseLaunchBase):
 
     def __init__(self, kernel: str, shape: tuple[int, int], *, bn_multiple_of: int, n_inputs: int, whole: str | None,
                  config: TileConfigAttr | None, result_type: TupleType, args: Region):
-        props = self.properties_of(shape, bn_multiple_of, n_inputs, whole, config)
-        props["kernel"] = SymbolRefAttr(kernel)
+        props = {"kernel": SymbolRefAttr(kernel), **self.properties_of(shape, bn_multiple_of, n_inputs, whole, config)}
         super().__init__(result_types=[result_type], properties=props, regions=[args])
 
     def verify_(self) -> None:
@@ -499,8 +498,7 @@ class LaunchFoldOp(_FoldLaunchBase):
 
     def __init__(self, kernel: str, partials: Sequence[SSAValue], inputs: Sequence[SSAValue],
                  outputs: Sequence[SSAValue], length: int, sums: bool):
-        props = self.properties_of(length, sums)
-        props["kernel"] = SymbolRefAttr(kernel)
+        props = {"kernel": SymbolRefAttr(kernel), **self.properties_of(length, sums)}
         super().__init__(operands=[partials, inputs, outputs], properties=props,
                          result_types=[TupleType([o.type for o in outputs])])
 
@@ -672,7 +670,7 @@ class ReturnOp(IRDLOperation):
 
     def verify_(self) -> None:
         for v in self.values:
-            _check_static(v.type, "host.return")
+            _check_buffer(v.type, "host.return")  # a function may return partials
 
 
 HOST = Dialect(

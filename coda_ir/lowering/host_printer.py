@@ -83,13 +83,13 @@ class HostPrinter:
             return f"triton.cdiv({op.extent.data}, {self.get(op.config)}.{op.field.data})"
         raise InternalCompilerBug(op, f"'{op.name}' is no host expression")
 
-    def lambda_(self, op: host._ArgsLambdaLaunch) -> str:
+    def lambda_(self, op: host.ArgsLambdaLaunch) -> str:
         cfg = op.args.block.args[0]
         self.exprs[cfg] = "_cfg"
         return f"lambda _cfg: {_tuple([self.get(v) for v in op.yielded()])}"
 
     @staticmethod
-    def config_suffix(op: host._ArgsLambdaLaunch) -> tuple[str, str]:
+    def config_suffix(op: host.ArgsLambdaLaunch) -> tuple[str, str]:
         """(`whole=...`, `config=...`) keyword text of an elementwise launch ('' when absent)."""
         whole = f", whole={op.whole.data!r}" if op.whole is not None else ""  # type: ignore[attr-defined]
         c = op.config  # type: ignore[attr-defined]

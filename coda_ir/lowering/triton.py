@@ -19,10 +19,12 @@ The lowering runs as passes on a copy of the module, then prints (issue 13): the
 `convert-coda-to-tl` pass (`transforms/coda_to_tl.py`) names every kernel (recorded on the coda
 op as `tl.kernel = @name`) and builds `coda.fold` and `coda.launch_group` kernels as
 `tl.kernel` IR (the `tl` dialect, `dialects/triton_lang.py`), which
-`triton_printer.print_kernel` prints without deciding anything. `coda.gemm` /
-`coda.elementwise` kernels and the host functions are still emitted as text below
-(`_EpilogueEmitter`, `emit_gemm`, `emit_elementwise`, `_HostEmitter`); moving them onto `tl`
-is the rest of that issue item.
+`triton_printer.print_kernel` prints without deciding anything; `convert-coda-to-host`
+(`transforms/coda_to_host.py`) builds each function's host wrapper as a `host.func` (the
+`host` dialect, `dialects/triton_host.py`), which `host_printer.print_host_function` prints.
+`coda.gemm` / `coda.elementwise` kernels are still emitted as text below
+(`_EpilogueEmitter`, `emit_gemm`, `emit_elementwise`); moving them onto `tl` is the rest of
+that issue item.
 Options (`TritonOptions`: `epilogue_subtile`, `half_tile_io`) are the target's arguments.
 
 Epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`), in

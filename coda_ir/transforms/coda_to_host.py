@@ -37,6 +37,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX, IntAttr, IntegerAttr, ModuleOp,
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import VerifyException
 
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
@@ -90,7 +91,7 @@ class _FunctionLowering:
             if not isinstance(arg.type, TensorType):
                 raise CompilerError(fn, f"argument #{i} must be a tensor to be passed from torch, got {arg.type}")
         ret = entry.last_op
-        outputs = [v.type for v in ret.operands] if isinstance(ret, func.ReturnOp) else []
+        outputs = [host_type(v.type) for v in ret.operands] if isinstance(ret, func.ReturnOp) else []
         hfn = host.FuncOp(name, [a.type for a in entry.args], outputs, coda.launch_count(fn))
         self.block = hfn.body.block
         params = list(self.block.args)
@@ -148,7 +149,7 @@ class _FunctionLowering:
     def args_region(self, op: coda.GemmOp | coda.ElementwiseOp, m: int, n: int) -> Region:
         """The launch's `lambda _cfg: (inputs..., outputs...)`: the outputs freshly allocated
         (partials sized by `_cfg`), or the donated input an output was recorded to write over."""
-        region = host._args_region()
+        region = host.args_region()
         block = region.block
         config = block.args[0]
         ins = [self.get(op, v) for v in op.inputs]
@@ -309,4 +310,9 @@ class ConvertCodaToHostPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in [f for f in op.walk() if isinstance(f, func.FuncOp) and f.body.blocks]:
-            Rewriter.insert_op(lower_function(fn), InsertPoint.after(fn))
+            hfn = lower_function(fn)
+            Rewriter.insert_op(hfn, InsertPoint.after(fn))
+            try:
+                hfn.verify()
+            except VerifyException as error:
+                raise InternalCompilerBug(fn, f"convert-coda-to-host built an invalid host.func: {error}") from None
