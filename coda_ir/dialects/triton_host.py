@@ -9,7 +9,8 @@ tile count fixed when the launch picks its tile configuration). `convert-coda-to
 decision there: which arguments are made contiguous, what is allocated (shape, dtype, the
 partials' tile count per configuration axis), which donated input an output writes over, the
 arguments and configuration of each launch (a fixed tile config checked against the kernel's
-recorded `bn_multiple_of`), which library function a library step calls. The printer
+recorded `bn_multiple_of`), which library function a library step calls, which buffers are
+dropped after which op (`liveness.dead_after`). The printer
 (`lowering/host_printer.py`) prints each op as the one statement (or, for values used once
 inside a statement, the one expression) it stands for.
 
@@ -641,6 +642,37 @@ class LibraryCallOp(IRDLOperation):
 
 
 @irdl_op_definition
+class DropOp(IRDLOperation):
+    """`del a, b`: the host function's last references to buffers no later op reads (the
+    decision is `convert-coda-to-host`'s, from `liveness.dead_after`), so the caching
+    allocator reuses them for the next kernels' outputs; with them the last launch's argument
+    tuple, or a launch group's specs, which would hold them too."""
+
+    name = "host.drop"
+
+    values = var_operand_def()
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[values])
+
+    def verify_(self) -> None:
+        if not self.values:
+            raise VerifyException("host.drop: drops at least one value")
+        fn = _parent_func(self)
+        for v in self.values:
+            if v in fn.body.block.args or isinstance(v.owner, ContiguousOp):
+                raise VerifyException("host.drop: the caller holds the arguments, they are never dropped")
+            if not isinstance(v.type, (TupleType, LaunchSpecType)):
+                _check_buffer(v.type, "host.drop")
+        later = self.next_op
+        while later is not None:
+            used = [v for v in self.values if any(u.operation is later or later.is_ancestor(u.operation) for u in v.uses)]
+            if used:
+                raise VerifyException(f"host.drop: a dropped value is read later (by {later.name})")
+            later = later.next_op
+
+
+@irdl_op_definition
 class CommentOp(IRDLOperation):
     """A comment line in the host function (which kernel the next launch runs)."""
 
@@ -692,6 +724,7 @@ HOST = Dialect(
         UnpackOp,
         ResultsOp,
         LibraryCallOp,
+        DropOp,
         CommentOp,
         ReturnOp,
     ],

@@ -181,6 +181,8 @@ class HostPrinter:
             args += [self.literal(lit) for lit in op.literals.data]
             call = f"_lib.{op.callee.data}({', '.join(args)})"
             self.emit(f"{self.targets(op.res, False)} = {call}")
+        elif isinstance(op, host.DropOp):
+            self.emit(f"del {', '.join(self.get(v) for v in op.values)}")
         elif isinstance(op, host.ReturnOp):
             results = [self.get(v) for v in op.values]
             if not results:

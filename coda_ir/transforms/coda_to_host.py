@@ -19,7 +19,9 @@ decision the host code embodies is made here and recorded in the ops:
   against it (a located error), `whole` rows / cols, the inputs-then-outputs argument order;
   launch groups as one spec per member and one launch, outputs read back per member;
 * library steps: which `_lib` function, and its literal arguments (head counts, causality,
-  the gradient's row count and dtype, the axis and bounds of a concat / slice).
+  the gradient's row count and dtype, the axis and bounds of a concat / slice);
+* buffer lifetimes: after each op, `host.drop` of the buffers no later op reads
+  (`liveness.dead_after`), with the launch's argument tuple, or the group's specs.
 
 The `func.func` stays (its coda.gemm / coda.elementwise kernels are still emitted as text by
 `lowering/triton.py`); the `host.func` is inserted right after it.
@@ -43,6 +45,7 @@ from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_host as host
 from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, writes_over
+from coda_ir.lowering.liveness import dead_after
 from coda_ir.transforms.coda_to_tl import kernel_symbol
 
 
@@ -65,6 +68,8 @@ class _FunctionLowering:
         self.vals: dict[SSAValue, SSAValue] = {}
         self.block: Block
         self.device: SSAValue
+        self.launched: SSAValue | None = None  # the last launch's argument tuple (`_e`)
+        self.group_specs: list[SSAValue] = []
 
     def add(self, op: Operation) -> Operation:
         self.block.add_op(op)
@@ -110,6 +115,7 @@ class _FunctionLowering:
                 c = self.add(host.ContiguousOp(self.vals[arg])).results[0]
                 c.name_hint = self.vals[arg].name_hint
                 self.vals[arg] = c
+        dead = dead_after(fn)
         for op in entry.ops:
             if isinstance(op, coda.LaunchGroupOp):
                 self.launch_group(op)
@@ -129,7 +135,21 @@ class _FunctionLowering:
                     "has no Triton lowering at function level (only coda.gemm, coda.elementwise, coda.fold, "
                     "coda.launch_group and func.return; run the nn-to-coda pipeline first for nn ops)",
                 )
+            self.drop(op, dead.get(op, []))
         return hfn
+
+    def drop(self, op: Operation, dead: list[SSAValue]) -> None:
+        """Drop the host's references to the buffers no later op reads, so the caching allocator
+        reuses them for the next kernels' outputs: the last launch's argument tuple goes with
+        them, and a group's launch descriptions always (they would hold their buffers to the end)."""
+        values = [self.vals[v] for v in dead if v in self.vals]
+        if isinstance(op, coda.LaunchGroupOp):
+            values = self.group_specs + values
+        elif values and not isinstance(op, coda.LibraryStepOp):
+            assert self.launched is not None
+            values = [self.launched, *values]
+        if values:
+            self.add(host.DropOp(values))
 
     # ------------------------------------------------------------------ buffers
     def alloc(self, result: SSAValue, config: SSAValue | None, m: int, n: int, into: Block) -> SSAValue:
@@ -204,6 +224,7 @@ class _FunctionLowering:
             config=self.checked_config(op), result_type=ty, args=args,
         )
         self.add(launch)
+        self.launched = launch.result
         self.unpack(op, launch.result, len(op.inputs))
 
     def elementwise(self, op: coda.ElementwiseOp) -> tuple[dict, Region, str]:
@@ -222,6 +243,7 @@ class _FunctionLowering:
         ty = host.TupleType([v.type for v in args.block.last_op.operands])  # type: ignore[union-attr]
         self.add(host.CommentOp(f"{name}: {comment}"))
         launch = self.add(host.LaunchElementwiseOp(name, op.iteration_shape(), result_type=ty, **kw))
+        self.launched = launch.results[0]
         self.unpack(op, launch.results[0], len(op.inputs))
 
     def fold_operands(self, op: coda.FoldOp) -> tuple[list[SSAValue], list[SSAValue], list[SSAValue], dict]:
@@ -236,6 +258,7 @@ class _FunctionLowering:
         self.add(host.CommentOp(f"{name}: coda.fold over {op.length()} rows"))
         parts, ins, outs, kw = self.fold_operands(op)
         launch = self.add(host.LaunchFoldOp(name, parts, ins, outs, **kw))
+        self.launched = launch.results[0]
         self.unpack(op, launch.results[0], 0)
 
     def launch_group(self, group: coda.LaunchGroupOp) -> None:
@@ -257,6 +280,7 @@ class _FunctionLowering:
             spec.results[0].name_hint = "_g"
             specs.append(spec.results[0])
         self.add(host.LaunchGroupOp(kernel_symbol(group), specs))
+        self.group_specs = specs
         k = 0
         for op, spec in zip(members, specs):
             mine = list(group.outputs[k : k + len(op.results)])

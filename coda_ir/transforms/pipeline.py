@@ -13,10 +13,12 @@
     coda-legalize         prove every epilogue op tile-local; record tile constraints
     cse                   xDSL's common subexpression elimination (duplicate loads, column
                           indices, broadcasts left by merging kernels)
+    coda-sink-results     kernels whose outputs are only returned (weight gradients) run as
+                          late as their operands allow: lower peak memory
     coda-group-launches   independent small kernels (folds, GEMVs) share one launch
 
 Options (`-p 'nn-to-coda{fuse=false remarks-as-errors=true}'`): `defer-norms`, `fuse`,
-`interleave`, `cse`, `group-launches` (each true by default) switch a stage off (the result is still a correct,
+`interleave`, `cse`, `sink-results`, `group-launches` (each true by default) switch a stage off (the result is still a correct,
 less fused program); `cost-model=false` stops the stages from asking the IO model (norm
 statistics placement, QK-norm placement, RoPE cos/sin tables) and fuses whenever it is legal,
 with sin/cos computed in the epilogue; `whole-rows-stats=false` leaves a norm whose input no
@@ -53,6 +55,7 @@ class NNToCodaPass(ModulePass):
     interleave: bool = True
     cse: bool = True
     group_launches: bool = True
+    sink_results: bool = True
     cost_model: bool = True
     whole_rows_stats: bool = True
     rope_table: str = "auto"
@@ -84,6 +87,10 @@ class NNToCodaPass(ModulePass):
             from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
             stages.append(CommonSubexpressionElimination())
+        if self.sink_results:
+            from coda_ir.transforms.sink_results import SinkResultsPass
+
+            stages.append(SinkResultsPass())
         if self.group_launches:
             from coda_ir.transforms.group_launches import GroupLaunchesPass
 

@@ -35,6 +35,7 @@ PASSES["coda-widen-summed-stores"] = _lazy("widen_sums", "WidenSummedStoresPass"
 PASSES["convert-coda-to-tl"] = _lazy("coda_to_tl", "ConvertCodaToTLPass")
 PASSES["convert-coda-to-host"] = _lazy("coda_to_host", "ConvertCodaToHostPass")
 PASSES["coda-group-launches"] = _lazy("group_launches", "GroupLaunchesPass")
+PASSES["coda-sink-results"] = _lazy("sink_results", "SinkResultsPass")
 PASSES["nn-autodiff"] = _lazy("autodiff", "NNAutodiffPass")
 PASSES["nn-fuse-siblings"] = _lazy("fuse_siblings", "FuseSiblingsPass")
 PASSES["nn-plan"] = _lazy("plan", "NNPlanPass")

@@ -30,6 +30,8 @@ func.func @norm(%x: tensor<37x48xbf16>, %w: tensor<80x48xbf16>, %g: tensor<80xf3
 // CHECK-NEXT:      # _norm_k1_fold: coda.fold over 37 rows
 // CHECK-NEXT:      _e = _rt.launch_fold(_norm_k1_fold, (p,), (), (torch.empty((37,), dtype=torch.float32, device=_dev),), L=37, sums=False)
 // CHECK-NEXT:      r, = _e
+// The dead partials are dropped (and the launch tuple that holds them).
+// CHECK-NEXT:      del _e, p
 // CHECK-NEXT:      return (y, r)
 
 // -----
@@ -70,6 +72,7 @@ func.func @group(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<16xf32>
 // CHECK-NEXT:      _rt.launch_group(_group_g0_launch_group, (_g, _g0))
 // CHECK-NEXT:      r, = _g.results
 // CHECK-NEXT:      c, = _g0.results
+// CHECK-NEXT:      del _g, _g0, p
 // CHECK-NEXT:      return (r, c)
 
 // -----
@@ -91,10 +94,12 @@ func.func @library(%ids: tensor<10xi32>, %w_emb: tensor<37x48xf32>, %qkv: tensor
 // CHECK-NEXT:      x = _lib.embedding(ids, w_emb)
 // CHECK-NEXT:      # coda.attention
 // CHECK-NEXT:      y, lse = _lib.attention_forward(qkv, 4, 2, 16, 5, False)
+// CHECK-NEXT:      del lse
 // CHECK-NEXT:      # coda.embedding_grad
 // CHECK-NEXT:      dw = _lib.embedding_grad(dy, ids, 37, torch.float32)
 // CHECK-NEXT:      # coda.concat
 // CHECK-NEXT:      cat = _lib.concat([x, x], 1)
+// CHECK-NEXT:      del x
 // CHECK-NEXT:      # coda.slice
 // CHECK-NEXT:      s = _lib.slice_copy(qkv, 1, 96, 32)
 // CHECK-NEXT:      return (y, dw, cat, s)

@@ -49,4 +49,6 @@ func.func @group(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<16xf32>
 // CHECK-NEXT:      _rt.launch_group(_group_g0_launch_group, (_g, _g0))
 // CHECK-NEXT:      r, = _g.results
 // CHECK-NEXT:      c, = _g0.results
+// the launch descriptions always go, with the buffers no later op reads (p)
+// CHECK-NEXT:      del _g, _g0, p
 // CHECK-NEXT:      return (r, c)

@@ -42,6 +42,8 @@ func.func @norm(%x: tensor<37x48xbf16>, %w: tensor<80x48xbf16>, %g: tensor<80xf3
 // CHECK-NEXT:   %[[R:.*]] = "host.empty"(%[[DEV]]) : (!host.device) -> tensor<37xf32>
 // CHECK-NEXT:   %[[F:.*]] = "host.launch_fold"(%p, %[[R]]) <{kernel = @_norm_k1_fold, length = #builtin.int<37>, sums = false, operandSegmentSizes = array<i32: 1, 0, 1>}>
 // CHECK-NEXT:   %r = "host.unpack"(%[[F]]) <{start = #builtin.int<0>}>
+// The buffers no later op reads are dropped (liveness.dead_after), with the launch's tuple.
+// CHECK-NEXT:   "host.drop"(%[[F]], %p) : (!host.tuple<[tensor<37xf32>]>, tensor<37x?xf32>) -> ()
 // CHECK-NEXT:   "host.return"(%y, %r) : (tensor<37x80xbf16>, tensor<37xf32>) -> ()
 
 // -----
@@ -87,6 +89,7 @@ func.func @group(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<16xf32>
 // CHECK-NEXT:   "host.launch_group"(%[[S0]], %[[S1]]) <{kernel = @_group_g0_launch_group}>
 // CHECK-NEXT:   %r = "host.results"(%[[S0]]) : (!host.launch_spec<[tensor<8xf32>]>) -> tensor<8xf32>
 // CHECK-NEXT:   %c = "host.results"(%[[S1]]) : (!host.launch_spec<[tensor<32xf32>]>) -> tensor<32xf32>
+// CHECK-NEXT:   "host.drop"(%[[S0]], %[[S1]], %p)
 // CHECK-NEXT:   "host.return"(%r, %c)
 
 // -----
@@ -112,6 +115,7 @@ func.func @library(%ids: tensor<10xi32>, %w_emb: tensor<37x48xf32>, %qkv: tensor
 // CHECK-NEXT:   %y, %lse = "host.library_call"(%qkv) <{callee = "attention_forward", literals = [#builtin.int<4>, #builtin.int<2>, #builtin.int<16>, #builtin.int<5>, true]}> : (tensor<10x128xf32>) -> (tensor<10x64xf32>, tensor<40xf32>)
 // CHECK:        %dw = "host.library_call"(%dy, %ids) <{callee = "embedding_grad", literals = [#builtin.int<37>, f32]}>
 // CHECK:        %cat = "host.library_call"(%x, %x) <{callee = "concat", literals = [#builtin.int<1>], list_operands}>
+// CHECK-NEXT:   "host.drop"(%x) : (tensor<10x48xf32>) -> ()
 // CHECK:        %s = "host.library_call"(%qkv) <{callee = "slice_copy", literals = [#builtin.int<1>, #builtin.int<96>, #builtin.int<32>]}>
 // CHECK-NEXT:   "host.return"(%y, %lse, %dw, %cat, %s)
 

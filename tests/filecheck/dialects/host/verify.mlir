@@ -89,3 +89,18 @@
   "host.return"(%x) : (tensor<8xf32>) -> ()
 }) : () -> ()
 // CHECK: {{.*}}verify.mlir:87:{{[0-9]+}}: error: 'host.func' op host.func: host.return's types must match function_type's outputs
+
+// -----
+
+"host.func"() <{function = @f, function_type = (tensor<8xf32>) -> (tensor<8xf32>), launches = #builtin.int<1>}> ({
+^bb0(%x: tensor<8xf32>):
+  %dev = "host.device_of"(%x) : (tensor<8xf32>) -> !host.device
+  %o = "host.empty"(%dev) : (!host.device) -> tensor<8xf32>
+  %e = "host.launch_fold"(%o) <{kernel = @k, length = #builtin.int<8>, sums = false, operandSegmentSizes = array<i32: 0, 0, 1>}> : (tensor<8xf32>) -> !host.tuple<[tensor<8xf32>]>
+  %r = "host.unpack"(%e) <{start = #builtin.int<0>}> : (!host.tuple<[tensor<8xf32>]>) -> tensor<8xf32>
+  "host.drop"(%e, %r) : (!host.tuple<[tensor<8xf32>]>, tensor<8xf32>) -> ()
+  "host.drop"(%x) : (tensor<8xf32>) -> ()
+  "host.return"(%r) : (tensor<8xf32>) -> ()
+}) : () -> ()
+// CHECK: {{.*}}verify.mlir:[[# @LINE - 4]]:{{[0-9]+}}: error: 'host.drop' op host.drop: a dropped value is read later (by host.return)
+// CHECK: {{.*}}verify.mlir:[[# @LINE - 4]]:{{[0-9]+}}: error: 'host.drop' op host.drop: the caller holds the arguments, they are never dropped
