@@ -58,8 +58,13 @@ def universe_dialects() -> dict[str, Callable[[], object]]:
 
         return TL
 
+    def host():
+        from coda_ir.dialects.triton_host import HOST
+
+        return HOST
+
     return {"builtin": builtin, "func": func, "arith": arith, "math": math, "scf": scf, "test": test, "nn": nn,
-            "coda": coda, "tl": tl}
+            "coda": coda, "tl": tl, "host": host}
 
 
 def coda_passes() -> dict[str, Callable[[], type[ModulePass]]]:

@@ -19,10 +19,12 @@ The lowering runs as passes on a copy of the module, then prints (issue 13): the
 `convert-coda-to-tl` pass (`transforms/coda_to_tl.py`) names every kernel (recorded on the coda
 op as `tl.kernel = @name`) and builds `coda.fold` and `coda.launch_group` kernels as
 `tl.kernel` IR (the `tl` dialect, `dialects/triton_lang.py`), which
-`triton_printer.print_kernel` prints without deciding anything. `coda.gemm` /
-`coda.elementwise` kernels and the host functions are still emitted as text below
-(`_EpilogueEmitter`, `emit_gemm`, `emit_elementwise`, `_HostEmitter`); moving them onto `tl`
-is the rest of that issue item.
+`triton_printer.print_kernel` prints without deciding anything; `convert-coda-to-host`
+(`transforms/coda_to_host.py`) builds each function's host wrapper as a `host.func` (the
+`host` dialect, `dialects/triton_host.py`), which `host_printer.print_host_function` prints.
+`coda.gemm` / `coda.elementwise` kernels are still emitted as text below
+(`_EpilogueEmitter`, `emit_gemm`, `emit_elementwise`); moving them onto `tl` is the rest of
+that issue item.
 Options (`TritonOptions`: `epilogue_subtile`, `half_tile_io`) are the target's arguments.
 
 Epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`), in
@@ -36,7 +38,6 @@ tiles (`_ScalarEmitter`). Everything that cannot be lowered raises a located `Co
 
 from __future__ import annotations
 
-import keyword
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,21 +57,23 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, TRITON_DTYPE_NAMES, element_name
 from coda_ir.dialects import coda
-from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, plan_in_place, writes_over
-from coda_ir.lowering.liveness import dead_after
+from coda_ir.lowering.in_place import plan_in_place
+from coda_ir.lowering.host_printer import print_host_function
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.context import make_context
+from coda_ir.dialects import triton_host as host
 from coda_ir.dialects import triton_lang as tl
 # the Triton spelling of arith ops, shared with the printer (the emitter's gemm/elementwise bodies
 # are not yet tl ops)
 from coda_ir.lowering.triton_printer import BINARY, CMPF, CMPI, float_literal, print_kernel
 from coda_ir.transforms import coda_to_tl
+from coda_ir.transforms.coda_to_host import ConvertCodaToHostPass, host_functions
 from coda_ir.transforms.coda_to_tl import KERNEL_SCOPE, ConvertCodaToTLPass, KernelNames, kernel_symbol, param_names
 
 from coda_ir.tiling import MIN_BN
@@ -1448,13 +1451,6 @@ class KernelInfo:
     params: list[str] = field(default_factory=list)  # runtime parameters, then constexprs (no annotation)
     constexprs: int = 0  # how many of `params` (at the end) are tl.constexpr
 
-    @property
-    def digest(self) -> str:
-        """A hash of the kernel's source (the autotune cache key: same name, other epilogue)."""
-        import hashlib
-
-        return hashlib.sha256("\n".join(self.source).encode()).hexdigest()[:12]
-
 
 _param_names = param_names
 
@@ -1572,266 +1568,9 @@ def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False, op
 # ============================================================================ host functions
 
 
-def _shape_elt(ty: Attribute) -> tuple[tuple[int, ...], Attribute]:
-    if isinstance(ty, TensorType):
-        return tuple(ty.get_shape()), ty.get_element_type()
-    raise ValueError(ty)
-
-
 def count_kernels(fn: func.FuncOp) -> int:
     """GPU kernel launches one call of the function makes (a `coda.launch_group` is one)."""
     return coda.launch_count(fn)
-
-
-class _HostEmitter:
-    def __init__(self, fn: func.FuncOp, kernel_infos: dict[Operation, KernelInfo]):
-        self.fn = fn
-        self.infos = kernel_infos
-        self.names = _Names(["torch", "triton", "tl", "os", "launch_gemm", "libdevice", "_rt", "_lib", "_dev", "_cfg", "_e"])
-        self.vals: dict[SSAValue, str] = {}
-        self.lines: list[str] = []
-        self.group_specs: list[str] = []
-
-    def emit(self, text: str) -> None:
-        self.lines.append(IND + text)
-
-    def var(self, value: SSAValue, default: str) -> str:
-        hint = value.name_hint if value.name_hint and re.fullmatch(r"[A-Za-z_]\w*", value.name_hint) else default
-        name = self.names(hint)
-        self.vals[value] = name
-        return name
-
-    def get(self, op: Operation, value: SSAValue) -> str:
-        if value not in self.vals:
-            raise CompilerError(op, "uses a value that the host function does not hold")
-        return self.vals[value]
-
-    def alloc(self, ty: Attribute, tiles_expr: str | None = None) -> str:
-        if isinstance(ty, coda.PartialsType):
-            return f"torch.empty(({ty.length.data}, {tiles_expr}), dtype=torch.float32, device=_dev)"
-        shape, elt = _shape_elt(ty)
-        return f"torch.empty({shape!r}, dtype={torch_dtype(elt)}, device=_dev)"
-
-    def partials_tiles(self, ty: coda.PartialsType, m: int, n: int) -> str:
-        return f"triton.cdiv({n}, _cfg.bn)" if ty.axis == coda.Axis.ROWS else f"triton.cdiv({m}, _cfg.bm)"
-
-    def emit_function(self) -> list[str]:
-        fn = self.fn
-        name = fn.sym_name.data
-        if not name.isidentifier() or keyword.iskeyword(name):
-            raise CompilerError(fn, f"function name '{name}' is not a Python identifier")
-        self.names.used.add(name)
-        block = fn.body.blocks[0]
-        params = []
-        sig = []
-        for i, arg in enumerate(block.args):
-            if not isinstance(arg.type, TensorType):
-                raise CompilerError(fn, f"argument #{i} must be a tensor to be passed from torch, got {arg.type}")
-            p = self.var(arg, f"arg{i}")
-            params.append(p)
-            shape, elt = _shape_elt(arg.type)
-            sig.append(f"({p!r}, {shape!r}, {torch_dtype(elt)})")
-        sig_name = f"_SIG_{name}"
-        head = [f"{sig_name} = ({', '.join(sig)}{',' if len(sig) == 1 else ''})", "", ""]
-        head.append(f"def {name}({', '.join(params)}):")
-        head.append(f'{IND}"""Host function for @{name}: {count_kernels(fn)} kernel launch(es)."""')
-        self.emit(f"_rt.check_arguments({name!r}, ({', '.join(params)}{',' if len(params) == 1 else ''}), {sig_name})")
-        self.emit(f"_dev = _rt.device_of(({', '.join(params)}{',' if len(params) == 1 else ''}))")
-        # tensors read by epilogues/folds are read with contiguous row-major strides
-        dense: set[SSAValue] = set()
-        for k in coda.kernels(fn):
-            if isinstance(k, coda.GemmOp):
-                dense.update(k.inputs)
-            elif isinstance(k, (coda.ElementwiseOp, coda.FoldOp)):
-                dense.update(k.operands)
-        for arg in block.args:
-            if arg in dense:
-                self.emit(f"{self.vals[arg]} = {self.vals[arg]}.contiguous()")
-        dead = dead_after(fn)
-        for op in block.ops:
-            if isinstance(op, coda.LaunchGroupOp):
-                self.emit_group(op, self.infos[op])
-            elif op in self.infos:
-                self.emit_launch(op, self.infos[op])
-            elif isinstance(op, coda.LibraryStepOp):
-                self.emit_library_step(op)
-            elif isinstance(op, func.ReturnOp):
-                results = [self.get(op, v) for v in op.arguments]
-                if not results:
-                    self.emit("return None")
-                elif len(results) == 1:
-                    self.emit(f"return {results[0]}")
-                else:
-                    self.emit(f"return ({', '.join(results)})")
-            else:
-                raise CompilerError(
-                    op,
-                    "has no Triton lowering at function level (only coda.gemm, coda.elementwise, coda.fold, "
-                    "coda.launch_group and func.return; run the nn-to-coda pipeline first for nn ops)",
-                )
-            self.emit_drops(op, dead.get(op, []))
-        return head + self.lines
-
-    def emit_drops(self, op: Operation, dead: list[SSAValue]) -> None:
-        """Drop the host's references to the buffers no later op reads (`liveness.dead_after`),
-        so the caching allocator reuses them for the next kernels' outputs: `_e` (the last
-        launch's arguments) goes with them, and a group's launch descriptions always (their names
-        are not reused, they would hold their buffers to the end)."""
-        names = [self.vals[v] for v in dead if v in self.vals]
-        if isinstance(op, coda.LaunchGroupOp):
-            names = self.group_specs + names
-        elif names and not isinstance(op, coda.LibraryStepOp):
-            names = ["_e"] + names
-        if names:
-            self.emit(f"del {', '.join(names)}")
-
-    def emit_library_step(self, op: Operation) -> None:
-        """One call into coda_ir.lowering.library (the step's typed properties become arguments)."""
-        args = [self.get(op, v) for v in op.operands]
-        outs = [self.var(r, "t") for r in op.results]
-        if isinstance(op, (coda.AttentionOp, coda.AttentionGradOp)):
-            config = ", ".join(str(op.properties[k].value.data) for k in ("heads", "kv_heads", "head_dim", "seq_len"))
-            causal = bool(op.properties["causal"].value.data)
-            fn = "attention_forward" if isinstance(op, coda.AttentionOp) else "attention_backward"
-            call = f"_lib.{fn}({', '.join(args)}, {config}, {causal})"
-        elif isinstance(op, coda.EmbeddingOp):
-            call = f"_lib.embedding({args[0]}, {args[1]})"
-        elif isinstance(op, coda.EmbeddingGradOp):
-            rows, elt = op.result.type.get_shape()[0], op.result.type.get_element_type()
-            call = f"_lib.embedding_grad({args[0]}, {args[1]}, {rows}, {torch_dtype(elt)})"
-        elif isinstance(op, coda.ConcatOp):
-            call = f"_lib.concat([{', '.join(args)}], {op.axis.value.data})"
-        else:
-            assert isinstance(op, coda.SliceOp)
-            axis = op.axis.value.data
-            call = f"_lib.slice_copy({args[0]}, {axis}, {op.start.value.data}, {op.result.type.get_shape()[axis]})"
-        self.emit(f"# {op.name}")
-        self.emit(f"{', '.join(outs)}{',' if len(outs) == 1 and len(op.results) > 1 else ''} = {call}")
-
-    def epilogue_args(self, op: coda.GemmOp | coda.ElementwiseOp, m: int, n: int) -> tuple[list[str], str]:
-        """The kernel's inputs, and the source of the tuple `launch_*` passes to the kernel: the
-        inputs followed by freshly allocated outputs (partials sized by the chosen `_cfg`)."""
-        ins = [self.get(op, v) for v in op.inputs]
-        allocs = [
-            self.alloc(r.type, self.partials_tiles(r.type, m, n) if isinstance(r.type, coda.PartialsType) else None)
-            for r in op.outputs
-        ]
-        # outputs recorded to write over a donated input (coda_ir.lowering.in_place): that
-        # input's buffer is passed as the output, no allocation
-        over = writes_over(op)
-        if over is not None:
-            for j, k in enumerate(over):
-                if k < 0:
-                    continue
-                value = op.inputs[k]
-                if not (isinstance(op, coda.ElementwiseOp) and isinstance(value, BlockArgument)
-                        and value.index in donated_arguments(self.fn) and value.type == op.outputs[j].type):
-                    raise InternalCompilerBug(op, f"records {WRITES_OVER} output #{j} over input #{k}, which is no donated argument of its type")
-                allocs[j] = ins[k]
-        items = [*ins, *allocs]
-        return ins, f"({', '.join(items)}{',' if len(items) == 1 else ''})"
-
-    def emit_launch(self, op: Operation, info: KernelInfo) -> None:
-        outs = [self.var(r, f"r{i}") for i, r in enumerate(op.results)]
-        if isinstance(op, coda.GemmOp):
-            m, n, k = op.problem_shape()
-            ins, args = self.epilogue_args(op, m, n)
-            h = op.interleave.value.data if op.interleave is not None else 0
-            fixed = ""
-            if op.config is not None:
-                c = op.config.as_dict()
-                self.check_config(op, c, info)
-                fixed = f"config=_rt.fixed_gemm_config({c['bm']}, {c['bn']}, {c['bk']}, {c['warps']}, {c['stages']}), "
-            self.emit(f"# {info.name}: coda.gemm {m}x{n}x{k}")
-            self.emit(
-                f"_cfg, _e = launch_gemm({info.name}, {self.get(op, op.a)}, {self.get(op, op.b)}, "
-                f"lambda _cfg: {args}, "
-                f"M={m}, N={n}, K={k}, transpose_a={op.transpose_a is not None}, "
-                f"transpose_b={op.transpose_b is not None}, interleave={h}, bn_multiple_of={info.bn_multiple_of}, {fixed}"
-                f"key={info.name + ':' + info.digest!r})"
-            )
-            self.emit_unpack(outs, len(ins))
-        elif isinstance(op, coda.ElementwiseOp):
-            ins, comment, call = self.elementwise_call(op, info)
-            self.emit(f"# {info.name}: {comment}")
-            self.emit(f"_cfg, _e = _rt.launch_elementwise({info.name}, {call})")
-            self.emit_unpack(outs, len(ins))
-        else:
-            assert isinstance(op, coda.FoldOp)
-            comment, call = self.fold_call(op)
-            self.emit(f"# {info.name}: {comment}")
-            self.emit(f"_e = _rt.launch_fold({info.name}, {call})")
-            if outs:
-                self.emit(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = _e")
-
-    def elementwise_call(self, op: coda.ElementwiseOp, info: KernelInfo) -> tuple[list[str], str, str]:
-        """(input names, a comment, the launch arguments) of a coda.elementwise kernel, shared by
-        its standalone launch and its share of a launch group."""
-        m, n = op.iteration_shape()
-        ins, args = self.epilogue_args(op, m, n)
-        fixed = ""
-        if op.config is not None:
-            c = op.config.as_dict()
-            self.check_config(op, c, info)
-            fixed = f", config=_rt.ElementwiseConfig({c['bm']}, {c['bn']}, {c['warps']})"
-        whole = f", whole={op.whole_axis.value!r}" if op.whole_axis is not None else ""
-        comment = f"coda.elementwise {m}x{n}{' whole ' + op.whole_axis.value if whole else ''}"
-        return ins, comment, f"lambda _cfg: {args}, M={m}, N={n}, bn_multiple_of={info.bn_multiple_of}{whole}{fixed}"
-
-    def fold_call(self, op: coda.FoldOp) -> tuple[str, str]:
-        """(a comment, the launch arguments) of a coda.fold kernel (standalone or in a group)."""
-        parts = [self.get(op, v) for v in op.partials]
-        ins = [self.get(op, v) for v in op.inputs]
-        allocs = [self.alloc(r.type) for r in op.outputs]
-        sums = any(not r.type.get_shape() for r in op.outputs)  # type: ignore[union-attr]
-        call = f"{_tuple(parts)}, {_tuple(ins)}, {_tuple(allocs)}, L={op.length()}, sums={sums}"
-        return f"coda.fold over {op.length()} rows", call
-
-    def emit_group(self, group: coda.LaunchGroupOp, info: KernelInfo) -> None:
-        """One launch for the members: each member's launch description (its grid, arguments,
-        constexprs; outputs allocated), then `launch_group` runs them as `info`'s kernel."""
-        members = group.members()
-        self.emit(f"# {info.name}: coda.launch_group, one launch of {len(members)} kernels")
-        specs: list[str] = []
-        for op in members:
-            minfo = self.infos[op]
-            spec = self.names("_g")
-            specs.append(spec)
-            if isinstance(op, coda.ElementwiseOp):
-                ins, comment, call = self.elementwise_call(op, minfo)
-                self.emit(f"#   {minfo.name}: {comment}")
-                self.emit(f"{spec} = _rt.elementwise_launch({call}, n_inputs={len(ins)})")
-            else:
-                assert isinstance(op, coda.FoldOp)
-                comment, call = self.fold_call(op)
-                self.emit(f"#   {minfo.name}: {comment}")
-                self.emit(f"{spec} = _rt.fold_launch({call})")
-        self.group_specs = specs
-        self.emit(f"_rt.launch_group({info.name}, {_tuple(specs)})")
-        outs = [self.var(r, f"r{i}") for i, r in enumerate(group.outputs)]
-        k = 0
-        for op, spec in zip(members, specs):
-            mine = outs[k : k + len(op.results)]
-            k += len(op.results)
-            if mine:
-                self.emit(f"{', '.join(mine)}{',' if len(mine) == 1 else ''} = {spec}.results")
-
-    @staticmethod
-    def check_config(op: Operation, config: dict[str, int], info: KernelInfo) -> None:
-        if config["bn"] % info.bn_multiple_of:
-            raise CompilerError(
-                op,
-                f"tile config bn = {config['bn']} must be a multiple of {info.bn_multiple_of} for this epilogue "
-                "(pair groups and segments must not straddle column tiles)",
-            )
-
-    def emit_unpack(self, outs: list[str], n_ins: int) -> None:
-        if outs:
-            self.emit(f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = _e[{n_ins}:]")
-
-
-def _tuple(xs: Sequence[str]) -> str:
-    return f"({', '.join(xs)}{',' if len(xs) == 1 else ''})"
 
 
 # ============================================================================ module
@@ -1853,7 +1592,9 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
         plan_in_place(fn)
     # The passes of the lowering run on a copy: the caller's module stays the coda program.
     module = module.clone()
-    ConvertCodaToTLPass().apply(make_context(), module)
+    ctx = make_context()
+    ConvertCodaToTLPass().apply(ctx, module)
+    ConvertCodaToHostPass().apply(ctx, module)
     tl_kernels = coda_to_tl.tl_kernels(module)
     out: list[str] = [
         '"""Generated by coda-ir (coda -> Triton). Host functions: '
@@ -1863,7 +1604,7 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
         "",
         *interleave_rows_source(),
     ]
-    host_parts: list[list[str]] = []
+    sources: dict[str, list[str]] = {}
     for fn in function_ops(module):
         infos: dict[Operation, KernelInfo] = {}
         for k in coda.kernels(fn):
@@ -1890,11 +1631,11 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
             info = printed_kernel_info(g, kernel, "launch_group", False)
             infos[g] = info
             out += ["", ""] + info.source
-        host_parts.append(_HostEmitter(fn, infos).emit_function())
-    for part in host_parts:
-        out += ["", ""] + part
+        sources.update({info.name: info.source for info in infos.values()})
+    for hfn in host_functions(module):
+        out += ["", ""] + print_host_function(hfn, sources)
     for op in module.ops:
-        if not isinstance(op, (func.FuncOp, tl.KernelOp)):
+        if not isinstance(op, (func.FuncOp, tl.KernelOp, host.FuncOp)):
             raise CompilerError(op, "only func.func ops can be lowered at module level")
     return "\n".join(out) + "\n"
 

@@ -1,0 +1,732 @@
+"""The `host` dialect: the host side of the Triton lowering, one op per Python statement.
+
+A sibling of the `tl` dialect (`dialects/triton_lang.py`), in its own file because it is a
+different level: `tl` ops are Triton's device DSL on pointers and constexpr-sized tiles,
+`host` ops are the torch / runtime calls of the generated host function, on torch tensors of
+static shape (builtin `tensor<...>` types; a partials buffer is `tensor<L x ? x f32>`, its
+tile count fixed when the launch picks its tile configuration). `convert-coda-to-host`
+(`transforms/coda_to_host.py`) builds one `host.func` per `func.func` and makes every host
+decision there: which arguments are made contiguous, what is allocated (shape, dtype, the
+partials' tile count per configuration axis), which donated input an output writes over, the
+arguments and configuration of each launch (a fixed tile config checked against the kernel's
+recorded `bn_multiple_of`), which library function a library step calls, which buffers are
+dropped after which op (`liveness.dead_after`). The printer
+(`lowering/host_printer.py`) prints each op as the one statement (or, for values used once
+inside a statement, the one expression) it stands for.
+
+Types: `!host.device` (the device of the arguments), `!host.config` (the tile configuration a
+launch picked: the argument of its argument lambda), `!host.tuple<[T...]>` (the arguments a
+launch returns: its kernel's inputs then outputs; a fold's outputs), `!host.launch_spec<[T...]>`
+(a launch group member's launch description; its outputs are `T...`).
+
+A `host.func` is not a symbol: it is the host side of the `func.func` it names (`function`),
+which still holds the coda kernels that `lowering/triton.py` emits as text; the printed Python
+function takes that name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    BoolAttr,
+    FunctionType,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    StringAttr,
+    SymbolRefAttr,
+    TensorType,
+    UnitAttr,
+    i1,
+)
+from xdsl.ir import Attribute, Block, Dialect, Operation, ParametrizedAttribute, Region, SSAValue, TypeAttribute
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.irdl.operations import AttrSizedOperandSegments
+from xdsl.traits import IsTerminator, NoMemoryEffect
+from xdsl.utils.exceptions import VerifyException
+
+from coda_ir.dialects.coda import TileConfigAttr
+from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, element_name
+
+# ============================================================================ types
+
+
+@irdl_attr_definition
+class DeviceType(ParametrizedAttribute, TypeAttribute):
+    """`!host.device`: the torch device every buffer is allocated on."""
+
+    name = "host.device"
+
+
+@irdl_attr_definition
+class ConfigType(ParametrizedAttribute, TypeAttribute):
+    """`!host.config`: the tile configuration a launch picked (`_cfg.bm`, `_cfg.bn`)."""
+
+    name = "host.config"
+
+
+@irdl_attr_definition
+class TupleType(ParametrizedAttribute, TypeAttribute):
+    """`!host.tuple<[T...]>`: a Python tuple of torch tensors."""
+
+    name = "host.tuple"
+
+    elements: ArrayAttr[Attribute]
+
+    def __init__(self, elements: Sequence[Attribute]):
+        super().__init__(ArrayAttr(elements))
+
+
+@irdl_attr_definition
+class LaunchSpecType(ParametrizedAttribute, TypeAttribute):
+    """`!host.launch_spec<[T...]>`: one member's share of a launch group; `T...` its outputs."""
+
+    name = "host.launch_spec"
+
+    results: ArrayAttr[Attribute]
+
+    def __init__(self, results: Sequence[Attribute]):
+        super().__init__(ArrayAttr(results))
+
+
+def is_buffer(ty: Attribute) -> bool:
+    """A torch tensor: a builtin tensor of a torch dtype, static but for partials' tile counts."""
+    if not isinstance(ty, TensorType):
+        return False
+    try:
+        TORCH_DTYPE_NAMES[element_name(ty.get_element_type())]
+    except (TypeError, KeyError):
+        return False
+    return True
+
+
+def _check_buffer(ty: Attribute, what: str) -> None:
+    if not is_buffer(ty):
+        raise VerifyException(f"{what}: expected a tensor of a torch dtype, got {ty}")
+
+
+def _check_static(ty: Attribute, what: str) -> None:
+    _check_buffer(ty, what)
+    assert isinstance(ty, TensorType)
+    if any(d == DYNAMIC_INDEX for d in ty.get_shape()):
+        raise VerifyException(f"{what}: expected a static shape, got {ty}")
+
+
+# ============================================================================ functions
+
+
+@irdl_op_definition
+class FuncOp(IRDLOperation):
+    """The host function of `func.func @function`: its arguments are the torch tensors the
+    caller passes, in order; `launches` is how many GPU launches one call makes (a launch
+    group and a library step count once)."""
+
+    name = "host.func"
+
+    function = prop_def(SymbolRefAttr)
+    function_type = prop_def(FunctionType)
+    launches = prop_def(IntAttr)
+    body = region_def("single_block")
+
+    def __init__(self, function: str, inputs: Sequence[Attribute], outputs: Sequence[Attribute], launches: int):
+        super().__init__(
+            properties={
+                "function": SymbolRefAttr(function),
+                "function_type": FunctionType.from_lists(inputs, outputs),
+                "launches": IntAttr(launches),
+            },
+            regions=[Region(Block(arg_types=inputs))],
+        )
+
+    @property
+    def py_name(self) -> str:
+        return self.function.root_reference.data
+
+    def verify_(self) -> None:
+        name = self.py_name
+        if not name.isidentifier():
+            raise VerifyException(f"host.func: '{name}' is not a Python identifier")
+        args = self.body.block.args
+        if [a.type for a in args] != list(self.function_type.inputs.data):
+            raise VerifyException("host.func: the block arguments must match function_type's inputs")
+        for i, a in enumerate(args):
+            _check_static(a.type, f"host.func: argument #{i}")
+        last = self.body.block.last_op
+        if not isinstance(last, ReturnOp):
+            raise VerifyException("host.func: the body ends with host.return")
+        if [v.type for v in last.values] != list(self.function_type.outputs.data):
+            raise VerifyException("host.func: host.return's types must match function_type's outputs")
+        if self.launches.data < 0:
+            raise VerifyException("host.func: launches must be >= 0")
+
+
+def _parent_func(op: Operation) -> FuncOp:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, FuncOp):
+        parent = parent.parent_op()
+    if parent is None:
+        raise VerifyException(f"{op.name}: expected inside a host.func")
+    return parent
+
+
+@irdl_op_definition
+class CheckArgumentsOp(IRDLOperation):
+    """`_rt.check_arguments(name, args, _SIG_name)`: the caller's tensors have the function's
+    shapes and dtypes (the signature is the `host.func`'s argument types)."""
+
+    name = "host.check_arguments"
+
+    args = var_operand_def()
+
+    def __init__(self, args: Sequence[SSAValue]):
+        super().__init__(operands=[args])
+
+    def verify_(self) -> None:
+        fn = _parent_func(self)
+        if list(self.args) != list(fn.body.block.args):
+            raise VerifyException("host.check_arguments: checks exactly the host.func's arguments, in order")
+
+
+@irdl_op_definition
+class DeviceOfOp(IRDLOperation):
+    """`_dev = _rt.device_of(args)`: the one device of the arguments."""
+
+    name = "host.device_of"
+
+    args = var_operand_def()
+    result = result_def(DeviceType)
+
+    def __init__(self, args: Sequence[SSAValue]):
+        super().__init__(operands=[args], result_types=[DeviceType()])
+
+    def verify_(self) -> None:
+        if not self.args:
+            raise VerifyException("host.device_of: needs at least one tensor")
+
+
+@irdl_op_definition
+class ContiguousOp(IRDLOperation):
+    """`x = x.contiguous()`: kernels read this tensor with row-major strides (the name is
+    rebound: the non-contiguous view is not used after)."""
+
+    name = "host.contiguous"
+
+    value = operand_def()
+    result = result_def()
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, value: SSAValue):
+        super().__init__(operands=[value], result_types=[value.type])
+
+    def verify_(self) -> None:
+        _check_static(self.value.type, "host.contiguous")
+        if self.result.type != self.value.type:
+            raise VerifyException("host.contiguous: the result has the operand's type")
+
+
+# ============================================================================ buffers
+
+
+@irdl_op_definition
+class EmptyOp(IRDLOperation):
+    """`torch.empty(shape, dtype=..., device=_dev)`; each dynamic extent (the tile count of a
+    partials buffer) is an operand."""
+
+    name = "host.empty"
+
+    device = operand_def(DeviceType)
+    extents = var_operand_def(IndexType)
+    result = result_def()
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, device: SSAValue, ty: Attribute, extents: Sequence[SSAValue] = ()):
+        super().__init__(operands=[device, extents], result_types=[ty])
+
+    def verify_(self) -> None:
+        _check_buffer(self.result.type, "host.empty")
+        ty = self.result.type
+        assert isinstance(ty, TensorType)
+        dynamic = sum(1 for d in ty.get_shape() if d == DYNAMIC_INDEX)
+        if dynamic != len(self.extents):
+            raise VerifyException(f"host.empty: {dynamic} dynamic extent(s) in {ty}, {len(self.extents)} given")
+
+
+TILE_FIELDS = ("bm", "bn")
+
+
+@irdl_op_definition
+class TilesOp(IRDLOperation):
+    """`triton.cdiv(extent, _cfg.bm | _cfg.bn)`: how many tiles of the picked configuration
+    cover `extent` rows (`bm`) or columns (`bn`) -- a partials buffer's tile count."""
+
+    name = "host.tiles"
+
+    config = operand_def(ConfigType)
+    extent = prop_def(IntAttr)
+    field = prop_def(StringAttr)
+    result = result_def(IndexType)
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, config: SSAValue, extent: int, field: str):
+        super().__init__(operands=[config], result_types=[IndexType()],
+                         properties={"extent": IntAttr(extent), "field": StringAttr(field)})
+
+    def verify_(self) -> None:
+        if self.field.data not in TILE_FIELDS:
+            raise VerifyException(f"host.tiles: field must be one of {TILE_FIELDS}, got {self.field.data!r}")
+        if self.extent.data <= 0:
+            raise VerifyException("host.tiles: the extent must be positive")
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """The tuple a launch's argument lambda returns: the kernel's inputs, then its outputs."""
+
+    name = "host.yield"
+
+    values = var_operand_def()
+    traits = traits_def(IsTerminator())
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[values])
+
+
+# ============================================================================ launches
+
+
+def args_region() -> Region:
+    return Region(Block(arg_types=[ConfigType()]))
+
+
+class ArgsLambdaLaunch(IRDLOperation):
+    """A launch whose kernel arguments depend on the tile configuration it picks: `args` is the
+    lambda `_cfg -> (inputs..., outputs...)`; outputs are the values after the first
+    `n_inputs`."""
+
+    args = region_def("single_block")
+
+    def yielded(self) -> list[SSAValue]:
+        last = self.args.block.last_op
+        return list(last.values) if isinstance(last, YieldOp) else []
+
+    def verify_args(self, n_inputs: int, bn_multiple_of: int, config: TileConfigAttr | None, result_types) -> None:
+        block = self.args.block
+        if len(block.args) != 1 or not isinstance(block.args[0].type, ConfigType):
+            raise VerifyException(f"{self.name}: the argument region takes one !host.config")
+        if not isinstance(block.last_op, YieldOp):
+            raise VerifyException(f"{self.name}: the argument region ends with host.yield")
+        values = self.yielded()
+        for v in values:
+            _check_buffer(v.type, f"{self.name}: kernel argument")
+        if not 0 <= n_inputs <= len(values):
+            raise VerifyException(f"{self.name}: n_inputs out of range")
+        if list(result_types) != [v.type for v in values]:
+            raise VerifyException(f"{self.name}: the result holds the yielded arguments' types")
+        if bn_multiple_of < 1:
+            raise VerifyException(f"{self.name}: bn_multiple_of must be >= 1")
+        if config is not None and config.bn.data % bn_multiple_of:
+            raise VerifyException(
+                f"{self.name}: tile config bn = {config.bn.data} must be a multiple of {bn_multiple_of} for this epilogue"
+            )
+
+
+@irdl_op_definition
+class LaunchGemmOp(ArgsLambdaLaunch):
+    """`_cfg, _e = launch_gemm(kernel, a, b, lambda _cfg: (...), M=, N=, K=, ...)`: a
+    `coda.gemm` kernel, autotuned under `key` (the printer appends the hash of the kernel's
+    printed source) unless `config` fixes its tiles."""
+
+    name = "host.launch_gemm"
+
+    kernel = prop_def(SymbolRefAttr)
+    a = operand_def()
+    b = operand_def()
+    m = prop_def(IntAttr)
+    n = prop_def(IntAttr)
+    k = prop_def(IntAttr)
+    transpose_a = opt_prop_def(UnitAttr)
+    transpose_b = opt_prop_def(UnitAttr)
+    interleave = prop_def(IntAttr)
+    bn_multiple_of = prop_def(IntAttr)
+    n_inputs = prop_def(IntAttr)
+    config = opt_prop_def(TileConfigAttr)
+    args = region_def("single_block")
+    result = result_def(TupleType)
+
+    def __init__(self, kernel: str, a: SSAValue, b: SSAValue, shape: tuple[int, int, int], *, transpose_a: bool,
+                 transpose_b: bool, interleave: int, bn_multiple_of: int, n_inputs: int,
+                 config: TileConfigAttr | None, result_type: TupleType, args: Region):
+        props: dict[str, Attribute] = {
+            "kernel": SymbolRefAttr(kernel), "m": IntAttr(shape[0]), "n": IntAttr(shape[1]), "k": IntAttr(shape[2]),
+            "interleave": IntAttr(interleave), "bn_multiple_of": IntAttr(bn_multiple_of), "n_inputs": IntAttr(n_inputs),
+        }
+        if transpose_a:
+            props["transpose_a"] = UnitAttr()
+        if transpose_b:
+            props["transpose_b"] = UnitAttr()
+        if config is not None:
+            props["config"] = config
+        super().__init__(operands=[a, b], result_types=[result_type], properties=props, regions=[args])
+
+    def verify_(self) -> None:
+        _check_static(self.a.type, "host.launch_gemm: a")
+        _check_static(self.b.type, "host.launch_gemm: b")
+        if min(self.m.data, self.n.data, self.k.data) <= 0:
+            raise VerifyException("host.launch_gemm: M, N, K must be positive")
+        if self.interleave.data < 0:
+            raise VerifyException("host.launch_gemm: interleave must be >= 0")
+        self.verify_args(self.n_inputs.data, self.bn_multiple_of.data, self.config, self.result.type.elements.data)
+
+
+class _ElementwiseLaunchBase(ArgsLambdaLaunch):
+    m = prop_def(IntAttr)
+    n = prop_def(IntAttr)
+    bn_multiple_of = prop_def(IntAttr)
+    n_inputs = prop_def(IntAttr)
+    whole = opt_prop_def(StringAttr)
+    config = opt_prop_def(TileConfigAttr)
+    args = region_def("single_block")
+
+    @staticmethod
+    def properties_of(shape: tuple[int, int], bn_multiple_of: int, n_inputs: int, whole: str | None,
+                      config: TileConfigAttr | None) -> dict[str, Attribute]:
+        props: dict[str, Attribute] = {"m": IntAttr(shape[0]), "n": IntAttr(shape[1]),
+                                       "bn_multiple_of": IntAttr(bn_multiple_of), "n_inputs": IntAttr(n_inputs)}
+        if whole is not None:
+            props["whole"] = StringAttr(whole)
+        if config is not None:
+            props["config"] = config
+        return props
+
+    def verify_elementwise(self, result_types) -> None:
+        if min(self.m.data, self.n.data) <= 0:
+            raise VerifyException(f"{self.name}: M, N must be positive")
+        if self.whole is not None and self.whole.data not in ("rows", "cols"):
+            raise VerifyException(f"{self.name}: whole is 'rows' or 'cols'")
+        self.verify_args(self.n_inputs.data, self.bn_multiple_of.data, self.config, result_types)
+
+
+@irdl_op_definition
+class LaunchElementwiseOp(_ElementwiseLaunchBase):
+    """`_cfg, _e = _rt.launch_elementwise(kernel, lambda _cfg: (...), M=, N=, ...)`."""
+
+    name = "host.launch_elementwise"
+
+    kernel = prop_def(SymbolRefAttr)
+    result = result_def(TupleType)
+
+    def __init__(self, kernel: str, shape: tuple[int, int], *, bn_multiple_of: int, n_inputs: int, whole: str | None,
+                 config: TileConfigAttr | None, result_type: TupleType, args: Region):
+        props = {"kernel": SymbolRefAttr(kernel), **self.properties_of(shape, bn_multiple_of, n_inputs, whole, config)}
+        super().__init__(result_types=[result_type], properties=props, regions=[args])
+
+    def verify_(self) -> None:
+        self.verify_elementwise(self.result.type.elements.data)
+
+
+@irdl_op_definition
+class ElementwiseSpecOp(_ElementwiseLaunchBase):
+    """`_g = _rt.elementwise_launch(lambda _cfg: (...), M=, N=, ..., n_inputs=)`: an
+    elementwise member of a launch group (launched by `host.launch_group`)."""
+
+    name = "host.elementwise_spec"
+
+    result = result_def(LaunchSpecType)
+
+    def __init__(self, shape: tuple[int, int], *, bn_multiple_of: int, n_inputs: int, whole: str | None,
+                 config: TileConfigAttr | None, result_type: LaunchSpecType, args: Region):
+        props = self.properties_of(shape, bn_multiple_of, n_inputs, whole, config)
+        super().__init__(result_types=[result_type], properties=props, regions=[args])
+
+    def verify_(self) -> None:
+        values = self.yielded()
+        self.verify_elementwise([v.type for v in values])
+        if list(self.result.type.results.data) != [v.type for v in values[self.n_inputs.data:]]:
+            raise VerifyException("host.elementwise_spec: the spec's results are the yielded outputs")
+
+
+class _FoldLaunchBase(IRDLOperation):
+    partials = var_operand_def()
+    inputs = var_operand_def()
+    outputs = var_operand_def()
+    length = prop_def(IntAttr)
+    sums = prop_def(BoolAttr)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    @staticmethod
+    def properties_of(length: int, sums: bool) -> dict[str, Attribute]:
+        return {"length": IntAttr(length), "sums": IntegerAttr(int(sums), i1)}
+
+    def verify_fold(self) -> None:
+        if self.length.data <= 0:
+            raise VerifyException(f"{self.name}: L must be positive")
+        for p in self.partials:
+            ty = p.type
+            _check_buffer(ty, f"{self.name}: partials")
+            assert isinstance(ty, TensorType)
+            if len(ty.get_shape()) != 2 or ty.get_shape()[0] != self.length.data:
+                raise VerifyException(f"{self.name}: partials are [L, tiles] buffers, got {ty}")
+        for v in [*self.inputs, *self.outputs]:
+            _check_static(v.type, self.name)
+        sums = any(not v.type.get_shape() for v in self.outputs)  # type: ignore[union-attr]
+        if bool(self.sums.value.data) != sums:
+            raise VerifyException(f"{self.name}: sums is whether an output is rank 0 ({sums})")
+
+
+@irdl_op_definition
+class LaunchFoldOp(_FoldLaunchBase):
+    """`_e = _rt.launch_fold(kernel, (partials), (inputs), (outputs), L=, sums=)`."""
+
+    name = "host.launch_fold"
+
+    kernel = prop_def(SymbolRefAttr)
+    result = result_def(TupleType)
+
+    def __init__(self, kernel: str, partials: Sequence[SSAValue], inputs: Sequence[SSAValue],
+                 outputs: Sequence[SSAValue], length: int, sums: bool):
+        props = {"kernel": SymbolRefAttr(kernel), **self.properties_of(length, sums)}
+        super().__init__(operands=[partials, inputs, outputs], properties=props,
+                         result_types=[TupleType([o.type for o in outputs])])
+
+    def verify_(self) -> None:
+        self.verify_fold()
+        if list(self.result.type.elements.data) != [o.type for o in self.outputs]:
+            raise VerifyException("host.launch_fold: the result holds the outputs")
+
+
+@irdl_op_definition
+class FoldSpecOp(_FoldLaunchBase):
+    """`_g = _rt.fold_launch((partials), (inputs), (outputs), L=, sums=)`: a fold member of a
+    launch group."""
+
+    name = "host.fold_spec"
+
+    result = result_def(LaunchSpecType)
+
+    def __init__(self, partials: Sequence[SSAValue], inputs: Sequence[SSAValue], outputs: Sequence[SSAValue],
+                 length: int, sums: bool):
+        super().__init__(operands=[partials, inputs, outputs], properties=self.properties_of(length, sums),
+                         result_types=[LaunchSpecType([o.type for o in outputs])])
+
+    def verify_(self) -> None:
+        self.verify_fold()
+        if list(self.result.type.results.data) != [o.type for o in self.outputs]:
+            raise VerifyException("host.fold_spec: the spec's results are the outputs")
+
+
+@irdl_op_definition
+class LaunchGroupOp(IRDLOperation):
+    """`_rt.launch_group(kernel, (specs))`: one launch running every member's programs."""
+
+    name = "host.launch_group"
+
+    kernel = prop_def(SymbolRefAttr)
+    specs = var_operand_def(LaunchSpecType)
+
+    def __init__(self, kernel: str, specs: Sequence[SSAValue]):
+        super().__init__(operands=[specs], properties={"kernel": SymbolRefAttr(kernel)})
+
+    def verify_(self) -> None:
+        if len(self.specs) < 2:
+            raise VerifyException("host.launch_group: a group launches at least two members")
+        for s in self.specs:
+            if not isinstance(s.owner, (ElementwiseSpecOp, FoldSpecOp)):
+                raise VerifyException("host.launch_group: members are host.elementwise_spec / host.fold_spec values")
+
+
+@irdl_op_definition
+class UnpackOp(IRDLOperation):
+    """`a, b = _e[start:]` (`a, = _e` from 0): a launch's outputs."""
+
+    name = "host.unpack"
+
+    tuple = operand_def(TupleType)
+    start = prop_def(IntAttr)
+    res = var_result_def()
+
+    def __init__(self, value: SSAValue, start: int):
+        ty = value.type
+        assert isinstance(ty, TupleType)
+        super().__init__(operands=[value], result_types=[list(ty.elements.data[start:])], properties={"start": IntAttr(start)})
+
+    def verify_(self) -> None:
+        elements = list(self.tuple.type.elements.data)
+        if not 0 <= self.start.data <= len(elements):
+            raise VerifyException("host.unpack: start out of range")
+        if [r.type for r in self.res] != elements[self.start.data:]:
+            raise VerifyException("host.unpack: the results are the tuple's elements from start")
+        if not self.res:
+            raise VerifyException("host.unpack: unpacks at least one value")
+
+
+@irdl_op_definition
+class ResultsOp(IRDLOperation):
+    """`a, b = _g.results`: a launch group member's outputs (after `host.launch_group`)."""
+
+    name = "host.results"
+
+    spec = operand_def(LaunchSpecType)
+    res = var_result_def()
+
+    def __init__(self, spec: SSAValue):
+        ty = spec.type
+        assert isinstance(ty, LaunchSpecType)
+        super().__init__(operands=[spec], result_types=[list(ty.results.data)])
+
+    def verify_(self) -> None:
+        if [r.type for r in self.res] != list(self.spec.type.results.data):
+            raise VerifyException("host.results: the results are the spec's outputs")
+        if not self.res:
+            raise VerifyException("host.results: unpacks at least one value")
+        launched = any(isinstance(u.operation, LaunchGroupOp) for u in self.spec.uses)
+        if not launched:
+            raise VerifyException("host.results: the spec is never launched (no host.launch_group uses it)")
+
+
+LIBRARY_FUNCTIONS = ("attention_forward", "attention_backward", "embedding", "embedding_grad", "concat", "slice_copy")
+
+
+@irdl_op_definition
+class LibraryCallOp(IRDLOperation):
+    """`outs = _lib.callee(tensors..., literals...)` (`list_operands`: the tensors as one list
+    argument); literals are integers (`#builtin.int`), booleans (i1) or dtypes (a type)."""
+
+    name = "host.library_call"
+
+    callee = prop_def(StringAttr)
+    tensors = var_operand_def()
+    literals = prop_def(ArrayAttr[Attribute])
+    list_operands = opt_prop_def(UnitAttr)
+    res = var_result_def()
+
+    def __init__(self, callee: str, tensors: Sequence[SSAValue], literals: Sequence[Attribute],
+                 result_types: Sequence[Attribute], list_operands: bool = False):
+        props: dict[str, Attribute] = {"callee": StringAttr(callee), "literals": ArrayAttr(literals)}
+        if list_operands:
+            props["list_operands"] = UnitAttr()
+        super().__init__(operands=[tensors], result_types=[result_types], properties=props)
+
+    def verify_(self) -> None:
+        if self.callee.data not in LIBRARY_FUNCTIONS:
+            raise VerifyException(f"host.library_call: unknown library function {self.callee.data!r} "
+                                  f"(one of {', '.join(LIBRARY_FUNCTIONS)})")
+        for v in [*self.tensors, *self.res]:
+            _check_static(v.type, "host.library_call")
+        if not self.res:
+            raise VerifyException("host.library_call: returns at least one tensor")
+        for lit in self.literals.data:
+            if isinstance(lit, IntAttr) or (isinstance(lit, IntegerAttr) and lit.type == i1):
+                continue
+            if isinstance(lit, TypeAttribute):
+                try:
+                    TORCH_DTYPE_NAMES[element_name(lit)]
+                    continue
+                except (TypeError, KeyError):
+                    pass
+            raise VerifyException(f"host.library_call: a literal is an integer, a boolean or a torch dtype, got {lit}")
+
+
+@irdl_op_definition
+class DropOp(IRDLOperation):
+    """`del a, b`: the host function's last references to buffers no later op reads (the
+    decision is `convert-coda-to-host`'s, from `liveness.dead_after`), so the caching
+    allocator reuses them for the next kernels' outputs; with them the last launch's argument
+    tuple, or a launch group's specs, which would hold them too."""
+
+    name = "host.drop"
+
+    values = var_operand_def()
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[values])
+
+    def verify_(self) -> None:
+        if not self.values:
+            raise VerifyException("host.drop: drops at least one value")
+        fn = _parent_func(self)
+        for v in self.values:
+            if v in fn.body.block.args or isinstance(v.owner, ContiguousOp):
+                raise VerifyException("host.drop: the caller holds the arguments, they are never dropped")
+            if not isinstance(v.type, (TupleType, LaunchSpecType)):
+                _check_buffer(v.type, "host.drop")
+        later = self.next_op
+        while later is not None:
+            used = [v for v in self.values if any(u.operation is later or later.is_ancestor(u.operation) for u in v.uses)]
+            if used:
+                raise VerifyException(f"host.drop: a dropped value is read later (by {later.name})")
+            later = later.next_op
+
+
+@irdl_op_definition
+class CommentOp(IRDLOperation):
+    """A comment line in the host function (which kernel the next launch runs)."""
+
+    name = "host.comment"
+
+    text = prop_def(StringAttr)
+
+    def __init__(self, text: str):
+        super().__init__(properties={"text": StringAttr(text)})
+
+    def verify_(self) -> None:
+        if "\n" in self.text.data:
+            raise VerifyException("host.comment: one line")
+
+
+@irdl_op_definition
+class ReturnOp(IRDLOperation):
+    """`return None` / `return x` / `return (a, b)`."""
+
+    name = "host.return"
+
+    values = var_operand_def()
+    traits = traits_def(IsTerminator())
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[values])
+
+    def verify_(self) -> None:
+        for v in self.values:
+            _check_buffer(v.type, "host.return")  # a function may return partials
+
+
+HOST = Dialect(
+    "host",
+    [
+        FuncOp,
+        CheckArgumentsOp,
+        DeviceOfOp,
+        ContiguousOp,
+        EmptyOp,
+        TilesOp,
+        YieldOp,
+        LaunchGemmOp,
+        LaunchElementwiseOp,
+        ElementwiseSpecOp,
+        LaunchFoldOp,
+        FoldSpecOp,
+        LaunchGroupOp,
+        UnpackOp,
+        ResultsOp,
+        LibraryCallOp,
+        DropOp,
+        CommentOp,
+        ReturnOp,
+    ],
+    [DeviceType, ConfigType, TupleType, LaunchSpecType],
+)

@@ -1,0 +1,217 @@
+"""Print `host.func`s (coda_ir/dialects/triton_host.py) as the Python host functions of the
+generated module.
+
+The printer decides nothing: `convert-coda-to-host` chose every argument, allocation, launch
+configuration and library call; each op prints as the one statement it stands for, and the
+ops that make values used once inside one statement (`host.empty`, `host.tiles`) print as
+expressions in it (the lambda of a launch's arguments is its region, printed as one
+expression). Its only choices are textual: names (each value's SSA name hint, made unique;
+the rebinding `x = x.contiguous()` keeps the name; the launch tuple, the configuration and
+the device have the fixed names `_e`, `_cfg`, `_dev`), and the gemm autotune key, which is the
+kernel's name and a hash of its printed source (the key identifies the printed text, so only
+printing can know it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IntAttr, IntegerAttr, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from coda_ir.diagnostics import InternalCompilerBug
+from coda_ir.dialects import triton_host as host
+from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, element_name
+from coda_ir.transforms.coda_to_tl import KernelNames
+
+IND = "    "
+
+# names the generated module binds at module level or that host functions use as fixed locals
+RESERVED = ("torch", "triton", "tl", "os", "launch_gemm", "libdevice", "_rt", "_lib", "_dev", "_cfg", "_e")
+
+
+def torch_dtype(elt: Attribute) -> str:
+    try:
+        return "torch." + TORCH_DTYPE_NAMES[element_name(elt)]
+    except (TypeError, KeyError):
+        raise InternalCompilerBug(None, f"no torch dtype for {elt}") from None
+
+
+def _tuple(xs: Sequence[str]) -> str:
+    return f"({', '.join(xs)}{',' if len(xs) == 1 else ''})"
+
+
+def source_digest(source: Sequence[str]) -> str:
+    """A hash of a kernel's printed source (the autotune cache key: same name, other epilogue)."""
+    return hashlib.sha256("\n".join(source).encode()).hexdigest()[:12]
+
+
+class HostPrinter:
+    def __init__(self, fn: host.FuncOp, sources: Mapping[str, Sequence[str]]):
+        self.fn = fn
+        self.sources = sources
+        kernels = [op.kernel.root_reference.data for op in fn.walk() if isinstance(op, (
+            host.LaunchGemmOp, host.LaunchElementwiseOp, host.LaunchFoldOp, host.LaunchGroupOp))]
+        # a local must not shadow the function itself or a kernel it launches
+        self.names = KernelNames([*RESERVED, fn.py_name, *kernels])
+        self.exprs: dict[SSAValue, str] = {}
+        self.lines: list[str] = []
+
+    # ------------------------------------------------------------------ values
+    def name(self, v: SSAValue, default: str = "t") -> str:
+        self.exprs[v] = self.names(v.name_hint or default)
+        return self.exprs[v]
+
+    def get(self, v: SSAValue) -> str:
+        if v not in self.exprs:
+            owner = v.owner if isinstance(v.owner, Operation) else None
+            if isinstance(owner, (host.EmptyOp, host.TilesOp)):
+                self.exprs[v] = self.expr(owner)
+            else:
+                raise InternalCompilerBug(owner, "host value printed before its definition")
+        return self.exprs[v]
+
+    def expr(self, op: Operation) -> str:
+        if isinstance(op, host.EmptyOp):
+            ty = op.result.type
+            assert isinstance(ty, TensorType)
+            dynamic = iter(op.extents)
+            dims = [self.get(next(dynamic)) if d == DYNAMIC_INDEX else str(d) for d in ty.get_shape()]
+            return f"torch.empty({_tuple(dims)}, dtype={torch_dtype(ty.get_element_type())}, device={self.get(op.device)})"
+        if isinstance(op, host.TilesOp):
+            return f"triton.cdiv({op.extent.data}, {self.get(op.config)}.{op.field.data})"
+        raise InternalCompilerBug(op, f"'{op.name}' is no host expression")
+
+    def lambda_(self, op: host.ArgsLambdaLaunch) -> str:
+        cfg = op.args.block.args[0]
+        self.exprs[cfg] = "_cfg"
+        return f"lambda _cfg: {_tuple([self.get(v) for v in op.yielded()])}"
+
+    @staticmethod
+    def config_suffix(op: host.ArgsLambdaLaunch) -> tuple[str, str]:
+        """(`whole=...`, `config=...`) keyword text of an elementwise launch ('' when absent)."""
+        whole = f", whole={op.whole.data!r}" if op.whole is not None else ""  # type: ignore[attr-defined]
+        c = op.config  # type: ignore[attr-defined]
+        fixed = f", config=_rt.ElementwiseConfig({c.bm.data}, {c.bn.data}, {c.warps.data})" if c is not None else ""
+        return whole, fixed
+
+    def elementwise_call(self, op: host.LaunchElementwiseOp | host.ElementwiseSpecOp) -> str:
+        whole, fixed = self.config_suffix(op)
+        return f"{self.lambda_(op)}, M={op.m.data}, N={op.n.data}, bn_multiple_of={op.bn_multiple_of.data}{whole}{fixed}"
+
+    def fold_call(self, op: host.LaunchFoldOp | host.FoldSpecOp) -> str:
+        groups = [_tuple([self.get(v) for v in vs]) for vs in (op.partials, op.inputs, op.outputs)]
+        return f"{', '.join(groups)}, L={op.length.data}, sums={bool(op.sums.value.data)}"
+
+    @staticmethod
+    def literal(attr: Attribute) -> str:
+        if isinstance(attr, IntAttr):
+            return str(attr.data)
+        if isinstance(attr, IntegerAttr):
+            return str(bool(attr.value.data))
+        return torch_dtype(attr)
+
+    def targets(self, values: Sequence[SSAValue], tuple_: bool) -> str:
+        names = [self.name(v) for v in values]
+        return f"{', '.join(names)}{',' if tuple_ and len(names) == 1 else ''}"
+
+    # ------------------------------------------------------------------ statements
+    def emit(self, text: str) -> None:
+        self.lines.append(IND + text)
+
+    def statement(self, op: Operation) -> None:
+        if isinstance(op, (host.EmptyOp, host.TilesOp)):
+            return  # printed where it is used
+        if isinstance(op, host.CheckArgumentsOp):
+            name = self.fn.py_name
+            self.emit(f"_rt.check_arguments({name!r}, {_tuple([self.get(a) for a in op.args])}, _SIG_{name})")
+        elif isinstance(op, host.DeviceOfOp):
+            self.exprs[op.result] = "_dev"
+            self.emit(f"_dev = _rt.device_of({_tuple([self.get(a) for a in op.args])})")
+        elif isinstance(op, host.ContiguousOp):
+            x = self.get(op.value)
+            self.exprs[op.result] = x
+            self.emit(f"{x} = {x}.contiguous()")
+        elif isinstance(op, host.CommentOp):
+            self.emit(f"# {op.text.data}")
+        elif isinstance(op, host.LaunchGemmOp):
+            self.exprs[op.result] = "_e"
+            kernel = op.kernel.root_reference.data
+            if kernel not in self.sources:
+                raise InternalCompilerBug(op, f"no printed source of kernel {kernel}")
+            fixed = ""
+            if op.config is not None:
+                c = op.config.as_dict()
+                fixed = f"config=_rt.fixed_gemm_config({c['bm']}, {c['bn']}, {c['bk']}, {c['warps']}, {c['stages']}), "
+            key = f"{kernel}:{source_digest(self.sources[kernel])}"
+            self.emit(
+                f"_cfg, _e = launch_gemm({kernel}, {self.get(op.a)}, {self.get(op.b)}, {self.lambda_(op)}, "
+                f"M={op.m.data}, N={op.n.data}, K={op.k.data}, transpose_a={op.transpose_a is not None}, "
+                f"transpose_b={op.transpose_b is not None}, interleave={op.interleave.data}, "
+                f"bn_multiple_of={op.bn_multiple_of.data}, {fixed}key={key!r})"
+            )
+        elif isinstance(op, host.LaunchElementwiseOp):
+            self.exprs[op.result] = "_e"
+            self.emit(f"_cfg, _e = _rt.launch_elementwise({op.kernel.root_reference.data}, {self.elementwise_call(op)})")
+        elif isinstance(op, host.ElementwiseSpecOp):
+            call = self.elementwise_call(op)
+            self.emit(f"{self.name(op.result, '_g')} = _rt.elementwise_launch({call}, n_inputs={op.n_inputs.data})")
+        elif isinstance(op, host.LaunchFoldOp):
+            self.exprs[op.result] = "_e"
+            self.emit(f"_e = _rt.launch_fold({op.kernel.root_reference.data}, {self.fold_call(op)})")
+        elif isinstance(op, host.FoldSpecOp):
+            call = self.fold_call(op)
+            self.emit(f"{self.name(op.result, '_g')} = _rt.fold_launch({call})")
+        elif isinstance(op, host.LaunchGroupOp):
+            self.emit(f"_rt.launch_group({op.kernel.root_reference.data}, {_tuple([self.get(s) for s in op.specs])})")
+        elif isinstance(op, host.UnpackOp):
+            source = self.get(op.tuple)
+            # a launch's argument tuple is sliced from its first output (`_e[0:]` when the kernel
+            # has no inputs), a fold's tuple of outputs is unpacked whole
+            if isinstance(op.tuple.owner, (host.LaunchGemmOp, host.LaunchElementwiseOp)) or op.start.data:
+                source = f"{source}[{op.start.data}:]"
+            self.emit(f"{self.targets(op.res, True)} = {source}")
+        elif isinstance(op, host.ResultsOp):
+            spec = self.get(op.spec)
+            self.emit(f"{self.targets(op.res, True)} = {spec}.results")
+        elif isinstance(op, host.LibraryCallOp):
+            tensors = [self.get(v) for v in op.tensors]
+            args = [f"[{', '.join(tensors)}]"] if op.list_operands is not None else tensors
+            args += [self.literal(lit) for lit in op.literals.data]
+            call = f"_lib.{op.callee.data}({', '.join(args)})"
+            self.emit(f"{self.targets(op.res, False)} = {call}")
+        elif isinstance(op, host.DropOp):
+            self.emit(f"del {', '.join(self.get(v) for v in op.values)}")
+        elif isinstance(op, host.ReturnOp):
+            results = [self.get(v) for v in op.values]
+            if not results:
+                self.emit("return None")
+            elif len(results) == 1:
+                self.emit(f"return {results[0]}")
+            else:
+                self.emit(f"return ({', '.join(results)})")
+        else:
+            raise InternalCompilerBug(op, f"'{op.name}' cannot be printed as a host statement")
+
+    # ------------------------------------------------------------------ function
+    def print(self) -> list[str]:
+        fn = self.fn
+        name = fn.py_name
+        block = fn.body.block
+        params = [self.name(a, f"arg{i}") for i, a in enumerate(block.args)]
+        sig = []
+        for p, a in zip(params, block.args):
+            ty = a.type
+            assert isinstance(ty, TensorType)
+            sig.append(f"({p!r}, {tuple(ty.get_shape())!r}, {torch_dtype(ty.get_element_type())})")
+        head = [f"_SIG_{name} = {_tuple(sig)}", "", "", f"def {name}({', '.join(params)}):",
+                f'{IND}"""Host function for @{name}: {fn.launches.data} kernel launch(es)."""']
+        for op in block.ops:
+            self.statement(op)
+        return head + self.lines
+
+
+def print_host_function(fn: host.FuncOp, sources: Mapping[str, Sequence[str]]) -> list[str]:
+    """The Python source lines of one `host.func` (`sources`: the printed kernels, by name)."""
+    return HostPrinter(fn, sources).print()

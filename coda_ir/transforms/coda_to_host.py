@@ -1,0 +1,342 @@
+"""`convert-coda-to-host`: each `func.func` of coda kernels -> its `host.func` (the host wrapper).
+
+The host half of the Triton lowering (issue 13); `lowering/host_printer.py` prints the result,
+one op per statement, and decides nothing. Runs after `convert-coda-to-tl`, whose kernel names
+(`tl.kernel = @name` on every coda kernel and launch group) the launches refer to. Every
+decision the host code embodies is made here and recorded in the ops:
+
+* the signature: every argument a tensor (its shape and dtype are what the function checks);
+* which arguments are made contiguous: those a kernel reads with row-major strides (the
+  inputs of gemm epilogues, of elementwise kernels and of folds; a gemm's A and B are read
+  with their strides);
+* allocations: every output is a fresh `host.empty` of its type, partials `[L, tiles]` in
+  float32 with `tiles` the tile count of the configuration the launch picks along the
+  partials' axis (`host.tiles`: columns for row partials, rows for column partials); an
+  output that `plan_in_place` recorded (`coda.writes_over`) to write over a donated argument
+  of its type is that argument's buffer instead (anything else recorded is a compiler bug);
+* launches: kernel symbol, problem shape, transposes, interleave, the kernel's recorded
+  `bn_multiple_of` (coda-legalize's `#coda.tile_constraints`), a fixed `#coda.config` checked
+  against it (a located error), `whole` rows / cols, the inputs-then-outputs argument order;
+  launch groups as one spec per member and one launch, outputs read back per member;
+* library steps: which `_lib` function, and its literal arguments (head counts, causality,
+  the gradient's row count and dtype, the axis and bounds of a concat / slice);
+* buffer lifetimes: after each op, `host.drop` of the buffers no later op reads
+  (`liveness.dead_after`), with the launch's argument tuple, or the group's specs.
+
+The `func.func` stays (its coda.gemm / coda.elementwise kernels are still emitted as text by
+`lowering/triton.py`); the `host.func` is inserted right after it.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IntAttr, IntegerAttr, ModuleOp, TensorType, f32, i1
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import VerifyException
+
+from coda_ir.diagnostics import CompilerError, InternalCompilerBug
+from coda_ir.dialects import coda
+from coda_ir.dialects import triton_host as host
+from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, writes_over
+from coda_ir.lowering.liveness import dead_after
+from coda_ir.transforms.coda_to_tl import kernel_symbol
+
+
+def host_type(ty: Attribute) -> Attribute:
+    """The torch tensor holding a coda value: itself, or for partials a float32 [L, tiles]
+    buffer whose tile count the launch's configuration fixes."""
+    if isinstance(ty, coda.PartialsType):
+        return TensorType(f32, [ty.length.data, DYNAMIC_INDEX])
+    return ty
+
+
+def _hint(value: SSAValue, default: str) -> str:
+    """The Python name a value asks for: its SSA name when that is an identifier."""
+    return value.name_hint if value.name_hint and re.fullmatch(r"[A-Za-z_]\w*", value.name_hint) else default
+
+
+class _FunctionLowering:
+    def __init__(self, fn: func.FuncOp):
+        self.fn = fn
+        self.vals: dict[SSAValue, SSAValue] = {}
+        self.block: Block
+        self.device: SSAValue
+        self.launched: SSAValue | None = None  # the last launch's argument tuple (`_e`)
+        self.group_specs: list[SSAValue] = []
+
+    def add(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def get(self, op: Operation, value: SSAValue) -> SSAValue:
+        if value not in self.vals:
+            raise CompilerError(op, "uses a value that the host function does not hold")
+        return self.vals[value]
+
+    def bind(self, coda_values, host_values, default) -> None:
+        for i, (c, h) in enumerate(zip(coda_values, host_values)):
+            h.name_hint = _hint(c, default(i))
+            self.vals[c] = h
+
+    # ------------------------------------------------------------------ function
+    def lower(self) -> host.FuncOp:
+        fn = self.fn
+        name = fn.sym_name.data
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise CompilerError(fn, f"function name '{name}' is not a Python identifier")
+        entry = fn.body.blocks[0]
+        for i, arg in enumerate(entry.args):
+            if not isinstance(arg.type, TensorType):
+                raise CompilerError(fn, f"argument #{i} must be a tensor to be passed from torch, got {arg.type}")
+        ret = entry.last_op
+        outputs = [host_type(v.type) for v in ret.operands] if isinstance(ret, func.ReturnOp) else []
+        hfn = host.FuncOp(name, [a.type for a in entry.args], outputs, coda.launch_count(fn))
+        self.block = hfn.body.block
+        params = list(self.block.args)
+        self.bind(entry.args, params, lambda i: f"arg{i}")
+        self.add(host.CheckArgumentsOp(params))
+        self.device = self.add(host.DeviceOfOp(params)).results[0]
+        # tensors read by epilogues/folds are read with contiguous row-major strides
+        dense: set[SSAValue] = set()
+        for k in coda.kernels(fn):
+            if isinstance(k, coda.GemmOp):
+                dense.update(k.inputs)
+            elif isinstance(k, (coda.ElementwiseOp, coda.FoldOp)):
+                dense.update(k.operands)
+        for arg in entry.args:
+            if arg in dense:
+                c = self.add(host.ContiguousOp(self.vals[arg])).results[0]
+                c.name_hint = self.vals[arg].name_hint
+                self.vals[arg] = c
+        dead = dead_after(fn)
+        for op in entry.ops:
+            if isinstance(op, coda.LaunchGroupOp):
+                self.launch_group(op)
+            elif isinstance(op, coda.GemmOp):
+                self.launch_gemm(op)
+            elif isinstance(op, coda.ElementwiseOp):
+                self.launch_elementwise(op)
+            elif isinstance(op, coda.FoldOp):
+                self.launch_fold(op)
+            elif isinstance(op, coda.LibraryStepOp):
+                self.library_step(op)
+            elif isinstance(op, func.ReturnOp):
+                self.add(host.ReturnOp([self.get(op, v) for v in op.arguments]))
+            else:
+                raise CompilerError(
+                    op,
+                    "has no Triton lowering at function level (only coda.gemm, coda.elementwise, coda.fold, "
+                    "coda.launch_group and func.return; run the nn-to-coda pipeline first for nn ops)",
+                )
+            self.drop(op, dead.get(op, []))
+        return hfn
+
+    def drop(self, op: Operation, dead: list[SSAValue]) -> None:
+        """Drop the host's references to the buffers no later op reads, so the caching allocator
+        reuses them for the next kernels' outputs: the last launch's argument tuple goes with
+        them, and a group's launch descriptions always (they would hold their buffers to the end)."""
+        values = [self.vals[v] for v in dead if v in self.vals]
+        if isinstance(op, coda.LaunchGroupOp):
+            values = self.group_specs + values
+        elif values and not isinstance(op, coda.LibraryStepOp):
+            assert self.launched is not None
+            values = [self.launched, *values]
+        if values:
+            self.add(host.DropOp(values))
+
+    # ------------------------------------------------------------------ buffers
+    def alloc(self, result: SSAValue, config: SSAValue | None, m: int, n: int, into: Block) -> SSAValue:
+        ty = result.type
+        extents: list[SSAValue] = []
+        if isinstance(ty, coda.PartialsType):
+            assert config is not None
+            # one partial per tile along the reduced axis: row partials per column tile
+            rows = ty.axis == coda.Axis.ROWS
+            tiles = host.TilesOp(config, n if rows else m, "bn" if rows else "bm")
+            into.add_op(tiles)
+            extents.append(tiles.result)
+        empty = host.EmptyOp(self.device, host_type(ty), extents)
+        into.add_op(empty)
+        return empty.result
+
+    def args_region(self, op: coda.GemmOp | coda.ElementwiseOp, m: int, n: int) -> Region:
+        """The launch's `lambda _cfg: (inputs..., outputs...)`: the outputs freshly allocated
+        (partials sized by `_cfg`), or the donated input an output was recorded to write over."""
+        region = host.args_region()
+        block = region.block
+        config = block.args[0]
+        ins = [self.get(op, v) for v in op.inputs]
+        outs = [self.alloc(r, config, m, n, block) for r in op.outputs]
+        over = writes_over(op)
+        if over is not None:
+            for j, k in enumerate(over):
+                if k < 0:
+                    continue
+                value = op.inputs[k]
+                if not (isinstance(op, coda.ElementwiseOp) and isinstance(value, BlockArgument)
+                        and value.index in donated_arguments(self.fn) and value.type == op.outputs[j].type):
+                    raise InternalCompilerBug(op, f"records {WRITES_OVER} output #{j} over input #{k}, which is no donated argument of its type")
+                dead = outs[j].owner
+                assert isinstance(dead, Operation)
+                dead.detach()
+                dead.erase()
+                outs[j] = ins[k]
+        block.add_op(host.YieldOp([*ins, *outs]))
+        return region
+
+    @staticmethod
+    def checked_config(op: coda.GemmOp | coda.ElementwiseOp) -> coda.TileConfigAttr | None:
+        config = op.config
+        if config is None:
+            return None
+        multiple = coda.recorded_bn_multiple_of(op)
+        if config.bn.data % multiple:
+            raise CompilerError(
+                op,
+                f"tile config bn = {config.bn.data} must be a multiple of {multiple} for this epilogue "
+                "(pair groups and segments must not straddle column tiles)",
+            )
+        return config
+
+    def unpack(self, op: Operation, launched: SSAValue, start: int) -> None:
+        if op.results:
+            self.bind(op.results, self.add(host.UnpackOp(launched, start)).results, lambda i: f"r{i}")
+
+    # ------------------------------------------------------------------ launches
+    def launch_gemm(self, op: coda.GemmOp) -> None:
+        name = kernel_symbol(op)
+        m, n, k = op.problem_shape()
+        args = self.args_region(op, m, n)
+        ty = host.TupleType([v.type for v in args.block.last_op.operands])  # type: ignore[union-attr]
+        self.add(host.CommentOp(f"{name}: coda.gemm {m}x{n}x{k}"))
+        launch = host.LaunchGemmOp(
+            name, self.get(op, op.a), self.get(op, op.b), (m, n, k),
+            transpose_a=op.transpose_a is not None, transpose_b=op.transpose_b is not None,
+            interleave=op.interleave.value.data if op.interleave is not None else 0,
+            bn_multiple_of=coda.recorded_bn_multiple_of(op), n_inputs=len(op.inputs),
+            config=self.checked_config(op), result_type=ty, args=args,
+        )
+        self.add(launch)
+        self.launched = launch.result
+        self.unpack(op, launch.result, len(op.inputs))
+
+    def elementwise(self, op: coda.ElementwiseOp) -> tuple[dict, Region, str]:
+        """What a standalone elementwise launch and a group member's spec share."""
+        m, n = op.iteration_shape()
+        args = self.args_region(op, m, n)
+        whole = op.whole_axis.value if op.whole_axis is not None else None
+        kw = dict(bn_multiple_of=coda.recorded_bn_multiple_of(op), n_inputs=len(op.inputs), whole=whole,
+                  config=self.checked_config(op), args=args)
+        comment = f"coda.elementwise {m}x{n}{' whole ' + whole if whole else ''}"
+        return kw, args, comment
+
+    def launch_elementwise(self, op: coda.ElementwiseOp) -> None:
+        name = kernel_symbol(op)
+        kw, args, comment = self.elementwise(op)
+        ty = host.TupleType([v.type for v in args.block.last_op.operands])  # type: ignore[union-attr]
+        self.add(host.CommentOp(f"{name}: {comment}"))
+        launch = self.add(host.LaunchElementwiseOp(name, op.iteration_shape(), result_type=ty, **kw))
+        self.launched = launch.results[0]
+        self.unpack(op, launch.results[0], len(op.inputs))
+
+    def fold_operands(self, op: coda.FoldOp) -> tuple[list[SSAValue], list[SSAValue], list[SSAValue], dict]:
+        parts = [self.get(op, v) for v in op.partials]
+        ins = [self.get(op, v) for v in op.inputs]
+        outs = [self.alloc(r, None, 0, 0, self.block) for r in op.outputs]
+        sums = any(not r.type.get_shape() for r in op.outputs)  # type: ignore[union-attr]
+        return parts, ins, outs, {"length": op.length(), "sums": sums}
+
+    def launch_fold(self, op: coda.FoldOp) -> None:
+        name = kernel_symbol(op)
+        self.add(host.CommentOp(f"{name}: coda.fold over {op.length()} rows"))
+        parts, ins, outs, kw = self.fold_operands(op)
+        launch = self.add(host.LaunchFoldOp(name, parts, ins, outs, **kw))
+        self.launched = launch.results[0]
+        self.unpack(op, launch.results[0], 0)
+
+    def launch_group(self, group: coda.LaunchGroupOp) -> None:
+        members = group.members()
+        self.add(host.CommentOp(f"{kernel_symbol(group)}: coda.launch_group, one launch of {len(members)} kernels"))
+        specs: list[SSAValue] = []
+        for op in members:
+            if isinstance(op, coda.ElementwiseOp):
+                kw, args, comment = self.elementwise(op)
+                outs = [v.type for v in list(args.block.last_op.operands)[len(op.inputs):]]  # type: ignore[union-attr]
+                self.add(host.CommentOp(f"  {kernel_symbol(op)}: {comment}"))
+                spec = self.add(host.ElementwiseSpecOp(op.iteration_shape(), result_type=host.LaunchSpecType(outs), **kw))
+            elif isinstance(op, coda.FoldOp):
+                self.add(host.CommentOp(f"  {kernel_symbol(op)}: coda.fold over {op.length()} rows"))
+                parts, ins, outs_v, kw2 = self.fold_operands(op)
+                spec = self.add(host.FoldSpecOp(parts, ins, outs_v, **kw2))
+            else:
+                raise CompilerError(op, f"a {op.name} cannot be a member of a coda.launch_group")
+            spec.results[0].name_hint = "_g"
+            specs.append(spec.results[0])
+        self.add(host.LaunchGroupOp(kernel_symbol(group), specs))
+        self.group_specs = specs
+        k = 0
+        for op, spec in zip(members, specs):
+            mine = list(group.outputs[k : k + len(op.results)])
+            if mine:
+                self.bind(mine, self.add(host.ResultsOp(spec)).results, lambda i, k=k: f"r{k + i}")
+            k += len(op.results)
+
+    # ------------------------------------------------------------------ library steps
+    def library_step(self, op: Operation) -> None:
+        """One call into coda_ir.lowering.library (the step's typed properties become literals)."""
+        args = [self.get(op, v) for v in op.operands]
+        literals: list[Attribute] = []
+        as_list = False
+        if isinstance(op, (coda.AttentionOp, coda.AttentionGradOp)):
+            callee = "attention_forward" if isinstance(op, coda.AttentionOp) else "attention_backward"
+            literals = [IntAttr(op.properties[k].value.data) for k in ("heads", "kv_heads", "head_dim", "seq_len")]
+            literals.append(IntegerAttr(int(bool(op.properties["causal"].value.data)), i1))
+        elif isinstance(op, coda.EmbeddingOp):
+            callee = "embedding"
+        elif isinstance(op, coda.EmbeddingGradOp):
+            callee = "embedding_grad"
+            literals = [IntAttr(op.result.type.get_shape()[0]), op.result.type.get_element_type()]
+        elif isinstance(op, coda.ConcatOp):
+            callee, as_list = "concat", True
+            literals = [IntAttr(op.axis.value.data)]
+        elif isinstance(op, coda.SliceOp):
+            callee = "slice_copy"
+            axis = op.axis.value.data
+            literals = [IntAttr(axis), IntAttr(op.start.value.data), IntAttr(op.result.type.get_shape()[axis])]
+        else:
+            raise CompilerError(op, f"'{op.name}' has no library function")
+        self.add(host.CommentOp(op.name))
+        call = self.add(host.LibraryCallOp(callee, args, literals, [r.type for r in op.results], as_list))
+        self.bind(op.results, call.results, lambda i: "t")
+
+
+def lower_function(fn: func.FuncOp) -> host.FuncOp:
+    """The `host.func` of one function of coda kernels (named by convert-coda-to-tl)."""
+    return _FunctionLowering(fn).lower()
+
+
+def host_functions(module: ModuleOp) -> list[host.FuncOp]:
+    return [op for op in module.walk() if isinstance(op, host.FuncOp)]
+
+
+@dataclass(frozen=True)
+class ConvertCodaToHostPass(ModulePass):
+    """Build the `host.func` of every function of coda kernels (after convert-coda-to-tl)."""
+
+    name = "convert-coda-to-host"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for fn in [f for f in op.walk() if isinstance(f, func.FuncOp) and f.body.blocks]:
+            hfn = lower_function(fn)
+            Rewriter.insert_op(hfn, InsertPoint.after(fn))
+            try:
+                hfn.verify()
+            except VerifyException as error:
+                raise InternalCompilerBug(fn, f"convert-coda-to-host built an invalid host.func: {error}") from None
