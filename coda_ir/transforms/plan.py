@@ -127,7 +127,10 @@ class NNPlanPass(ModulePass):
         if self.rope_table not in ROPE_TABLE_MODES:
             raise ValueError(f"rope-table must be auto, always or never, got '{self.rope_table}'")
         if self.gated_grad not in GATED_GRAD_MODES:
-            raise ValueError(f"gated-grad must be auto, epilogue or separate, got '{self.gated_grad}'")
+            from coda_ir.errors import ArgumentError
+
+            raise ArgumentError(f"pass option gated-grad must be auto, epilogue or separate, got '{self.gated_grad}'",
+                                "gated-grad")
         reported: set[Operation] = set()
         for target in list(op.walk()):
             if isinstance(target, (nn.RoPEOp, nn.RoPEGradOp)) and self.epilogues:
