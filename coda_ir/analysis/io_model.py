@@ -104,6 +104,12 @@ its `PlanCost` (predicted time, bytes, kernels), so a pass can print why it chos
   once (one more launch, L2-resident reads). Priced with `SINCOS_INSTR_PER_PAIR` and
   `rope_angle_instr`, and `Kernel.exposed_flops` (epilogue arithmetic added per wave).
 
+* `gated_grad_plan(M, F, *, K, dtype="bf16", gpu=None, tile=None) -> Decision[choice in
+  {"epilogue", "separate"}]`: a gated activation's backward (dz [M, 2F] and the z . dz row
+  partials) in the epilogue of the GEMM producing dy [M, F] (`GATED_GRAD_LIVE_TILES` live tiles:
+  spills, priced by `spill_s`; z loads, dz stores and spills exposed after each tile's mainloop)
+  or as the plain GEMM storing dy plus one elementwise pass.
+
 All of them take `gpu` as a `GPU` or a name ("h100", "h200"); `None` means "h100".
 `coda-opt FILE -t 'io-report{decisions=true}'` prints what they choose for each choice an
 nn function offers (io_extract.nn_decisions).

@@ -259,8 +259,8 @@ def pair_halves(kernel: Operation, op: coda.PairMapOp) -> tuple[Operation, ...] 
                 members.append(user)
                 continue
             return None
-    seen: set[Operation] = set()
-    return tuple(m for m in members if not (m in seen or seen.add(m)))
+    order = {o: i for i, o in enumerate(block.ops)}
+    return tuple(sorted(set(members), key=lambda o: order.get(o, -1)))  # program order
 
 
 def _halves_level(kernel: Operation, op: coda.PairMapOp, halves: tuple[Operation, ...]) -> Level:

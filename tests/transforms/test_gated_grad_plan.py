@@ -127,3 +127,62 @@ def test_plan_records_the_decision_and_remarks():
 def test_bad_option_is_an_argument_error():
     with pytest.raises(coda_ir.ArgumentError, match="gated-grad"):
         coda_ir.compile(mlp(64), pipeline="nn-autodiff,nn-to-coda{gated-grad=sometimes}")
+
+
+PASS = """
+func.func @pass(%dy: tensor<37x96xf32>, %z: tensor<37x192xf32>) -> (tensor<37x192xf32>, !coda.partials<{AXIS}, {L}, sum>) {
+  %dz, %p = coda.elementwise [37, 96] ins(%dy, %z : tensor<37x96xf32>, tensor<37x192xf32>) -> (tensor<37x192xf32>, !coda.partials<{AXIS}, {L}, sum>) {
+  ^bb0(%a: tensor<37x96xf32>, %b: tensor<37x192xf32>):
+    %d = coda.load %a : tensor<37x96xf32> -> !coda.tile<37x96xf32>
+    %zt = coda.load %b : tensor<37x192xf32> -> !coda.tile<37x192xf32>
+    %g = coda.pair_map stride 96 %d, %zt : (!coda.tile<37x96xf32>, !coda.tile<37x192xf32>) -> !coda.tile<37x192xf32> {
+    ^bb0(%x: f32, %u: f32, %v: f32):
+      %p0 = arith.mulf %x, %v : f32
+      %p1 = arith.mulf %x, %u : f32
+      coda.yield %p0, %p1 : f32, f32
+    }
+    %q = coda.map %zt, %g : (!coda.tile<37x192xf32>, !coda.tile<37x192xf32>) -> !coda.tile<37x192xf32> {
+    ^bb0(%s: f32, %t: f32):
+      %m = arith.mulf %s, %t : f32
+      coda.yield %m : f32
+    }
+    %r = coda.reduce sum %q dim {DIM} : !coda.tile<37x192xf32> -> !coda.partials<{AXIS}, {L}, sum>
+    coda.yield %g, %r : !coda.tile<37x192xf32>, !coda.partials<{AXIS}, {L}, sum>
+  }
+  func.return %dz, %p : tensor<37x192xf32>, !coda.partials<{AXIS}, {L}, sum>
+}"""
+
+
+def _kernel_and_pair_map(text: str):
+    module = coda_ir.parse(text)
+    kernel = next(op for op in module.walk() if isinstance(op, coda.ElementwiseOp))
+    return kernel, next(op for op in kernel.walk() if isinstance(op, coda.PairMapOp))
+
+
+def test_pair_halves_admits_row_sums_and_refuses_column_partials():
+    """The halves form covers maps and row reductions of the wide tiles (each half reduced, both
+    combined per row; the F2 proof: the half is a register bit of the narrow tile's layout), but
+    not a column reduction, which needs the wide tile in column order."""
+    from coda_ir.analysis.linear_layout import Level
+    from coda_ir.transforms.legality import pair_halves, prove_kernel
+
+    kernel, pm = _kernel_and_pair_map(PASS.replace("{AXIS}", "rows").replace("{L}", "37").replace("{DIM}", "1"))
+    halves = pair_halves(kernel, pm)
+    assert halves is not None and [op.name for op in halves] == ["coda.load", "coda.map", "coda.reduce"]
+    proof = prove_kernel(kernel)
+    assert proof.ok and proof.gathered == [pm]
+    (p,) = [p for p in proof.proofs if p.op is pm]
+    assert p.level <= Level.CTA and "handled in halves" in p.reason
+
+    kernel, pm = _kernel_and_pair_map(PASS.replace("{AXIS}", "cols").replace("{L}", "192").replace("{DIM}", "0"))
+    assert pair_halves(kernel, pm) is None
+    assert not prove_kernel(kernel).gathered  # no halves: exchanged in a whole-row tile instead
+
+
+def test_pair_halves_record_is_verified():
+    """`coda.pair_halves` marks only loads, maps and row reductions of elementwise kernels."""
+    text = PASS.replace("{AXIS}", "rows").replace("{L}", "37").replace("{DIM}", "1")
+    bad = text.replace("-> !coda.tile<37x192xf32> {\n    ^bb0(%x", "-> !coda.tile<37x192xf32> attributes {coda.pair_halves = 96 : i64} {\n    ^bb0(%x")
+    assert bad != text
+    with pytest.raises(coda_ir.CompileError, match="coda.pair_halves marks coda.load, coda.map or coda.reduce"):
+        coda_ir.parse(bad)

@@ -3,6 +3,7 @@
 // RUN: coda-opt %s --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=EPI
 // RUN: coda-opt %s --split-input-file -p 'nn-plan{gated-grad=separate}' 2>&1 | filecheck %s --check-prefix=FORCED
 // RUN: not coda-opt %s --split-input-file -p 'nn-plan{gated-grad=sometimes}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: coda-opt %s --split-input-file -t 'io-report{decisions=true}' 2>&1 | filecheck %s --check-prefix=IO
 
 // The down-projection dgrad of the LLaMA backward (what nn-autodiff writes): dy = dout @ Wd,
 // the SwiGLU backward dz of the saved z, and the z . dz row sums of the norm backward.
@@ -15,11 +16,11 @@
 // pass, whose pairs (j, j + F) are read from memory as two [BM, BN] halves (coda.gathered,
 // and coda.pair_halves on the ops that use the wide tiles again).
 
-// CHECK: gated_grad_plan.mlir:49:3: remark: 'nn.swiglu_grad' op nn.swiglu_grad not fused into the epilogue of 'nn.matmul' (
+// CHECK: gated_grad_plan.mlir:{{[0-9]+}}:3: remark: 'nn.swiglu_grad' op nn.swiglu_grad not fused into the epilogue of 'nn.matmul' (
 // CHECK-SAME: the IO model found a separate pass cheaper (the epilogue holds z and dz beside the accumulator: spills,
 // CHECK-SAME: separate (plain GEMM storing dy [16384x8192], then one pass over dy and z) [[S:[0-9.]+]] us vs in the epilogue (tile {{.*}}, 672 registers per thread) [[E:[0-9.]+]] us
 // Remarks come first (stderr); the second is @down_dgrad_8b's, F = 14336 (not a power of two).
-// CHECK: gated_grad_plan.mlir:66:3: remark: 'nn.swiglu_grad' op nn.swiglu_grad not fused into the epilogue of 'nn.matmul' (
+// CHECK: gated_grad_plan.mlir:{{[0-9]+}}:3: remark: 'nn.swiglu_grad' op nn.swiglu_grad not fused into the epilogue of 'nn.matmul' (
 // CHECK-SAME: separate (plain GEMM storing dy [8192x14336], then one pass over dy and z) {{[0-9.]+}} us vs in the epilogue
 // CHECK-LABEL: func.func @down_dgrad_1b
 // CHECK:       %[[DY:.*]] = coda.gemm %d, %wd : {{.*}} -> tensor<16384x8192xbf16> attributes {coda.origin = "nn.matmul"} {
@@ -42,6 +43,11 @@
 
 // FORCED-NOT:  remark
 // FORCED:      nn.swiglu_grad %dy, %z {in_producer_epilogue = false}
+
+// The io-report's decisions print the same predictions as the remark.
+// IO:  dy [16384x8192], then one pass over dy and z) [[S:[0-9.]+]] us vs in the epilogue (tile {{.*}}) [[E:[0-9.]+]] us
+// IO: gated_grad_plan(dz: M=16384, F=8192, K=2048) -> separate (epilogue [[E]] us, separate [[S]] us)
+// IO: gated_grad_plan(dz: M=8192, F=14336, K=4096) -> separate
 
 // BAD: pass option gated-grad must be auto, epilogue or separate, got 'sometimes'
 func.func @down_dgrad_1b(%d: tensor<16384x2048xbf16>, %wd: tensor<2048x8192xbf16>, %z: tensor<16384x16384xbf16>) -> (tensor<16384x16384xbf16>, tensor<16384xf32>) {
