@@ -300,9 +300,11 @@ def _prove_grouped(kernel: Operation, op: Operation, width: int, group_what: str
     bm, _, warps = _config(kernel)
     tried: list[str] = []
     gathers = gather_applies(kernel, op)
-    # a standalone kernel reads pairs from memory rather than widen its column tile past the
-    # runtime's own choice (a 2F-wide tile of SwiGLU's backward at F = 8192: whole rows, few programs)
-    widest = elementwise_config(m, n).bn if gathers else None
+    # a standalone kernel reads pairs from memory (two [BM, BN] loads, as fast as one wide tile)
+    # rather than widen its column tile past the runtime's own choice (a 2F-wide tile of SwiGLU's
+    # backward at F = 8192: whole rows, few programs); gathered segments cost w loads per column,
+    # so a segment reduction keeps the widest tile that holds its segments
+    widest = elementwise_config(m, n).bn if gathers and isinstance(op, coda.PairMapOp) else None
     for bn in _bn_candidates(kernel):
         if (bn * width) % n:
             continue
