@@ -14,6 +14,8 @@ in rotating order). Variants (`--variants`, comma-separated group names):
   coda      `coda fwd`: `coda_ir.compile(text, pipeline="nn-to-coda")`, one call of llama_block
   derived   `coda fwd+bwd (derived)`: pipeline "nn-autodiff,nn-to-coda": llama_block_fwd, then
             llama_block_bwd(*saved, dx2, dr); also its forward alone (`coda fwd (derived f_fwd)`)
+  derived-epilogue  the same with `nn-to-coda{gated-grad=epilogue}`: the SwiGLU backward forced
+            into the down-projection dgrad GEMM's epilogue (what `auto` chose before session 9)
   hand      `coda fwd+bwd (hand-written)`: generate.py's coda_llama_fwd/coda_llama_bwd at the
             shape (examples/coda/llama_{fwd,bwd}.mlir at 8B)
   gemms     `gemms fwd`: the 4 cuBLAS F.linear GEMMs; `gemms fwd+bwd`: those plus dX = dY @ W and
@@ -69,11 +71,11 @@ SHAPES = {
     "smoke": Llama("smoke", m=64, d=64, f=96, hd=16, hq=2, hkv=1, eps=1e-5, theta=500000.0),
 }
 # Built in this order (most wanted first: a spent --budget-s skips the tail).
-GROUPS = ("gemms", "eager", "coda", "derived", "compile", "liger", "hand", "compile-max")
+GROUPS = ("gemms", "eager", "coda", "derived", "compile", "liger", "hand", "compile-max", "derived-epilogue")
 # A group starts only with this much of its shape's build budget left (s): roughly its cold
 # cost on the lent H100 (Triton compiles ~3-5 s per GEMM kernel and candidate: derived has 16 GEMM
 # launch sites, hand-written 12, the forward 4); a fifth of it when the autotune cache was warm.
-MIN_LEFT = {"coda": 40, "derived": 150, "hand": 120, "compile": 30, "liger": 10, "compile-max": 120}
+MIN_LEFT = {"coda": 40, "derived": 150, "derived-epilogue": 150, "hand": 120, "compile": 30, "liger": 10, "compile-max": 120}
 # Hopper candidates kept by --tune short (indices into coda_ir.tiling.TMA_CANDIDATES): 128x256 s3,
 # 128x256 s4, 128x128 w8 s4 -- the winners of every earlier 8B run (bench/RESULTS.md).
 SHORT_TMA = (0, 2, 5)
@@ -467,10 +469,14 @@ class ShapeRun:
         if ok:
             self.register("coda", "coda fwd", lambda: run(*self.inputs))
 
-    def g_derived(self):
+    def g_derived_epilogue(self):
+        """The derived program with the gated backward forced into the dgrad GEMM's epilogue."""
+        self.g_derived("nn-autodiff,nn-to-coda{gated-grad=epilogue}", " gated-grad=epilogue")
+
+    def g_derived(self, pipeline: str = "nn-autodiff,nn-to-coda", tag: str = ""):
         rec: dict = {"kind": "coda"}
-        self.row["variants"]["coda derived"] = rec
-        prog = self.compile_coda(self.text, "nn-autodiff,nn-to-coda", rec)
+        self.row["variants"]["coda derived" + tag] = rec
+        prog = self.compile_coda(self.text, pipeline, rec)
         f_fwd, f_bwd = getattr(prog, f"{F_NAME}_fwd"), getattr(prog, f"{F_NAME}_bwd")
         rec["kernels_fwd"] = prog.kernel_count(f"{F_NAME}_fwd")
         rec["kernels_bwd"] = prog.kernel_count(f"{F_NAME}_bwd")
@@ -508,9 +514,9 @@ class ShapeRun:
         rec["peak_mib_fwd_bwd"] = peak_mib(fb, self.dev)
         rec["peak_mib_fwd"] = peak_mib(lambda: f_fwd(*inputs), self.dev)
         if ok:
-            self.register("coda derived", "coda fwd (derived f_fwd)", lambda: f_fwd(*inputs),
-                          "coda fwd+bwd (derived)", fb)
-        if self.args.warm_compile and self.dev == "cuda" and time.time() < self.deadline - 150 * self.cost_scale:
+            self.register("coda derived" + tag, f"coda fwd (derived f_fwd{tag})", lambda: f_fwd(*inputs),
+                          f"coda fwd+bwd (derived{tag})", fb)
+        if not tag and self.args.warm_compile and self.dev == "cuda" and time.time() < self.deadline - 150 * self.cost_scale:
             rec["warm_compile"] = warm_compile_probe(self.key, self.args)
             self.log(f"    warm compile (new process, disk caches): {rec['warm_compile']}")
 

@@ -27,7 +27,7 @@ from coda_ir import testing  # noqa: E402
 from coda_ir.dialects import coda  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_block import SHAPES  # noqa: E402
+from bench_block import SHAPES, set_tuning  # noqa: E402
 from generate import nn_llama_block  # noqa: E402
 
 
@@ -37,8 +37,11 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--pipeline", default="nn-autodiff,nn-to-coda")
     ap.add_argument("--no-plain", action="store_true", help="skip timing the plain GEMMs")
+    ap.add_argument("--tune", choices=("short", "full", "off"), default="full",
+                    help="bound the coda GEMM autotuner as bench_block.py --tune does")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
+    set_tuning(args.tune)
     s = SHAPES[args.shape]
     text = nn_llama_block(s, fname="llama_block")
     program = coda_ir.compile(text, pipeline=args.pipeline)
@@ -91,7 +94,8 @@ def main() -> int:
     print("\nplain cuBLAS GEMM per coda.gemm (function, origin, M, N, K, ms)")
     for row in plain:
         print(row)
-    with open(Path(args.out) / f"profile_{args.shape}.json", "w") as fh:
+    tag = "" if args.pipeline == "nn-autodiff,nn-to-coda" else "_" + "".join(c if c.isalnum() else "_" for c in args.pipeline)
+    with open(Path(args.out) / f"profile_{args.shape}{tag}.json", "w") as fh:
         json.dump({"kernels": rows, "plain": plain}, fh, indent=1)
     return 0
 

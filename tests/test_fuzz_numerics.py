@@ -179,10 +179,23 @@ def test_pinned_program_matches_float64_in_every_pipeline(name):
     check_program(source, rows, seed=len(name), backward=[*BACKWARD, *BACKWARD_VARIANTS])
 
 
+COLUMN_BIAS_GEGLU = """func.func @f(%x: tensor<7x48xbf16>, %b: tensor<48xbf16>) -> (tensor<7x24xbf16>, tensor<7x48xbf16>) {
+  %r = "nn.add"(%x, %b) : (tensor<7x48xbf16>, tensor<48xbf16>) -> tensor<7x48xbf16>
+  %g = "nn.geglu"(%r) <{approximate = "none"}> : (tensor<7x48xbf16>) -> tensor<7x24xbf16>
+  func.return %g, %r : tensor<7x24xbf16>, tensor<7x48xbf16>
+}
+"""
+
+
 def test_regathered_pair_map_in_the_triton_source():
-    """The fused GeGLU of `fused-producer-geglu` exchanges pairs inside a whole-row tile."""
-    program = coda_ir.compile(PINNED["fused-producer-geglu"][1], "nn-to-coda")
+    """A GeGLU over a column-bias add (a column vector needs the wide tile in column order)
+    exchanges pairs inside a whole-row tile; the fused GeGLU of `fused-producer-geglu` (relu of a
+    load) reads its pair halves from memory and applies relu to each half (`coda.pair_halves`)."""
+    program = coda_ir.compile(COLUMN_BIAS_GEGLU, "nn-to-coda")
     assert "pairs exchanged in a whole-row tile" in program.source and "tl.gather" in program.source
+    check_program(COLUMN_BIAS_GEGLU, 7, seed=0, forward=["nn-to-coda"], backward=[])
+    program = coda_ir.compile(PINNED["fused-producer-geglu"][1], "nn-to-coda")
+    assert "pairs gathered from memory" in program.source and "once per pair half" in program.source
 
 
 # Found by the fuzzer (seed 108 of random_nn.RandomChooser), with the inputs it failed on: a

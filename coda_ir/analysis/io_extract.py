@@ -544,7 +544,8 @@ def _gemm_producer(value: SSAValue) -> tuple[int | None, bool]:
 def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[str, m.Decision]]:
     """What the decision API of io_model says for the choices this nn function offers:
     `stats_plan` per RMSNorm, `qk_norm_tile_width` per head RMSNorm fed by a GEMM, and
-    `store_or_recompute` (for backward) per gated activation. Each entry: (call, decision)."""
+    `store_or_recompute` (for backward) per gated activation, `gated_grad_plan` per gated
+    backward whose dy a GEMM produces. Each entry: (call, decision)."""
     gpu = m.as_gpu(gpu)
     names = _Names()
     out: list[tuple[str, m.Decision]] = []
@@ -573,4 +574,11 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
             d = m.store_or_recompute(rows, cols, dtype=dtype, gpu=gpu, recompute_flops_per_element=flops,
                                      recompute_sfu_per_element=sfu)
             out.append((f"store_or_recompute({label}: M={rows}, N={cols}, from the saved pre-activation)", d))
+        elif op.name in ("nn.swiglu_grad", "nn.geglu_grad"):
+            k, through_add = _gemm_producer(op.operands[0])
+            if k is None or through_add:  # nn-plan asks only when a GEMM produces dy itself
+                continue
+            f = cols // 2
+            d = m.gated_grad_plan(rows, f, K=k, dtype=dtype, gpu=gpu)
+            out.append((f"gated_grad_plan({label}: M={rows}, F={f}, K={k})", d))
     return out

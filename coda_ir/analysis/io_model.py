@@ -104,6 +104,12 @@ its `PlanCost` (predicted time, bytes, kernels), so a pass can print why it chos
   once (one more launch, L2-resident reads). Priced with `SINCOS_INSTR_PER_PAIR` and
   `rope_angle_instr`, and `Kernel.exposed_flops` (epilogue arithmetic added per wave).
 
+* `gated_grad_plan(M, F, *, K, dtype="bf16", gpu=None, tile=None) -> Decision[choice in
+  {"epilogue", "separate"}]`: a gated activation's backward (dz [M, 2F] and the z . dz row
+  partials) in the epilogue of the GEMM producing dy [M, F] (`GATED_GRAD_LIVE_TILES` live tiles:
+  spills, priced by `spill_s`; z loads, dz stores and spills exposed after each tile's mainloop)
+  or as the plain GEMM storing dy plus one elementwise pass.
+
 All of them take `gpu` as a `GPU` or a name ("h100", "h200"); `None` means "h100".
 `coda-opt FILE -t 'io-report{decisions=true}'` prints what they choose for each choice an
 nn function offers (io_extract.nn_decisions).
@@ -933,6 +939,85 @@ def rope_table_plan(M: int, N: int, head_dim: int, *, K: int, dtype: str = "bf16
     }
     choice, reason = _decide(costs)
     return Decision(choice, costs, reason)
+
+
+GATED_GRAD_LIVE_TILES = 5.0
+"""Live fp32 values per accumulator element in the epilogue of a gated backward fused into the
+GEMM producing dy (`dy = dout @ Wd`): the accumulator dy (1), the 2N-wide tile of z (2), read by
+the pair map and again by the z . dz row partials, and the 2N-wide dz (2), stored and read by
+the partials. Registers 5 BM BN / threads + REG_OVERHEAD: 352 at 128x128 with 8 warps, 672 at
+128x256 (compiled on the H100, bench/RESULTS.md session 8: 255 + 72 spilled, 255 + 568)."""
+
+GATED_GRAD_FLOPS_PER_PAIR = 16.0
+"""Arithmetic of one (gate, up) pair of the SwiGLU backward and its two z . dz products
+(sigmoid as exp + add + divide, 8 multiplies, 3 adds, the two roundings of dz)."""
+
+
+def spill_s(tile: GemmConfig, regs: int, waves: int, gpu: GPU) -> float:
+    """Time of the register spills of a GEMM epilogue that needs `regs` registers per thread
+    (above `regs_per_thread`), exposed after each wave's mainloop (one CTA per SM: nothing
+    overlaps it). Each spilled 32-bit value is written to local memory and read back once; the
+    shared-memory carve-out of a pipelined mainloop leaves L1 too small for a tile's spills, so
+    they travel to L2 and back at one SM's share of the L2 bandwidth."""
+    excess = regs - gpu.regs_per_thread
+    if excess <= 0:
+        return 0.0
+    per_tile = 2.0 * excess * 4 * tile.threads
+    return waves * per_tile / (gpu.l2_bw / gpu.sms)
+
+
+def gated_grad_plan(M: int, F: int, *, K: int, dtype: str = "bf16", gpu: GPU | str | None = None,
+                    tile: GemmConfig | None = None) -> Decision:
+    """Where the backward of a gated activation (`nn.swiglu_grad`: dz [M, 2F] from dy [M, F] and
+    the saved z [M, 2F], plus the `z . dz` row partials of the norm backward that follows) runs,
+    when dy = dout @ Wd is a GEMM [M, F] with contraction K. Choice in {"epilogue", "separate"}:
+
+    "epilogue": the GEMM's epilogue loads z, writes dz and the row partials. It holds
+    `GATED_GRAD_LIVE_TILES` tiles of live values, so wide tiles spill (`spill_s`); with one CTA
+    per SM everything the epilogue does follows the tile's mainloop: the z loads (exposed, as
+    every epilogue load), the dz stores, which double the tile's output bytes and drain at the
+    SM's share of the bandwidth before its next tile starts, and the spills.
+    "separate": the plain GEMM stores dy (its epilogue hides under the next tile's mainloop),
+    then one elementwise pass reads dy and z and writes dz and the partials, at full bandwidth.
+    Each plan runs at its cheapest tile, spills priced (an autotuner picks a spilling tile when
+    it is fastest, as it does for this kernel).
+    """
+    gpu = as_gpu(gpu)
+    a = Tensor("dout", (M, K), dtype)
+    w = Tensor("w_down", (K, F), dtype, "weight")
+    z = Tensor("z", (M, 2 * F), dtype)
+    dz = Tensor("dz", (M, 2 * F), dtype)
+    dy = Tensor("dy", (M, F), dtype)
+    pairs = float(M * F)
+    flops = GATED_GRAD_FLOPS_PER_PAIR * pairs
+    candidates = (tile,) if tile is not None else IO_MODEL_TILES
+    fused_costs = []
+    for t in candidates:
+        tn = math.ceil(F / t.bn)
+        part = Tensor("partials", (M, tn), "f32", "partials")
+        k = Kernel("gemm_gated_grad", "gemm", (z,), (dz, part), gemm=GemmSpec(M, F, K, a, w), tile=t,
+                   exposed_flops=flops, sfu_ops=pairs, live_tiles=GATED_GRAD_LIVE_TILES)
+        c = kernel_cost(k, gpu)
+        waves = math.ceil(math.ceil(M / t.bm) * tn / gpu.sms)
+        # the dz stores beyond a plain kernel's output (dz is two dy-sized tiles) drain before
+        # the SM's next tile, and the spills go to L2 and back
+        extra = (dz.nbytes - dy.nbytes) / gpu.hbm_bw + spill_s(t, c.regs_per_thread, waves, gpu)
+        fused_costs.append(replace(c, exposed_s=c.exposed_s + extra))
+    fused = min(fused_costs, key=lambda c: c.time_s)
+    plain = _best_tile_cost(Kernel("gemm_dy", "gemm", (), (dy,), gemm=GemmSpec(M, F, K, a, w), tile=tile), gpu)
+    et = elementwise_tile(M, F)
+    part = Tensor("partials", (M, math.ceil(F / et.bn)), "f32", "partials")
+    pass_ = Kernel("gated_grad", "elementwise", (dy, z), (dz, part), tile=et, epilogue_flops=flops, sfu_ops=pairs)
+    costs = {
+        "epilogue": PlanCost((fused,), f"tile {fused.tile.describe() if fused.tile else '-'}, "
+                             f"{fused.regs_per_thread} registers per thread"),
+        "separate": PlanCost((plain, kernel_cost(pass_, gpu)),
+                             f"plain GEMM tile {plain.tile.describe() if plain.tile else '-'}"),
+    }
+    choice = min(costs, key=lambda k: (costs[k].time_s, list(costs).index(k)))
+    runner = next(k for k in costs if k != choice)
+    saved = costs[runner].time_s - costs[choice].time_s
+    return Decision(choice, costs, f"{saved * 1e6:.1f} us faster than {runner}")
 
 
 # ============================================================================ calibration files

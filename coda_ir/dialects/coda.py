@@ -342,6 +342,15 @@ group or segment no power-of-two column tile holds and which cannot read its gro
 (computed values, a gemm epilogue): its kernel's column tile covers the whole row (recorded as
 `bn_multiple_of` >= N) and the op exchanges values inside it (`tl.gather`)."""
 
+PAIR_HALVES = "coda.pair_halves"
+"""Integer attribute (the pair stride s) `coda-legalize` puts on the ops of a standalone
+elementwise kernel that handle a `coda.gathered` pair_map's wide (2 x pairs) tiles as their two
+halves, each at the tile's pair-index columns p: the first at column
+(p // s) * 2s + p % s, the second s further. A `coda.load` of a kernel input reads both halves,
+a `coda.map` runs once per half, a `coda.reduce` over the columns (dim 1) combines both halves'
+partials of each row. So a gathered pair_map's wide results may be read again (SwiGLU backward's
+`z . dz` row partials) and its wide inputs read by other ops, and any pair stride compiles."""
+
 SEPARATE = "coda.separate"
 """Unit attribute on a `coda.elementwise` kernel: the plan (`nn-plan`, the IO model) keeps it out
 of its producing GEMM's epilogue although fusing it would be legal (e.g. a QK-norm whose
@@ -408,6 +417,12 @@ def is_gathered(op: Operation) -> bool:
     return isinstance(op.attributes.get(GATHERED), UnitAttr)
 
 
+def pair_halves_stride(op: Operation) -> int | None:
+    """The pair stride of a `coda.pair_halves` op (None: the op handles whole tiles)."""
+    attr = op.attributes.get(PAIR_HALVES)
+    return attr.value.data if isinstance(attr, IntegerAttr) else None
+
+
 def is_row_exchanged(op: Operation) -> bool:
     """Whether coda-legalize marked `op` to exchange its pairs / segments inside a whole-row tile."""
     return isinstance(op.attributes.get(ROW_EXCHANGE), UnitAttr)
@@ -431,6 +446,17 @@ def _verify_recorded_decisions(kernel: Operation) -> None:
                     raise VerifyException(f"{name} on '{op.name}' must be a unit attribute")
                 if not isinstance(op, (PairMapOp, SegmentReduceOp)):
                     raise VerifyException(f"{name} only marks coda.pair_map or coda.segment_reduce, not '{op.name}'")
+            halves = op.attributes.get(PAIR_HALVES)
+            if halves is not None:
+                if not (isinstance(halves, IntegerAttr) and halves.value.data > 0):
+                    raise VerifyException(f"{PAIR_HALVES} on '{op.name}' must be a positive integer (the pair stride)")
+                if not isinstance(op, (LoadOp, MapOp, ReduceOp)) or not isinstance(kernel, ElementwiseOp):
+                    raise VerifyException(
+                        f"{PAIR_HALVES} marks coda.load, coda.map or coda.reduce of a coda.elementwise kernel, "
+                        f"not '{op.name}' in '{kernel.name}'")
+                if isinstance(op, ReduceOp) and (op.dim.value.data != 1 or op.kind.data not in (
+                        ReduceKind.SUM, ReduceKind.SUMSQ, ReduceKind.MAX)):
+                    raise VerifyException(f"{PAIR_HALVES} on coda.reduce needs dim 1 and sum, sumsq or max")
             if GATHERED in op.attributes and not isinstance(kernel, ElementwiseOp):
                 raise VerifyException(f"{GATHERED} ops read from memory: only in a coda.elementwise kernel, not '{kernel.name}'")
 

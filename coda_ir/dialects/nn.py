@@ -493,7 +493,9 @@ change what the op computes (the reference ignores them), only how the later pas
 `cos_sin_table` on nn.rope / nn.rope_grad: read cos/sin from [M, head_dim/2] tables that one
 small kernel computes, instead of sin/cos per pair in the epilogue; `in_producer_epilogue =
 false` on nn.head_rms_norm: keep the norm out of its producing GEMM's epilogue (per-head
-partials do not pay at this shape); `stats_in_producer_epilogue = false` on nn.rms_norm: take the
+partials do not pay at this shape), and on nn.swiglu_grad / nn.geglu_grad: keep the gated
+backward (and the `z . dz` row partials that join it) out of the epilogue of the GEMM producing
+dy (a plain GEMM storing dy, then one elementwise pass over dy and z); `stats_in_producer_epilogue = false` on nn.rms_norm: take the
 row statistics in a row kernel, not as partials in the producing GEMM's epilogue (coda-defer-norms
 leaves the norm alone). Absent: no plan, the default construction."""
 
@@ -844,6 +846,7 @@ class _GatedGradOp(NNOperation):
     dy = operand_def(TensorType)
     z = operand_def(TensorType)
     result = result_def(TensorType)
+    in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
     def verify_(self) -> None:

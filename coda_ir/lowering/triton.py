@@ -434,6 +434,7 @@ class _EpilogueEmitter:
         # wide pair_map results gathered from memory (`gathers_pairs`): value -> (first half,
         # second half, first-column variable, stride, the pair-index columns)
         self.gathered: dict[SSAValue, tuple[str, str, str, int, _Cols]] = {}
+        self.pair_firsts: dict[int, tuple[str, _Cols]] = {}  # stride -> first-column variable, pair columns
 
     # -------------------------------------------------------------- helpers
     def emit(self, text: str) -> None:
@@ -650,6 +651,8 @@ class _EpilogueEmitter:
         if isinstance(op, coda.LoadOp) and op.period is not None:
             self.emit(f"# {op.name} cols_period {op.period}")
             self.assign(op.result, self.load_periodic(op))
+        elif isinstance(op, (coda.LoadOp, coda.MapOp, coda.ReduceOp)) and coda.pair_halves_stride(op) is not None:
+            self.emit_halves(op)
         elif isinstance(op, coda.LoadOp):
             if op.result.uses and all(
                 self.gathers_pairs(u.operation) and u.operation.is_wide(op.result) for u in op.result.uses  # type: ignore[attr-defined]
@@ -731,16 +734,71 @@ class _EpilogueEmitter:
         if self.h or self.hw or self.whole is not None or self.vec_cache is not None:
             raise InternalCompilerBug(op, "is marked coda.gathered in an interleaved, whole-row or sub-tiled epilogue")
 
+    def pair_first(self, op: Operation, stride: int, pairs: int) -> tuple[str, _Cols]:
+        """The first column of each pair of the tile's pair indices p (the second is `stride`
+        further), and the pair-index columns: emitted once per stride."""
+        if stride not in self.pair_firsts:
+            c = self.cols(op, pairs)
+            first = self.fresh("pfirst")
+            self.emit(f"{first} = ({c.cols} // {stride}) * {2 * stride} + {c.cols} % {stride}")
+            self.pair_firsts[stride] = (first, c)
+        return self.pair_firsts[stride]
+
+    def emit_halves(self, op: Operation) -> None:
+        """An op coda-legalize marked `coda.pair_halves`: it handles a gathered pair_map's wide
+        tiles as their two halves at the tile's pair-index columns (load both from memory, map
+        each, reduce both into one row partial)."""
+        self.check_gatherable(op)
+        stride = coda.pair_halves_stride(op)
+        assert stride is not None
+        if isinstance(op, coda.LoadOp):
+            ty = op.result.type
+            assert isinstance(ty, coda.TileType)
+            first, c = self.pair_first(op, stride, ty.cols // 2)
+            ptr, rows = self.ptr(op, op.source), self.row_offsets()
+            conv = _to_f32(op.source.type.get_element_type())  # type: ignore[attr-defined]
+            base = f"{ptr} + {rows}[:, None] * {ty.cols}"
+            self.emit(f"# {op.name}, pair halves (columns first, first + {stride})")
+            a = self.assign(op.result, f"tl.load({base} + {first}[None, :], mask={c.mask2}, other=0){conv}", "pa")
+            b = self._named(f"tl.load({base} + ({first} + {stride})[None, :], mask={c.mask2}, other=0){conv}", "pb")
+            self.gathered[op.result] = (a, b, first, stride, c)
+        elif isinstance(op, coda.MapOp):
+            self.emit(f"# {op.name}, once per pair half")
+            halves = [self.gathered[v] for v in op.inputs]
+            _, _, first, _, c = halves[0]
+            shape = f"(BM, {c.tw})"
+            outs: list[list[str]] = []
+            for k in range(2):
+                yielded = self.scalars.emit_block(op.body.blocks[0], [h[k] for h in halves])
+                outs.append([self.full(e, shape, r.type.element_type) if e in self.scalars.consts else e  # type: ignore[attr-defined]
+                             for e, r in zip(yielded, op.outputs)])
+            for j, result in enumerate(op.outputs):
+                a = self.assign(result, outs[0][j], "pw")
+                b = self._named(outs[1][j], "pw")
+                self.gathered[result] = (a, b, first, stride, c)
+        else:
+            assert isinstance(op, coda.ReduceOp)
+            a, b, _, _, c = self.gathered[op.tile]
+            kind = op.kind.data
+            self.emit(f"# {op.name} {kind.value} dim 1 over both pair halves")
+            if kind == coda.ReduceKind.MAX:
+                self.assign(op.result, f'tl.maximum(tl.max(tl.where({c.mask2}, {a}, -float("inf")), axis=1), '
+                                       f'tl.max(tl.where({c.mask2}, {b}, -float("inf")), axis=1))', "p")
+            else:
+                sq = (lambda x: f"{x} * {x}") if kind == coda.ReduceKind.SUMSQ else (lambda x: x)
+                self.assign(op.result, f"tl.sum(tl.where({c.mask2}, {sq(a)}, 0.0), axis=1) + "
+                                       f"tl.sum(tl.where({c.mask2}, {sq(b)}, 0.0), axis=1)", "p")
+
     def emit_gathered_pair_map(self, op: coda.PairMapOp) -> None:
         stride, pairs = op.stride.value.data, op.pair_count()
-        c = self.cols(op, pairs)  # the tile's pair indices p; each is (first, first + stride)
         rows = self.row_offsets()
-        first = self.fresh("pfirst")
         self.emit(f"# {op.name} stride {stride}, pairs gathered from memory")
-        self.emit(f"{first} = ({c.cols} // {stride}) * {2 * stride} + {c.cols} % {stride}")
+        first, c = self.pair_first(op, stride, pairs)  # the tile's pair indices p; each is (first, first + stride)
         args: list[str] = []
         for value in op.inputs:
-            if op.is_wide(value):
+            if op.is_wide(value) and value in self.gathered:  # loaded in halves (coda.pair_halves)
+                args += list(self.gathered[value][:2])
+            elif op.is_wide(value):
                 load = value.owner
                 assert isinstance(load, coda.LoadOp)
                 ptr = self.ptr(op, load.source)

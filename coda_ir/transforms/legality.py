@@ -36,18 +36,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import TensorType, UnitAttr
+from xdsl.dialects.builtin import IntegerAttr, TensorType, UnitAttr, i64
 from xdsl.ir import BlockArgument, Operation
 
 from coda_ir.analysis import linear_layout as ll
 from coda_ir.analysis.linear_layout import Level
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import TileType
-from coda_ir.tiling import ELEMENTWISE_BNS, GEMM_BNS, MAX_GEMM_BN, MAX_ROW_EXCHANGE_ELEMENTWISE, pow2_at_least
+from coda_ir.tiling import (
+    ELEMENTWISE_BNS,
+    GEMM_BNS,
+    MAX_GEMM_BN,
+    MAX_ROW_EXCHANGE_ELEMENTWISE,
+    elementwise_config,
+    pow2_at_least,
+)
 
 CONSTRAINTS = coda.CONSTRAINTS
 GATHERED = coda.GATHERED
 ROW_EXCHANGE = coda.ROW_EXCHANGE
+PAIR_HALVES = coda.PAIR_HALVES
 
 
 @dataclass
@@ -59,6 +67,8 @@ class OpProof:
     bn_multiple_of: int = 1
     gathered: bool = False
     row_exchange: bool = False
+    halves: tuple[Operation, ...] = ()
+    """Ops that handle the gathered pair_map's wide tiles as two halves (`coda.pair_halves`)."""
 
 
 @dataclass
@@ -109,12 +119,18 @@ def record(proof: KernelProof) -> None:
     elif CONSTRAINTS in kernel.attributes:
         del kernel.attributes[CONSTRAINTS]
     marks = {GATHERED: set(proof.gathered), ROW_EXCHANGE: set(proof.row_exchanged)}
+    halves = {h: p.op.stride.value.data for p in proof.proofs if p.ok and p.gathered  # type: ignore[attr-defined]
+              for h in p.halves}
     for op in kernel.regions[0].walk():
         for name, ops in marks.items():
             if op in ops:
                 op.attributes[name] = UnitAttr()
             elif name in op.attributes:
                 del op.attributes[name]
+        if op in halves:
+            op.attributes[PAIR_HALVES] = IntegerAttr(halves[op], i64)
+        elif PAIR_HALVES in op.attributes:
+            del op.attributes[PAIR_HALVES]
 
 
 def kernel_columns(kernel: Operation) -> tuple[int, int]:
@@ -190,20 +206,87 @@ def row_exchange_applies(kernel: Operation, op: Operation) -> bool:
     return not any(isinstance(v.type, TileType) and v.type.cols in permuted for v in [*op.operands, *op.results])
 
 
+HALF_REDUCTIONS = (coda.ReduceKind.SUM, coda.ReduceKind.SUMSQ, coda.ReduceKind.MAX)
+
+
+def pair_halves(kernel: Operation, op: coda.PairMapOp) -> tuple[Operation, ...] | None:
+    """The ops that can handle a gathered pair_map's wide (2 x pairs) tiles as two halves at the
+    tile's pair-index columns (`coda.pair_halves`), or None when some use of them cannot.
+
+    Starting from the pair_map's wide operands and results, every user of a wide value must be:
+    a store (`coda.yield`: each half stored at its own columns); this pair_map or another of the
+    same stride and pair count (it reads the same halves); a `coda.map` (elementwise: run once
+    per half; its other tile operands join, so they must be wide values of this set or plain
+    loads of kernel inputs); or a `coda.reduce` over the columns (sum, sum of squares, max: each
+    half reduced, the two combined per row). A wide operand must be a plain load of a kernel
+    input (both halves read from memory) or a value of the set. Any other use (broadcasts,
+    column vectors, column partials, other pairings) would need the wide tile in column order."""
+    pairs, stride = op.pair_count(), op.stride.value.data
+    wide = 2 * pairs
+    block = kernel.regions[0].blocks[0]
+    members: list[Operation] = []
+    values: set = set()
+    work = [v for v in [*op.inputs, *op.outputs] if op.is_wide(v)]
+    while work:
+        v = work.pop()
+        if v in values:
+            continue
+        values.add(v)
+        owner = v.owner
+        if isinstance(owner, coda.LoadOp):
+            if not _plain_load_of_input(kernel, v, wide):
+                return None
+            if not all(isinstance(u.operation, coda.PairMapOp) for u in v.uses):
+                members.append(owner)  # read by other ops too: loaded once, in halves (else inside the pair_maps)
+        elif isinstance(owner, coda.MapOp):
+            if owner.parent_block() is not block:
+                return None
+            members.append(owner)
+            work += [*owner.inputs, *owner.outputs]
+        elif owner is not op:
+            return None
+        for use in v.uses:
+            user = use.operation
+            if isinstance(user, coda.YieldOp) and user.parent_op() is kernel:
+                continue
+            if isinstance(user, coda.PairMapOp) and user.stride.value.data == stride and user.pair_count() == pairs \
+                    and user.is_wide(v):
+                continue
+            if isinstance(user, coda.MapOp) and user.parent_block() is block:
+                work += [*user.inputs, *user.outputs]
+                continue
+            if isinstance(user, coda.ReduceOp) and user.dim.value.data == 1 and user.kind.data in HALF_REDUCTIONS:
+                members.append(user)
+                continue
+            return None
+    order = {o: i for i, o in enumerate(block.ops)}
+    return tuple(sorted(set(members), key=lambda o: order.get(o, -1)))  # program order
+
+
+def _halves_level(kernel: Operation, op: coda.PairMapOp, halves: tuple[Operation, ...]) -> Level:
+    """The F2 proof of the halves form: the narrow [BM, BN] tile layout times one register bit
+    for the half. A pair's two elements sit in one thread (THREAD), and a row reduction over the
+    wide columns completes where the narrow tile's row reduction does (the half bit adds a
+    register step)."""
+    m, n = kernel_columns(kernel)
+    bm, fixed, warps = _config(kernel)
+    lay = tile_layout(kernel, bm, fixed or 64, warps) * ll.LinearLayout.identity_1d(2, "register", "half")
+    level = ll.pair_level(lay, {"half": 1})
+    if any(isinstance(h, coda.ReduceOp) for h in halves):
+        level = max(level, ll.reduction_level(lay, "dim1"), ll.reduction_level(lay, "half"))
+    return level
+
+
 def gather_applies(kernel: Operation, op: Operation) -> bool:
     """Whether `op` can read its pairs / segments straight from memory (the lowering's gathered
     form): a standalone elementwise kernel that walks no whole rows, its grouped operand a plain
-    load of a kernel input, and (pair_map) every wide result only stored."""
+    load of a kernel input, and (pair_map) every wide value handled in halves (`pair_halves`)."""
     if not isinstance(kernel, coda.ElementwiseOp) or kernel.whole is not None:
         return False
     if op.parent_block() is not kernel.regions[0].blocks[0]:
         return False
     if isinstance(op, coda.PairMapOp):
-        pairs = op.pair_count()
-        for r in op.outputs:
-            if op.is_wide(r) and not all(isinstance(u.operation, coda.YieldOp) for u in r.uses):
-                return False
-        return all(_plain_load_of_input(kernel, v, 2 * pairs) for v in op.inputs if op.is_wide(v))
+        return pair_halves(kernel, op) is not None
     if isinstance(op, coda.SegmentReduceOp):
         tile = op.tile.type
         assert isinstance(tile, TileType)
@@ -216,12 +299,21 @@ def _prove_grouped(kernel: Operation, op: Operation, width: int, group_what: str
     m, n = kernel_columns(kernel)
     bm, _, warps = _config(kernel)
     tried: list[str] = []
+    gathers = gather_applies(kernel, op)
+    # a standalone kernel reads pairs from memory (two [BM, BN] loads, as fast as one wide tile)
+    # rather than widen its column tile past the runtime's own choice (a 2F-wide tile of SwiGLU's
+    # backward at F = 8192: whole rows, few programs); gathered segments cost w loads per column,
+    # so a segment reduction keeps the widest tile that holds its segments
+    widest = elementwise_config(m, n).bn if gathers and isinstance(op, coda.PairMapOp) else None
     for bn in _bn_candidates(kernel):
         if (bn * width) % n:
             continue
         extent = bn * width // n
         if extent < 1 or extent & (extent - 1):
             continue
+        if widest is not None and bn > widest:
+            tried.append(f"BN={bn}: wider than the kernel's tile ({widest})")
+            break
         level = query(tile_layout(kernel, bm, extent, warps), extent)
         tried.append(f"BN={bn}: {level.name.lower()}")
         if level <= Level.CTA:
@@ -230,7 +322,16 @@ def _prove_grouped(kernel: Operation, op: Operation, width: int, group_what: str
                 f"{op.name} {group_what}: {level.name.lower()}-local when BN % {bn} == 0",
                 bn_multiple_of=bn,
             )
-    if gather_applies(kernel, op):
+    if gathers:
+        halves = pair_halves(kernel, op) if isinstance(op, coda.PairMapOp) else None
+        if halves:
+            level = _halves_level(kernel, op, halves)  # type: ignore[arg-type]
+            return OpProof(
+                op, level <= Level.CTA, level,
+                f"{op.name} {group_what}: pairs read from memory (gathered), the wide tiles handled in halves "
+                f"({len(halves)} ops): {level.name.lower()}-local",
+                gathered=True, halves=halves,
+            )
         return OpProof(
             op, True, Level.CTA,
             f"{op.name} {group_what}: no power-of-two tile holds whole groups; read from memory (gathered)",

@@ -641,7 +641,10 @@ def lower_gated_grad(op: nn.SwiGLUGradOp | nn.GeGLUGradOp) -> tuple[list[Operati
         return e.pair_map([e.load(dy), e.load(z)], [(m, two_f)], fn, stride=f, wide=[False, True])
 
     k = elementwise((m, f), [op.dy, op.z], build, [elt_of(op.result)])
-    return [stamp_origin(k, op)], k.results[0]
+    stamp_origin(k, op)
+    if nn.planned(op, "in_producer_epilogue") is False:  # nn-plan: the standalone pass is cheaper here
+        k.attributes[coda.SEPARATE] = UnitAttr()
+    return [k], k.results[0]
 
 
 def lower_rms_norm_rstd(op: nn.RMSNormRstdOp) -> tuple[list[Operation], SSAValue]:

@@ -24,7 +24,8 @@ statistics placement, QK-norm placement, RoPE cos/sin tables) and fuses whenever
 with sin/cos computed in the epilogue; `whole-rows-stats=false` leaves a norm whose input no
 GEMM produces to `convert-nn-to-coda` (a row kernel, or statistics + fold + apply) instead of
 one `whole rows` statistics kernel and the row scale in the consuming GEMMs; `rope-table=always|never` forces the RoPE choice
-(`auto`, the default, asks the model); `remarks-as-errors`
+(`auto`, the default, asks the model); `gated-grad=epilogue|separate` forces where a SwiGLU /
+GeGLU backward runs (in the epilogue of the GEMM producing dy, or a separate pass); `remarks-as-errors`
 turns every "did not fuse" remark into an error.
 """
 
@@ -59,6 +60,7 @@ class NNToCodaPass(ModulePass):
     cost_model: bool = True
     whole_rows_stats: bool = True
     rope_table: str = "auto"
+    gated_grad: str = "auto"
     remarks_as_errors: bool = False
 
     def stages(self) -> list[ModulePass]:
@@ -71,7 +73,7 @@ class NNToCodaPass(ModulePass):
             from coda_ir.transforms.plan import NNPlanPass
 
             stages.append(NNPlanPass(cost_model=self.cost_model, rope_table=self.rope_table, interleave=self.interleave,
-                                     epilogues=self.fuse, norm_stats=self.defer_norms))
+                                     epilogues=self.fuse, norm_stats=self.defer_norms, gated_grad=self.gated_grad))
         if self.defer_norms:
             stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors, whole_rows_stats=self.whole_rows_stats))
         stages.append(ConvertNNToCodaPass())

@@ -15,12 +15,16 @@ answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the pl
 * `stats_in_producer_epilogue = false` on `nn.rms_norm` (`io_model.stats_plan`): a row kernel
   beats per-tile statistics in the producing GEMM's epilogue plus a fold, so
   `coda-defer-norms` leaves the norm alone (only where a GEMM produces its input, another
-  consumes it, and a row kernel can hold its rows).
+  consumes it, and a row kernel can hold its rows);
+* `in_producer_epilogue = false` on `nn.swiglu_grad` / `nn.geglu_grad` whose dy a GEMM produces
+  (`io_model.gated_grad_plan`): the plain GEMM storing dy plus one elementwise pass (dz and the
+  z . dz row partials, the pair halves read as [BM, BN] tiles) beats the epilogue, which holds z
+  and dz beside the accumulator (spills) after every tile's mainloop.
 
 Each decision is stated as a remark (informational) with both predicted costs. Options:
-`cost-model=false` records no decision (sin/cos in the epilogue, QK-norm fused wherever it is
-legal, norm statistics deferred wherever they can be); `rope-table=always|never` forces the
-RoPE choice (tests, experiments); `epilogues=false` skips the RoPE and QK-norm plans and
+`cost-model=false` records no decision (sin/cos in the epilogue, QK-norm and gated backward fused
+wherever legal, norm statistics deferred wherever they can be); `rope-table=always|never` forces the
+RoPE choice (tests, experiments); `gated-grad=epilogue|separate` forces the gated backward's; `epilogues=false` skips the RoPE and QK-norm plans and
 `norm-stats=false` the statistics plan (nn-to-coda turns them off with `fuse=false` and
 `defer-norms=false`: nothing would read them).
 """
@@ -43,6 +47,7 @@ from coda_ir.transforms.kernel_builder import shape_of
 from coda_ir.transforms.lower_nn import prop_value, row_kernel_fits
 
 ROPE_TABLE_MODES = ("auto", "always", "never")
+GATED_GRAD_MODES = ("auto", "epilogue", "separate")
 GEMMS = (nn.LinearOp, nn.MatmulOp, nn.GemmOp)
 EPILOGUE_CHAIN = (nn.HeadRMSNormOp, nn.RoPEOp)  # ops that ride in the producer's epilogue
 
@@ -114,10 +119,18 @@ class NNPlanPass(ModulePass):
     """Plan the ops that ride in a GEMM's epilogue (RoPE, QK-norm): coda-fuse reads these."""
     norm_stats: bool = True
     """Plan where RMSNorm statistics are taken: coda-defer-norms reads this."""
+    gated_grad: str = "auto"
+    """Where a gated activation's backward runs: `epilogue` of the GEMM producing dy, a
+    `separate` elementwise pass, or `auto` (the IO model)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.rope_table not in ROPE_TABLE_MODES:
             raise ValueError(f"rope-table must be auto, always or never, got '{self.rope_table}'")
+        if self.gated_grad not in GATED_GRAD_MODES:
+            from coda_ir.errors import ArgumentError
+
+            raise ArgumentError(f"pass option gated-grad must be auto, epilogue or separate, got '{self.gated_grad}'",
+                                "gated-grad")
         reported: set[Operation] = set()
         for target in list(op.walk()):
             if isinstance(target, (nn.RoPEOp, nn.RoPEGradOp)) and self.epilogues:
@@ -126,6 +139,8 @@ class NNPlanPass(ModulePass):
                 self.plan_head_norm(target, reported)
             elif isinstance(target, nn.RMSNormOp) and self.cost_model and self.norm_stats:
                 self.plan_norm_stats(target)
+            elif isinstance(target, (nn.SwiGLUGradOp, nn.GeGLUGradOp)) and self.epilogues:
+                self.plan_gated_grad(target)
 
     def plan_norm_stats(self, norm: nn.RMSNormOp) -> None:
         x = norm.x
@@ -167,6 +182,39 @@ class NNPlanPass(ModulePass):
         else:
             remarks.emit_remark(rope, f"RoPE in the epilogue of {_describe(gemm)} computes sin/cos per pair: the IO "
                                 f"model found it cheaper: {text}", informational=True)
+
+    def plan_gated_grad(self, grad: Operation) -> None:
+        """`in_producer_epilogue` on a gated activation's backward whose dy a GEMM produces: in
+        that GEMM's epilogue, or a plain GEMM storing dy and one elementwise pass (the pair's two
+        halves read and written as [BM, BN] tiles, the z . dz row partials in the same pass)."""
+        gemm = grad.operands[0].owner
+        if not isinstance(gemm, GEMMS) or self.gated_grad == "epilogue":
+            return
+        if self.gated_grad == "separate":  # forced: no model, no remark
+            grad.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
+            return
+        if not self.cost_model:
+            return
+        from coda_ir.analysis import io_model
+
+        m, f, k = gemm_shape(gemm)
+        try:
+            decision = io_model.gated_grad_plan(m, f, K=k, dtype=_dtype(grad.operands[0]))
+        except (ValueError, KeyError, ZeroDivisionError):  # a shape the model cannot price: no plan
+            return
+        costs = decision.costs
+        text = (f"separate (plain GEMM storing dy [{m}x{f}], then one pass over dy and z) "
+                f"{costs['separate'].time_s * 1e6:.1f} us vs in the epilogue ({costs['epilogue'].note}) "
+                f"{costs['epilogue'].time_s * 1e6:.1f} us")
+        if decision.choice == "separate":
+            grad.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
+            remarks.emit_remark(grad, f"{grad.name} not fused into the epilogue of {_describe(gemm)}: the IO model "
+                                f"found a separate pass cheaper (the epilogue holds z and dz beside the accumulator: "
+                                f"spills, and its loads, stores and spills follow each tile's mainloop at one CTA "
+                                f"per SM): {text}", informational=True)
+        else:
+            remarks.emit_remark(grad, f"{grad.name} in the epilogue of {_describe(gemm)}: the IO model found it "
+                                f"cheaper: {text}", informational=True)
 
     def plan_head_norm(self, norm: nn.HeadRMSNormOp, reported: set[Operation]) -> None:
         gemm = producing_gemm(norm.x)

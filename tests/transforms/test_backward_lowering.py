@@ -145,9 +145,12 @@ func.func @swiglu_backward(%dd: tensor<37x64xT>, %wd: tensor<64x64xT>, %z: tenso
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_swiglu_grad_fuses_into_the_gemm_of_dy(dtype: str):
     """As in a backward: dy comes out of the down projection's transposed GEMM and the SwiGLU
-    backward runs in its epilogue (one kernel; dy never goes to memory)."""
-    compiled, name = run_and_check(typed(SWIGLU_BACKWARD, dtype), "nn-to-coda")
+    backward runs in its epilogue (one kernel; dy never goes to memory) when nn-plan puts it
+    there (`gated-grad=epilogue`); kept separate, it is the plain GEMM and one pass."""
+    compiled, name = run_and_check(typed(SWIGLU_BACKWARD, dtype), "nn-to-coda{gated-grad=epilogue}")
     assert compiled.kernel_count(name) == 1
+    compiled, name = run_and_check(typed(SWIGLU_BACKWARD, dtype), "nn-to-coda{gated-grad=separate}")
+    assert compiled.kernel_count(name) == 2
 
 
 LINEAR_ROPE_GRAD = """
