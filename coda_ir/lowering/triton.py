@@ -1189,7 +1189,7 @@ class _EpilogueEmitter:
         for arg in block.args:
             store(arg)
         for step in epilogue_schedule(block):
-            if isinstance(step.op, coda.MapOp):
+            if isinstance(step.op, coda.MapOp) and coda.pair_halves_stride(step.op) is None:
                 self.emit_map(step.op, step)
             else:
                 self.emit_op(step.op)
@@ -1384,10 +1384,12 @@ def _partials_after_last_use(ops: list[Operation]) -> list[Operation]:
 
 def _deferred_outputs(ops: list[Operation]) -> set[SSAValue]:
     """Outputs of multi-output `coda.map`s made at their first reader instead of at the map:
-    those the region does not yield (a yielded output is stored at the map) and some op reads."""
+    those the region does not yield (a yielded output is stored at the map) and some op reads.
+    A map coda-legalize marked `coda.pair_halves` is made whole (once per pair half, by
+    `emit_halves`), never split per output."""
     deferred: set[SSAValue] = set()
     for op in ops:
-        if isinstance(op, coda.MapOp) and len(op.outputs) > 1:
+        if isinstance(op, coda.MapOp) and len(op.outputs) > 1 and coda.pair_halves_stride(op) is None:
             for r in op.outputs:
                 if r.uses and not any(isinstance(u.operation, coda.YieldOp) for u in r.uses):
                     deferred.add(r)
