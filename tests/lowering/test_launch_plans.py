@@ -47,3 +47,17 @@ def test_plans_are_reused_and_change_no_bit():
         assert torch.equal(third, reference)
     finally:
         gemm_launch.set_launch_plans(before)
+
+
+def test_epilogue_weight_separates_shared_tunings():
+    """Kernels of one GEMM shape share a tuning only with the same epilogue weight: a plain GEMM
+    storing [M, N] weighs 1, the same GEMM reading z [M, 2N] and writing dz [M, 2N] (the SwiGLU
+    backward in the dgrad's epilogue) 4; row partials ([M, tiles]) and vectors barely count."""
+    m, n = 96, 80
+    plain = [torch.empty(m, n)]
+    swiglu = [torch.empty(m, 2 * n), torch.empty(m, 2 * n), torch.empty(m, 3)]
+    norm = [torch.empty(m, n), torch.empty(m, n), torch.empty(n), torch.empty(3, n), 1e-5]
+    weights = [gemm_launch.epilogue_tiles(extra, m, n) for extra in (plain, swiglu, norm)]
+    assert weights == [1, 4, 2]
+    # a weight only counts tensors with the GEMM's M rows: a [N, *] operand is not an M x N tile
+    assert gemm_launch.epilogue_tiles([torch.empty(n, n)], m, n) == 0
