@@ -38,6 +38,7 @@ func.func @norm(%x: tensor<37x48xbf16>, %w: tensor<80x48xbf16>, %g: tensor<80xf3
 // CHECK-NEXT:     "host.yield"(%[[G]], %[[Y]], %[[P]]) : (tensor<80xf32>, tensor<37x80xbf16>, tensor<37x?xf32>) -> ()
 // CHECK-NEXT:   }) : (tensor<37x48xbf16>, tensor<80x48xbf16>) -> !host.tuple<[tensor<80xf32>, tensor<37x80xbf16>, tensor<37x?xf32>]>
 // CHECK-NEXT:   %y, %p = "host.unpack"(%[[E]]) <{start = #builtin.int<1>}>
+// CHECK-NEXT:   "host.drop"(%[[E]]) : (!host.tuple<[tensor<80xf32>, tensor<37x80xbf16>, tensor<37x?xf32>]>) -> ()
 // CHECK-NEXT:   "host.comment"() <{text = "_norm_k1_fold: coda.fold over 37 rows"}>
 // CHECK-NEXT:   %[[R:.*]] = "host.empty"(%[[DEV]]) : (!host.device) -> tensor<37xf32>
 // CHECK-NEXT:   %[[F:.*]] = "host.launch_fold"(%p, %[[R]]) <{kernel = @_norm_k1_fold, length = #builtin.int<37>, sums = false, operandSegmentSizes = array<i32: 1, 0, 1>}>
