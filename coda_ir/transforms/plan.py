@@ -124,11 +124,12 @@ class NNPlanPass(ModulePass):
     `separate` elementwise pass, or `auto` (the IO model)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.rope_table not in ROPE_TABLE_MODES:
-            raise ValueError(f"rope-table must be auto, always or never, got '{self.rope_table}'")
-        if self.gated_grad not in GATED_GRAD_MODES:
-            from coda_ir.errors import ArgumentError
+        from coda_ir.errors import ArgumentError
 
+        if self.rope_table not in ROPE_TABLE_MODES:
+            raise ArgumentError(f"pass option rope-table must be auto, always or never, got '{self.rope_table}'",
+                                "rope-table")
+        if self.gated_grad not in GATED_GRAD_MODES:
             raise ArgumentError(f"pass option gated-grad must be auto, epilogue or separate, got '{self.gated_grad}'",
                                 "gated-grad")
         reported: set[Operation] = set()

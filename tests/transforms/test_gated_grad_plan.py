@@ -127,6 +127,10 @@ def test_plan_records_the_decision_and_remarks():
 def test_bad_option_is_an_argument_error():
     with pytest.raises(coda_ir.ArgumentError, match="gated-grad"):
         coda_ir.compile(mlp(64), pipeline="nn-autodiff,nn-to-coda{gated-grad=sometimes}")
+    # nn-plan's other mode option is checked the same way (it was a raw ValueError, reported as
+    # an internal error)
+    with pytest.raises(coda_ir.ArgumentError, match="rope-table"):
+        coda_ir.compile(mlp(64), pipeline="nn-autodiff,nn-to-coda{rope-table=sometimes}")
 
 
 PASS = """
