@@ -60,7 +60,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
-from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, TRITON_DTYPE_NAMES, element_name
+from coda_ir.dialects.element_types import TRITON_DTYPE_NAMES, element_name
 from coda_ir.dialects import coda
 from coda_ir.lowering.in_place import plan_in_place
 from coda_ir.lowering.host_printer import print_host_function
@@ -81,13 +81,6 @@ from coda_ir.tiling import MIN_BN
 IND = "    "
 
 # ============================================================================ types
-
-
-def torch_dtype(elt: Attribute) -> str:
-    try:
-        return "torch." + TORCH_DTYPE_NAMES[element_name(elt)]
-    except TypeError:
-        raise ValueError(f"no torch dtype for {elt}") from None
 
 
 def tl_dtype(elt: Attribute) -> str:
