@@ -11,6 +11,15 @@ step's peak (2 GiB at 8192 tokens x 128256 vocab in bf16). When the caller donat
   function; its contents may be overwritten once the function no longer reads them. Set only by
   callers that own the buffer (`coda_ir.torch.function` for the tensors it saved only for the
   backward).
+* `coda.owned` (unit, a `func.func` argument attribute): the caller hands its reference over
+  (issue 11, peak memory: torch.compile's backward frees each saved tensor at its last use). The
+  host function then takes its arguments in one list, which it empties on entry
+  (`convert-coda-to-host` records the convention on the `host.func`), and drops each owned
+  argument after its last reader (`liveness.dead_after`), so the caching allocator can reuse it
+  as soon as no one else holds the tensor. Dropping a reference never changes a tensor's
+  contents, so any caller may own any argument; callers that pass tensors positionally are
+  unchanged (no argument owned). `coda_ir.torch.function` owns the saved tensors of an eager
+  backward that does not keep the graph.
 * `coda.writes_over` (on a function-level `coda.elementwise`, an array of i64, one per output):
   -1 = a fresh buffer; k >= 0 = the output is stored into input operand k (a donated argument).
 
@@ -34,28 +43,48 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from coda_ir.dialects import coda
 
 DONATED = "coda.donated"
+OWNED = "coda.owned"
 WRITES_OVER = "coda.writes_over"
 
-__all__ = ["DONATED", "WRITES_OVER", "donate_arguments", "donated_arguments", "plan_in_place", "writes_over"]
+__all__ = ["DONATED", "OWNED", "WRITES_OVER", "donate_arguments", "donated_arguments", "own_arguments",
+           "owned_arguments", "plan_in_place", "writes_over"]
 
 
 def donate_arguments(fn: func.FuncOp, indices: set[int] | list[int]) -> None:
     """Mark arguments `indices` of `fn` as donated (`coda.donated` argument attribute)."""
+    _mark_arguments(fn, indices, DONATED)
+
+
+def own_arguments(fn: func.FuncOp, indices: set[int] | list[int]) -> None:
+    """Mark arguments `indices` of `fn` as handed over (`coda.owned` argument attribute)."""
+    _mark_arguments(fn, indices, OWNED)
+
+
+def _mark_arguments(fn: func.FuncOp, indices: set[int] | list[int], key: str) -> None:
     n = len(fn.body.blocks[0].args)
     old = list(fn.arg_attrs.data) if fn.arg_attrs is not None else [DictionaryAttr({}) for _ in range(n)]
     new: list[Attribute] = []
     for i, attrs in enumerate(old):
         entries = dict(attrs.data)  # type: ignore[attr-defined]
         if i in indices:
-            entries[DONATED] = UnitAttr()
+            entries[key] = UnitAttr()
         new.append(DictionaryAttr(entries))
     fn.arg_attrs = ArrayAttr(new)
 
 
 def donated_arguments(fn: func.FuncOp) -> set[int]:
+    return _marked_arguments(fn, DONATED)
+
+
+def owned_arguments(fn: func.FuncOp) -> set[int]:
+    """The arguments whose reference the caller hands over (`coda.owned`)."""
+    return _marked_arguments(fn, OWNED)
+
+
+def _marked_arguments(fn: func.FuncOp, key: str) -> set[int]:
     if fn.arg_attrs is None:
         return set()
-    return {i for i, attrs in enumerate(fn.arg_attrs.data) if DONATED in attrs.data}  # type: ignore[attr-defined]
+    return {i for i, attrs in enumerate(fn.arg_attrs.data) if key in attrs.data}  # type: ignore[attr-defined]
 
 
 def writes_over(op: Operation) -> list[int] | None:

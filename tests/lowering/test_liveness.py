@@ -144,3 +144,72 @@ def test_dropping_keeps_gradients():
     assert "del " in cm.source.split("def llama_block_bwd(")[1]
     inputs = random_inputs(text, seed=3)
     check_gradients(cm, text, inputs, upstream=random_upstream(text, seed=3))
+
+
+OWNED_PROGRAM = """
+func.func @g(%a: tensor<16x24xf32> {coda.owned}, %b: tensor<24x24xf32> {coda.owned}, %c: tensor<24x24xf32>, %u: tensor<16x24xf32> {coda.owned}) -> (tensor<16x24xf32>, tensor<24x24xf32>) {
+  %x = nn.linear %a, %b : tensor<16x24xf32>, tensor<24x24xf32> -> tensor<16x24xf32>
+  %y = nn.silu %x : tensor<16x24xf32> -> tensor<16x24xf32>
+  %z = nn.linear %y, %c : tensor<16x24xf32>, tensor<24x24xf32> -> tensor<16x24xf32>
+  func.return %z, %b : tensor<16x24xf32>, tensor<24x24xf32>
+}
+"""
+
+
+def test_owned_arguments_are_freed_before_the_function_returns(monkeypatch):
+    """A function owning arguments (`coda.owned`) takes them in a list it empties and drops each
+    after its last reader: %u (unread) before the first launch, %a after the first GEMM; %b is
+    returned (kept), %c is not owned (kept). The caller's list is emptied; the result is the
+    float64 reference's within the bar."""
+    import weakref
+
+    import torch
+
+    from coda_ir.lowering.runtime import ArgumentError
+    from coda_ir.testing import check_close
+
+    cm = coda_ir.compile(OWNED_PROGRAM, pipeline="nn-to-coda")
+    g = torch.Generator().manual_seed(0)
+    a, b, c, u = (torch.randn(s, generator=g) for s in [(16, 24), (24, 24), (24, 24), (16, 24)])
+    ref64 = torch.nn.functional.silu(a.double() @ b.double().T) @ c.double().T
+    ref32 = torch.nn.functional.silu(a @ b.T) @ c.T
+    with pytest.raises(ArgumentError, match="one list"):
+        cm.g(a, b, c, u)  # positional: refused, nothing released
+    refs = {name: weakref.ref(t) for name, t in zip("abcu", (a, b, c, u))}
+    arguments = [a, b, c, u]
+    del a, u  # the list holds the only references to a and u
+    alive_at_alloc: list[dict[str, bool]] = []
+    empty = torch.empty
+
+    def record(*size, **kwargs):
+        alive_at_alloc.append({n: r() is not None for n, r in refs.items()})
+        return empty(*size, **kwargs)
+
+    monkeypatch.setattr(torch, "empty", record)
+    z, b_out = cm.g(arguments)
+    monkeypatch.setattr(torch, "empty", empty)
+    assert arguments == []  # the function emptied the caller's list
+    assert b_out is b
+    # two GEMMs allocate: y at the first (u already dropped, a still read), z at the second
+    assert [s["u"] for s in alive_at_alloc] == [False, False]
+    assert [s["a"] for s in alive_at_alloc] == [True, False]
+    assert all(s["b"] and s["c"] for s in alive_at_alloc)
+    assert refs["a"]() is None and refs["u"]() is None
+    ok, error, bound = check_close(z, ref64, ref32)
+    assert ok, (error, bound)
+
+
+def test_owned_arguments_in_the_timeline():
+    """The memory model of an owning function: released arguments count from the entry and are
+    freed at their drop (u on entry, a after the first GEMM)."""
+    cm = coda_ir.compile(OWNED_PROGRAM, pipeline="nn-to-coda")
+    fn = _functions(cm)["g"]
+    dead = dead_after(fn)
+    assert [v.name_hint for v in dead[fn]] == ["u"]
+    steps = timeline(fn)
+    size, b = 16 * 24 * 4, 24 * 24 * 4
+    # from the entry: a, b (returned: held to the end) and u (dropped on entry); c is not owned
+    assert steps[0].live == size + b + size  # a, b, y
+    assert [v.name_hint for v in steps[0].dropped] == ["a"] and steps[0].freed == size
+    assert steps[1].live == b + size + size  # b, y, z
+    assert timeline(fn, released=[])[0].live == size  # y only: no argument counted
