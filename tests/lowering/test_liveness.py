@@ -213,3 +213,41 @@ def test_owned_arguments_in_the_timeline():
     assert [v.name_hint for v in steps[0].dropped] == ["a"] and steps[0].freed == size
     assert steps[1].live == b + size + size  # b, y, z
     assert timeline(fn, released=[])[0].live == size  # y only: no argument counted
+
+
+@pytest.mark.parametrize("key, before_mib, owned_mib, donated_mib", [("1b", 1905, 1681, 1421), ("8b", 1749, 1637, 1409)])
+def test_llama_block_peak_model_with_saved_tensors_handed_over(key, before_mib, owned_mib, donated_mib):
+    """The forward+backward peak the model predicts for `coda_ir.torch`'s backward (bench/RESULTS.md
+    session 10): the caller keeps f's results (x2, r) and the inputs; the saved extras (x1, rstd_x1,
+    z, g, rstd_x2) are held before the backward and, handed over (`coda.owned`), freed at their last
+    reader; donated too, dz is written over z (the separate SwiGLU-backward pass)."""
+    from coda_ir.lowering.in_place import donate_arguments, own_arguments
+    from coda_ir.torch.function import _funcs, _only_functions
+
+    text = nn_llama_block(SHAPES[key], fname="llama_block")
+    module = coda_ir.parse(text)
+    coda_ir.lower(module, "nn-fuse-siblings,nn-autodiff")
+    funcs = _funcs(module)
+    n = len(funcs["llama_block"].function_type.outputs.data)
+    fwd_block = funcs["llama_block_fwd"].body.blocks[0]
+    returned = list(fwd_block.last_op.operands)
+    saved = returned[n:]
+    results = [j for j, v in enumerate(saved) if any(v is r for r in returned[:n])]  # x2, r: the caller's
+    extras = [j for j, v in enumerate(saved) if v.owner is not fwd_block and j not in results]
+    results_bytes = sum(buffer_bytes(saved[j].type) for j in results)
+    extras_bytes = sum(buffer_bytes(saved[j].type) for j in extras)
+    assert round((results_bytes + extras_bytes) / MiB) == {"1b": 992, "8b": 896}[key]
+    peaks = []
+    for own, donate in ((False, False), (True, False), (True, True)):
+        variant = _only_functions(module, ["llama_block_bwd"])
+        bwd = _funcs(variant)["llama_block_bwd"]
+        if own:
+            own_arguments(bwd, range(len(saved)))
+        if donate:
+            donate_arguments(bwd, extras)
+        fn = _functions(coda_ir.compile(variant, pipeline="nn-to-coda"))["llama_block_bwd"]
+        # not owned: the extras are held beside the backward's own buffers to its end; owned:
+        # the timeline counts them (released) from the entry to their last reader
+        above = max(s.live for s in timeline(fn, released=extras))
+        peaks.append(round((results_bytes + (0 if own else extras_bytes) + above) / MiB))
+    assert peaks == [before_mib, owned_mib, donated_mib]
