@@ -81,7 +81,7 @@ GROUPS = ("gemms", "eager", "coda", "derived", "torch", "compile", "liger", "han
 # A group starts only with this much of its shape's build budget left (s): roughly its cold
 # cost on the lent H100 (Triton compiles ~3-5 s per GEMM kernel and candidate: derived has 16 GEMM
 # launch sites, hand-written 12, the forward 4); a fifth of it when the autotune cache was warm.
-MIN_LEFT = {"coda": 40, "derived": 150, "torch": 40, "derived-epilogue": 150, "hand": 120, "compile": 30, "liger": 10, "compile-max": 120}
+MIN_LEFT = {"coda": 40, "derived": 150, "torch": 150, "derived-epilogue": 150, "hand": 120, "compile": 30, "liger": 10, "compile-max": 120}
 # Hopper candidates kept by --tune short (indices into coda_ir.tiling.TMA_CANDIDATES): 128x256 s3,
 # 128x256 s4, 128x128 w8 s4 -- the winners of every earlier 8B run (bench/RESULTS.md).
 SHORT_TMA = (0, 2, 5)
