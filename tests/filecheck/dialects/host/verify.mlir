@@ -103,4 +103,4 @@
   "host.return"(%r) : (tensor<8xf32>) -> ()
 }) : () -> ()
 // CHECK: {{.*}}verify.mlir:[[# @LINE - 4]]:{{[0-9]+}}: error: 'host.drop' op host.drop: a dropped value is read later (by host.return)
-// CHECK: {{.*}}verify.mlir:[[# @LINE - 4]]:{{[0-9]+}}: error: 'host.drop' op host.drop: the caller holds the arguments, they are never dropped
+// CHECK: {{.*}}verify.mlir:[[# @LINE - 4]]:{{[0-9]+}}: error: 'host.drop' op host.drop: drops an argument the caller did not hand over (not owned)
