@@ -110,6 +110,13 @@ its `PlanCost` (predicted time, bytes, kernels), so a pass can print why it chos
   spills, priced by `spill_s`; z loads, dz stores and spills exposed after each tile's mainloop)
   or as the plain GEMM storing dy plus one elementwise pass.
 
+* `norm_grad_plan(M, D, *, K, dtype="bf16", gpu=None, tile=None, residual=True) -> Decision[choice
+  in {"epilogue", "separate"}]`: an RMSNorm backward with its row statistic given (dx and the dw
+  column partials, plus a residual gradient added to dx) in the epilogue of the GEMM producing dy
+  (`NORM_GRAD_LIVE_TILES`, the x and dres loads, spills and `NORM_GRAD_EPILOGUE_WAVE_S` after each
+  tile's mainloop) or as the plain GEMM storing dy plus one elementwise pass. Both share
+  `_epilogue_or_pass`.
+
 All of them take `gpu` as a `GPU` or a name ("h100", "h200"); `None` means "h100".
 `coda-opt FILE -t 'io-report{decisions=true}'` prints what they choose for each choice an
 nn function offers (io_extract.nn_decisions).
