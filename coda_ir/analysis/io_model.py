@@ -1059,7 +1059,10 @@ arithmetic terms do not explain: two dependent matrix loads (x, then dres), the 
 column reduction of the dw partials across the CTA's warps (shared memory and barriers) before
 the partials' store, all after the tile's mainloop at one CTA per SM. Fitted to the QKV dgrad of
 the derived LLaMA block (bench/RESULTS.md session 9: 0.432 ms at 16384x2048x3072 128x128, 16
-waves; 0.73-0.76 ms at 8192x4096x6144), the model without it falls 0.07-0.1 ms short."""
+waves; 0.73-0.76 ms at 8192x4096x6144), the model without it falls 0.07-0.1 ms short. Checked in
+session 10 (H100, same process, fused vs plain dgrad + pass): the excess over the plain dgrad is
+0.13-0.14 ms at 1B as modelled, but 0.20-0.27 ms at 8B (same M D and tiles), so the model's gain
+of the separate plan is right at 1B and half the measured one at 8B."""
 
 
 def norm_grad_plan(M: int, D: int, *, K: int, dtype: str = "bf16", gpu: GPU | str | None = None,

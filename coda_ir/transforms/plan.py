@@ -131,9 +131,10 @@ class NNPlanPass(ModulePass):
     gated_grad: str = "auto"
     """Where a gated activation's backward runs: `epilogue` of the GEMM producing dy, a
     `separate` elementwise pass, or `auto` (the IO model)."""
-    norm_grad: str = "auto"
+    norm_grad: str = "epilogue"
     """Where an RMSNorm backward with its row statistic given runs: `epilogue` of the GEMM
-    producing dy, a `separate` elementwise pass, or `auto` (the IO model)."""
+    producing dy (the default), a `separate` elementwise pass, or `auto` (the IO model; not the
+    default: the pass reads dy rounded to bf16, which costs the Qwen3 bf16 gradients the bar)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from coda_ir.errors import ArgumentError
