@@ -22,6 +22,8 @@ in rotating order). Variants (`--variants`, comma-separated group names):
             behaviour before (saved tensors held by the ctx until the backward returns)
   derived-epilogue  the same with `nn-to-coda{gated-grad=epilogue}`: the SwiGLU backward forced
             into the down-projection dgrad GEMM's epilogue (what `auto` chose before session 9)
+  derived-options  the same with `nn-to-coda{OPTS}`, OPTS from `--derived-options` (e.g.
+            "norm-grad=epilogue": the form the plan did not choose, in the same process)
   hand      `coda fwd+bwd (hand-written)`: generate.py's coda_llama_fwd/coda_llama_bwd at the
             shape (examples/coda/llama_{fwd,bwd}.mlir at 8B)
   gemms     `gemms fwd`: the 4 cuBLAS F.linear GEMMs; `gemms fwd+bwd`: those plus dX = dY @ W and
@@ -77,11 +79,11 @@ SHAPES = {
     "smoke": Llama("smoke", m=64, d=64, f=96, hd=16, hq=2, hkv=1, eps=1e-5, theta=500000.0),
 }
 # Built in this order (most wanted first: a spent --budget-s skips the tail).
-GROUPS = ("gemms", "eager", "coda", "derived", "torch", "compile", "liger", "hand", "compile-max", "derived-epilogue")
+GROUPS = ("gemms", "eager", "coda", "derived", "torch", "compile", "liger", "hand", "compile-max", "derived-epilogue", "derived-options")
 # A group starts only with this much of its shape's build budget left (s): roughly its cold
 # cost on the lent H100 (Triton compiles ~3-5 s per GEMM kernel and candidate: derived has 16 GEMM
 # launch sites, hand-written 12, the forward 4); a fifth of it when the autotune cache was warm.
-MIN_LEFT = {"coda": 40, "derived": 150, "torch": 150, "derived-epilogue": 150, "hand": 120, "compile": 30, "liger": 10, "compile-max": 120}
+MIN_LEFT = {"coda": 40, "derived": 150, "torch": 150, "derived-epilogue": 150, "derived-options": 150, "hand": 120, "compile": 30, "liger": 10, "compile-max": 120}
 # Hopper candidates kept by --tune short (indices into coda_ir.tiling.TMA_CANDIDATES): 128x256 s3,
 # 128x256 s4, 128x128 w8 s4 -- the winners of every earlier 8B run (bench/RESULTS.md).
 SHORT_TMA = (0, 2, 5)
@@ -479,6 +481,14 @@ class ShapeRun:
         """The derived program with the gated backward forced into the dgrad GEMM's epilogue."""
         self.g_derived("nn-autodiff,nn-to-coda{gated-grad=epilogue}", " gated-grad=epilogue")
 
+    def g_derived_options(self):
+        """The derived program with the pass options of `--derived-options` on nn-to-coda."""
+        opts = self.args.derived_options.strip()
+        if not opts:  # in the default variant list: nothing to add without options
+            self.row["skipped"]["derived-options"] = "no --derived-options given"
+            return
+        self.g_derived(f"nn-autodiff,nn-to-coda{{{opts}}}", f" {opts}")
+
     def g_derived(self, pipeline: str = "nn-autodiff,nn-to-coda", tag: str = ""):
         rec: dict = {"kind": "coda"}
         self.row["variants"]["coda derived" + tag] = rec
@@ -758,6 +768,8 @@ def main() -> int:
                              "~60 s per shape is kept for the timing rounds")
     parser.add_argument("--warm-compile", action="store_true",
                         help="also time compile + first call of the derived fwd+bwd in a fresh process (warm caches)")
+    parser.add_argument("--derived-options", default="",
+                        help="nn-to-coda pass options of the derived-options variant, e.g. norm-grad=epilogue")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args()
 
@@ -773,7 +785,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {GROUPS}")
     if args.smoke:
-        groups = [g for g in groups if g in ("coda", "derived", "torch", "hand", "eager", "liger")]
+        groups = [g for g in groups if g in ("coda", "derived", "torch", "derived-options", "hand", "eager", "liger")]
     keys = [k for k in args.shapes.split(",") if k]
     lines: list[str] = []
 

@@ -545,7 +545,7 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
     """What the decision API of io_model says for the choices this nn function offers:
     `stats_plan` per RMSNorm, `qk_norm_tile_width` per head RMSNorm fed by a GEMM, and
     `store_or_recompute` (for backward) per gated activation, `gated_grad_plan` per gated
-    backward whose dy a GEMM produces. Each entry: (call, decision)."""
+    backward and `norm_grad_plan` per RMSNorm backward with hdh whose dy a GEMM produces. Each entry: (call, decision)."""
     gpu = m.as_gpu(gpu)
     names = _Names()
     out: list[tuple[str, m.Decision]] = []
@@ -581,4 +581,12 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
             f = cols // 2
             d = m.gated_grad_plan(rows, f, K=k, dtype=dtype, gpu=gpu)
             out.append((f"gated_grad_plan({label}: M={rows}, F={f}, K={k})", d))
+        elif op.name == "nn.rms_norm_grad" and len(op.operands) == 5:  # with hdh: dx elementwise in dy
+            k, through_add = _gemm_producer(op.operands[0])
+            if k is None or through_add:  # nn-plan asks only when a GEMM produces dy itself
+                continue
+            uses = list(op.results[0].uses)
+            residual = len(uses) == 1 and uses[0].operation.name == "nn.add"
+            d = m.norm_grad_plan(rows, cols, K=k, dtype=dtype, gpu=gpu, residual=residual)
+            out.append((f"norm_grad_plan({label}: M={rows}, D={cols}, K={k}, residual={residual})", d))
     return out

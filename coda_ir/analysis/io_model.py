@@ -110,6 +110,13 @@ its `PlanCost` (predicted time, bytes, kernels), so a pass can print why it chos
   spills, priced by `spill_s`; z loads, dz stores and spills exposed after each tile's mainloop)
   or as the plain GEMM storing dy plus one elementwise pass.
 
+* `norm_grad_plan(M, D, *, K, dtype="bf16", gpu=None, tile=None, residual=True) -> Decision[choice
+  in {"epilogue", "separate"}]`: an RMSNorm backward with its row statistic given (dx and the dw
+  column partials, plus a residual gradient added to dx) in the epilogue of the GEMM producing dy
+  (`NORM_GRAD_LIVE_TILES`, the x and dres loads, spills and `NORM_GRAD_EPILOGUE_WAVE_S` after each
+  tile's mainloop) or as the plain GEMM storing dy plus one elementwise pass. Both share
+  `_epilogue_or_pass`.
+
 All of them take `gpu` as a `GPU` or a name ("h100", "h200"); `None` means "h100".
 `coda-opt FILE -t 'io-report{decisions=true}'` prints what they choose for each choice an
 nn function offers (io_extract.nn_decisions).
@@ -120,7 +127,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -966,6 +973,37 @@ def spill_s(tile: GemmConfig, regs: int, waves: int, gpu: GPU) -> float:
     return waves * per_tile / (gpu.l2_bw / gpu.sms)
 
 
+def _epilogue_or_pass(fused_at: Callable[[GemmConfig], tuple[Kernel, float]], plain: Kernel, pass_: Kernel,
+                      gpu: GPU, tile: GemmConfig | None, separate_note: str) -> Decision:
+    """The choice between an elementwise consumer in the epilogue of the GEMM producing its input
+    ("epilogue") and the plain GEMM storing that input plus one elementwise pass at full bandwidth
+    ("separate"). `fused_at(t)` is the fused kernel at tile t and the bytes its epilogue stores
+    beyond the plain GEMM's output; with one CTA per SM those drain before the SM's next tile
+    starts, as do the spills (`spill_s`) of a kernel needing more than `regs_per_thread`. Each
+    plan runs at its cheapest tile, spilling or not (an autotuner picks a spilling tile when it is
+    fastest), or at `tile` when pinned."""
+    fused_costs = []
+    for t in (tile,) if tile is not None else IO_MODEL_TILES:
+        k, extra_bytes = fused_at(t)
+        c = kernel_cost(k, gpu)
+        assert k.gemm is not None
+        waves = math.ceil(math.ceil(k.gemm.m / t.bm) * math.ceil(k.gemm.n / t.bn) / gpu.sms)
+        extra = extra_bytes / gpu.hbm_bw + spill_s(t, c.regs_per_thread, waves, gpu)
+        fused_costs.append(replace(c, exposed_s=c.exposed_s + extra))
+    fused = min(fused_costs, key=lambda c: c.time_s)
+    plain_cost = _best_tile_cost(replace(plain, tile=tile), gpu)
+    costs = {
+        "epilogue": PlanCost((fused,), f"tile {fused.tile.describe() if fused.tile else '-'}, "
+                             f"{fused.regs_per_thread} registers per thread"),
+        "separate": PlanCost((plain_cost, kernel_cost(pass_, gpu)),
+                             f"plain GEMM tile {plain_cost.tile.describe() if plain_cost.tile else '-'}{separate_note}"),
+    }
+    choice = min(costs, key=lambda k: (costs[k].time_s, list(costs).index(k)))
+    runner = next(k for k in costs if k != choice)
+    saved = costs[runner].time_s - costs[choice].time_s
+    return Decision(choice, costs, f"{saved * 1e6:.1f} us faster than {runner}")
+
+
 def gated_grad_plan(M: int, F: int, *, K: int, dtype: str = "bf16", gpu: GPU | str | None = None,
                     tile: GemmConfig | None = None) -> Decision:
     """Where the backward of a gated activation (`nn.swiglu_grad`: dz [M, 2F] from dy [M, F] and
@@ -979,8 +1017,7 @@ def gated_grad_plan(M: int, F: int, *, K: int, dtype: str = "bf16", gpu: GPU | s
     SM's share of the bandwidth before its next tile starts, and the spills.
     "separate": the plain GEMM stores dy (its epilogue hides under the next tile's mainloop),
     then one elementwise pass reads dy and z and writes dz and the partials, at full bandwidth.
-    Each plan runs at its cheapest tile, spills priced (an autotuner picks a spilling tile when
-    it is fastest, as it does for this kernel).
+    Each plan runs at its cheapest tile, spills priced (`_epilogue_or_pass`).
     """
     gpu = as_gpu(gpu)
     a = Tensor("dout", (M, K), dtype)
@@ -990,34 +1027,82 @@ def gated_grad_plan(M: int, F: int, *, K: int, dtype: str = "bf16", gpu: GPU | s
     dy = Tensor("dy", (M, F), dtype)
     pairs = float(M * F)
     flops = GATED_GRAD_FLOPS_PER_PAIR * pairs
-    candidates = (tile,) if tile is not None else IO_MODEL_TILES
-    fused_costs = []
-    for t in candidates:
-        tn = math.ceil(F / t.bn)
-        part = Tensor("partials", (M, tn), "f32", "partials")
+
+    def fused_at(t: GemmConfig) -> tuple[Kernel, float]:
+        part = Tensor("partials", (M, math.ceil(F / t.bn)), "f32", "partials")
         k = Kernel("gemm_gated_grad", "gemm", (z,), (dz, part), gemm=GemmSpec(M, F, K, a, w), tile=t,
                    exposed_flops=flops, sfu_ops=pairs, live_tiles=GATED_GRAD_LIVE_TILES)
-        c = kernel_cost(k, gpu)
-        waves = math.ceil(math.ceil(M / t.bm) * tn / gpu.sms)
-        # the dz stores beyond a plain kernel's output (dz is two dy-sized tiles) drain before
-        # the SM's next tile, and the spills go to L2 and back
-        extra = (dz.nbytes - dy.nbytes) / gpu.hbm_bw + spill_s(t, c.regs_per_thread, waves, gpu)
-        fused_costs.append(replace(c, exposed_s=c.exposed_s + extra))
-    fused = min(fused_costs, key=lambda c: c.time_s)
-    plain = _best_tile_cost(Kernel("gemm_dy", "gemm", (), (dy,), gemm=GemmSpec(M, F, K, a, w), tile=tile), gpu)
+        # dz is two dy-sized tiles: one more than a plain kernel's output
+        return k, float(dz.nbytes - dy.nbytes)
+
     et = elementwise_tile(M, F)
     part = Tensor("partials", (M, math.ceil(F / et.bn)), "f32", "partials")
     pass_ = Kernel("gated_grad", "elementwise", (dy, z), (dz, part), tile=et, epilogue_flops=flops, sfu_ops=pairs)
-    costs = {
-        "epilogue": PlanCost((fused,), f"tile {fused.tile.describe() if fused.tile else '-'}, "
-                             f"{fused.regs_per_thread} registers per thread"),
-        "separate": PlanCost((plain, kernel_cost(pass_, gpu)),
-                             f"plain GEMM tile {plain.tile.describe() if plain.tile else '-'}"),
-    }
-    choice = min(costs, key=lambda k: (costs[k].time_s, list(costs).index(k)))
-    runner = next(k for k in costs if k != choice)
-    saved = costs[runner].time_s - costs[choice].time_s
-    return Decision(choice, costs, f"{saved * 1e6:.1f} us faster than {runner}")
+    plain = Kernel("gemm_dy", "gemm", (), (dy,), gemm=GemmSpec(M, F, K, a, w))
+    return _epilogue_or_pass(fused_at, plain, pass_, gpu, tile, "")
+
+
+NORM_GRAD_LIVE_TILES = 3.0
+"""Live fp32 values per accumulator element in the epilogue of an RMSNorm backward (with its
+row statistic hdh given) fused into the GEMM producing dy: the accumulator dy, the x tile (read
+by dx and again by the dw column partial `dy x rstd`, which runs after the stores) and the
+residual gradient dres added to dx before the store. Registers 3 BM BN / threads + REG_OVERHEAD:
+416 at 128x256 with 8 warps, 224 at 128x128 (compiled on the H100 with the session-9 epilogue
+order, bench/RESULTS.md: 255 + 160 spilled, and no spills)."""
+
+NORM_GRAD_FLOPS_PER_ELEMENT = 9.0
+"""`dx = rstd (dy w - x rstd hdh / D) (+ dres)` and the dw column partial `dy x rstd`."""
+
+NORM_GRAD_EPILOGUE_WAVE_S = 4.5e-6
+"""Per wave of tiles, the part of an RMSNorm-backward epilogue that the bandwidth, spill and
+arithmetic terms do not explain: two dependent matrix loads (x, then dres), the dx store, and the
+column reduction of the dw partials across the CTA's warps (shared memory and barriers) before
+the partials' store, all after the tile's mainloop at one CTA per SM. Fitted to the QKV dgrad of
+the derived LLaMA block (bench/RESULTS.md session 9: 0.432 ms at 16384x2048x3072 128x128, 16
+waves; 0.73-0.76 ms at 8192x4096x6144), the model without it falls 0.07-0.1 ms short. Checked in
+session 10 (H100, same process, fused vs plain dgrad + pass): the excess over the plain dgrad is
+0.13-0.14 ms at 1B as modelled, but 0.20-0.27 ms at 8B (same M D and tiles), so the model's gain
+of the separate plan is right at 1B and half the measured one at 8B."""
+
+
+def norm_grad_plan(M: int, D: int, *, K: int, dtype: str = "bf16", gpu: GPU | str | None = None,
+                   tile: GemmConfig | None = None, residual: bool = True) -> Decision:
+    """Where an RMSNorm backward whose row statistic is given (`nn.rms_norm_grad` with `hdh`: dx
+    elementwise in dy, plus the dw column partials) runs, when dy = dout @ W is a GEMM [M, D] with
+    contraction K; `residual`: dx is added to a residual gradient dres [M, D] in the same kernel.
+    Choice in {"epilogue", "separate"}:
+
+    "epilogue": the GEMM's epilogue loads x (and dres), writes dx and the dw partials
+    [ceil(M / BM), D]. `NORM_GRAD_LIVE_TILES` live tiles: 128x256 spills; the loads (exposed, as
+    every epilogue load), the spills, the arithmetic and `NORM_GRAD_EPILOGUE_WAVE_S` follow each
+    tile's mainloop at one CTA per SM. It stores nothing beyond a plain GEMM's output (dx instead
+    of dy), so a long mainloop (large K) makes it cheap relative to the GEMM.
+    "separate": the plain GEMM stores dy, then one elementwise pass reads dy, x (and dres) and
+    writes dx and the partials at full bandwidth: 2 M D more bytes through device memory.
+    """
+    gpu = as_gpu(gpu)
+    a = Tensor("dout", (M, K), dtype)
+    wg = Tensor("w_gemm", (K, D), dtype, "weight")
+    dy = Tensor("dy", (M, D), dtype)
+    x = Tensor("x", (M, D), dtype)
+    dres = (Tensor("dres", (M, D), dtype),) if residual else ()
+    dx = Tensor("dx", (M, D), dtype)
+    vectors = (Tensor("w", (D,), dtype, "weight"), Tensor("rstd", (M,), "f32"), Tensor("hdh", (M,), "f32"))
+    flops = (NORM_GRAD_FLOPS_PER_ELEMENT + (1.0 if residual else 0.0)) * M * D
+
+    def fused_at(t: GemmConfig) -> tuple[Kernel, float]:
+        part = Tensor("dw_partials", (math.ceil(M / t.bm), D), "f32", "partials")
+        k = Kernel("gemm_norm_grad", "gemm", (x, *dres, *vectors), (dx, part), gemm=GemmSpec(M, D, K, a, wg), tile=t,
+                   exposed_flops=flops, live_tiles=NORM_GRAD_LIVE_TILES)
+        waves = math.ceil(math.ceil(M / t.bm) * math.ceil(D / t.bn) / gpu.sms)
+        # the per-wave remainder, as bytes at the device bandwidth (the helper's unit)
+        return k, waves * NORM_GRAD_EPILOGUE_WAVE_S * gpu.hbm_bw
+
+    et = elementwise_tile(M, D)
+    part = Tensor("dw_partials", (math.ceil(M / et.bm), D), "f32", "partials")
+    pass_ = Kernel("norm_grad", "elementwise", (dy, x, *dres, *vectors), (dx, part), tile=et, epilogue_flops=flops)
+    plain = Kernel("gemm_dy", "gemm", (), (dy,), gemm=GemmSpec(M, D, K, a, wg))
+    return _epilogue_or_pass(fused_at, plain, pass_, gpu, tile, f", then one pass over dy, x{' and dres' if residual else ''}")
 
 
 # ============================================================================ calibration files

@@ -495,7 +495,10 @@ small kernel computes, instead of sin/cos per pair in the epilogue; `in_producer
 false` on nn.head_rms_norm: keep the norm out of its producing GEMM's epilogue (per-head
 partials do not pay at this shape), and on nn.swiglu_grad / nn.geglu_grad: keep the gated
 backward (and the `z . dz` row partials that join it) out of the epilogue of the GEMM producing
-dy (a plain GEMM storing dy, then one elementwise pass over dy and z); `stats_in_producer_epilogue = false` on nn.rms_norm: take the
+dy (a plain GEMM storing dy, then one elementwise pass over dy and z), and on nn.rms_norm_grad:
+keep the norm backward (dx, the dw column partials and a residual add that joins them) out of
+the epilogue of the GEMM producing dy (a plain GEMM storing dy, then one elementwise pass);
+`stats_in_producer_epilogue = false` on nn.rms_norm: take the
 row statistics in a row kernel, not as partials in the producing GEMM's epilogue (coda-defer-norms
 leaves the norm alone). Absent: no plan, the default construction."""
 
@@ -966,6 +969,7 @@ class RMSNormGradOp(NNOperation):
     hdh = opt_operand_def(TensorType)
     dx = result_def(TensorType)
     dw = result_def(TensorType)
+    in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
     def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, rstd: SSAValue, hdh: SSAValue | None = None):

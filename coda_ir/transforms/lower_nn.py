@@ -688,6 +688,9 @@ def lower_rms_norm_grad(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[SSA
         return [e.map1(ins, lambda s, g, u, v, q, k: s.mul(q, s.sub(s.mul(g, v), s.mul(s.mul(u, q), k))))]
 
     dx = elementwise((m, d), [op.dy, op.x, op.w, op.rstd, mean_qn.results[0]], apply, [elt_of(op.dx)])
+    if nn.planned(op, "in_producer_epilogue") is False:  # recorded without hdh too (forced): obeyed by both passes
+        parts.attributes[coda.SEPARATE] = UnitAttr()
+        dx.attributes[coda.SEPARATE] = UnitAttr()
     ops = [stamp_origin(parts, op, "stats"), stamp_origin(mean_qn, op, "fold"), dw, stamp_origin(dx, op, "apply")]
     return ops, [dx.results[0], dw.results[0]]
 
@@ -709,6 +712,8 @@ def rms_norm_grad_from_hdh(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[
         return [dx, e.reduce(ReduceKind.SUM, dyn, 0)]
 
     k = elementwise((m, d), [op.dy, op.x, op.w, op.rstd, op.hdh], build, [elt_of(op.dx), None])
+    if nn.planned(op, "in_producer_epilogue") is False:  # nn-plan: plain GEMM + this pass is cheaper here
+        k.attributes[coda.SEPARATE] = UnitAttr()
     dw = column_fold(op, [k.results[1]], [elt_of(op.dw)], "dw")
     return [stamp_origin(k, op, "apply"), dw], [k.results[0], dw.results[0]]
 

@@ -19,12 +19,20 @@ answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the pl
 * `in_producer_epilogue = false` on `nn.swiglu_grad` / `nn.geglu_grad` whose dy a GEMM produces
   (`io_model.gated_grad_plan`): the plain GEMM storing dy plus one elementwise pass (dz and the
   z . dz row partials, the pair halves read as [BM, BN] tiles) beats the epilogue, which holds z
-  and dz beside the accumulator (spills) after every tile's mainloop.
+  and dz beside the accumulator (spills) after every tile's mainloop;
+* `in_producer_epilogue = false` on `nn.rms_norm_grad` with its row statistic given (`hdh`: dx
+  elementwise in dy) whose dy a GEMM produces (`io_model.norm_grad_plan`): the plain GEMM storing
+  dy plus one elementwise pass (dx, the dw column partials and the residual add that joins them)
+  beats the epilogue, whose x and dres loads, spills and column reduction follow every tile's
+  mainloop at one CTA per SM. (`nn.layer_norm_grad` has no such form: its dx needs mean(q) and
+  mean(q n) over whole rows of dy, so only its statistics pass can join the producer's epilogue,
+  which keeps storing dy; that is a different trade, not planned here.)
 
 Each decision is stated as a remark (informational) with both predicted costs. Options:
 `cost-model=false` records no decision (sin/cos in the epilogue, QK-norm and gated backward fused
 wherever legal, norm statistics deferred wherever they can be); `rope-table=always|never` forces the
-RoPE choice (tests, experiments); `gated-grad=epilogue|separate` forces the gated backward's; `epilogues=false` skips the RoPE and QK-norm plans and
+RoPE choice (tests, experiments); `gated-grad=epilogue|separate` forces the gated backward's, `norm-grad=epilogue|separate` the RMSNorm
+backward's; `epilogues=false` skips the RoPE and QK-norm plans and
 `norm-stats=false` the statistics plan (nn-to-coda turns them off with `fuse=false` and
 `defer-norms=false`: nothing would read them).
 """
@@ -48,6 +56,7 @@ from coda_ir.transforms.lower_nn import prop_value, row_kernel_fits
 
 ROPE_TABLE_MODES = ("auto", "always", "never")
 GATED_GRAD_MODES = ("auto", "epilogue", "separate")
+NORM_GRAD_MODES = ("auto", "epilogue", "separate")
 GEMMS = (nn.LinearOp, nn.MatmulOp, nn.GemmOp)
 EPILOGUE_CHAIN = (nn.HeadRMSNormOp, nn.RoPEOp)  # ops that ride in the producer's epilogue
 
@@ -122,6 +131,10 @@ class NNPlanPass(ModulePass):
     gated_grad: str = "auto"
     """Where a gated activation's backward runs: `epilogue` of the GEMM producing dy, a
     `separate` elementwise pass, or `auto` (the IO model)."""
+    norm_grad: str = "epilogue"
+    """Where an RMSNorm backward with its row statistic given runs: `epilogue` of the GEMM
+    producing dy (the default), a `separate` elementwise pass, or `auto` (the IO model; not the
+    default: the pass reads dy rounded to bf16, which costs the Qwen3 bf16 gradients the bar)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from coda_ir.errors import ArgumentError
@@ -132,6 +145,9 @@ class NNPlanPass(ModulePass):
         if self.gated_grad not in GATED_GRAD_MODES:
             raise ArgumentError(f"pass option gated-grad must be auto, epilogue or separate, got '{self.gated_grad}'",
                                 "gated-grad")
+        if self.norm_grad not in NORM_GRAD_MODES:
+            raise ArgumentError(f"pass option norm-grad must be auto, epilogue or separate, got '{self.norm_grad}'",
+                                "norm-grad")
         reported: set[Operation] = set()
         for target in list(op.walk()):
             if isinstance(target, (nn.RoPEOp, nn.RoPEGradOp)) and self.epilogues:
@@ -142,6 +158,8 @@ class NNPlanPass(ModulePass):
                 self.plan_norm_stats(target)
             elif isinstance(target, (nn.SwiGLUGradOp, nn.GeGLUGradOp)) and self.epilogues:
                 self.plan_gated_grad(target)
+            elif isinstance(target, nn.RMSNormGradOp) and self.epilogues:
+                self.plan_norm_grad(target)
 
     def plan_norm_stats(self, norm: nn.RMSNormOp) -> None:
         x = norm.x
@@ -217,6 +235,42 @@ class NNPlanPass(ModulePass):
             remarks.emit_remark(grad, f"{grad.name} in the epilogue of {_describe(gemm)}: the IO model found it "
                                 f"cheaper: {text}", informational=True)
 
+    def plan_norm_grad(self, grad: nn.RMSNormGradOp) -> None:
+        """`in_producer_epilogue` on an RMSNorm backward with `hdh` whose dy a GEMM produces: dx
+        (plus a residual gradient added to it) and the dw partials in that GEMM's epilogue, or a
+        plain GEMM storing dy and one elementwise pass. Without `hdh` dx needs a row statistic of
+        dy first and never joins the producer's epilogue: nothing to choose (a forced `separate`
+        is still recorded and obeyed)."""
+        gemm = grad.dy.owner
+        if not isinstance(gemm, GEMMS) or self.norm_grad == "epilogue":
+            return
+        if self.norm_grad == "separate":  # forced: no model, no remark
+            grad.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
+            return
+        if not self.cost_model or grad.hdh is None:
+            return
+        from coda_ir.analysis import io_model
+
+        m, d, k = gemm_shape(gemm)
+        residual = _residual_add(grad.dx)
+        try:
+            decision = io_model.norm_grad_plan(m, d, K=k, dtype=_dtype(grad.dy), residual=residual)
+        except (ValueError, KeyError, ZeroDivisionError):  # a shape the model cannot price: no plan
+            return
+        costs = decision.costs
+        loads = "x and dres" if residual else "x"
+        text = (f"separate (plain GEMM storing dy [{m}x{d}], then one pass over dy, {loads}) "
+                f"{costs['separate'].time_s * 1e6:.1f} us vs in the epilogue ({costs['epilogue'].note}) "
+                f"{costs['epilogue'].time_s * 1e6:.1f} us")
+        if decision.choice == "separate":
+            grad.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
+            remarks.emit_remark(grad, f"{grad.name} not fused into the epilogue of {_describe(gemm)}: the IO model "
+                                f"found a separate pass cheaper (the epilogue's {loads} loads, spills and dw column "
+                                f"reduction follow each tile's mainloop at one CTA per SM): {text}", informational=True)
+        else:
+            remarks.emit_remark(grad, f"{grad.name} in the epilogue of {_describe(gemm)}: the IO model found it "
+                                f"cheaper: {text}", informational=True)
+
     def plan_head_norm(self, norm: nn.HeadRMSNormOp, reported: set[Operation]) -> None:
         gemm = producing_gemm(norm.x)
         if gemm is None:
@@ -234,6 +288,14 @@ class NNPlanPass(ModulePass):
             reported.add(gemm)
             remarks.emit_remark(norm, f"QK-norm not fused into the epilogue of {_describe(gemm)}: the IO model found "
                                 f"the unfused plan cheaper: {costs}; it stays a separate kernel")
+
+
+def _residual_add(dx: SSAValue) -> bool:
+    """Whether dx's only use adds it to another [M, D] tensor (a residual gradient): that add
+    joins whichever kernel makes dx and reads one more matrix there."""
+    uses = list(dx.uses)
+    return (len(uses) == 1 and isinstance(uses[0].operation, nn.AddOp)
+            and all(shape_of(v) == shape_of(dx) for v in uses[0].operation.operands))
 
 
 def prefers_unfused(decision, head_dim: int) -> tuple[bool, str]:

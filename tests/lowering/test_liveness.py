@@ -72,7 +72,8 @@ def test_examples_drop_dead_buffers_only(path):
 
 def test_llama_block_1b_backward_drops():
     """Which buffers the derived backward drops where, at the 1B shape (IR only, no launch)."""
-    cm = coda_ir.compile(nn_llama_block(SHAPES["1b"], fname="llama_block"), pipeline="nn-autodiff,nn-to-coda")
+    # the norm backward in the dgrad epilogues (norm-grad=epilogue), the form these drops were read from
+    cm = coda_ir.compile(nn_llama_block(SHAPES["1b"], fname="llama_block"), pipeline="nn-autodiff,nn-to-coda{norm-grad=epilogue}")
     bwd = _functions(cm)["llama_block_bwd"]
     steps = timeline(bwd)
     by_origin = [(s.op.attributes["coda.origin"].data if "coda.origin" in s.op.attributes else s.op.name, s) for s in steps]
@@ -92,10 +93,12 @@ def test_llama_block_peak_model(key, saved_mib, kept_mib, dropped_mib, sunk_mib,
     before session 9: with the saved set, the measured 2044 / 2184 MiB fwd+bwd on the H100),
     dropped at last use, and with `coda-sink-results` (dWd after the gate/up dgrad; measured
     1713 / 1749 MiB). The default plan's separate SwiGLU-backward pass (nn-plan's gated-grad
-    choice at both shapes) adds the stored dy [M, F] beside dz: +192 MiB at 1B, +1 at 8B."""
+    choice at both shapes) adds the stored dy [M, F] beside dz: +192 MiB at 1B, +1 at 8B. (A separate
+    RMSNorm-backward pass, `norm-grad=auto`, adds the stored dy [M, D] at 8B: +63 MiB, measured
+    1812 vs 1749 MiB in session 10, none at 1B.)"""
     text = nn_llama_block(SHAPES[key], fname="llama_block")
-    unsunk = _functions(coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{sink-results=false gated-grad=epilogue}"))
-    fns = _functions(coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{gated-grad=epilogue}"))
+    unsunk = _functions(coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{sink-results=false gated-grad=epilogue norm-grad=epilogue}"))
+    fns = _functions(coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{gated-grad=epilogue norm-grad=epilogue}"))
     default = _functions(coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda"))
     assert round(max(s.live for s in timeline(default["llama_block_bwd"])) / MiB) == separate_mib
     fwd = timeline(fns["llama_block_fwd"])
@@ -115,8 +118,8 @@ def test_sink_results_moves_dwd_after_gate_up_dgrad():
     SwiGLU backward's kernel to right after the gate/up dgrad + RMSNorm backward, its operand dh's
     last other reader; the forward and the other weight gradients stay where they were."""
     text = nn_llama_block(SHAPES["1b"], fname="llama_block")
-    before = _functions(coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{sink-results=false gated-grad=epilogue}"))
-    after = _functions(coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{gated-grad=epilogue}"))
+    before = _functions(coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{sink-results=false gated-grad=epilogue norm-grad=epilogue}"))
+    after = _functions(coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{gated-grad=epilogue norm-grad=epilogue}"))
 
     def order(fn):
         out = []
