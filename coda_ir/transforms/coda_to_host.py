@@ -226,7 +226,7 @@ class _FunctionLowering:
             transpose_a=op.transpose_a is not None, transpose_b=op.transpose_b is not None,
             interleave=op.interleave.value.data if op.interleave is not None else 0,
             bn_multiple_of=coda.recorded_bn_multiple_of(op), n_inputs=len(op.inputs),
-            config=self.checked_config(op), result_type=ty, args=args,
+            config=self.checked_config(op), epilogue_half_tiles=epilogue_half_tiles(op), result_type=ty, args=args,
         )
         self.add(launch)
         self.launched = launch.result
@@ -320,6 +320,23 @@ class _FunctionLowering:
         self.add(host.CommentOp(op.name))
         call = self.add(host.LibraryCallOp(callee, args, literals, [r.type for r in op.results], as_list))
         self.bind(op.results, call.results, lambda i: "t")
+
+
+def epilogue_half_tiles(op: coda.GemmOp) -> int:
+    """The tuning group of a GEMM kernel: twice the [M, N] matrices its epilogue reads or writes
+    (2-D tensors with the GEMM's M rows, in units of M x N, to the nearest half; the stored
+    product counts 1). Kernels of one GEMM shape and mainloop share a tuning only within a
+    group: a plain dgrad (2) and the same GEMM carrying the SwiGLU backward (z and dz, 2N wide
+    each: 8) want different tiles (the heavy one inherited the plain one's 128x256, spilled and
+    ran 2.5x slower; bench/RESULTS.md 2026-11-25 session 9). Row partials and vectors round to 0."""
+    m, n, _ = op.problem_shape()
+    elements = 0
+    for value in (*op.inputs, *op.outputs):
+        ty = value.type
+        if isinstance(ty, TensorType) and len(ty.get_shape()) == 2 and ty.get_shape()[0] == m:
+            rows, cols = ty.get_shape()
+            elements += rows * cols
+    return round(2 * elements / max(m * n, 1))
 
 
 def lower_function(fn: func.FuncOp) -> host.FuncOp:

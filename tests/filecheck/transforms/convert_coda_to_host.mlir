@@ -29,7 +29,7 @@ func.func @norm(%x: tensor<37x48xbf16>, %w: tensor<80x48xbf16>, %g: tensor<80xf3
 // A and B are read with their strides; the epilogue input is read row-major.
 // CHECK-NEXT:   %[[G:.*]] = "host.contiguous"(%g) : (tensor<80xf32>) -> tensor<80xf32>
 // CHECK-NEXT:   "host.comment"() <{text = "_norm_k0_gemm: coda.gemm 37x80x48"}>
-// CHECK-NEXT:   %[[E:.*]] = "host.launch_gemm"(%x, %w) <{kernel = @_norm_k0_gemm, m = #builtin.int<37>, n = #builtin.int<80>, k = #builtin.int<48>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<1>, transpose_b, config = #coda.config<bm = 64, bn = 64, bk = 32, warps = 4, stages = 3>}> ({
+// CHECK-NEXT:   %[[E:.*]] = "host.launch_gemm"(%x, %w) <{kernel = @_norm_k0_gemm, m = #builtin.int<37>, n = #builtin.int<80>, k = #builtin.int<48>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<1>, epilogue_half_tiles = #builtin.int<2>, transpose_b, config = #coda.config<bm = 64, bn = 64, bk = 32, warps = 4, stages = 3>}> ({
 // CHECK-NEXT:   ^bb0(%[[CFG:.*]]: !host.config):
 // CHECK-NEXT:     %[[Y:.*]] = "host.empty"(%[[DEV]]) : (!host.device) -> tensor<37x80xbf16>
 // Row partials: one per column tile of the picked configuration.
