@@ -14,6 +14,12 @@ in rotating order). Variants (`--variants`, comma-separated group names):
   coda      `coda fwd`: `coda_ir.compile(text, pipeline="nn-to-coda")`, one call of llama_block
   derived   `coda fwd+bwd (derived)`: pipeline "nn-autodiff,nn-to-coda": llama_block_fwd, then
             llama_block_bwd(*saved, dx2, dr); also its forward alone (`coda fwd (derived f_fwd)`)
+  torch     the derived block as users run it: `coda_ir.torch.function(text)` (custom ops, autograd
+            through @f_bwd), fwd+bwd = forward + torch.autograd.grad of every float input with the
+            same upstream gradients (as the torch variants), `coda_ir.torch fwd+bwd`: the default,
+            the backward hands its saved tensors over and donates those saved only for it
+            (session 10); `coda_ir.torch fwd+bwd (donation off)`: `set_donation(False)`, the
+            behaviour before (saved tensors held by the ctx until the backward returns)
   derived-epilogue  the same with `nn-to-coda{gated-grad=epilogue}`: the SwiGLU backward forced
             into the down-projection dgrad GEMM's epilogue (what `auto` chose before session 9)
   hand      `coda fwd+bwd (hand-written)`: generate.py's coda_llama_fwd/coda_llama_bwd at the
@@ -71,11 +77,11 @@ SHAPES = {
     "smoke": Llama("smoke", m=64, d=64, f=96, hd=16, hq=2, hkv=1, eps=1e-5, theta=500000.0),
 }
 # Built in this order (most wanted first: a spent --budget-s skips the tail).
-GROUPS = ("gemms", "eager", "coda", "derived", "compile", "liger", "hand", "compile-max", "derived-epilogue")
+GROUPS = ("gemms", "eager", "coda", "derived", "torch", "compile", "liger", "hand", "compile-max", "derived-epilogue")
 # A group starts only with this much of its shape's build budget left (s): roughly its cold
 # cost on the lent H100 (Triton compiles ~3-5 s per GEMM kernel and candidate: derived has 16 GEMM
 # launch sites, hand-written 12, the forward 4); a fifth of it when the autotune cache was warm.
-MIN_LEFT = {"coda": 40, "derived": 150, "derived-epilogue": 150, "hand": 120, "compile": 30, "liger": 10, "compile-max": 120}
+MIN_LEFT = {"coda": 40, "derived": 150, "torch": 150, "derived-epilogue": 150, "hand": 120, "compile": 30, "liger": 10, "compile-max": 120}
 # Hopper candidates kept by --tune short (indices into coda_ir.tiling.TMA_CANDIDATES): 128x256 s3,
 # 128x256 s4, 128x128 w8 s4 -- the winners of every earlier 8B run (bench/RESULTS.md).
 SHORT_TMA = (0, 2, 5)
@@ -520,6 +526,53 @@ class ShapeRun:
             rec["warm_compile"] = warm_compile_probe(self.key, self.args)
             self.log(f"    warm compile (new process, disk caches): {rec['warm_compile']}")
 
+    def g_torch(self):
+        """The derived block through `coda_ir.torch` autograd, with and without donation."""
+        import torch
+
+        import coda_ir.torch
+        from coda_ir.torch.function import set_donation
+
+        t0 = time.perf_counter()
+        fn = coda_ir.torch.function(self.text, pipeline="nn-to-coda", remarks=False)
+        compile_s = time.perf_counter() - t0
+        pos, ups = self.inputs[-1], self.ups
+
+        def make(donate: bool):
+            leaves = self.leaves()
+
+            def run():
+                before = set_donation(donate)
+                try:
+                    outs = fn(*leaves, pos)
+                    return outs, torch.autograd.grad(outs, leaves, ups)
+                finally:
+                    set_donation(before)
+            return run
+
+        for donate, variant in ((True, "coda_ir.torch"), (False, "coda_ir.torch (donation off)")):
+            rec: dict = {"kind": "coda", "compile_s": compile_s if donate else 0.0,
+                         "what": "coda_ir.torch.function autograd, set_donation(%s)" % donate}
+            self.row["variants"][variant] = rec
+            run = make(donate)
+            t0 = time.perf_counter()
+            outs, grads = run()
+            sync(self.dev)
+            rec["first_call_s"] = time.perf_counter() - t0
+            ok, rec["checks"] = self.check([outs[0], outs[1], *grads])
+            rec["check_ok"] = ok
+            del outs, grads
+            rec["peak_mib_fwd_bwd"] = peak_mib(run, self.dev)
+            self.log(f"    {variant}: peak fwd+bwd {rec['peak_mib_fwd_bwd']} MiB")
+            if donate:
+                bwd = fn.backward_module([True] * len(fn.float_args), donate=True, hand_over=True)
+                rec["written_over"] = [op.attributes["coda.origin"].data for op in bwd.ir.walk()
+                                       if "coda.writes_over" in op.attributes]
+            if ok:
+                name = f"{variant} fwd+bwd"
+                self.fns_fb[name] = run
+                self.row["fn_variant"][name] = variant
+
     def g_hand(self):
         rec: dict = {"kind": "coda", "source": "tests/programs/generate.py coda_llama_fwd/coda_llama_bwd at this shape"
                      + (" (= examples/coda/llama_{fwd,bwd}.mlir)" if self.key == "8b" else "")}
@@ -720,7 +773,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {GROUPS}")
     if args.smoke:
-        groups = [g for g in groups if g in ("coda", "derived", "hand", "eager", "liger")]
+        groups = [g for g in groups if g in ("coda", "derived", "torch", "hand", "eager", "liger")]
     keys = [k for k in args.shapes.split(",") if k]
     lines: list[str] = []
 
@@ -762,7 +815,7 @@ def main() -> int:
         for name, rec in run.row["variants"].items():
             if rec.get("kind") == "coda" and rec.get("check_ok") is False:
                 failed = True
-        if run.row.get("errors") and any(g in ("coda", "derived", "hand") for g in run.row["errors"]):
+        if run.row.get("errors") and any(g in ("coda", "derived", "torch", "hand") for g in run.row["errors"]):
             failed = True
         if not args.smoke:
             run.time_all(args.rounds)

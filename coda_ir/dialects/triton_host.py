@@ -134,28 +134,44 @@ def _check_static(ty: Attribute, what: str) -> None:
 class FuncOp(IRDLOperation):
     """The host function of `func.func @function`: its arguments are the torch tensors the
     caller passes, in order; `launches` is how many GPU launches one call makes (a launch
-    group and a library step count once)."""
+    group and a library step count once).
+
+    `owned` (the indices of the arguments whose reference the caller hands over, from the
+    `coda.owned` argument attributes): present, the function takes its arguments in one list,
+    which it empties on entry (`def f(_args): a, b = _args; _args.clear()`), so that its locals
+    hold the only references the caller gave it and `host.drop` of an owned argument can free
+    it (torch.compile's compiled backward takes its saved tensors the same way). Absent, the
+    arguments are positional, as the caller passes them, and none is ever dropped."""
 
     name = "host.func"
 
     function = prop_def(SymbolRefAttr)
     function_type = prop_def(FunctionType)
     launches = prop_def(IntAttr)
+    owned = opt_prop_def(ArrayAttr[IntAttr])
     body = region_def("single_block")
 
-    def __init__(self, function: str, inputs: Sequence[Attribute], outputs: Sequence[Attribute], launches: int):
-        super().__init__(
-            properties={
-                "function": SymbolRefAttr(function),
-                "function_type": FunctionType.from_lists(inputs, outputs),
-                "launches": IntAttr(launches),
-            },
-            regions=[Region(Block(arg_types=inputs))],
-        )
+    def __init__(self, function: str, inputs: Sequence[Attribute], outputs: Sequence[Attribute], launches: int,
+                 owned: Sequence[int] | None = None):
+        props: dict[str, Attribute] = {
+            "function": SymbolRefAttr(function),
+            "function_type": FunctionType.from_lists(inputs, outputs),
+            "launches": IntAttr(launches),
+        }
+        if owned is not None:
+            props["owned"] = ArrayAttr([IntAttr(i) for i in sorted(owned)])
+        super().__init__(properties=props, regions=[Region(Block(arg_types=inputs))])
 
     @property
     def py_name(self) -> str:
         return self.function.root_reference.data
+
+    @property
+    def takes_list(self) -> bool:
+        return self.owned is not None
+
+    def owned_indices(self) -> set[int]:
+        return {i.data for i in self.owned.data} if self.owned is not None else set()
 
     def verify_(self) -> None:
         name = self.py_name
@@ -173,6 +189,10 @@ class FuncOp(IRDLOperation):
             raise VerifyException("host.func: host.return's types must match function_type's outputs")
         if self.launches.data < 0:
             raise VerifyException("host.func: launches must be >= 0")
+        if self.owned is not None:
+            indices = [i.data for i in self.owned.data]
+            if indices != sorted(set(indices)) or any(not 0 <= i < len(args) for i in indices):
+                raise VerifyException("host.func: owned lists distinct argument indices in order")
 
 
 def _parent_func(op: Operation) -> FuncOp:
@@ -666,9 +686,12 @@ class DropOp(IRDLOperation):
         if not self.values:
             raise VerifyException("host.drop: drops at least one value")
         fn = _parent_func(self)
+        args = list(fn.body.block.args)
+        owned = fn.owned_indices()
         for v in self.values:
-            if v in fn.body.block.args or isinstance(v.owner, ContiguousOp):
-                raise VerifyException("host.drop: the caller holds the arguments, they are never dropped")
+            base = v.owner.value if isinstance(v.owner, ContiguousOp) else v
+            if base in args and args.index(base) not in owned:
+                raise VerifyException("host.drop: drops an argument the caller did not hand over (not owned)")
             if not isinstance(v.type, (TupleType, LaunchSpecType)):
                 _check_buffer(v.type, "host.drop")
         later = self.next_op

@@ -28,7 +28,7 @@ from coda_ir.transforms.coda_to_tl import KernelNames
 IND = "    "
 
 # names the generated module binds at module level or that host functions use as fixed locals
-RESERVED = ("torch", "triton", "tl", "os", "launch_gemm", "libdevice", "_rt", "_lib", "_dev", "_cfg", "_e")
+RESERVED = ("torch", "triton", "tl", "os", "launch_gemm", "libdevice", "_rt", "_lib", "_dev", "_cfg", "_e", "_args")
 
 
 def torch_dtype(elt: Attribute) -> str:
@@ -206,8 +206,19 @@ class HostPrinter:
             ty = a.type
             assert isinstance(ty, TensorType)
             sig.append(f"({p!r}, {tuple(ty.get_shape())!r}, {torch_dtype(ty.get_element_type())})")
-        head = [f"_SIG_{name} = {_tuple(sig)}", "", "", f"def {name}({', '.join(params)}):",
-                f'{IND}"""Host function for @{name}: {fn.launches.data} kernel launch(es)."""']
+        if fn.takes_list:
+            # the caller hands its references over in a list, emptied here: from now on these
+            # locals are the only references the caller gave, and `del` of one can free it
+            owned = sorted(fn.owned_indices())
+            head = [f"_SIG_{name} = {_tuple(sig)}", f"_OWNED_{name} = {_tuple([str(i) for i in owned])}", "", "",
+                    f"def {name}(_args):",
+                    f'{IND}"""Host function for @{name}: {fn.launches.data} kernel launch(es); takes its arguments '
+                    f'in a list, which it empties (owns arguments {owned})."""',
+                    f"{IND}{', '.join(params)}{',' if len(params) == 1 else ''} = _args",
+                    f"{IND}_args.clear()"]
+        else:
+            head = [f"_SIG_{name} = {_tuple(sig)}", "", "", f"def {name}({', '.join(params)}):",
+                    f'{IND}"""Host function for @{name}: {fn.launches.data} kernel launch(es)."""']
         for op in block.ops:
             self.statement(op)
         return head + self.lines

@@ -11,6 +11,15 @@ step's peak (2 GiB at 8192 tokens x 128256 vocab in bf16). When the caller donat
   function; its contents may be overwritten once the function no longer reads them. Set only by
   callers that own the buffer (`coda_ir.torch.function` for the tensors it saved only for the
   backward).
+* `coda.owned` (unit, a `func.func` argument attribute): the caller hands its reference over
+  (issue 11, peak memory: torch.compile's backward frees each saved tensor at its last use). The
+  host function then takes its arguments in one list, which it empties on entry
+  (`convert-coda-to-host` records the convention on the `host.func`), and drops each owned
+  argument after its last reader (`liveness.dead_after`), so the caching allocator can reuse it
+  as soon as no one else holds the tensor. Dropping a reference never changes a tensor's
+  contents, so any caller may own any argument; callers that pass tensors positionally are
+  unchanged (no argument owned). `coda_ir.torch.function` owns the saved tensors of an eager
+  backward that does not keep the graph.
 * `coda.writes_over` (on a function-level `coda.elementwise`, an array of i64, one per output):
   -1 = a fresh buffer; k >= 0 = the output is stored into input operand k (a donated argument).
 
@@ -19,10 +28,40 @@ is read through exactly one plain `coda.load` of the whole iteration shape (tile
 program reads exactly the elements it stores), by no gathered op (those read other columns from
 memory); each element of the output is computed from the same element of that load by
 per-element ops (so its store waits for that element's load, whatever the emitter's store
-placement: outputs are stored early, as soon as computed, possibly before other loads); the
-kernel is not a launch-group member (another member could read the buffer in the same launch);
-no later op of the function (nor its return) uses the argument; and the output is no result of
-the function (donated buffers are scratch: a result aliasing an argument would be copied).
+placement: outputs are stored early, as soon as computed, possibly before other loads); no
+other member of the kernel's launch group reads the argument (members run concurrently: another
+could read the buffer in the same launch); no later op of the function (nor its return) uses the
+argument; and the output is no result of the function (donated buffers are scratch: a result
+aliasing an argument would be copied).
+
+Pair halves (the separate SwiGLU / GeGLU backward pass that nn-plan's gated-grad plan chooses:
+dz [M, 2F] written over the donated z, bench/RESULTS.md session 10). The kernel iterates over
+[M, N] pair indices; z [M, 2N] is read through exactly one `coda.load` in pair halves
+(`coda.pair_halves` stride P): the program of tile (rows R, pair indices C) reads z at rows R and
+columns first(C) and first(C) + P, first(c) = (c // P) * 2P + c % P. The output is the wide result
+of the gathered `coda.pair_map` (or of a map run once per pair half) of the same stride over the
+same N pair indices, so the emitter stores it at exactly those rows and columns, with the same
+mask (`_EpilogueEmitter.pair_first` is shared per stride). Safety:
+1. Across programs: (c, half) -> first(c) + half * P is injective (c = g * P + o goes to
+   g * 2P + o + half * P with 0 <= o < P), so programs read and write disjoint elements, and each
+   program writes only elements it read itself.
+2. Inside a program the per-element argument does not hold: dz_up(c) = dy * silu(gate(c)) is
+   stored at the up column first(c) + P but computed from the gate column only, possibly by a
+   thread other than the one that loaded up(c). So the emitter puts a CTA barrier
+   (`tl.debug_barrier()`: bar.sync, whose memory accesses requested before it are performed
+   relative to all threads of the CTA) before the store of an output written over an input in
+   pair halves; and every load of z precedes that barrier in program order, because z's one load
+   emits both halves together and the stored value is computed from it (`_depends`), so the load
+   is emitted before the value, which is emitted before its store. One program is one CTA (a
+   launch group's member too: its branch is uniform per CTA), and the kernel has no `whole` axis
+   (no loop over column slices around the barrier).
+   Not covered: the form for F <= 128 whose pair_map is warp-local (z loaded whole, pairs
+   exchanged in registers, no `coda.pair_halves`): nothing is written over there.
+3. Triton's aliasing assumptions: its kernels take plain pointers, with no `noalias` / restrict
+   promise, so the compiler keeps program order between a load and a later store through another
+   pointer that may alias; the pass reads no z through TMA descriptors or the non-coherent cache
+   (a plain `tl.load` in an elementwise kernel). The Triton interpreter runs each program's tile
+   ops in order and the programs one after another: 1. suffices there.
 """
 
 from __future__ import annotations
@@ -34,28 +73,48 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from coda_ir.dialects import coda
 
 DONATED = "coda.donated"
+OWNED = "coda.owned"
 WRITES_OVER = "coda.writes_over"
 
-__all__ = ["DONATED", "WRITES_OVER", "donate_arguments", "donated_arguments", "plan_in_place", "writes_over"]
+__all__ = ["DONATED", "OWNED", "WRITES_OVER", "donate_arguments", "donated_arguments", "own_arguments",
+           "owned_arguments", "plan_in_place", "writes_over"]
 
 
 def donate_arguments(fn: func.FuncOp, indices: set[int] | list[int]) -> None:
     """Mark arguments `indices` of `fn` as donated (`coda.donated` argument attribute)."""
+    _mark_arguments(fn, indices, DONATED)
+
+
+def own_arguments(fn: func.FuncOp, indices: set[int] | list[int]) -> None:
+    """Mark arguments `indices` of `fn` as handed over (`coda.owned` argument attribute)."""
+    _mark_arguments(fn, indices, OWNED)
+
+
+def _mark_arguments(fn: func.FuncOp, indices: set[int] | list[int], key: str) -> None:
     n = len(fn.body.blocks[0].args)
     old = list(fn.arg_attrs.data) if fn.arg_attrs is not None else [DictionaryAttr({}) for _ in range(n)]
     new: list[Attribute] = []
     for i, attrs in enumerate(old):
         entries = dict(attrs.data)  # type: ignore[attr-defined]
         if i in indices:
-            entries[DONATED] = UnitAttr()
+            entries[key] = UnitAttr()
         new.append(DictionaryAttr(entries))
     fn.arg_attrs = ArrayAttr(new)
 
 
 def donated_arguments(fn: func.FuncOp) -> set[int]:
+    return _marked_arguments(fn, DONATED)
+
+
+def owned_arguments(fn: func.FuncOp) -> set[int]:
+    """The arguments whose reference the caller hands over (`coda.owned`)."""
+    return _marked_arguments(fn, OWNED)
+
+
+def _marked_arguments(fn: func.FuncOp, key: str) -> set[int]:
     if fn.arg_attrs is None:
         return set()
-    return {i for i, attrs in enumerate(fn.arg_attrs.data) if DONATED in attrs.data}  # type: ignore[attr-defined]
+    return {i for i, attrs in enumerate(fn.arg_attrs.data) if key in attrs.data}  # type: ignore[attr-defined]
 
 
 def writes_over(op: Operation) -> list[int] | None:
@@ -109,10 +168,57 @@ def _depends_elementwise(value: SSAValue, loaded: SSAValue) -> bool:
     return False
 
 
+def _pair_halves_load(op: coda.ElementwiseOp, position: int) -> tuple[SSAValue, int] | None:
+    """The one `coda.load` through which input `position` of `op` is read, when it is a load in
+    pair halves (`coda.pair_halves` stride P: for each iteration column c the columns first(c)
+    and first(c) + P, first(c) = (c // P) * 2P + c % P, of the same rows) of an input [M, 2N]
+    (the iteration shape being [M, N]); with its stride P. Else None."""
+    arg = op.body.blocks[0].args[position]
+    uses = list(arg.uses)
+    if len(uses) != 1:
+        return None
+    load = uses[0].operation
+    stride = coda.pair_halves_stride(load)
+    if not isinstance(load, coda.LoadOp) or load.period is not None or stride is None:
+        return None
+    m, n = op.iteration_shape()
+    if tuple(load.result.type.get_shape()) != (m, 2 * n) or tuple(arg.type.get_shape()) != (m, 2 * n):  # type: ignore[attr-defined]
+        return None
+    return load.result, stride
+
+
+def _stored_in_pair_halves(value: SSAValue, stride: int, pairs: int) -> bool:
+    """Whether the emitter stores yielded tile `value` in pair halves at stride `stride` over
+    `pairs` pair indices: the wide result of a gathered `coda.pair_map` of that stride, or of a
+    `coda.map` run once per pair half at that stride (`coda.pair_halves`)."""
+    owner = value.owner
+    if isinstance(owner, coda.PairMapOp):
+        return (coda.is_gathered(owner) and owner.stride.value.data == stride and owner.pair_count() == pairs
+                and owner.is_wide(value))
+    return isinstance(owner, coda.MapOp) and coda.pair_halves_stride(owner) == stride
+
+
+def _depends(value: SSAValue, loaded: SSAValue) -> bool:
+    """Whether tile `value` is computed from `loaded` (through any chain of tile ops in the
+    kernel): the load is then emitted before the value, hence before its store."""
+    seen: set[SSAValue] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v is loaded:
+            return True
+        if v in seen or not isinstance(v.owner, Operation):
+            continue
+        seen.add(v)
+        stack.extend(v.owner.operands)
+    return False
+
+
 def plan_in_place(fn: func.FuncOp) -> None:
-    """Record `coda.writes_over` on the function-level `coda.elementwise` kernels of `fn` that can
-    store an output into a donated argument (conditions: the module docstring). Each donated
-    argument is written over at most once; an argument no kernel can take stays as it is."""
+    """Record `coda.writes_over` on the function-level `coda.elementwise` kernels (launch-group
+    members included) of `fn` that can store an output into a donated argument (conditions: the
+    module docstring). Each donated argument is written over at most once; an argument no kernel
+    can take stays as it is."""
     donated = donated_arguments(fn)
     if not donated or not fn.body.blocks:
         return
@@ -120,33 +226,56 @@ def plan_in_place(fn: func.FuncOp) -> None:
     ops = list(block.ops)
     position = {op: i for i, op in enumerate(ops)}
     taken: set[int] = set()
-    for i, op in enumerate(ops):
-        if not isinstance(op, coda.ElementwiseOp) or WRITES_OVER in op.attributes:
+    for i, top in enumerate(ops):
+        group = top if isinstance(top, coda.LaunchGroupOp) else None
+        members = group.members() if group is not None else [top]
+        # a group member's results leave the group as the group's outputs, in member order
+        public = dict(zip([r for m in members for r in m.results], top.results)) if group is not None else {}
+        for op in members:
+            if not isinstance(op, coda.ElementwiseOp) or WRITES_OVER in op.attributes:
+                continue
+            choice = _choose(op, i, block, position, donated, taken, members, public)
+            if any(c >= 0 for c in choice):
+                op.attributes[WRITES_OVER] = ArrayAttr([IntegerAttr(c, i64) for c in choice])
+
+
+def _choose(op: coda.ElementwiseOp, i: int, block, position, donated: set[int], taken: set[int],
+            members: list[Operation], public: dict) -> list[int]:
+    choice = [-1] * len(op.outputs)
+    yielded = op.body.blocks[0].last_op.operands  # type: ignore[union-attr]
+    for k, value in enumerate(op.inputs):
+        if not (isinstance(value, BlockArgument) and value.block is block and value.index in donated):
             continue
-        choice = [-1] * len(op.outputs)
-        for k, value in enumerate(op.inputs):
-            if not (isinstance(value, BlockArgument) and value.block is block and value.index in donated):
+        if value.index in taken or list(op.inputs).count(value) != 1:
+            continue
+        # no use after this kernel: the buffer holds the output from here on
+        if any(position.get(_top(use.operation, block), -1) > i for use in value.uses):
+            continue
+        # no other member of its launch group reads it: members run concurrently
+        if any(use.operation in members and use.operation is not op for use in value.uses):
+            continue
+        loaded = _single_tile_local_load(op, k)
+        if loaded is not None:
+            fits = lambda y, loaded=loaded: _depends_elementwise(y, loaded)  # noqa: E731
+        else:
+            halves = _pair_halves_load(op, k)
+            if halves is None or op.whole_axis is not None:
                 continue
-            if value.index in taken or list(op.inputs).count(value) != 1:
-                continue
-            # no use after this kernel: the buffer holds the output from here on
-            if any(position.get(_top(use.operation, block), -1) > i for use in value.uses):
-                continue
-            loaded = _single_tile_local_load(op, k)
-            if loaded is None:
-                continue
-            yielded = op.body.blocks[0].last_op.operands  # type: ignore[union-attr]
-            for j, result in enumerate(op.outputs):
-                # a result the function returns is not stored there: the caller donated scratch,
-                # and a result aliasing an argument is copied by callers that forbid it (torch ops)
-                returned = any(isinstance(use.operation, func.ReturnOp) for use in result.uses)
-                if (choice[j] == -1 and not returned and isinstance(result.type, TensorType) and result.type == value.type
-                        and _depends_elementwise(yielded[j], loaded)):
-                    choice[j] = k
-                    taken.add(value.index)
-                    break
-        if any(c >= 0 for c in choice):
-            op.attributes[WRITES_OVER] = ArrayAttr([IntegerAttr(c, i64) for c in choice])
+            loaded, stride = halves
+            pairs = op.iteration_shape()[1]
+            fits = lambda y, loaded=loaded, stride=stride, pairs=pairs: (  # noqa: E731
+                _stored_in_pair_halves(y, stride, pairs) and _depends(y, loaded))
+        for j, result in enumerate(op.outputs):
+            # a result the function returns is not stored there: the caller donated scratch,
+            # and a result aliasing an argument is copied by callers that forbid it (torch ops)
+            out = public.get(result, result)
+            returned = any(isinstance(use.operation, func.ReturnOp) for use in out.uses)
+            if (choice[j] == -1 and not returned and isinstance(result.type, TensorType) and result.type == value.type
+                    and fits(yielded[j])):
+                choice[j] = k
+                taken.add(value.index)
+                break
+    return choice
 
 
 def _top(op: Operation, block) -> Operation | None:

@@ -9,12 +9,16 @@ next kernel's outputs; the peak becomes the largest set of buffers live at one l
 
 `dead_after(fn)` is the fact the host emitter obeys (it drops those names after the op);
 `timeline(fn)` is the same liveness with sizes, for tests and for predicting a peak before a GPU
-run. Function arguments are never dropped (the caller holds them), nor are returned values.
+run. Returned values are never dropped; an argument is dropped only when the caller handed its
+reference over (`coda.owned`, `lowering/in_place.py`: then the host function holds the only
+reference the caller gave it, and a saved tensor of a backward dies at its last reader, as in
+torch.compile's backward).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from xdsl.dialects import func
@@ -23,7 +27,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from coda_ir.dialects import coda
 from coda_ir.dialects.element_types import element_name
-from coda_ir.lowering.in_place import writes_over
+from coda_ir.lowering.in_place import owned_arguments, writes_over
 
 __all__ = ["dead_after", "timeline", "Step", "buffer_bytes"]
 
@@ -38,22 +42,24 @@ def _top(op: Operation, block: Block) -> Operation | None:
 
 
 def dead_after(fn: func.FuncOp) -> dict[Operation, list[SSAValue]]:
-    """For each top-level op of `fn`: the values defined by top-level ops (never arguments, never
-    returned) whose last top-level use is that op, or that it defines and nothing uses. After the
-    op has run, no later op reads them: the host may drop its references."""
+    """For each top-level op of `fn`: the values defined by top-level ops, and the owned arguments
+    (`coda.owned`), never returned, whose last top-level use is that op, or that it defines and
+    nothing uses. After the op has run, no later op reads them: the host may drop its references.
+    Under the key `fn` itself: the owned arguments no op reads (dropped on entry)."""
     block = fn.body.blocks[0]
     ops = list(block.ops)
     position = {op: i for i, op in enumerate(ops)}
     dead: dict[Operation, list[SSAValue]] = {op: [] for op in ops}
-    for op in ops:
-        if isinstance(op, func.ReturnOp):
+    dead[fn] = []
+    owned = owned_arguments(fn)
+    values: list[tuple[SSAValue, Operation]] = [(a, fn) for a in block.args if a.index in owned]
+    values += [(v, op) for op in ops if not isinstance(op, func.ReturnOp) for v in op.results]
+    for value, definer in values:
+        users = [_top(use.operation, block) for use in value.uses]
+        if any(isinstance(u, func.ReturnOp) for u in users):
             continue
-        for value in op.results:
-            users = [_top(use.operation, block) for use in value.uses]
-            if any(isinstance(u, func.ReturnOp) for u in users):
-                continue
-            last = max((u for u in users if u is not None), key=lambda u: position[u], default=op)
-            dead[last].append(value)
+        last = max((u for u in users if u is not None), key=lambda u: position[u], default=definer)
+        dead[last].append(value)
     return dead
 
 
@@ -109,33 +115,62 @@ def _producers(op: Operation) -> list[Operation | None]:
     return [op] * len(op.results)
 
 
-def timeline(fn: func.FuncOp, tile: tuple[int, int] = (128, 128), drop_dead: bool = True) -> list[Step]:
-    """The memory of one call of `fn`'s host function, op by op, above its arguments: outputs
-    allocated at their op, dropped after their last use (`dead_after`; with `drop_dead=False`,
-    kept to the end, as the host did before). Outputs recorded to write over a donated argument
-    allocate nothing."""
+def _buffers_of(op: Operation) -> list[SSAValue | None]:
+    """For each result of a top-level op: the input whose buffer it is stored into
+    (`coda.writes_over`, a group's members in order), or None for a fresh buffer."""
+    if isinstance(op, coda.LaunchGroupOp):
+        return [base for m in op.members() for base in _buffers_of(m)]
+    over = writes_over(op)
+    if over is None:
+        return [None] * len(op.results)
+    return [op.operands[k] if k >= 0 else None for k in over]
+
+
+def timeline(fn: func.FuncOp, tile: tuple[int, int] = (128, 128), drop_dead: bool = True,
+             released: Collection[int] | None = None) -> list[Step]:
+    """The memory of one call of `fn`'s host function, op by op, above the arguments it does not
+    release: outputs allocated at their op, dropped after their last use (`dead_after`; with
+    `drop_dead=False`, kept to the end, as the host did before). Outputs recorded to write over a
+    donated argument allocate nothing. `released` (default: the owned arguments): the arguments
+    whose memory dropping them frees (the host function held the last reference: a backward's
+    saved tensors that only the autograd ctx held; not weights or inputs the caller keeps). They
+    count as live from the entry; one written over by an output is freed when that output is
+    dropped."""
     dead = dead_after(fn)
-    live = 0
+    args = fn.body.blocks[0].args
+    released = set(owned_arguments(fn) if released is None else released) & set(owned_arguments(fn))
+    size_of_arg = {a: buffer_bytes(a.type) for a in args if a.index in released}
+    # a released argument written over by an output lives on as that output
+    carried: dict[SSAValue, int] = {}
+    for op in fn.body.blocks[0].ops:
+        for result, base in zip(op.results, _buffers_of(op)):
+            if base in size_of_arg:
+                carried[result] = size_of_arg.pop(base)
+    live = sum(size_of_arg.values()) + sum(carried.values())
+    if drop_dead:
+        live -= sum(size_of_arg.get(a, 0) for a in dead[fn])
     steps: list[Step] = []
     for op in fn.body.blocks[0].ops:
         if isinstance(op, func.ReturnOp):
             continue
-        over = writes_over(op) or [-1] * len(op.results)
-        sizes = [0 if k >= 0 else buffer_bytes(r.type, p, tile)
-                 for r, p, k in zip(op.results, _producers(op), over)]
-        size_of = dict(zip(op.results, sizes))
+        over = _buffers_of(op)
+        sizes = [0 if base is not None else buffer_bytes(r.type, p, tile)
+                 for r, p, base in zip(op.results, _producers(op), over)]
         allocated = sum(sizes)
         live += allocated
         step = Step(op, allocated, live, 0)
         if drop_dead:
             for value in dead[op]:
-                owner = value.owner
-                assert isinstance(owner, Operation)
-                j = list(owner.results).index(value)
-                owner_over = writes_over(owner) or [-1] * len(owner.results)
-                if owner_over[j] < 0:
-                    step.freed += buffer_bytes(value.type, _producers(owner)[j], tile)
                 step.dropped.append(value)
+                owner = value.owner
+                if not isinstance(owner, Operation):
+                    step.freed += size_of_arg.get(value, 0)
+                elif value in carried:
+                    step.freed += carried[value]
+                else:
+                    j = list(owner.results).index(value)
+                    if _buffers_of(owner)[j] is None:
+                        step.freed += buffer_bytes(value.type, _producers(owner)[j], tile)
             live -= step.freed
         steps.append(step)
     return steps

@@ -542,8 +542,11 @@ class CompiledModule:
                     f"got keyword argument(s) {', '.join(map(repr, kwargs))}",
                     next(iter(kwargs)),
                 )
-            _check_devices(name, args)  # before loading: a meta tensor must not reach Triton's driver lookup
-            interpret = _wants_interpreter(args)
+            # a function owning its arguments (`coda.owned`) takes them in one list, which it empties
+            listed = len(args) == 1 and isinstance(args[0], list)
+            tensors = args[0] if listed else args
+            _check_devices(name, tensors)  # before loading: a meta tensor must not reach Triton's driver lookup
+            interpret = _wants_interpreter(tensors)
             try:
                 module = self.module(interpret)
             except CodaError:
@@ -551,12 +554,20 @@ class CompiledModule:
             except Exception as error:
                 raise internal_error(error, f"loading the generated module for @{name}") from error
             host = getattr(module, name)
-            check_arguments(name, args, getattr(module, f"_SIG_{name}"))
+            owned = getattr(module, f"_OWNED_{name}", None)
+            if owned is not None and not listed:
+                raise ArgumentError(
+                    f"{name}() owns its argument(s) {', '.join(map(str, owned))} (coda.owned): pass all its tensors "
+                    f"in one list, which it empties (got {len(args)} positional argument(s))"
+                )
+            if owned is None:
+                tensors = args  # positional, as before (a list is no tensor: check_arguments says so)
+            check_arguments(name, tensors, getattr(module, f"_SIG_{name}"))
             if not indices_are_checked():
-                check_indices(name, args, self.index_checks.get(name, ()))
+                check_indices(name, tensors, self.index_checks.get(name, ()))
             try:
                 with triton_mode(interpret), _quiet_numpy(interpret):
-                    return host(*args)
+                    return host(tensors) if owned is not None else host(*tensors)
             except CodaError:
                 raise
             except torch.cuda.OutOfMemoryError:

@@ -62,7 +62,7 @@ from xdsl.utils.target import Target
 
 from coda_ir.dialects.element_types import TRITON_DTYPE_NAMES, element_name
 from coda_ir.dialects import coda
-from coda_ir.lowering.in_place import plan_in_place
+from coda_ir.lowering.in_place import plan_in_place, writes_over
 from coda_ir.lowering.host_printer import print_host_function
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
@@ -1109,6 +1109,11 @@ class _EpilogueEmitter:
             rows = self.row_offsets()
             base = f"{ptr} + {rows}[:, None] * {value.type.cols}"
             elt = rty.get_element_type()
+            over = writes_over(self.kernel)
+            if over is not None and over[index] >= 0:
+                # stored over the input it reads in pair halves: each half's store waits for every
+                # thread's loads of this program (in_place.py's pair-halves rule, point 2)
+                self.emit("tl.debug_barrier()")
             self.emit(f"tl.store({base} + {first}[None, :], {_store_cast(a, elt)}, mask={c.mask2})")
             self.emit(f"tl.store({base} + ({first} + {stride})[None, :], {_store_cast(b, elt)}, mask={c.mask2})")
         else:

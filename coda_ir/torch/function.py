@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, SSAValue
 
 import coda_ir
-from coda_ir.lowering.in_place import donate_arguments, writes_over
+from coda_ir.lowering.in_place import donate_arguments, own_arguments
 from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments, indices_checked
 from coda_ir.reference import element_dtype
 from coda_ir.remarks import printed_remarks
@@ -43,16 +43,21 @@ AUTODIFF_PASS = "nn-autodiff"
 SIBLINGS_PASS = "nn-fuse-siblings"
 NAMESPACE = "coda_ir"
 
-# Backward calls donate the saved tensors that exist only for the backward (see `set_donation`).
+# Backward calls hand the saved tensors over and donate those that exist only for the backward
+# (see `set_donation`).
 _DONATE = True
 
 
 def set_donation(enabled: bool) -> bool:
-    """Whether backward calls donate to `@f_bwd` the saved tensors the forward computed only for
-    the backward (`SavedTensor("extra")`), so that a kernel may store its output over one it
-    reads for the last time (`coda_ir.lowering.in_place`: the LM head's dlogits over the saved
-    logits). Returns the previous setting. Off, every backward allocates fresh outputs: the
-    A/B of the change (same kernels, same arithmetic, so bitwise the same results)."""
+    """Whether eager backward calls that do not keep the graph give `@f_bwd` their saved tensors:
+    they hand every saved tensor over (`coda.owned`: the autograd ctx releases them and
+    `@f_bwd` drops each after its last reader, so one that only the ctx held is freed there, as
+    torch.compile's backward does) and donate the tensors the forward computed only for the
+    backward (`SavedTensor("extra")`), so that a kernel may store its output over one it reads
+    for the last time (`coda_ir.lowering.in_place`: the LM head's dlogits over the saved logits,
+    the SwiGLU backward's dz over the saved z). Returns the previous setting. Off, the saved
+    tensors live until the backward returns and every output is a fresh buffer: the A/B of the
+    change (same kernels, same arithmetic, so bitwise the same results)."""
     global _DONATE
     before, _DONATE = _DONATE, bool(enabled)
     return before
@@ -62,6 +67,13 @@ def set_donation(enabled: bool) -> bool:
 # so the autograd ctx is their only holder and its backward may donate them. A direct call of
 # `fwd_op` returns them to its caller, whose copies must stay intact.
 _PRIVATE_EXTRAS = threading.local()
+
+
+def _no_dispatch_mode() -> bool:
+    """No torch dispatch mode is active (a mode sees the pure custom op, never a direct call)."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    return _get_current_dispatch_mode() is None
 
 
 def _keeps_graph() -> bool:
@@ -156,8 +168,8 @@ def _split_pipeline(pipeline: str | None) -> str | None:
     return ",".join(s for s in stages if s.split("{")[0].strip() != AUTODIFF_PASS) or None
 
 
-def _schema(args: Sequence[TensorSpec], n_results: int, mutated: Sequence[str] = ()) -> str:
-    params = ", ".join(f"Tensor(a{i}!) {a.name}" if a.name in mutated else f"Tensor {a.name}" for i, a in enumerate(args))
+def _schema(args: Sequence[TensorSpec], n_results: int) -> str:
+    params = ", ".join(f"Tensor {a.name}" for a in args)
     if n_results == 1:
         returns = "Tensor"
     else:
@@ -204,11 +216,9 @@ def _as_tuple(value) -> tuple[torch.Tensor, ...]:
     return tuple(value)
 
 
-def _define_op(qualname: str, args: Sequence[TensorSpec], results: Sequence[TensorSpec], run, fname: str,
-               mutated: Sequence[str] = ()):
+def _define_op(qualname: str, args: Sequence[TensorSpec], results: Sequence[TensorSpec], run, fname: str):
     """Register (once per name) a custom op `run(*tensors) -> tuple` with a fake implementation
-    that makes tensors of `results`' shapes and dtypes on the inputs' device. `mutated`: the
-    arguments the op may overwrite (declared in its schema, so that tracing knows)."""
+    that makes tensors of `results`' shapes and dtypes on the inputs' device."""
     with _OPS_LOCK:
         existing = _OPS.get(qualname)
         if existing is not None:
@@ -226,7 +236,7 @@ def _define_op(qualname: str, args: Sequence[TensorSpec], results: Sequence[Tens
             outs = tuple(torch.empty(r.shape, dtype=r.dtype, device=device) for r in results)
             return outs[0] if single else outs
 
-        op = torch.library.custom_op(qualname, impl, mutates_args=tuple(mutated), schema=_schema(args, len(results), mutated))
+        op = torch.library.custom_op(qualname, impl, mutates_args=(), schema=_schema(args, len(results)))
         op.register_fake(fake)
         _OPS[qualname] = op
         return op
@@ -291,8 +301,8 @@ class CodaFunction:
         # needed, so a program whose backward does not lower yet still runs without gradients.
         self.compiled: CompiledModule = coda_ir.compile(_only_functions(self.nn_module, [name]), self.pipeline)
         self._forward_module: CompiledModule | None = None
-        self._variants: dict[tuple[tuple[bool, ...], bool], CompiledModule] = {}
-        self._written: dict[tuple[bool, ...], list[int]] = {}
+        self._variants: dict[tuple[tuple[bool, ...], bool, bool], CompiledModule] = {}
+        self._aliased: dict[tuple[tuple[bool, ...], bool], list[int]] = {}
         self._lock = threading.RLock()
 
         self.forward_op = _define_op(
@@ -379,14 +389,27 @@ class CodaFunction:
         for g, spec in zip(grads[:n], self.results):
             # a result the loss does not use has no gradient: the backward takes zeros
             upstream.append(torch.zeros(spec.shape, dtype=spec.dtype, device=device) if g is None else g)
-        # the extra saved tensors are this ctx's alone (f's caller never sees them) and die with
-        # it: unless the graph is kept for another backward, @f_bwd may write over them
-        # Eager autograd only: traced backwards (torch.compile, AOT dispatch: fake or functional
-        # tensor subclasses) keep the pure op, whose graph the partitioner can split.
-        donate = (_DONATE and getattr(ctx, "coda_extras_private", False) and bool(self.donated_arguments()) and not _keeps_graph()
-                  and all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in saved if t is not None)
-                  and not torch.compiler.is_compiling())
-        outs = _as_tuple(self._backward_op(mask, donate)(*saved, *upstream))
+        # Eager autograd that does not keep the graph: the saved tensors are read by this backward
+        # only, so @f_bwd takes them over and drops each at its last reader. Traced backwards
+        # (torch.compile, AOT dispatch: fake or functional tensor subclasses, dispatch modes)
+        # keep the pure op, whose graph the partitioner can split.
+        hand_over = (_DONATE and not _keeps_graph() and not torch.compiler.is_compiling()
+                     and all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in (*saved, *upstream) if t is not None)
+                     and _no_dispatch_mode())
+        if hand_over:
+            # the extra saved tensors are this ctx's alone (f's caller never sees them) and die
+            # with it: @f_bwd may also write over them
+            donate = getattr(ctx, "coda_extras_private", False) and bool(self.donated_arguments())
+            arguments = [*saved, *upstream]
+            del saved, upstream
+            # the ctx's own references (autograd's `SavedVariable`s) go now, as AOTAutograd's
+            # backward does: from here `arguments` holds the only references this backward has
+            clear = getattr(ctx, "maybe_clear_saved_tensors", None)
+            if clear is not None:
+                clear()
+            outs = self._run_handing_over(mask, donate, arguments)
+        else:
+            outs = _as_tuple(self._backward_op(mask)(*saved, *upstream))
         wanted = [i for i, keep in zip(self.float_args, mask) if keep]
         for i, g in zip(wanted, outs):
             gradients[i] = g
@@ -410,27 +433,29 @@ class CodaFunction:
         `@f_fwd` computed only for the backward."""
         return [j for j, s in enumerate(self.saved) if s.source == "extra"]
 
-    def backward_module(self, mask: Sequence[bool], donate: bool = False) -> CompiledModule:
+    def backward_module(self, mask: Sequence[bool], donate: bool = False, hand_over: bool = False) -> CompiledModule:
         """The compiled `@f_bwd` returning only the gradients of the float arguments selected by
         `mask` (one bool per float argument, in order), with the work only the others needed
         removed. With `donate`, its arguments `donated_arguments()` are marked `coda.donated`:
-        the compiled function may overwrite them (kernels recorded `coda.writes_over`).
-        Compiled once per (mask, donate)."""
+        the compiled function may overwrite them (kernels recorded `coda.writes_over`). With
+        `hand_over`, the saved tensors (its first `num_saved` arguments) are marked `coda.owned`:
+        the compiled function takes all its arguments in one list, which it empties, and drops
+        each saved tensor after its last reader. Compiled once per (mask, donate, hand_over)."""
         if not self.differentiable:
             raise ArgumentError(f"@{self.name} has no @{self.bwd_name}: cannot compute gradients")
         mask = tuple(bool(m) for m in mask)
         if len(mask) != len(self.float_args):
             raise ArgumentError(f"mask has {len(mask)} entries, @{self.name} has {len(self.float_args)} float arguments")
-        key = (mask, bool(donate))
+        key = (mask, bool(donate), bool(hand_over))
         with self._lock:
             variant = self._variants.get(key)
             if variant is None:
                 with printed_remarks(self.remarks):
-                    variant = coda_ir.compile(self._backward_variant_ir(mask, bool(donate)), self.pipeline)
+                    variant = coda_ir.compile(self._backward_variant_ir(mask, bool(donate), bool(hand_over)), self.pipeline)
                 self._variants[key] = variant
             return variant
 
-    def _backward_variant_ir(self, mask: tuple[bool, ...], donate: bool = False) -> ModuleOp:
+    def _backward_variant_ir(self, mask: tuple[bool, ...], donate: bool = False, hand_over: bool = False) -> ModuleOp:
         from xdsl.transforms.dead_code_elimination import dce
 
         module = _only_functions(self.nn_module, [self.bwd_name])
@@ -445,32 +470,31 @@ class CodaFunction:
             dce(module)  # nn ops are Pure: the kernels only the dropped gradients used disappear
         if donate:
             donate_arguments(bwd, self.donated_arguments())
+        if hand_over:
+            own_arguments(bwd, range(self.num_saved))
         return module
 
-    def _written_over(self, mask: tuple[bool, ...]) -> list[int]:
-        """The arguments of `@f_bwd` the donating variant for `mask` actually writes over (its
-        kernels' `coda.writes_over` records; read once per mask: this runs in every backward)."""
-        cached = self._written.get(mask)
-        if cached is not None:
-            return cached
-        variant = self.backward_module(mask, donate=True)
-        written = set()
-        for op in variant.ir.walk():
-            for k in writes_over(op) or ():
-                if k >= 0:
-                    arg = op.operands[k]
-                    assert isinstance(arg, BlockArgument), "coda.writes_over names a function argument"
-                    written.add(arg.index)
-        self._written[mask] = sorted(written)
-        return self._written[mask]
+    def _run_handing_over(self, mask: tuple[bool, ...], donate: bool, arguments: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """Run the `hand_over` variant of `@f_bwd` on `arguments` (saved tensors, then upstream
+        gradients), which it empties: called directly, not through the custom op, whose
+        dispatcher would hold every argument until it returns. What the op adds is kept: a
+        gradient that is an argument as is (or another gradient) is copied (`_unaliased`),
+        decided from the IR since a dropped argument's memory may hold a new output by then."""
+        module = self.backward_module(mask, donate, hand_over=True)
+        aliased = self._aliased.get((mask, donate))
+        if aliased is None:
+            bwd = next(f for f in module.ir.walk() if isinstance(f, func.FuncOp) and f.sym_name.data == self.bwd_name)
+            returned = list(bwd.body.blocks[0].last_op.operands)
+            aliased = [i for i, v in enumerate(returned) if isinstance(v, BlockArgument) or any(v is w for w in returned[:i])]
+            self._aliased[(mask, donate)] = aliased
+        # the saved index arguments (ids, targets) are those the forward call checked
+        with indices_checked():
+            outs = _as_tuple(getattr(module, self.bwd_name)(arguments))
+        return tuple(o.clone() if i in aliased else o for i, o in enumerate(outs))
 
-    def _backward_op(self, mask: tuple[bool, ...], donate: bool = False):
-        if donate:
-            written = self._written_over(mask)
-            if not written:  # nothing to write over: the pure op, no mutation to declare
-                return self._backward_op(mask, False)
+    def _backward_op(self, mask: tuple[bool, ...]):
         bits = "".join("1" if m else "0" for m in mask)
-        qualname = f"{self.op_name}_bwd_{bits}" + ("_donating" if donate else "")
+        qualname = f"{self.op_name}_bwd_{bits}"
         with _OPS_LOCK:
             op = _OPS.get(qualname)
         if op is not None:
@@ -481,11 +505,9 @@ class CodaFunction:
         def run_bwd(*tensors):
             # the saved index arguments (ids, targets) are those the forward call checked
             with indices_checked():
-                return _as_tuple(getattr(self.backward_module(mask, donate), self.bwd_name)(*tensors))
+                return _as_tuple(getattr(self.backward_module(mask), self.bwd_name)(*tensors))
 
-        # the arguments written over are declared mutated (the schema must be exact)
-        mutated = [self._bwd_args[j].name for j in written] if donate else []
-        return _define_op(qualname, self._bwd_args, specs, run_bwd, self.bwd_name, mutated)
+        return _define_op(qualname, self._bwd_args, specs, run_bwd, self.bwd_name)
 
     # ------------------------------------------------------------------ calling
 

@@ -260,7 +260,7 @@ def _compiled(program: str, what: str, pipeline: str | None, progress: bool, rem
                 # the first backward (the variant a training step uses: donating its saved
                 # tensors, as `CodaFunction._backward` does when the graph is not kept)
                 fn.forward_module
-                fn.backward_module([True] * len(fn.float_args), donate=bool(fn.donated_arguments()))
+                fn.backward_module([True] * len(fn.float_args), donate=bool(fn.donated_arguments()), hand_over=True)
             if progress:
                 print(f"coda-ir: compiled {what} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
             _COMPILED[key] = fn

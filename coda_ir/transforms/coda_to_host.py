@@ -21,7 +21,11 @@ decision the host code embodies is made here and recorded in the ops:
 * library steps: which `_lib` function, and its literal arguments (head counts, causality,
   the gradient's row count and dtype, the axis and bounds of a concat / slice);
 * buffer lifetimes: after each op, `host.drop` of the buffers no later op reads
-  (`liveness.dead_after`), with the launch's argument tuple, or the group's specs.
+  (`liveness.dead_after`), with the launch's argument tuple, or the group's specs;
+* the calling convention: a function with arguments the caller hands over (`coda.owned`)
+  records them on the `host.func` (`owned`: it takes its arguments in a list it empties), and
+  drops each after its last reader like its own buffers; without, arguments are positional
+  and never dropped.
 
 The `func.func` stays (its coda.gemm / coda.elementwise kernels are still emitted as text by
 `lowering/triton.py`); the `host.func` is inserted right after it.
@@ -44,7 +48,7 @@ from xdsl.utils.exceptions import VerifyException
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_host as host
-from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, writes_over
+from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, owned_arguments, writes_over
 from coda_ir.lowering.liveness import dead_after
 from coda_ir.transforms.coda_to_tl import kernel_symbol
 
@@ -97,7 +101,8 @@ class _FunctionLowering:
                 raise CompilerError(fn, f"argument #{i} must be a tensor to be passed from torch, got {arg.type}")
         ret = entry.last_op
         outputs = [host_type(v.type) for v in ret.operands] if isinstance(ret, func.ReturnOp) else []
-        hfn = host.FuncOp(name, [a.type for a in entry.args], outputs, coda.launch_count(fn))
+        owned = owned_arguments(fn)
+        hfn = host.FuncOp(name, [a.type for a in entry.args], outputs, coda.launch_count(fn), sorted(owned) if owned else None)
         self.block = hfn.body.block
         params = list(self.block.args)
         self.bind(entry.args, params, lambda i: f"arg{i}")
@@ -116,6 +121,9 @@ class _FunctionLowering:
                 c.name_hint = self.vals[arg].name_hint
                 self.vals[arg] = c
         dead = dead_after(fn)
+        unread = [self.vals[a] for a in dead[fn]]  # owned arguments no kernel reads
+        if unread:
+            self.add(host.DropOp(unread))
         for op in entry.ops:
             if isinstance(op, coda.LaunchGroupOp):
                 self.launch_group(op)

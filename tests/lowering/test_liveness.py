@@ -144,3 +144,112 @@ def test_dropping_keeps_gradients():
     assert "del " in cm.source.split("def llama_block_bwd(")[1]
     inputs = random_inputs(text, seed=3)
     check_gradients(cm, text, inputs, upstream=random_upstream(text, seed=3))
+
+
+OWNED_PROGRAM = """
+func.func @g(%a: tensor<16x24xf32> {coda.owned}, %b: tensor<24x24xf32> {coda.owned}, %c: tensor<24x24xf32>, %u: tensor<16x24xf32> {coda.owned}) -> (tensor<16x24xf32>, tensor<24x24xf32>) {
+  %x = nn.linear %a, %b : tensor<16x24xf32>, tensor<24x24xf32> -> tensor<16x24xf32>
+  %y = nn.silu %x : tensor<16x24xf32> -> tensor<16x24xf32>
+  %z = nn.linear %y, %c : tensor<16x24xf32>, tensor<24x24xf32> -> tensor<16x24xf32>
+  func.return %z, %b : tensor<16x24xf32>, tensor<24x24xf32>
+}
+"""
+
+
+def test_owned_arguments_are_freed_before_the_function_returns(monkeypatch):
+    """A function owning arguments (`coda.owned`) takes them in a list it empties and drops each
+    after its last reader: %u (unread) before the first launch, %a after the first GEMM; %b is
+    returned (kept), %c is not owned (kept). The caller's list is emptied; the result is the
+    float64 reference's within the bar."""
+    import weakref
+
+    import torch
+
+    from coda_ir.lowering.runtime import ArgumentError
+    from coda_ir.testing import check_close
+
+    cm = coda_ir.compile(OWNED_PROGRAM, pipeline="nn-to-coda")
+    g = torch.Generator().manual_seed(0)
+    a, b, c, u = (torch.randn(s, generator=g) for s in [(16, 24), (24, 24), (24, 24), (16, 24)])
+    ref64 = torch.nn.functional.silu(a.double() @ b.double().T) @ c.double().T
+    ref32 = torch.nn.functional.silu(a @ b.T) @ c.T
+    with pytest.raises(ArgumentError, match="one list"):
+        cm.g(a, b, c, u)  # positional: refused, nothing released
+    refs = {name: weakref.ref(t) for name, t in zip("abcu", (a, b, c, u))}
+    arguments = [a, b, c, u]
+    del a, u  # the list holds the only references to a and u
+    alive_at_alloc: list[dict[str, bool]] = []
+    empty = torch.empty
+
+    def record(*size, **kwargs):
+        alive_at_alloc.append({n: r() is not None for n, r in refs.items()})
+        return empty(*size, **kwargs)
+
+    monkeypatch.setattr(torch, "empty", record)
+    z, b_out = cm.g(arguments)
+    monkeypatch.setattr(torch, "empty", empty)
+    assert arguments == []  # the function emptied the caller's list
+    assert b_out is b
+    # two GEMMs allocate: y at the first (u already dropped, a still read), z at the second
+    assert [s["u"] for s in alive_at_alloc] == [False, False]
+    assert [s["a"] for s in alive_at_alloc] == [True, False]
+    assert all(s["b"] and s["c"] for s in alive_at_alloc)
+    assert refs["a"]() is None and refs["u"]() is None
+    ok, error, bound = check_close(z, ref64, ref32)
+    assert ok, (error, bound)
+
+
+def test_owned_arguments_in_the_timeline():
+    """The memory model of an owning function: released arguments count from the entry and are
+    freed at their drop (u on entry, a after the first GEMM)."""
+    cm = coda_ir.compile(OWNED_PROGRAM, pipeline="nn-to-coda")
+    fn = _functions(cm)["g"]
+    dead = dead_after(fn)
+    assert [v.name_hint for v in dead[fn]] == ["u"]
+    steps = timeline(fn)
+    size, b = 16 * 24 * 4, 24 * 24 * 4
+    # from the entry: a, b (returned: held to the end) and u (dropped on entry); c is not owned
+    assert steps[0].live == size + b + size  # a, b, y
+    assert [v.name_hint for v in steps[0].dropped] == ["a"] and steps[0].freed == size
+    assert steps[1].live == b + size + size  # b, y, z
+    assert timeline(fn, released=[])[0].live == size  # y only: no argument counted
+
+
+@pytest.mark.parametrize("key, before_mib, owned_mib, donated_mib", [("1b", 1905, 1905, 1393), ("8b", 1749, 1749, 1301)])
+def test_llama_block_peak_model_with_saved_tensors_handed_over(key, before_mib, owned_mib, donated_mib):
+    """The forward+backward peak the model predicts for `coda_ir.torch`'s backward (bench/RESULTS.md
+    session 10): the caller keeps f's results (x2, r) and the inputs; the saved extras (x1, rstd_x1,
+    z, g, rstd_x2) are held before the backward and, handed over (`coda.owned`), freed at their last
+    reader; donated too, dz is written over z (the separate SwiGLU-backward pass). Handing over
+    alone leaves the peak where it was: at the SwiGLU-backward pass, z's last reader, where z, dz
+    and dy coexist; dz over z removes one [M, 2F] buffer there (-512 / -448 MiB)."""
+    from coda_ir.lowering.in_place import donate_arguments, own_arguments
+    from coda_ir.torch.function import _funcs, _only_functions
+
+    text = nn_llama_block(SHAPES[key], fname="llama_block")
+    module = coda_ir.parse(text)
+    coda_ir.lower(module, "nn-fuse-siblings,nn-autodiff")
+    funcs = _funcs(module)
+    n = len(funcs["llama_block"].function_type.outputs.data)
+    fwd_block = funcs["llama_block_fwd"].body.blocks[0]
+    returned = list(fwd_block.last_op.operands)
+    saved = returned[n:]
+    results = [j for j, v in enumerate(saved) if any(v is r for r in returned[:n])]  # x2, r: the caller's
+    extras = [j for j, v in enumerate(saved) if v.owner is not fwd_block and j not in results]
+    results_bytes = sum(buffer_bytes(saved[j].type) for j in results)
+    extras_bytes = sum(buffer_bytes(saved[j].type) for j in extras)
+    assert round((results_bytes + extras_bytes) / MiB) == {"1b": 992, "8b": 896}[key]
+    peaks = []
+    for own, donate in ((False, False), (True, False), (True, True)):
+        variant = _only_functions(module, ["llama_block_bwd"])
+        bwd = _funcs(variant)["llama_block_bwd"]
+        if own:
+            own_arguments(bwd, range(len(saved)))
+        if donate:
+            donate_arguments(bwd, extras)
+        fn = _functions(coda_ir.compile(variant, pipeline="nn-to-coda"))["llama_block_bwd"]
+        # not owned: the extras are held beside the backward's own buffers to its end; owned:
+        # the timeline counts them (released) from the entry to their last reader
+        above = max(s.live for s in timeline(fn, released=extras))
+        peaks.append(round((results_bytes + (0 if own else extras_bytes) + above) / MiB))
+    assert peaks == [before_mib, owned_mib, donated_mib]

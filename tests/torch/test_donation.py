@@ -6,13 +6,16 @@ that is dlogits written over the saved logits: one logits-sized buffer less at t
 Checked here (CPU, Triton interpreter): the decision is recorded in the IR and obeyed (no
 logits-sized allocation in the backward, the saved logits' storage holds dlogits afterwards),
 the gradients are bitwise those of the non-donating backward and within the NN_DIALECT.md bar,
-and a backward that keeps the graph (`retain_graph`) donates nothing.
+and a backward that keeps the graph (`retain_graph`) donates nothing. The same backward hands
+all its saved tensors over (`coda.owned`): those only the ctx held are freed at their last
+reader, before `@f_bwd` returns.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
@@ -142,5 +145,95 @@ def test_retained_graph_is_not_donated(head):
             if t.is_floating_point():
                 t.grad = None
         loss.backward()  # the second backward reads the same saved logits, intact
+    for a, t in zip(first, [t for t in leaves if t.is_floating_point()]):
+        assert torch.equal(a, t.grad)
+
+
+class Liveness:
+    """While active: at every `torch.empty` (each allocation of the generated host code), which
+    of the tracked tensors still exist (weak references: tracking keeps nothing alive)."""
+
+    def __init__(self):
+        self.refs: list[weakref.ref] = []
+        self.shapes: list[tuple[int, ...]] = []
+        self.alive: list[list[bool]] = []
+        self._empty = torch.empty
+
+    def track(self, t: torch.Tensor) -> torch.Tensor:
+        self.refs.append(weakref.ref(t))
+        self.shapes.append(tuple(t.shape))
+        return t
+
+    def _record(self, *size, **kwargs):
+        self.alive.append([r() is not None for r in self.refs])
+        return self._empty(*size, **kwargs)
+
+    def __enter__(self):
+        torch.empty = self._record
+        return self
+
+    def __exit__(self, *exc):
+        torch.empty = self._empty
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_backward_releases_saved_tensors_at_their_last_use(enabled):
+    """The backward hands its saved tensors over (`coda.owned`): the ctx releases them and
+    `@f_bwd` drops each after its last reader, so the tensors the forward saved only for the
+    backward (held by nothing else) are freed while it still runs; z [M, 2F] (the gate/up GEMM's
+    output) among them. With donation off, every saved tensor lives until it returns. Gradients
+    are bitwise the same."""
+    text = tiny_program("llama_block", "bf16")  # m=19, d=32, f=24
+    fn = coda_ir.torch.function(text)
+    inputs = random_inputs(text, seed=5)
+    results = {}
+    for mode in (enabled, not enabled):
+        leaves = [t.clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs]
+        live = Liveness()
+        with donation(mode):
+            with torch.autograd.graph.saved_tensors_hooks(live.track, lambda t: t):
+                outs = fn(*leaves)
+            loss = sum((o.float() * (k + 1)).sum() for k, o in enumerate(outs))
+            with live:
+                loss.backward()
+        results[mode] = ([t.grad for t in leaves if t.is_floating_point()], live)
+    grads, live = results[enabled]
+    # the allocations of the backward (the first ones are the loss's own backward, none here:
+    # every torch.empty during backward() is the host function's)
+    assert live.alive, "the backward allocated nothing"
+    assert len(live.refs) == len(fn.saved)  # the pack hook saw each saved tensor, in order
+    extras = {j for j, s in enumerate(fn.saved) if s.source == "extra"}  # x1, rstd_x1, z, g, rstd_x2
+    assert (19, 48) in [live.shapes[j] for j in extras]  # z
+    freed_during = {i for i in range(len(live.refs)) if not all(a[i] for a in live.alive)}
+    if enabled:
+        # every tensor saved only for the backward is freed before it returns; the inputs and
+        # f's results it also read are the caller's (held by this test): they stay
+        assert freed_during == extras
+        assert not any(live.alive[-1][j] for j in extras)
+    else:
+        assert freed_during == set()
+    for a, b in zip(grads, results[not enabled][0]):
+        assert torch.equal(a, b)
+
+
+def test_retained_graph_releases_nothing():
+    """A backward that keeps the graph (`retain_graph`) hands nothing over: every saved tensor is
+    alive at every allocation, and the second backward reads them intact."""
+    text = tiny_program("llama_block", "bf16")
+    fn = coda_ir.torch.function(text)
+    inputs = random_inputs(text, seed=6)
+    leaves = [t.clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs]
+    live = Liveness()
+    with donation(True):
+        with torch.autograd.graph.saved_tensors_hooks(live.track, lambda t: t):
+            outs = fn(*leaves)
+        loss = sum(o.float().sum() for o in outs)
+        with live:
+            loss.backward(retain_graph=True)
+        first = [t.grad.clone() for t in leaves if t.is_floating_point()]
+        for t in leaves:
+            t.grad = None
+        loss.backward()
+    assert live.alive and all(all(a) for a in live.alive)
     for a, t in zip(first, [t for t in leaves if t.is_floating_point()]):
         assert torch.equal(a, t.grad)

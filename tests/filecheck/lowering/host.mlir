@@ -129,3 +129,35 @@ func.func @shadow(%_shadow_k0_elementwise: tensor<8x16xf32>, %torch: tensor<8x16
 // CHECK:           _cfg, _e = _rt.launch_elementwise(_shadow_k0_elementwise, lambda _cfg: (_shadow_k0_elementwise0, torch0, torch.empty((8, 16), dtype=torch.float32, device=_dev)), M=8, N=16, bn_multiple_of=1)
 // CHECK-NEXT:      o, = _e[2:]
 // CHECK-NEXT:      return o
+
+// -----
+
+// A function owning arguments (coda.owned) takes them in one list, which it empties on entry:
+// its locals are then the only references the caller gave, and `del` frees an argument no one
+// else holds (a backward's saved tensor) after its last reader.
+func.func @owned(%a: tensor<8x16xf32> {coda.owned}, %b: tensor<16x16xf32>) -> tensor<8x16xf32> {
+  %x = coda.gemm %a, %b transpose_b : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32> {
+  ^bb0(%acc: !coda.tile<8x16xf32>):
+    coda.yield %acc : !coda.tile<8x16xf32>
+  }
+  %y = coda.gemm %x, %b transpose_b : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32> {
+  ^bb0(%acc: !coda.tile<8x16xf32>):
+    coda.yield %acc : !coda.tile<8x16xf32>
+  }
+  func.return %y : tensor<8x16xf32>
+}
+
+// CHECK-LABEL: _SIG_owned = (('a', (8, 16), torch.float32), ('b', (16, 16), torch.float32))
+// CHECK-NEXT:  _OWNED_owned = (0,)
+// CHECK:       def owned(_args):
+// CHECK-NEXT:      """Host function for @owned: 2 kernel launch(es); takes its arguments in a list, which it empties (owns arguments [0])."""
+// CHECK-NEXT:      a, b = _args
+// CHECK-NEXT:      _args.clear()
+// CHECK-NEXT:      _rt.check_arguments('owned', (a, b), _SIG_owned)
+// CHECK:           _cfg, _e = launch_gemm(_owned_k0_gemm, a, b,
+// CHECK-NEXT:      x, = _e[0:]
+// CHECK-NEXT:      del _e, a
+// CHECK:           _cfg, _e = launch_gemm(_owned_k1_gemm, x, b,
+// CHECK-NEXT:      y, = _e[0:]
+// CHECK-NEXT:      del _e, x
+// CHECK-NEXT:      return y

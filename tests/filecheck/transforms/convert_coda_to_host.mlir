@@ -145,3 +145,35 @@ func.func @inplace(%a: tensor<8x16xf32> {coda.donated}, %b: tensor<8x16xf32>) ->
 // CHECK-NEXT:   ^bb0(%{{.*}}: !host.config):
 // CHECK-NEXT:     %[[O2:.*]] = "host.empty"(%{{.*}}) : (!host.device) -> tensor<8x16xf32>
 // CHECK-NEXT:     "host.yield"(%[[A]], %{{.*}}, %[[A]], %[[O2]])
+
+// -----
+
+// Arguments the caller hands over (coda.owned, lowering/in_place.py): the host.func records them
+// (`owned`: it takes its arguments in a list it empties) and drops each after its last reader,
+// like its own buffers: %a after the gemm that reads it last, %u (read by no kernel) on entry.
+// %b is returned, %c not owned: neither is dropped.
+func.func @owned(%a: tensor<8x16xf32> {coda.owned}, %b: tensor<16x16xf32> {coda.owned}, %c: tensor<16x16xf32>, %u: tensor<8x16xf32> {coda.owned}) -> (tensor<8x16xf32>, tensor<16x16xf32>) {
+  %x = coda.gemm %a, %b transpose_b : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32> {
+  ^bb0(%acc: !coda.tile<8x16xf32>):
+    coda.yield %acc : !coda.tile<8x16xf32>
+  }
+  %y = coda.gemm %x, %c transpose_b : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32> {
+  ^bb0(%acc: !coda.tile<8x16xf32>):
+    coda.yield %acc : !coda.tile<8x16xf32>
+  }
+  func.return %y, %b : tensor<8x16xf32>, tensor<16x16xf32>
+}
+
+// CHECK:      "host.func"() <{function = @owned, {{.*}} launches = #builtin.int<2>, owned = [#builtin.int<0>, #builtin.int<1>, #builtin.int<3>]}> ({
+// CHECK-NEXT: ^bb0(%a: tensor<8x16xf32>, %b: tensor<16x16xf32>, %c: tensor<16x16xf32>, %u: tensor<8x16xf32>):
+// CHECK-NEXT:   "host.check_arguments"(%a, %b, %c, %u)
+// CHECK-NEXT:   %{{.*}} = "host.device_of"(%a, %b, %c, %u)
+// CHECK-NEXT:   "host.drop"(%u) : (tensor<8x16xf32>) -> ()
+// CHECK-NEXT:   "host.comment"
+// CHECK-NEXT:   %[[E0:.*]] = "host.launch_gemm"(%a, %b)
+// CHECK:        %x = "host.unpack"(%[[E0]])
+// CHECK-NEXT:   "host.drop"(%[[E0]], %a) : (!host.tuple<[tensor<8x16xf32>]>, tensor<8x16xf32>) -> ()
+// CHECK:        %[[E1:.*]] = "host.launch_gemm"(%x, %c)
+// CHECK:        %y = "host.unpack"(%[[E1]])
+// CHECK-NEXT:   "host.drop"(%[[E1]], %x) : (!host.tuple<[tensor<8x16xf32>]>, tensor<8x16xf32>) -> ()
+// CHECK-NEXT:   "host.return"(%y, %b)

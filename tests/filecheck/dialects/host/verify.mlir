@@ -103,7 +103,7 @@
   "host.return"(%r) : (tensor<8xf32>) -> ()
 }) : () -> ()
 // CHECK: {{.*}}verify.mlir:[[# @LINE - 4]]:{{[0-9]+}}: error: 'host.drop' op host.drop: a dropped value is read later (by host.return)
-// CHECK: {{.*}}verify.mlir:[[# @LINE - 4]]:{{[0-9]+}}: error: 'host.drop' op host.drop: the caller holds the arguments, they are never dropped
+// CHECK: {{.*}}verify.mlir:[[# @LINE - 4]]:{{[0-9]+}}: error: 'host.drop' op host.drop: drops an argument the caller did not hand over (not owned)
 
 // -----
 
@@ -117,4 +117,4 @@
   }) : (tensor<8x16xf32>, tensor<16x16xf32>) -> !host.tuple<[tensor<8x16xf32>]>
   "host.return"() : () -> ()
 }) : () -> ()
-// CHECK: {{.*}}verify.mlir:113:{{[0-9]+}}: error: 'host.launch_gemm' op host.launch_gemm: epilogue_half_tiles must be >= 0
+// CHECK: {{.*}}verify.mlir:[[# @LINE - 7]]:{{[0-9]+}}: error: 'host.launch_gemm' op host.launch_gemm: epilogue_half_tiles must be >= 0
