@@ -12,7 +12,7 @@ decision the host code embodies is made here and recorded in the ops:
 * allocations: every output is a fresh `host.empty` of its type, partials `[L, tiles]` in
   float32 with `tiles` the tile count of the configuration the launch picks along the
   partials' axis (`host.tiles`: columns for row partials, rows for column partials); an
-  output that `plan_in_place` recorded (`coda.writes_over`) to write over a donated argument
+  output that `coda-plan-in-place` recorded (`coda.writes_over`) to write over a donated argument
   of its type is that argument's buffer instead (anything else recorded is a compiler bug);
 * launches: kernel symbol, problem shape, transposes, interleave, the kernel's recorded
   `bn_multiple_of` (coda-legalize's `#coda.tile_constraints`), a fixed `#coda.config` checked
@@ -48,8 +48,8 @@ from xdsl.utils.exceptions import VerifyException
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_host as host
-from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, owned_arguments, writes_over
-from coda_ir.lowering.liveness import dead_after
+from coda_ir.analysis.in_place import WRITES_OVER, donated_arguments, owned_arguments, writes_over
+from coda_ir.analysis.liveness import dead_after
 from coda_ir.transforms.coda_to_tl import kernel_symbol
 
 

@@ -123,7 +123,7 @@ func.func @library(%ids: tensor<10xi32>, %w_emb: tensor<37x48xf32>, %qkv: tensor
 // -----
 
 // An output recorded to write over a donated argument of its type (coda.writes_over, planned
-// by coda_ir.lowering.in_place) is that argument's buffer: no allocation.
+// by coda_ir.analysis.in_place) is that argument's buffer: no allocation.
 func.func @inplace(%a: tensor<8x16xf32> {coda.donated}, %b: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
   %o, %o2 = coda.elementwise [8, 16] ins(%a, %b : tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) attributes {coda.writes_over = [0 : i64, -1 : i64]} {
   ^bb0(%at: tensor<8x16xf32>, %bt: tensor<8x16xf32>):
@@ -148,7 +148,7 @@ func.func @inplace(%a: tensor<8x16xf32> {coda.donated}, %b: tensor<8x16xf32>) ->
 
 // -----
 
-// Arguments the caller hands over (coda.owned, lowering/in_place.py): the host.func records them
+// Arguments the caller hands over (coda.owned, analysis/in_place.py): the host.func records them
 // (`owned`: it takes its arguments in a list it empties) and drops each after its last reader,
 // like its own buffers: %a after the gemm that reads it last, %u (read by no kernel) on entry.
 // %b is returned, %c not owned: neither is dropped.
