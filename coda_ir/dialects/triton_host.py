@@ -369,7 +369,10 @@ class ArgsLambdaLaunch(IRDLOperation):
 class LaunchGemmOp(ArgsLambdaLaunch):
     """`_cfg, _e = launch_gemm(kernel, a, b, lambda _cfg: (...), M=, N=, K=, ...)`: a
     `coda.gemm` kernel, autotuned under `key` (the printer appends the hash of the kernel's
-    printed source) unless `config` fixes its tiles."""
+    printed source) unless `config` fixes its tiles. `epilogue_half_tiles` is the tuning
+    group convert-coda-to-host decided: kernels of one GEMM shape and mainloop share a tuning
+    only within a group (twice the [M, N] matrices the epilogue reads or writes besides the
+    accumulator)."""
 
     name = "host.launch_gemm"
 
@@ -385,15 +388,17 @@ class LaunchGemmOp(ArgsLambdaLaunch):
     bn_multiple_of = prop_def(IntAttr)
     n_inputs = prop_def(IntAttr)
     config = opt_prop_def(TileConfigAttr)
+    epilogue_half_tiles = prop_def(IntAttr)
     args = region_def("single_block")
     result = result_def(TupleType)
 
     def __init__(self, kernel: str, a: SSAValue, b: SSAValue, shape: tuple[int, int, int], *, transpose_a: bool,
                  transpose_b: bool, interleave: int, bn_multiple_of: int, n_inputs: int,
-                 config: TileConfigAttr | None, result_type: TupleType, args: Region):
+                 config: TileConfigAttr | None, epilogue_half_tiles: int, result_type: TupleType, args: Region):
         props: dict[str, Attribute] = {
             "kernel": SymbolRefAttr(kernel), "m": IntAttr(shape[0]), "n": IntAttr(shape[1]), "k": IntAttr(shape[2]),
             "interleave": IntAttr(interleave), "bn_multiple_of": IntAttr(bn_multiple_of), "n_inputs": IntAttr(n_inputs),
+            "epilogue_half_tiles": IntAttr(epilogue_half_tiles),
         }
         if transpose_a:
             props["transpose_a"] = UnitAttr()
@@ -410,6 +415,8 @@ class LaunchGemmOp(ArgsLambdaLaunch):
             raise VerifyException("host.launch_gemm: M, N, K must be positive")
         if self.interleave.data < 0:
             raise VerifyException("host.launch_gemm: interleave must be >= 0")
+        if self.epilogue_half_tiles.data < 0:
+            raise VerifyException("host.launch_gemm: epilogue_half_tiles must be >= 0")
         self.verify_args(self.n_inputs.data, self.bn_multiple_of.data, self.config, self.result.type.elements.data)
 
 

@@ -35,7 +35,6 @@ one final run of the chosen config.
 from __future__ import annotations
 
 import dataclasses
-from fractions import Fraction
 import hashlib
 import json
 import os
@@ -213,21 +212,9 @@ _MEMO: dict[str, GemmConfig] = {}
 
 
 SHARED_TUNING = "shared-by-gemm-shape"
-"""The kernel key (with the epilogue's weight, `epilogue_tiles`) under which the first tuned
-kernel of a GEMM shape and mainloop records its choice for the others (`CODA_AUTOTUNE=full` tunes every kernel on its own)."""
-
-
-def epilogue_tiles(extra: Sequence[object], M: int, N: int) -> Fraction:
-    """How many [M, N] matrices the epilogue reads or writes besides the accumulator (2-D tensor
-    arguments with M rows, in units of M x N, to the nearest half): the tile weight that decides
-    whether a tile configuration fits its registers. Kernels of one GEMM shape share a tuning only
-    when this weight is equal too: a plain dgrad (1) and the same GEMM carrying the SwiGLU
-    backward (z and dz, 2N wide each: 4) want different tiles (the heavy one inherited the plain
-    one's 128x256, spilled, and ran 2.5x slower; bench/RESULTS.md 2026-11-25 session 9)."""
-    elements = sum(
-        t.numel() for t in extra if isinstance(t, torch.Tensor) and t.dim() == 2 and t.shape[0] == M
-    )
-    return Fraction(round(2 * elements / max(M * N, 1)), 2)
+"""The kernel key (with the launch's `tuning_group`) under which the first tuned kernel of a
+GEMM shape and mainloop records its choice for the others of its group (`CODA_AUTOTUNE=full`
+tunes every kernel on its own)."""
 
 
 def _cached_config(key: str) -> GemmConfig | None:
@@ -480,6 +467,7 @@ def launch_gemm(
     config: GemmConfig | None = None,
     key: str = "",
     options: LaunchOptions | None = None,
+    tuning_group: str | None = None,
 ) -> tuple[GemmConfig, Sequence[object]]:
     """Launch `kernel` for `op(a) @ op(b)`; returns the config and the extra args it used.
 
@@ -487,6 +475,9 @@ def launch_gemm(
     outputs: partials have one column per tile, so their shape depends on the config).
     `key` names the kernel and its epilogue for the autotune cache (default: a hash of the
     kernel's source). `options`: the path and candidates (default: `launch_options()`).
+    `tuning_group`: kernels of one GEMM shape and mainloop in the same group share a tuning
+    (the first to run tunes, the others reuse its choice if it runs for them); the compiler
+    decides it (`host.launch_gemm`'s `epilogue_half_tiles`). None: this kernel tunes alone.
     """
     if options is None:
         options = launch_options()
@@ -539,14 +530,12 @@ def launch_gemm(
             if config is None:
                 config = _cached_config(tune_key)
                 mode = os.environ.get("CODA_AUTOTUNE", "1").strip().lower()
-                # kernels of one GEMM shape, mainloop and epilogue weight share a tuning (their
-                # epilogues differ): the first to run tunes, the others reuse its choice if it
-                # runs for them
-                weight = epilogue_tiles(list(extra_args_for(candidates[0])), M, N)
-                shape_key = _tuning_key(kernel, f"{SHARED_TUNING}:epilogue-tiles={weight}", a, b, M, N, K,
-                                        transpose_a, transpose_b, interleave, bn_multiple_of, bm_multiple_of,
-                                        path, layouts)
-                if config is None and mode not in ("0", "", "full"):
+                shape_key = None
+                if tuning_group is not None:
+                    shape_key = _tuning_key(kernel, f"{SHARED_TUNING}:{tuning_group}", a, b, M, N, K,
+                                            transpose_a, transpose_b, interleave, bn_multiple_of, bm_multiple_of,
+                                            path, layouts)
+                if config is None and shape_key is not None and mode not in ("0", "", "full"):
                     shared = _cached_config(shape_key)
                     if shared is not None and shared in candidates and _runs(run_with, shared, extra_args_for):
                         config = shared
@@ -558,7 +547,7 @@ def launch_gemm(
                         _progress(f"coda-ir: autotuned it in {time.perf_counter() - started:.1f} s")
                         entry = {"config": dataclasses.asdict(config), "timings_ms": timings}
                         _store_disk(tune_key, entry)
-                        if _cached_config(shape_key) is None:
+                        if shape_key is not None and _cached_config(shape_key) is None:
                             _store_disk(shape_key, entry)
                     else:
                         config = candidates[0]

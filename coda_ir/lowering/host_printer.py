@@ -149,7 +149,8 @@ class HostPrinter:
                 f"_cfg, _e = launch_gemm({kernel}, {self.get(op.a)}, {self.get(op.b)}, {self.lambda_(op)}, "
                 f"M={op.m.data}, N={op.n.data}, K={op.k.data}, transpose_a={op.transpose_a is not None}, "
                 f"transpose_b={op.transpose_b is not None}, interleave={op.interleave.data}, "
-                f"bn_multiple_of={op.bn_multiple_of.data}, {fixed}key={key!r})"
+                f"bn_multiple_of={op.bn_multiple_of.data}, {fixed}key={key!r}, "
+                f"tuning_group='epilogue-half-tiles={op.epilogue_half_tiles.data}')"
             )
         elif isinstance(op, host.LaunchElementwiseOp):
             self.exprs[op.result] = "_e"

@@ -62,7 +62,8 @@ from xdsl.utils.target import Target
 
 from coda_ir.dialects.element_types import TRITON_DTYPE_NAMES, element_name
 from coda_ir.dialects import coda
-from coda_ir.lowering.in_place import plan_in_place, writes_over
+from coda_ir.analysis.in_place import writes_over
+from coda_ir.transforms.plan_in_place import PlanInPlacePass
 from coda_ir.lowering.host_printer import print_host_function
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
@@ -1645,10 +1646,9 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
     from coda_ir.transforms.legalize import ensure_legalized
 
     ensure_legalized(module)  # the emitters below read the tile constraints it records
-    for fn in function_ops(module):
-        # only acts on arguments the caller donated; its `coda.writes_over` records stay on the
-        # caller's module (coda_ir.torch reads them from `CompiledModule.ir`)
-        plan_in_place(fn)
+    # only acts on arguments the caller donated; its `coda.writes_over` records stay on the
+    # caller's module (coda_ir.torch reads them from `CompiledModule.ir`)
+    PlanInPlacePass().apply(make_context(), module)
     # The passes of the lowering run on a copy: the caller's module stays the coda program.
     module = module.clone()
     ctx = make_context()

@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, SSAValue
 
 import coda_ir
-from coda_ir.lowering.in_place import donate_arguments, own_arguments
+from coda_ir.analysis.in_place import donate_arguments, own_arguments
 from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments, indices_checked
 from coda_ir.reference import element_dtype
 from coda_ir.remarks import printed_remarks
@@ -54,7 +54,7 @@ def set_donation(enabled: bool) -> bool:
     `@f_bwd` drops each after its last reader, so one that only the ctx held is freed there, as
     torch.compile's backward does) and donate the tensors the forward computed only for the
     backward (`SavedTensor("extra")`), so that a kernel may store its output over one it reads
-    for the last time (`coda_ir.lowering.in_place`: the LM head's dlogits over the saved logits,
+    for the last time (`coda_ir.analysis.in_place`: the LM head's dlogits over the saved logits,
     the SwiGLU backward's dz over the saved z). Returns the previous setting. Off, the saved
     tensors live until the backward returns and every output is a fresh buffer: the A/B of the
     change (same kernels, same arithmetic, so bitwise the same results)."""

@@ -12,7 +12,7 @@ decision the host code embodies is made here and recorded in the ops:
 * allocations: every output is a fresh `host.empty` of its type, partials `[L, tiles]` in
   float32 with `tiles` the tile count of the configuration the launch picks along the
   partials' axis (`host.tiles`: columns for row partials, rows for column partials); an
-  output that `plan_in_place` recorded (`coda.writes_over`) to write over a donated argument
+  output that `coda-plan-in-place` recorded (`coda.writes_over`) to write over a donated argument
   of its type is that argument's buffer instead (anything else recorded is a compiler bug);
 * launches: kernel symbol, problem shape, transposes, interleave, the kernel's recorded
   `bn_multiple_of` (coda-legalize's `#coda.tile_constraints`), a fixed `#coda.config` checked
@@ -48,8 +48,8 @@ from xdsl.utils.exceptions import VerifyException
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_host as host
-from coda_ir.lowering.in_place import WRITES_OVER, donated_arguments, owned_arguments, writes_over
-from coda_ir.lowering.liveness import dead_after
+from coda_ir.analysis.in_place import WRITES_OVER, donated_arguments, owned_arguments, writes_over
+from coda_ir.analysis.liveness import dead_after
 from coda_ir.transforms.coda_to_tl import kernel_symbol
 
 
@@ -234,7 +234,7 @@ class _FunctionLowering:
             transpose_a=op.transpose_a is not None, transpose_b=op.transpose_b is not None,
             interleave=op.interleave.value.data if op.interleave is not None else 0,
             bn_multiple_of=coda.recorded_bn_multiple_of(op), n_inputs=len(op.inputs),
-            config=self.checked_config(op), result_type=ty, args=args,
+            config=self.checked_config(op), epilogue_half_tiles=epilogue_half_tiles(op), result_type=ty, args=args,
         )
         self.add(launch)
         self.launched = launch.result
@@ -328,6 +328,23 @@ class _FunctionLowering:
         self.add(host.CommentOp(op.name))
         call = self.add(host.LibraryCallOp(callee, args, literals, [r.type for r in op.results], as_list))
         self.bind(op.results, call.results, lambda i: "t")
+
+
+def epilogue_half_tiles(op: coda.GemmOp) -> int:
+    """The tuning group of a GEMM kernel: twice the [M, N] matrices its epilogue reads or writes
+    (2-D tensors with the GEMM's M rows, in units of M x N, to the nearest half; the stored
+    product counts 1). Kernels of one GEMM shape and mainloop share a tuning only within a
+    group: a plain dgrad (2) and the same GEMM carrying the SwiGLU backward (z and dz, 2N wide
+    each: 8) want different tiles (the heavy one inherited the plain one's 128x256, spilled and
+    ran 2.5x slower; bench/RESULTS.md 2026-11-25 session 9). Row partials and vectors round to 0."""
+    m, n, _ = op.problem_shape()
+    elements = 0
+    for value in (*op.inputs, *op.outputs):
+        ty = value.type
+        if isinstance(ty, TensorType) and len(ty.get_shape()) == 2 and ty.get_shape()[0] == m:
+            rows, cols = ty.get_shape()
+            elements += rows * cols
+    return round(2 * elements / max(m * n, 1))
 
 
 def lower_function(fn: func.FuncOp) -> host.FuncOp:

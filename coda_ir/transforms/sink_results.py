@@ -6,7 +6,7 @@ dX, then dW), but dW is a result, held to the end, while dX's consumers run on. 
 LLaMA block the down projection's dWd ([D, F]: 112 MiB at the 8B shape) was allocated before
 the SwiGLU backward's dz ([M, 2F], 448 MiB) lived its life; moving dWd after the last reader of
 its operand dh (the gate/up dgrad) lowers the backward's peak by dWd's bytes
-(`coda_ir.lowering.liveness.timeline`; bench/RESULTS.md session 9).
+(`coda_ir.analysis.liveness.timeline`; bench/RESULTS.md session 9).
 
 Per function, from the first kernel down: a top-level kernel K (not in a launch group) all of whose
 results only `func.return` reads moves to just after P, the last other top-level reader (or the
@@ -31,7 +31,7 @@ from xdsl.ir import Block, BlockArgument, Operation
 from xdsl.passes import ModulePass
 
 from coda_ir.dialects import coda
-from coda_ir.lowering.liveness import timeline
+from coda_ir.analysis.liveness import timeline
 from coda_ir.remarks import emit_remark
 
 
@@ -111,5 +111,5 @@ class SinkResultsPass(ModulePass):
                 origin = after.attributes.get("coda.origin")
                 what = origin.data if origin is not None else after.name  # type: ignore[union-attr]
                 emit_remark(k, f"runs after '{what}': its results are only returned; the function's peak of live "
-                               f"buffers (coda_ir.lowering.liveness) {before / 2**20:.1f} -> {peak / 2**20:.1f} MiB",
+                               f"buffers (coda_ir.analysis.liveness) {before / 2**20:.1f} -> {peak / 2**20:.1f} MiB",
                             informational=True)

@@ -1,4 +1,4 @@
-"""dz written over the donated z in the separate SwiGLU backward pass (`coda_ir.lowering.in_place`,
+"""dz written over the donated z in the separate SwiGLU backward pass (`coda_ir.analysis.in_place`,
 the pair-halves rule; bench/RESULTS.md session 10).
 
 The pass nn-plan's gated-grad plan chooses reads z [M, 2F] in pair halves (gate and up columns of
@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import coda_ir.torch
-from coda_ir.lowering.in_place import WRITES_OVER, writes_over
+from coda_ir.analysis.in_place import WRITES_OVER, writes_over
 from coda_ir.testing import random_inputs, random_upstream
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -49,15 +49,51 @@ def test_plans_are_reused_and_change_no_bit():
         gemm_launch.set_launch_plans(before)
 
 
-def test_epilogue_weight_separates_shared_tunings():
-    """Kernels of one GEMM shape share a tuning only with the same epilogue weight: a plain GEMM
-    storing [M, N] weighs 1, the same GEMM reading z [M, 2N] and writing dz [M, 2N] (the SwiGLU
-    backward in the dgrad's epilogue) 4; row partials ([M, tiles]) and vectors barely count."""
-    m, n = 96, 80
-    plain = [torch.empty(m, n)]
-    swiglu = [torch.empty(m, 2 * n), torch.empty(m, 2 * n), torch.empty(m, 3)]
-    norm = [torch.empty(m, n), torch.empty(m, n), torch.empty(n), torch.empty(3, n), 1e-5]
-    weights = [gemm_launch.epilogue_tiles(extra, m, n) for extra in (plain, swiglu, norm)]
-    assert weights == [1, 4, 2]
-    # a weight only counts tensors with the GEMM's M rows: a [N, *] operand is not an M x N tile
-    assert gemm_launch.epilogue_tiles([torch.empty(n, n)], m, n) == 0
+GROUPS = """
+func.func @f(%a: tensor<37x40xbf16>, %w: tensor<52x40xbf16>, %r: tensor<37x52xbf16>) -> (tensor<37x52xbf16>, tensor<37x52xbf16>, tensor<37xf32>) {
+  %plain = coda.gemm %a, %w transpose_b : tensor<37x40xbf16>, tensor<52x40xbf16> -> tensor<37x52xbf16> {
+  ^bb0(%acc: !coda.tile<37x52xf32>):
+    coda.yield %acc : !coda.tile<37x52xf32>
+  }
+  %res = coda.gemm %a, %w transpose_b ins(%r : tensor<37x52xbf16>) : tensor<37x40xbf16>, tensor<52x40xbf16> -> tensor<37x52xbf16> {
+  ^bb0(%acc: !coda.tile<37x52xf32>, %ri: tensor<37x52xbf16>):
+    %x = coda.accumulate %acc, %ri : !coda.tile<37x52xf32>, tensor<37x52xbf16>
+    coda.yield %x : !coda.tile<37x52xf32>
+  }
+  %p = coda.gemm %a, %w transpose_b : tensor<37x40xbf16>, tensor<52x40xbf16> -> !coda.partials<rows, 37, sum> {
+  ^bb0(%acc: !coda.tile<37x52xf32>):
+    %s = coda.reduce sumsq %acc dim 1 : !coda.tile<37x52xf32> -> !coda.partials<rows, 37, sum>
+    coda.yield %s : !coda.partials<rows, 37, sum>
+  }
+  %q = coda.fold %p : !coda.partials<rows, 37, sum> -> tensor<37xf32> {
+  ^bb0(%v: f32):
+    coda.yield %v : f32
+  }
+  func.return %plain, %res, %q : tensor<37x52xbf16>, tensor<37x52xbf16>, tensor<37xf32>
+}
+"""
+
+
+def test_tuning_groups_are_decided_by_the_compiler():
+    """Kernels of one GEMM shape share a tuning only within a tuning group, which
+    convert-coda-to-host decides from the epilogue's [M, N] matrices (twice their count): a
+    plain GEMM storing [M, N] is in group 2, the same GEMM also reading a residual [M, N] in 4,
+    one writing only row partials ([M, tiles]) in 0. The printed launch passes the group to
+    launch_gemm; nothing is re-derived from the arguments at run time."""
+    from coda_ir.context import make_context
+    from coda_ir.dialects import triton_host as host
+    from coda_ir.lowering.triton import emit_module
+    from coda_ir.transforms.coda_to_host import ConvertCodaToHostPass, host_functions
+    from coda_ir.transforms.coda_to_tl import ConvertCodaToTLPass
+
+    module = coda_ir.parse(GROUPS)
+    ctx = make_context()
+    ConvertCodaToTLPass().apply(ctx, module)
+    ConvertCodaToHostPass().apply(ctx, module)
+    (fn,) = host_functions(module)
+    launches = [op for op in fn.walk() if isinstance(op, host.LaunchGemmOp)]
+    assert [op.epilogue_half_tiles.data for op in launches] == [2, 4, 0]
+    text = emit_module(coda_ir.parse(GROUPS))
+    for group in (2, 4, 0):
+        assert f"tuning_group='epilogue-half-tiles={group}'" in text
+    assert not hasattr(gemm_launch, "epilogue_tiles")

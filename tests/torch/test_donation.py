@@ -1,6 +1,6 @@
 """Donated saved tensors (issue 11, peak memory): the backward of `coda_ir.torch.function` gives
 `@f_bwd` the tensors the forward saved only for it, and a kernel that reads one for the last
-time may store its output over it (`coda_ir.lowering.in_place`). For the LM head + cross-entropy
+time may store its output over it (`coda_ir.analysis.in_place`). For the LM head + cross-entropy
 that is dlogits written over the saved logits: one logits-sized buffer less at the step's peak.
 
 Checked here (CPU, Triton interpreter): the decision is recorded in the IR and obeyed (no
@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import coda_ir.torch
-from coda_ir.lowering.in_place import WRITES_OVER, writes_over
+from coda_ir.analysis.in_place import WRITES_OVER, writes_over
 from coda_ir.testing import assert_matches, random_inputs, reference_gradients
 from coda_ir.torch.function import set_donation
 

@@ -80,6 +80,6 @@ func.func @loss(%l: tensor<37x100xbf16>, %w: tensor<8x100xbf16>, %t: tensor<37xi
 // CHECK:      def loss(l, w, t, s):
 // CHECK:      _e = _rt.launch_fold(_loss_k1_fold, (lse, mx, sel), (t, s), (torch.empty((37,), dtype=torch.float32, device=_dev), torch.empty((), dtype=torch.float32, device=_dev)), L=37, sums=True)
 // CHECK-NEXT: row, total = _e
-// the fold's inputs die here: the host drops them (coda_ir.lowering.liveness)
+// the fold's inputs die here: the host drops them (coda_ir.analysis.liveness)
 // CHECK-NEXT: del _e, lse, mx, sel
 // CHECK-NEXT: return (row, total)

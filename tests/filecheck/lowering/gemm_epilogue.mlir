@@ -78,6 +78,6 @@ func.func @epi(%a: tensor<37x40xbf16>, %b: tensor<48x40xbf16>, %c: tensor<37x48x
 // CHECK:      def epi(a, b, c, v, r, s, p):
 // CHECK-NEXT: """Host function for @epi: 1 kernel launch(es)."""
 // CHECK-NEXT: _rt.check_arguments('epi', (a, b, c, v, r, s, p), _SIG_epi)
-// CHECK:      _cfg, _e = launch_gemm(_epi_k0_gemm, a, b, lambda _cfg: (c, v, r, s, p, torch.empty((37, 48), dtype=torch.bfloat16, device=_dev), torch.empty((37, 48), dtype=torch.float16, device=_dev), torch.empty((37, 48), dtype=torch.int32, device=_dev)), M=37, N=48, K=40, transpose_a=False, transpose_b=True, interleave=0, bn_multiple_of=1, key='_epi_k0_gemm:{{[0-9a-f]+}}')
+// CHECK:      _cfg, _e = launch_gemm(_epi_k0_gemm, a, b, lambda _cfg: (c, v, r, s, p, torch.empty((37, 48), dtype=torch.bfloat16, device=_dev), torch.empty((37, 48), dtype=torch.float16, device=_dev), torch.empty((37, 48), dtype=torch.int32, device=_dev)), M=37, N=48, K=40, transpose_a=False, transpose_b=True, interleave=0, bn_multiple_of=1, key='_epi_k0_gemm:{{[0-9a-f]+}}', tuning_group='epilogue-half-tiles=8')
 // CHECK-NEXT: x, y, j = _e[5:]
 // CHECK-NEXT: return (x, y, j)

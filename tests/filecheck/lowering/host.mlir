@@ -25,7 +25,7 @@ func.func @norm(%x: tensor<37x48xbf16>, %w: tensor<80x48xbf16>, %g: tensor<80xf3
 // CHECK-NEXT:      _dev = _rt.device_of((x, w, g))
 // CHECK-NEXT:      g = g.contiguous()
 // CHECK-NEXT:      # _norm_k0_gemm: coda.gemm 37x80x48
-// CHECK-NEXT:      _cfg, _e = launch_gemm(_norm_k0_gemm, x, w, lambda _cfg: (g, torch.empty((37, 80), dtype=torch.bfloat16, device=_dev), torch.empty((37, triton.cdiv(80, _cfg.bn)), dtype=torch.float32, device=_dev)), M=37, N=80, K=48, transpose_a=False, transpose_b=True, interleave=0, bn_multiple_of=1, config=_rt.fixed_gemm_config(64, 64, 32, 4, 3), key='_norm_k0_gemm:{{[0-9a-f]+}}')
+// CHECK-NEXT:      _cfg, _e = launch_gemm(_norm_k0_gemm, x, w, lambda _cfg: (g, torch.empty((37, 80), dtype=torch.bfloat16, device=_dev), torch.empty((37, triton.cdiv(80, _cfg.bn)), dtype=torch.float32, device=_dev)), M=37, N=80, K=48, transpose_a=False, transpose_b=True, interleave=0, bn_multiple_of=1, config=_rt.fixed_gemm_config(64, 64, 32, 4, 3), key='_norm_k0_gemm:{{[0-9a-f]+}}', tuning_group='epilogue-half-tiles=2')
 // CHECK-NEXT:      y, p = _e[1:]
 // The launch's argument tuple holds every output: dropped right after the launch.
 // CHECK-NEXT:      del _e

@@ -29,7 +29,7 @@ func.func @norm(%x: tensor<37x48xbf16>, %w: tensor<80x48xbf16>, %g: tensor<80xf3
 // A and B are read with their strides; the epilogue input is read row-major.
 // CHECK-NEXT:   %[[G:.*]] = "host.contiguous"(%g) : (tensor<80xf32>) -> tensor<80xf32>
 // CHECK-NEXT:   "host.comment"() <{text = "_norm_k0_gemm: coda.gemm 37x80x48"}>
-// CHECK-NEXT:   %[[E:.*]] = "host.launch_gemm"(%x, %w) <{kernel = @_norm_k0_gemm, m = #builtin.int<37>, n = #builtin.int<80>, k = #builtin.int<48>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<1>, transpose_b, config = #coda.config<bm = 64, bn = 64, bk = 32, warps = 4, stages = 3>}> ({
+// CHECK-NEXT:   %[[E:.*]] = "host.launch_gemm"(%x, %w) <{kernel = @_norm_k0_gemm, m = #builtin.int<37>, n = #builtin.int<80>, k = #builtin.int<48>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<1>, epilogue_half_tiles = #builtin.int<2>, transpose_b, config = #coda.config<bm = 64, bn = 64, bk = 32, warps = 4, stages = 3>}> ({
 // CHECK-NEXT:   ^bb0(%[[CFG:.*]]: !host.config):
 // CHECK-NEXT:     %[[Y:.*]] = "host.empty"(%[[DEV]]) : (!host.device) -> tensor<37x80xbf16>
 // Row partials: one per column tile of the picked configuration.
@@ -123,7 +123,7 @@ func.func @library(%ids: tensor<10xi32>, %w_emb: tensor<37x48xf32>, %qkv: tensor
 // -----
 
 // An output recorded to write over a donated argument of its type (coda.writes_over, planned
-// by coda_ir.lowering.in_place) is that argument's buffer: no allocation.
+// by coda_ir.analysis.in_place) is that argument's buffer: no allocation.
 func.func @inplace(%a: tensor<8x16xf32> {coda.donated}, %b: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
   %o, %o2 = coda.elementwise [8, 16] ins(%a, %b : tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) attributes {coda.writes_over = [0 : i64, -1 : i64]} {
   ^bb0(%at: tensor<8x16xf32>, %bt: tensor<8x16xf32>):
@@ -148,7 +148,7 @@ func.func @inplace(%a: tensor<8x16xf32> {coda.donated}, %b: tensor<8x16xf32>) ->
 
 // -----
 
-// Arguments the caller hands over (coda.owned, lowering/in_place.py): the host.func records them
+// Arguments the caller hands over (coda.owned, analysis/in_place.py): the host.func records them
 // (`owned`: it takes its arguments in a list it empties) and drops each after its last reader,
 // like its own buffers: %a after the gemm that reads it last, %u (read by no kernel) on entry.
 // %b is returned, %c not owned: neither is dropped.

@@ -36,7 +36,7 @@ func.func @nn_left(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // -----
 
 // A coda.writes_over record over an argument the caller did not donate is a compiler bug
-// (coda_ir.lowering.in_place only records donated ones), reported as one.
+// (coda_ir.analysis.in_place only records donated ones), reported as one.
 func.func @over(%a: tensor<8x16xf32>, %b: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %o = coda.elementwise [8, 16] ins(%a, %b : tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32> attributes {coda.writes_over = [1 : i64]} {
   ^bb0(%at: tensor<8x16xf32>, %bt: tensor<8x16xf32>):

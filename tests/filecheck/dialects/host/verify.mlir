@@ -19,7 +19,7 @@
 "host.func"() <{function = @f, function_type = (tensor<8x16xf32>, tensor<16x16xf32>) -> (), launches = #builtin.int<1>}> ({
 ^bb0(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>):
   %dev = "host.device_of"(%x, %w) : (tensor<8x16xf32>, tensor<16x16xf32>) -> !host.device
-  %e = "host.launch_gemm"(%x, %w) <{kernel = @k, m = #builtin.int<8>, n = #builtin.int<16>, k = #builtin.int<16>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<128>, n_inputs = #builtin.int<0>, config = #coda.config<bm = 64, bn = 64, bk = 32, warps = 4, stages = 3>}> ({
+  %e = "host.launch_gemm"(%x, %w) <{kernel = @k, m = #builtin.int<8>, n = #builtin.int<16>, k = #builtin.int<16>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<128>, n_inputs = #builtin.int<0>, epilogue_half_tiles = #builtin.int<2>, config = #coda.config<bm = 64, bn = 64, bk = 32, warps = 4, stages = 3>}> ({
   ^bb0(%cfg: !host.config):
     %t = "host.tiles"(%cfg) <{extent = #builtin.int<16>, field = "bn"}> : (!host.config) -> index
     %p = "host.empty"(%dev, %t) : (!host.device, index) -> tensor<8x?xf32>
@@ -34,7 +34,7 @@
 "host.func"() <{function = @f, function_type = (tensor<8x16xf32>, tensor<16x16xf32>) -> (), launches = #builtin.int<1>}> ({
 ^bb0(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>):
   %dev = "host.device_of"(%x, %w) : (tensor<8x16xf32>, tensor<16x16xf32>) -> !host.device
-  %e = "host.launch_gemm"(%x, %w) <{kernel = @k, m = #builtin.int<8>, n = #builtin.int<16>, k = #builtin.int<16>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<0>}> ({
+  %e = "host.launch_gemm"(%x, %w) <{kernel = @k, m = #builtin.int<8>, n = #builtin.int<16>, k = #builtin.int<16>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<0>, epilogue_half_tiles = #builtin.int<2>}> ({
   ^bb0(%cfg: !host.config):
     %t = "host.tiles"(%cfg) <{extent = #builtin.int<16>, field = "bk"}> : (!host.config) -> index
     %p = "host.empty"(%dev, %t) : (!host.device, index) -> tensor<8x?xf32>
@@ -104,3 +104,17 @@
 }) : () -> ()
 // CHECK: {{.*}}verify.mlir:[[# @LINE - 4]]:{{[0-9]+}}: error: 'host.drop' op host.drop: a dropped value is read later (by host.return)
 // CHECK: {{.*}}verify.mlir:[[# @LINE - 4]]:{{[0-9]+}}: error: 'host.drop' op host.drop: drops an argument the caller did not hand over (not owned)
+
+// -----
+
+"host.func"() <{function = @f, function_type = (tensor<8x16xf32>, tensor<16x16xf32>) -> (), launches = #builtin.int<1>}> ({
+^bb0(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>):
+  %dev = "host.device_of"(%x, %w) : (tensor<8x16xf32>, tensor<16x16xf32>) -> !host.device
+  %e = "host.launch_gemm"(%x, %w) <{kernel = @k, m = #builtin.int<8>, n = #builtin.int<16>, k = #builtin.int<16>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<0>, epilogue_half_tiles = #builtin.int<-1>}> ({
+  ^bb0(%cfg: !host.config):
+    %y = "host.empty"(%dev) : (!host.device) -> tensor<8x16xf32>
+    "host.yield"(%y) : (tensor<8x16xf32>) -> ()
+  }) : (tensor<8x16xf32>, tensor<16x16xf32>) -> !host.tuple<[tensor<8x16xf32>]>
+  "host.return"() : () -> ()
+}) : () -> ()
+// CHECK: {{.*}}verify.mlir:[[# @LINE - 7]]:{{[0-9]+}}: error: 'host.launch_gemm' op host.launch_gemm: epilogue_half_tiles must be >= 0

@@ -1,4 +1,4 @@
-"""Buffer lifetimes of host functions (`coda_ir.lowering.liveness`): the emitted host code drops
+"""Buffer lifetimes of host functions (`coda_ir.analysis.liveness`): the emitted host code drops
 each buffer after its last use, never an argument or a result, and never reads a dropped name;
 the memory timeline of the derived LLaMA block at the 1B / 8B bench shapes (the numbers
 bench/RESULTS.md session 9 predicts and measures)."""
@@ -13,7 +13,7 @@ import pytest
 from xdsl.dialects import func
 
 import coda_ir
-from coda_ir.lowering.liveness import buffer_bytes, dead_after, timeline
+from coda_ir.analysis.liveness import buffer_bytes, dead_after, timeline
 from coda_ir.testing import check_gradients, random_inputs, random_upstream
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -226,7 +226,7 @@ def test_llama_block_peak_model_with_saved_tensors_handed_over(key, before_mib, 
     reader; donated too, dz is written over z (the separate SwiGLU-backward pass). Handing over
     alone leaves the peak where it was: at the SwiGLU-backward pass, z's last reader, where z, dz
     and dy coexist; dz over z removes one [M, 2F] buffer there (-512 / -448 MiB)."""
-    from coda_ir.lowering.in_place import donate_arguments, own_arguments
+    from coda_ir.analysis.in_place import donate_arguments, own_arguments
     from coda_ir.torch.function import _funcs, _only_functions
 
     text = nn_llama_block(SHAPES[key], fname="llama_block")

@@ -1,5 +1,6 @@
 """In-place outputs over donated arguments: which kernel results may be stored into a buffer the
-caller gave away, decided on the IR and recorded there for the Triton host emitter to obey.
+caller gave away (an analysis of the IR: `in_place_choices`); the pass `coda-plan-in-place`
+records them, `convert-coda-to-host` and the Triton emitter obey the records.
 
 Why: the backward of the LM head + cross-entropy reads the saved logits [tokens, vocab] once, in
 one elementwise kernel that writes dlogits of the same shape and type, and never reads them
@@ -77,7 +78,7 @@ OWNED = "coda.owned"
 WRITES_OVER = "coda.writes_over"
 
 __all__ = ["DONATED", "OWNED", "WRITES_OVER", "donate_arguments", "donated_arguments", "own_arguments",
-           "owned_arguments", "plan_in_place", "writes_over"]
+           "owned_arguments", "in_place_choices", "writes_over"]
 
 
 def donate_arguments(fn: func.FuncOp, indices: set[int] | list[int]) -> None:
@@ -214,18 +215,20 @@ def _depends(value: SSAValue, loaded: SSAValue) -> bool:
     return False
 
 
-def plan_in_place(fn: func.FuncOp) -> None:
-    """Record `coda.writes_over` on the function-level `coda.elementwise` kernels (launch-group
-    members included) of `fn` that can store an output into a donated argument (conditions: the
-    module docstring). Each donated argument is written over at most once; an argument no kernel
-    can take stays as it is."""
+def in_place_choices(fn: func.FuncOp) -> dict[coda.ElementwiseOp, list[int]]:
+    """For each function-level `coda.elementwise` of `fn` (launch-group members included) that
+    can store an output into a donated argument (conditions: the module docstring), the input
+    index each output is written over (-1: a fresh buffer). Each donated argument is written
+    over at most once; an argument no kernel can take stays as it is; kernels that already carry
+    a `coda.writes_over` record keep it (and their arguments stay theirs)."""
     donated = donated_arguments(fn)
     if not donated or not fn.body.blocks:
-        return
+        return {}
     block = fn.body.blocks[0]
     ops = list(block.ops)
     position = {op: i for i, op in enumerate(ops)}
     taken: set[int] = set()
+    chosen: dict[coda.ElementwiseOp, list[int]] = {}
     for i, top in enumerate(ops):
         group = top if isinstance(top, coda.LaunchGroupOp) else None
         members = group.members() if group is not None else [top]
@@ -236,7 +239,8 @@ def plan_in_place(fn: func.FuncOp) -> None:
                 continue
             choice = _choose(op, i, block, position, donated, taken, members, public)
             if any(c >= 0 for c in choice):
-                op.attributes[WRITES_OVER] = ArrayAttr([IntegerAttr(c, i64) for c in choice])
+                chosen[op] = choice
+    return chosen
 
 
 def _choose(op: coda.ElementwiseOp, i: int, block, position, donated: set[int], taken: set[int],

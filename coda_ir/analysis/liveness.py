@@ -10,7 +10,7 @@ next kernel's outputs; the peak becomes the largest set of buffers live at one l
 `dead_after(fn)` is the fact the host emitter obeys (it drops those names after the op);
 `timeline(fn)` is the same liveness with sizes, for tests and for predicting a peak before a GPU
 run. Returned values are never dropped; an argument is dropped only when the caller handed its
-reference over (`coda.owned`, `lowering/in_place.py`: then the host function holds the only
+reference over (`coda.owned`, `analysis/in_place.py`: then the host function holds the only
 reference the caller gave it, and a saved tensor of a backward dies at its last reader, as in
 torch.compile's backward).
 """
@@ -27,7 +27,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from coda_ir.dialects import coda
 from coda_ir.dialects.element_types import element_name
-from coda_ir.lowering.in_place import owned_arguments, writes_over
+from coda_ir.analysis.in_place import owned_arguments, writes_over
 
 __all__ = ["dead_after", "timeline", "Step", "buffer_bytes"]
 
