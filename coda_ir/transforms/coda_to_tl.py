@@ -19,7 +19,10 @@ result and decides nothing. The pass
 `coda.gemm` and `coda.elementwise` kernels are named here but still emitted by
 `lowering/triton.py`'s string emitter (`elementwise_params` names an elementwise member's
 parameters as that emitter does, checked when the module is printed); converting them is the
-rest of issue 13 item 2.
+rest of issue 13 item 2. Their scalar bodies and element conversions are already lowered here
+(`lower_tile_body`, `load_conversion`, `store_conversion`: `Fragment`s of tl ops the emitter
+binds to its values and `triton_printer.FragmentPrinter` prints), so every kernel kind shares one
+scalar-body lowering.
 """
 
 from __future__ import annotations
