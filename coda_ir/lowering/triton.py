@@ -32,8 +32,11 @@ Epilogue code is straight-line and generated primitive by primitive (`_EpilogueE
 output of a multi-output `coda.map` at its first reader; column partials of such outputs
 last), each yielded value stored right after the step that makes it; heavy gemm epilogues can run per column
 half of the tile (`emit_sliced_region`, off unless `TritonOptions.epilogue_subtile` is set). The
-scalar bodies of `coda.map` / `coda.pair_map` become Triton expressions on whole
-tiles (`_ScalarEmitter`). Everything that cannot be lowered raises a located `CompilerError`.
+scalar bodies of `coda.map` / `coda.pair_map` are lowered by the pass layer, as fold bodies are
+(`coda_to_tl.lower_tile_body`: tl / arith / math ops on whole tiles), and printed by
+`triton_printer.FragmentPrinter`; so are the conversions of loaded and stored elements
+(`coda_to_tl.load_conversion` / `store_conversion`). Everything that cannot be lowered raises a
+located `CompilerError`.
 """
 
 from __future__ import annotations
@@ -47,15 +50,10 @@ from typing import IO
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
     Float32Type,
-    Float64Type,
-    FloatAttr,
-    IntegerAttr,
-    IntegerType,
     ModuleOp,
     TensorType,
+    f32,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
@@ -70,9 +68,9 @@ from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.context import make_context
 from coda_ir.dialects import triton_host as host
 from coda_ir.dialects import triton_lang as tl
-# the Triton spelling of arith ops, shared with the printer (the emitter's gemm/elementwise bodies
-# are not yet tl ops)
-from coda_ir.lowering.triton_printer import BINARY, CMPF, CMPI, float_literal, print_kernel
+# scalar bodies and conversions are built by the pass layer (coda_to_tl) and printed by the
+# printer, as in the kernels convert-coda-to-tl builds whole
+from coda_ir.lowering.triton_printer import FragmentPrinter, print_expression, print_kernel
 from coda_ir.transforms import coda_to_tl
 from coda_ir.transforms.coda_to_host import ConvertCodaToHostPass, host_functions
 from coda_ir.transforms.coda_to_tl import KERNEL_SCOPE, ConvertCodaToTLPass, KernelNames, kernel_symbol, param_names
@@ -91,22 +89,16 @@ def tl_dtype(elt: Attribute) -> str:
         raise ValueError(f"no Triton dtype for {elt}") from None
 
 
-def _is_float(elt: Attribute) -> bool:
-    return isinstance(elt, (Float32Type, BFloat16Type, Float16Type, Float64Type))
+def _loaded(expr: str, elt: Attribute, rank: int) -> str:
+    """A loaded rank-`rank` tensor of `elt`s in the epilogue's arithmetic type (the pass layer's
+    conversion, `coda_to_tl.load_conversion`, shared with the fold kernels)."""
+    return print_expression(coda_to_tl.load_conversion(elt, rank), [expr])
 
 
-def _to_f32(elt: Attribute) -> str:
-    """The conversion of a loaded element to the fp32 epilogue arithmetic ('' when none)."""
-    return ".to(tl.float32)" if _is_float(elt) and not isinstance(elt, Float32Type) else ""
-
-
-def _store_cast(expr: str, elt: Attribute) -> str:
-    """Round an fp32 (or i32) value once to the stored element type."""
-    if isinstance(elt, Float32Type):
-        return expr
-    if isinstance(elt, BFloat16Type):
-        return f"_coda_round_bf16({expr})"
-    return f"({expr}).to({tl_dtype(elt)})"
+def _stored(expr: str, computed: Attribute, elt: Attribute, rank: int) -> str:
+    """A computed rank-`rank` tensor of `computed`s (fp32 / i32) as stored in a tensor of `elt`s:
+    rounded once (`coda_to_tl.store_conversion`; bf16 through `_coda_round_bf16`)."""
+    return print_expression(coda_to_tl.store_conversion(computed, elt, rank), [expr])
 
 
 # ============================================================================ prelude
@@ -176,177 +168,6 @@ def _coda_pow(x, y):
 '''
 
 
-# ============================================================================ scalar bodies
-
-
-CALL2 = {
-    "arith.maximumf": "tl.maximum",
-    "arith.minimumf": "tl.minimum",
-    "arith.maxnumf": "tl.maximum",
-    "arith.minnumf": "tl.minimum",
-    "arith.maxsi": "tl.maximum",
-    "arith.minsi": "tl.minimum",
-    "math.powf": "_coda_pow",
-}
-CALL1 = {
-    "math.exp": "tl.exp",
-    "math.exp2": "tl.exp2",
-    "math.log": "tl.log",
-    "math.log2": "tl.log2",
-    "math.sqrt": "tl.sqrt_rn",
-    "math.rsqrt": "tl.rsqrt",
-    "math.absf": "tl.abs",
-    "math.absi": "tl.abs",
-    "math.sin": "tl.sin",
-    "math.cos": "tl.cos",
-    "math.floor": "tl.floor",
-    "math.ceil": "tl.ceil",
-    "math.erf": "tl.erf",
-    "math.tanh": "_coda_tanh",
-}
-# expressions in terms of {a}
-EXPR1 = {
-    "arith.negf": "(-{a})",
-    "math.log10": "(tl.log2({a}) * 0.30102999566398120)",
-    "math.log1p": "tl.log(1.0 + {a})",
-    "math.expm1": "(tl.exp({a}) - 1.0)",
-    "math.tan": "(tl.sin({a}) / tl.cos({a}))",
-    "math.trunc": "tl.where({a} < 0, tl.ceil({a}), tl.floor({a}))",
-    "math.sinh": "((tl.exp({a}) - tl.exp(-{a})) * 0.5)",
-    "math.cosh": "((tl.exp({a}) + tl.exp(-{a})) * 0.5)",
-}
-CASTS = {
-    "arith.sitofp",
-    "arith.uitofp",
-    "arith.fptosi",
-    "arith.fptoui",
-    "arith.extf",
-    "arith.truncf",
-    "arith.extsi",
-    "arith.extui",
-    "arith.trunci",
-    "arith.index_cast",
-}
-
-
-@dataclass
-class _ScalarEmitter:
-    """Emits the arith/math ops of a scalar body as Triton expressions over whole tensors."""
-
-    out: list[str]
-    names: dict[SSAValue, str]
-    fresh: Callable[[str], str]
-    indent: str
-    consts: set[str] = field(default_factory=set)
-
-    def value(self, v: SSAValue) -> str:
-        try:
-            return self.names[v]
-        except KeyError:
-            raise CompilerError(v.owner if isinstance(v.owner, Operation) else None, "value used before it is defined") from None
-
-    def emit_op(self, op: Operation) -> None:
-        name = op.name
-        operands = [self.value(o) for o in op.operands]
-        const = all(o in self.consts for o in operands)
-        if const and operands and (name in CALL1 or name in CALL2 or name in EXPR1 or name == "math.fma"):
-            # Triton's math functions take tensors: materialise constant operands as 0-d tensors
-            operands = [
-                f"tl.full((), {o}, {tl_dtype(v.type)})" for o, v in zip(operands, op.operands)
-            ]
-            const = False
-        if name == "arith.constant":
-            attr = op.properties.get("value")
-            if attr is None:
-                attr = op.attributes.get("value")
-            if isinstance(attr, FloatAttr):
-                expr = float_literal(attr.value.data)
-            elif isinstance(attr, IntegerAttr):
-                width = attr.type.width.data if isinstance(attr.type, IntegerType) else 64
-                expr = ("True" if attr.value.data else "False") if width == 1 else str(attr.value.data)
-                if expr.startswith("-"):
-                    expr = f"({expr})"
-            else:
-                raise CompilerError(op, "only scalar float and integer constants can be lowered to Triton")
-            self.names[op.results[0]] = expr
-            self.consts.add(expr)
-            return
-        if name in BINARY:
-            expr = f"({operands[0]} {BINARY[name]} {operands[1]})"
-        elif name in CALL2:
-            expr = f"{CALL2[name]}({operands[0]}, {operands[1]})"
-        elif name in CALL1:
-            expr = f"{CALL1[name]}({operands[0]})"
-            const = False
-        elif name in EXPR1:
-            expr = EXPR1[name].format(a=operands[0])
-            const = const and name == "arith.negf"
-        elif name == "math.fma":
-            expr = f"tl.fma({operands[0]}, {operands[1]}, {operands[2]})"
-            const = False
-        elif name == "arith.select":
-            expr = f"tl.where({operands[0]}, {operands[1]}, {operands[2]})"
-            const = False
-        elif name == "arith.cmpf":
-            pred = coda_cmp_name(op, "f")
-            if pred == "false" or pred == "true":
-                expr = f"({operands[0]} != {operands[0]}) & ({operands[0]} == {operands[0]})"
-                if pred == "true":
-                    expr = f"(({operands[0]} == {operands[0]}) | ({operands[0]} != {operands[0]}))"
-            else:
-                expr = CMPF[pred].format(a=operands[0], b=operands[1])
-        elif name == "arith.cmpi":
-            pred = coda_cmp_name(op, "i")
-            expr = f"({operands[0]} {CMPI[pred]} {operands[1]})"
-        elif name == "arith.truncf" and not const:
-            # round to nearest even exactly as a store does (the interpreter's cast truncates)
-            expr = _store_cast(operands[0], op.results[0].type)
-        elif name in CASTS:
-            target = tl_dtype(op.results[0].type)
-            expr = f"({operands[0]}).to({target})" if not const else operands[0]
-            if const and name in ("arith.sitofp", "arith.uitofp"):
-                expr = f"float({operands[0]})"
-            elif const and name in ("arith.fptosi", "arith.fptoui"):
-                expr = f"int({operands[0]})"
-        else:
-            raise CompilerError(op, f"'{name}' has no Triton lowering in coda bodies")
-        result = op.results[0]
-        if const:
-            self.names[result] = expr
-            self.consts.add(expr)
-            return
-        var = self.fresh("s")
-        self.out.append(f"{self.indent}{var} = {expr}")
-        self.names[result] = var
-
-    def emit_block(
-        self, block: Block, args: Sequence[str], ops: Sequence[Operation] | None = None, indices: Sequence[int] | None = None
-    ) -> list[str]:
-        """Emit a scalar body with `args` bound to its block arguments; return the yielded expressions.
-
-        With `ops` / `indices` (one step of a split `coda.map`, `EpilogueStep`): emit only `ops`
-        (the others were emitted by an earlier step, their names are known) and return the
-        yielded expressions `indices`."""
-        for arg, expr in zip(block.args, args):
-            self.names[arg] = expr
-        term = block.last_op
-        assert isinstance(term, coda.YieldOp)
-        for op in block.ops if ops is None else ops:
-            if not isinstance(op, coda.YieldOp):
-                self.emit_op(op)
-        values = list(term.values) if indices is None else [term.values[i] for i in indices]
-        return [self.value(v) for v in values]
-
-
-def coda_cmp_name(op: Operation, kind: str) -> str:
-    from xdsl.dialects.arith import CMPF_COMPARISON_OPERATIONS, CMPI_COMPARISON_OPERATIONS
-
-    pred = op.properties["predicate"]
-    assert isinstance(pred, IntegerAttr)
-    table = CMPF_COMPARISON_OPERATIONS if kind == "f" else CMPI_COMPARISON_OPERATIONS
-    return table[pred.value.data]
-
-
 # ============================================================================ epilogues
 
 
@@ -388,6 +209,47 @@ class _Halves:
     tw: str
 
 
+class _BodyPrint:
+    """One printing of a scalar body the pass layer lowered (`coda_to_tl.TileBody`) into an
+    epilogue's text: its arguments bound to the emitter's tiles, its values named by the
+    emitter's fresh names; `extents()` (the tile shape a constant result fills) is asked only
+    when a constant result is printed."""
+
+    def __init__(self, body: coda_to_tl.TileBody, args: Sequence[str], extents: Callable[[], Sequence[str]],
+                 emitter: _EpilogueEmitter):
+        self.body = body
+        self.rank = len(body.block.args) - len(args)
+        self.printer = FragmentPrinter(body, [*args, *[""] * self.rank], emitter.fresh)
+        self.extents = extents
+        self.emitter = emitter
+        self.started = False
+        self.bound = False
+
+    def ops(self, ops: Sequence[Operation] | None) -> None:
+        """Print the lowering of the body ops `ops` (None: all), the values the body uses from
+        the region around it with the first."""
+        spans = self.body.spans
+        seq: list[Operation] = []
+        if not self.started:
+            seq += spans.get(None, [])
+            self.started = True
+        for op in ops if ops is not None else [o for o in spans if o is not None]:
+            seq += spans.get(op, [])
+        for line in self.printer.print_ops(seq):
+            self.emitter.emit(line)
+
+    def result(self, i: int) -> str:
+        """The expression of yielded value `i` (after the ops that make it were printed)."""
+        fill = self.body.fills[i]
+        if fill and not self.bound:
+            args = self.body.block.args[len(self.body.block.args) - self.rank :]
+            self.printer.exprs.update(zip(args, self.extents()))
+            self.bound = True
+        for line in self.printer.print_ops(fill):
+            self.emitter.emit(line)
+        return self.printer.value(self.body.results[i])
+
+
 class _EpilogueEmitter:
     """Emit the body of an epilogue region (gemm or elementwise) as straight-line Triton."""
 
@@ -405,7 +267,8 @@ class _EpilogueEmitter:
         self.lines: list[str] = []
         self.names: dict[SSAValue, str] = {}
         self.col_cache: dict[int, _Cols] = {}
-        self.scalars = _ScalarEmitter(self.lines, self.names, fresh, IND)
+        # split maps (`EpilogueStep`s): a body printed step by step
+        self.body_prints: dict[Operation, _BodyPrint] = {}
         # what coda-legalize recorded for this kernel; the emitted kernel's BN obeys it
         self.bn_multiple_of = coda.recorded_bn_multiple_of(kernel)
         self.rows64 = False
@@ -565,8 +428,8 @@ class _EpilogueEmitter:
         c = self.cols(op, width)
         rows = self.row_offsets()
         p = self.ptr(op, matrix)
-        conv = _to_f32(ty.get_element_type())
-        expr = f"tl.load({p} + {rows}[:, None] * {width} + {c.cols}[None, :], mask={c.mask2}, other=0)" + conv
+        elt = ty.get_element_type()
+        expr = _loaded(f"tl.load({p} + {rows}[:, None] * {width} + {c.cols}[None, :], mask={c.mask2}, other=0)", elt, 2)
         hv = self.split_halves(op, width)
         if hv is None:
             return expr
@@ -579,7 +442,7 @@ class _EpilogueEmitter:
         self.emit(f"if {hv.cond}:")
         for line in hv.setup:
             self.emit(f"    {line}")
-        self.emit(f"    {var} = tl.reshape(tl.join({lo}, {hi}), (BM, {hv.tw})){conv}")
+        self.emit(f"    {var} = {_loaded(f'tl.reshape(tl.join({lo}, {hi}), (BM, {hv.tw}))', elt, 2)}")
         self.emit("else:")
         self.emit(f"    {var} = {expr}")
         return var
@@ -597,24 +460,24 @@ class _EpilogueEmitter:
         c = self.cols(op, ty.cols)
         rows = self.row_offsets()
         p = self.ptr(op, op.source)
-        conv = _to_f32(op.source.type.get_element_type())  # type: ignore[attr-defined]
+        elt = op.source.type.get_element_type()  # type: ignore[attr-defined]
         idx = c.cols if period == ty.cols else f"({c.cols} % {period})"
-        return f"tl.load({p} + {rows}[:, None] * {period} + {idx}[None, :], mask={c.mask2}, other=0){conv}"
+        return _loaded(f"tl.load({p} + {rows}[:, None] * {period} + {idx}[None, :], mask={c.mask2}, other=0)", elt, 2)
 
     def load_vector(self, op: Operation, vector: SSAValue, axis: coda.Axis, width: int) -> str:
         """The vector as a [BM, 1] (rows), [1, TW] (cols) or scalar operand."""
         ty = vector.type
         assert isinstance(ty, TensorType)
-        conv = _to_f32(ty.get_element_type())
+        elt = ty.get_element_type()
         p = self.ptr(op, vector)
         if axis == coda.Axis.SCALAR:
-            return f"tl.load({p}){conv}"
+            return _loaded(f"tl.load({p})", elt, 0)
         if axis == coda.Axis.ROWS:
-            return f"{self.row_vector(f'tl.load({p} + offs_m, mask=mask_m, other=0){conv}')}[:, None]"
+            return f"{self.row_vector(_loaded(f'tl.load({p} + offs_m, mask=mask_m, other=0)', elt, 1))}[:, None]"
         c = self.cols(op, width)
         (length,) = ty.get_shape()
         idx = c.cols if length == width else f"{c.cols} % {length}"
-        return f"tl.load({p} + {idx}, mask={c.mask}, other=0){conv}[None, :]"
+        return _loaded(f"tl.load({p} + {idx}, mask={c.mask}, other=0)", elt, 1) + "[None, :]"
 
     def row_vector(self, expr: str, prefix: str = "rv") -> str:
         """A [BM] row vector: inline on a whole tile; loaded once, before the first slice, when sub-tiled."""
@@ -631,9 +494,6 @@ class _EpilogueEmitter:
         self.emit(f"{var} = {expr}")
         self.names[value] = var
         return var
-
-    def full(self, expr: str, shape: str, elt: Attribute) -> str:
-        return f"tl.full({shape}, {expr}, {tl_dtype(elt)})"
 
     def get(self, op: Operation, value: SSAValue) -> str:
         if value in self.names:
@@ -690,27 +550,40 @@ class _EpilogueEmitter:
         elif isinstance(op, coda.SelectOp):
             self.emit_select(op)
         elif op.name.split(".")[0] in ("arith", "math"):
-            self.scalars.emit_op(op)
+            # a scalar of the region (a function of constants): lowered into each body that uses
+            # it (`coda_to_tl.ScalarLowering`); lowered here only to report an op that has none
+            coda_to_tl.ScalarLowering(coda_to_tl.Builder(Block()), set()).lower_outside(op.results[0], {}, op)
         else:
             raise CompilerError(op, "is not an epilogue primitive with a Triton lowering")
+
+    def body_print(self, op: Operation, args: Sequence[str], rank: int, extents: Callable[[], Sequence[str]]) -> _BodyPrint:
+        """A printing of the op's scalar body, lowered by the pass layer (`coda_to_tl.lower_tile_body`)
+        on rank-`rank` tiles, bound to `args`; `extents()`: the tile shape constant results fill."""
+        return _BodyPrint(coda_to_tl.lower_tile_body(op.body.blocks[0], rank), args, extents, self)  # type: ignore[attr-defined]
 
     def emit_map(self, op: coda.MapOp, step: EpilogueStep | None = None) -> None:
         """The map's outputs: all of them, or those of one step of a split map (`epilogue_schedule`)."""
         args = [self.get(op, v) for v in op.inputs]
+        ty = op.outputs[0].type
+        assert isinstance(ty, coda.TileType)
+
+        def extents() -> list[str]:
+            return ["BM", self.cols(op, ty.cols).tw]
+
         if step is None or step.body is None:
             self.emit(f"# {op.name}")
-            outputs = list(op.outputs)
-            yielded = self.scalars.emit_block(op.body.blocks[0], args)
+            indices: Sequence[int] = range(len(op.outputs))
+            body = self.body_print(op, args, 2, extents)
+            body.ops(None)
         else:
             self.emit(f"# {op.name} results {', '.join(map(str, step.results))}")
-            outputs = [op.outputs[i] for i in step.results]
-            yielded = self.scalars.emit_block(op.body.blocks[0], args, step.body, step.results)
-        for result, expr in zip(outputs, yielded):
-            ty = result.type
-            assert isinstance(ty, coda.TileType)
-            if expr in self.scalars.consts:
-                expr = self.full(expr, self.tile_shape(op, ty), ty.element_type)
-            self.assign(result, expr)
+            indices = step.results
+            if op not in self.body_prints:
+                self.body_prints[op] = self.body_print(op, args, 2, extents)
+            body = self.body_prints[op]
+            body.ops(step.body)
+        for i in indices:
+            self.assign(op.outputs[i], body.result(i))
 
     def gathers_pairs(self, op: Operation) -> bool:
         """Whether `op` is a pair_map that reads its pairs straight from memory: the ones
@@ -750,22 +623,21 @@ class _EpilogueEmitter:
             assert isinstance(ty, coda.TileType)
             first, c = self.pair_first(op, stride, ty.cols // 2)
             ptr, rows = self.ptr(op, op.source), self.row_offsets()
-            conv = _to_f32(op.source.type.get_element_type())  # type: ignore[attr-defined]
+            elt = op.source.type.get_element_type()  # type: ignore[attr-defined]
             base = f"{ptr} + {rows}[:, None] * {ty.cols}"
             self.emit(f"# {op.name}, pair halves (columns first, first + {stride})")
-            a = self.assign(op.result, f"tl.load({base} + {first}[None, :], mask={c.mask2}, other=0){conv}", "pa")
-            b = self._named(f"tl.load({base} + ({first} + {stride})[None, :], mask={c.mask2}, other=0){conv}", "pb")
+            a = self.assign(op.result, _loaded(f"tl.load({base} + {first}[None, :], mask={c.mask2}, other=0)", elt, 2), "pa")
+            b = self._named(_loaded(f"tl.load({base} + ({first} + {stride})[None, :], mask={c.mask2}, other=0)", elt, 2), "pb")
             self.gathered[op.result] = (a, b, first, stride, c)
         elif isinstance(op, coda.MapOp):
             self.emit(f"# {op.name}, once per pair half")
             halves = [self.gathered[v] for v in op.inputs]
             _, _, first, _, c = halves[0]
-            shape = f"(BM, {c.tw})"
             outs: list[list[str]] = []
             for k in range(2):
-                yielded = self.scalars.emit_block(op.body.blocks[0], [h[k] for h in halves])
-                outs.append([self.full(e, shape, r.type.element_type) if e in self.scalars.consts else e  # type: ignore[attr-defined]
-                             for e, r in zip(yielded, op.outputs)])
+                body = self.body_print(op, [h[k] for h in halves], 2, lambda: ["BM", c.tw])  # noqa: B023
+                body.ops(None)
+                outs.append([body.result(j) for j in range(len(op.outputs))])
             for j, result in enumerate(op.outputs):
                 a = self.assign(result, outs[0][j], "pw")
                 b = self._named(outs[1][j], "pw")
@@ -796,23 +668,20 @@ class _EpilogueEmitter:
                 load = value.owner
                 assert isinstance(load, coda.LoadOp)
                 ptr = self.ptr(op, load.source)
-                conv = _to_f32(load.source.type.get_element_type())  # type: ignore[attr-defined]
+                elt = load.source.type.get_element_type()  # type: ignore[attr-defined]
                 base = f"{ptr} + {rows}[:, None] * {2 * pairs}"
                 a, b = self.fresh("pa"), self.fresh("pb")
-                self.emit(f"{a} = tl.load({base} + {first}[None, :], mask={c.mask2}, other=0){conv}")
-                self.emit(f"{b} = tl.load({base} + ({first} + {stride})[None, :], mask={c.mask2}, other=0){conv}")
+                self.emit(f"{a} = {_loaded(f'tl.load({base} + {first}[None, :], mask={c.mask2}, other=0)', elt, 2)}")
+                self.emit(f"{b} = {_loaded(f'tl.load({base} + ({first} + {stride})[None, :], mask={c.mask2}, other=0)', elt, 2)}")
                 args += [a, b]
             else:
                 args.append(self.get(op, value))
-        yielded = self.scalars.emit_block(op.body.blocks[0], args)
-        shape = f"(BM, {c.tw})"
+        body = self.body_print(op, args, 2, lambda: ["BM", c.tw])
+        body.ops(None)
         i = 0
         for result in op.outputs:
-            ty = result.type
-            assert isinstance(ty, coda.TileType)
             count = 2 if op.is_wide(result) else 1
-            exprs = [self.full(e, shape, ty.element_type) if e in self.scalars.consts else e
-                     for e in yielded[i:i + count]]
+            exprs = [body.result(j) for j in range(i, i + count)]
             i += count
             if count == 2:
                 a, b = (self.assign(result, e, "pw") for e in exprs)
@@ -858,16 +727,13 @@ class _EpilogueEmitter:
                 args += [a, b]
             else:
                 args.append(src)
-        yielded = self.scalars.emit_block(op.body.blocks[0], args)
-        nshape = f"(BM, {narrow.tw})"
+        body = self.body_print(op, args, 2, lambda: ["BM", narrow.tw])
+        body.ops(None)
         back = upper = None
         i = 0
         for result in op.outputs:
-            ty = result.type
-            assert isinstance(ty, coda.TileType)
             count = 2 if op.is_wide(result) else 1
-            exprs = [self.full(e, nshape, ty.element_type) if e in self.scalars.consts else e
-                     for e in yielded[i:i + count]]
+            exprs = [body.result(j) for j in range(i, i + count)]
             i += count
             if count == 1:
                 self.assign(result, exprs[0])
@@ -919,23 +785,19 @@ class _EpilogueEmitter:
                 narrow = self.fresh("pn")
                 self.emit(f"{narrow} = tl.reshape({src}, (BM, {groups}, {stride}))")
                 args.append(narrow)
-        yielded = self.scalars.emit_block(op.body.blocks[0], args)
-        pshape = f"(BM, {groups}, {stride})"
+        body = self.body_print(op, args, 3, lambda: ["BM", groups, str(stride)])
+        body.ops(None)
         i = 0
         for result in op.outputs:
             ty = result.type
             assert isinstance(ty, coda.TileType)
-            def piece(expr: str) -> str:
-                if expr in self.scalars.consts:
-                    return self.full(expr, pshape, ty.element_type)
-                return expr
             shape = self.tile_shape(op, ty)
             if op.is_wide(result):
-                a, b = piece(yielded[i]), piece(yielded[i + 1])
+                a, b = body.result(i), body.result(i + 1)
                 i += 2
                 self.assign(result, f"tl.reshape(tl.permute(tl.join({a}, {b}), (0, 1, 3, 2)), {shape})")
             else:
-                a = piece(yielded[i])
+                a = body.result(i)
                 i += 1
                 self.assign(result, f"tl.reshape({a}, {shape})")
 
@@ -1043,7 +905,7 @@ class _EpilogueEmitter:
         load = op.tile.owner
         assert isinstance(load, coda.LoadOp)
         ptr, rows = self.ptr(op, load.source), self.row_offsets()
-        conv = _to_f32(load.source.type.get_element_type())  # type: ignore[attr-defined]
+        elt = load.source.type.get_element_type()  # type: ignore[attr-defined]
         start, acc, k, v = self.fresh("segstart"), self.fresh("segacc"), self.fresh("segk"), self.fresh("segv")
         self.emit(f"# {op.name} {kind.value} width {w}, segments gathered from memory")
         self.emit(f"{start} = ({c.cols} // {w}) * {w}")
@@ -1054,8 +916,8 @@ class _EpilogueEmitter:
             self.emit(f"{acc} = tl.zeros((BM, {c.tw}), dtype=tl.float32)")
             other = "0"
         self.emit(f"for {k} in range(0, {w}):")
-        self.emit(f"    {v} = tl.load({ptr} + {rows}[:, None] * {ty.cols} + ({start} + {k})[None, :], "
-                  f"mask={c.mask2}, other={other}){conv}")
+        load_expr = f"tl.load({ptr} + {rows}[:, None] * {ty.cols} + ({start} + {k})[None, :], mask={c.mask2}, other={other})"
+        self.emit(f"    {v} = {_loaded(load_expr, elt, 2)}")
         if kind == coda.ReduceKind.MAX:
             self.emit(f"    {acc} = tl.maximum({acc}, {v})")
         elif kind == coda.ReduceKind.SUMSQ:
@@ -1113,16 +975,17 @@ class _EpilogueEmitter:
             over = writes_over(self.kernel)
             if over is not None and over[index] >= 0:
                 # stored over the input it reads in pair halves: each half's store waits for every
-                # thread's loads of this program (in_place.py's pair-halves rule, point 2)
+                # thread's loads of this program (analysis/in_place.py's pair-halves rule, point 2)
                 self.emit("tl.debug_barrier()")
-            self.emit(f"tl.store({base} + {first}[None, :], {_store_cast(a, elt)}, mask={c.mask2})")
-            self.emit(f"tl.store({base} + ({first} + {stride})[None, :], {_store_cast(b, elt)}, mask={c.mask2})")
+            computed = value.type.element_type
+            self.emit(f"tl.store({base} + {first}[None, :], {_stored(a, computed, elt, 2)}, mask={c.mask2})")
+            self.emit(f"tl.store({base} + ({first} + {stride})[None, :], {_stored(b, computed, elt, 2)}, mask={c.mask2})")
         else:
             ty = value.type
             assert isinstance(ty, coda.TileType) and isinstance(rty, TensorType)
             c = self.cols(op, ty.cols)
             rows = self.row_offsets()
-            val = _store_cast(x, rty.get_element_type())
+            val = _stored(x, ty.element_type, rty.get_element_type(), 2)
             scatter = f"tl.store({ptr} + {rows}[:, None] * {ty.cols} + {c.cols}[None, :], {val}, mask={c.mask2})"
             hv = self.split_halves(op, ty.cols)
             if hv is None:
@@ -1212,6 +1075,7 @@ class _EpilogueEmitter:
         self.pid_n = f"(pid_n * {parts} + {j})"
         self.names.clear()
         self.col_cache.clear()
+        self.body_prints.clear()
         start = "pid_n * BN" if j == 0 else f"pid_n * BN + {j} * ({w})"
         self.emit(f"# -- column slice {j} of {parts}")
         self.emit(f"{self.offs_n} = {start} + tl.arange(0, {w})")
@@ -1614,7 +1478,7 @@ def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False, op
         result = op.outputs[index]
         rty = result.type
         assert isinstance(rty, TensorType)
-        val = _store_cast(acc, rty.get_element_type())
+        val = _stored(acc, f32, rty.get_element_type(), 1)
         if rows:
             src.append(f"    tl.store({out_params[index]} + offs_m, {val}, mask=mask_m)")
         else:

@@ -23,7 +23,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.dialects.element_types import TRITON_DTYPE_NAMES, element_name
 from coda_ir.diagnostics import InternalCompilerBug
-from coda_ir.transforms.coda_to_tl import KernelNames
+from coda_ir.transforms.coda_to_tl import Fragment, KernelNames
 
 IND = "    "
 
@@ -98,19 +98,34 @@ def _strip(expr: str) -> str:
     return expr[1:-1]
 
 
+def _is_call(expr: str) -> bool:
+    """`f(...)` / `tl.f(...)` / `x.to(...)`: a dotted name and one argument list spanning the rest."""
+    head, paren, _ = expr.partition("(")
+    if not paren or not expr.endswith(")") or not all(p.isidentifier() for p in head.split(".")):
+        return False
+    depth = 0
+    for i, ch in enumerate(expr[len(head):]):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0:
+            return len(head) + i == len(expr) - 1
+    return False
+
+
 def _atomic(expr: str) -> str:
     """`expr` as the operand of `.to()` or a subscript."""
     if expr.isidentifier() or (expr.startswith("(") and _strip(expr) != expr):
         return expr
-    if expr.endswith(")") and expr.split("(", 1)[0].replace(".", "").replace("_", "a").isalnum():
-        return expr  # a call
+    if _is_call(expr):
+        return expr
     return f"({expr})"
 
 
-class KernelPrinter:
-    def __init__(self, kernel: tl.KernelOp):
-        self.kernel = kernel
-        self.names = KernelNames(["tl", "triton", "libdevice", "torch", "os", *kernel.param_names()])
+class BlockPrinter:
+    """Prints the ops of a block as Triton statements; values named by `names`."""
+
+    def __init__(self, names: KernelNames):
+        self.names = names
         self.exprs: dict[SSAValue, str] = {}
         self.inline: set[SSAValue] = set()
         self.consts: set[SSAValue] = set()
@@ -125,7 +140,10 @@ class KernelPrinter:
             if len(op.results) != 1 or not _pure(op):
                 continue
             v = op.results[0]
-            if isinstance(op, arith.ConstantOp) or (op.operands and all(o in self.consts for o in op.operands)):
+            # Python constant expressions (a tl.full of constants is a tensor: named like any value)
+            if isinstance(op, arith.ConstantOp) or (
+                not isinstance(op, tl.FullOp) and op.operands and all(o in self.consts for o in op.operands)
+            ):
                 self.consts.add(v)
                 self.inline.add(v)
             elif isinstance(op, tl.SplatOp):
@@ -295,7 +313,13 @@ class KernelPrinter:
             self.emit(indent, "else:")
             self.block(rest, indent + IND)
 
-    # ------------------------------------------------------------------ kernel
+
+
+class KernelPrinter(BlockPrinter):
+    def __init__(self, kernel: tl.KernelOp):
+        super().__init__(KernelNames(["tl", "triton", "libdevice", "torch", "os", *kernel.param_names()]))
+        self.kernel = kernel
+
     def print(self) -> list[str]:
         k = self.kernel
         body = k.body.block
@@ -317,3 +341,37 @@ class KernelPrinter:
 def print_kernel(kernel: tl.KernelOp) -> list[str]:
     """The `@triton.jit` source lines of one `tl.kernel`."""
     return KernelPrinter(kernel).print()
+
+
+class FragmentPrinter(BlockPrinter):
+    """Prints a `coda_to_tl.Fragment` into the text of `lowering/triton.py`'s gemm / elementwise
+    emitter: its arguments are the emitter's expressions `bound`, its values take fresh names
+    from the emitter's `names`. `print_ops` prints some of its ops (in the order given: a
+    `coda.map` made in several steps prints each step's ops when it is emitted); `value` is a
+    printed value's expression."""
+
+    def __init__(self, fragment: Fragment, bound: Sequence[str], names: KernelNames):
+        super().__init__(names)
+        block = fragment.block
+        if len(bound) != len(block.args):
+            raise InternalCompilerBug(None, f"a fragment of {len(block.args)} arguments bound to {len(bound)} expressions")
+        self.exprs.update(zip(block.args, bound))
+        self.analyse(block)
+
+    def print_ops(self, ops: Sequence[Operation]) -> list[str]:
+        start = len(self.lines)
+        for op in ops:
+            self.statement(op, "")
+        return self.lines[start:]
+
+    def value(self, v: SSAValue) -> str:
+        return self.get(v)
+
+
+def print_expression(fragment: Fragment, bound: Sequence[str]) -> str:
+    """The expression of a one-result fragment whose ops are all written in place (a conversion)."""
+    printer = FragmentPrinter(fragment, bound, KernelNames())
+    if printer.print_ops([op for op in fragment.block.ops if op is not fragment.block.last_op]):
+        raise InternalCompilerBug(None, "a conversion fragment printed statements")
+    (result,) = fragment.results
+    return printer.value(result)

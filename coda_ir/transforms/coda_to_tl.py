@@ -19,11 +19,15 @@ result and decides nothing. The pass
 `coda.gemm` and `coda.elementwise` kernels are named here but still emitted by
 `lowering/triton.py`'s string emitter (`elementwise_params` names an elementwise member's
 parameters as that emitter does, checked when the module is printed); converting them is the
-rest of issue 13 item 2.
+rest of issue 13 item 2. Their scalar bodies and element conversions are already lowered here
+(`lower_tile_body`, `load_conversion`, `store_conversion`: `Fragment`s of tl ops the emitter
+binds to its values and `triton_printer.FragmentPrinter` prints), so every kernel kind shares one
+scalar-body lowering.
 """
 
 from __future__ import annotations
 
+import functools
 import keyword
 import re
 from collections.abc import Sequence
@@ -196,7 +200,13 @@ class Builder:
             return self.value(tl.CallOp("_coda_round_bf16", [v], [tl.dynamic_tensor(elt, tl.rank_of(v.type))]))
         return self.value(tl.CastOp(v, elt))
 
-
+    def compute_cast(self, v: SSAValue) -> SSAValue:
+        """A loaded value in the kernels' arithmetic type: every float type in fp32 (bf16 / f16
+        widened, f64 narrowed), integers and booleans as loaded."""
+        elt = tl.element_of(v.type)
+        if _is_float(elt) and not isinstance(elt, Float32Type):
+            return self.value(tl.CastOp(v, f32))
+        return v
 
 
 # ============================================================================ scalar bodies
@@ -206,37 +216,84 @@ _TENSOR_MATH = (
     math.ExpOp, math.Exp2Op, math.LogOp, math.Log2Op, math.SqrtOp, math.RsqrtOp, math.AbsFOp, math.AbsIOp,
     math.SinOp, math.CosOp, math.FloorOp, math.CeilOp, math.ErfOp, math.FmaOp,
 )
+_MIN_MAX = (arith.MaximumfOp, arith.MinimumfOp, arith.MaxnumfOp, arith.MinnumfOp, arith.MaxSIOp, arith.MinSIOp)
 _BINARY = (
     arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.AndIOp,
-    arith.OrIOp, arith.XOrIOp, arith.ShLIOp, arith.ShRSIOp, arith.DivSIOp, arith.RemSIOp,
-    arith.MaximumfOp, arith.MinimumfOp, arith.MaxnumfOp, arith.MinnumfOp, arith.MaxSIOp, arith.MinSIOp,
+    arith.OrIOp, arith.XOrIOp, arith.ShLIOp, arith.ShRSIOp, arith.DivSIOp, arith.RemSIOp, *_MIN_MAX,
 )
+_EXPANDED = (math.Log10Op, math.Log1pOp, math.ExpM1Op, math.TanOp, math.TruncOp, math.SinhOp, math.CoshOp)
+# Triton functions (tensors in, tensors out): of constants only, they take 0-d tensors
+_FUNCTIONS = (*_TENSOR_MATH, *_MIN_MAX, math.TanhOp, math.PowFOp, *_EXPANDED)
 _CASTS = (
     arith.SIToFPOp, arith.UIToFPOp, arith.FPToSIOp, arith.FPToUIOp, arith.ExtFOp, arith.TruncFOp, arith.ExtSIOp,
     arith.ExtUIOp, arith.TruncIOp, arith.IndexCastOp,
 )
 
 
+def _defined_in(value: SSAValue, block: Block) -> bool:
+    owner = value.owner
+    return owner is block if isinstance(owner, Block) else owner.parent_block() is block
+
+
 @dataclass
 class ScalarLowering:
-    """Lower the arith / math ops of a coda scalar body to the same ops on Triton values.
+    """Lower the arith / math ops of a coda scalar body to the same ops on Triton values: the
+    one scalar-body lowering of the Triton backend (fold bodies, and `coda.map` /
+    `coda.pair_map` bodies of gemm and elementwise epilogues through `lower_tile_body`).
 
     A value computed from constants only stays a scalar constant expression (Python folds it
-    in double precision when the kernel is traced, as it always did); a math function of
-    constants takes them as 0-d tensors (`tl.full((), c, dtype)`: Triton's math functions take
-    tensors). Expansions: log10, log1p, expm1, tan, trunc, sinh, cosh by exp / log / sin / cos,
-    tanh and powf by the prelude's `_coda_tanh` / `_coda_pow`, a non-constant truncf by the
-    rounding store conversion.
+    in double precision when the kernel is traced, as it always did); a Triton function of
+    constants (math, min / max) takes them as 0-d tensors (`tl.full((), c, dtype)`: Triton's
+    functions take tensors). Expansions: log10, log1p, expm1, tan, trunc, sinh, cosh by exp /
+    log / sin / cos, tanh and powf by the prelude's `_coda_tanh` / `_coda_pow`, a non-constant
+    truncf by the rounding store conversion.
+
+    A body may use scalars of the region around it (a `coda.map` is not isolated from above):
+    those are arith / math ops of constants, lowered before the body's first op. `hint` names
+    the value of each body op (not constants); `spans`, when given, records the ops each body op
+    (None: the values used from outside) lowered to.
     """
 
     b: Builder
     consts: set[SSAValue]
+    hint: str | None = None
+    spans: dict[Operation | None, list[Operation]] | None = None
 
     def full0(self, v: SSAValue) -> SSAValue:
         return self.b.value(tl.FullOp([], v, v.type))
 
+    def _lower_recorded(self, op: Operation | None, lower) -> SSAValue:
+        before = self.b.block.last_op
+        result = lower()
+        if self.hint is not None and result not in self.consts and result.name_hint is None:
+            result.name_hint = self.hint
+        if self.spans is not None:
+            added = []
+            cur = before.next_op if before is not None else self.b.block.first_op
+            while cur is not None:
+                added.append(cur)
+                cur = cur.next_op
+            self.spans.setdefault(op, []).extend(added)
+        return result
+
+    def lower_outside(self, value: SSAValue, env: dict[SSAValue, SSAValue], user: Operation) -> None:
+        """Lower a scalar of the enclosing region (and what it is computed from) into `env`."""
+        if value in env:
+            return
+        owner = value.owner
+        if not isinstance(owner, Operation) or owner.dialect_name() not in ("arith", "math") or len(owner.results) != 1:
+            raise CompilerError(user, "uses a value that has no Triton lowering here")
+        for o in owner.operands:
+            self.lower_outside(o, env, owner)
+        operands = [env[o] for o in owner.operands]
+        env[value] = self._lower_recorded(None, lambda: self.lower_op(owner, operands))
+
     def lower_block(self, block: Block, args: Sequence[SSAValue]) -> list[SSAValue]:
         env: dict[SSAValue, SSAValue] = dict(zip(block.args, args))
+        for op in block.ops:
+            for o in op.operands:
+                if not _defined_in(o, block):
+                    self.lower_outside(o, env, op)
         for op in block.ops:
             if isinstance(op, coda.YieldOp):
                 return [env[v] for v in op.values]
@@ -244,7 +301,7 @@ class ScalarLowering:
                 operands = [env[o] for o in op.operands]
             except KeyError:
                 raise CompilerError(op, "value used before it is defined") from None
-            env[op.results[0]] = self.lower_op(op, operands)
+            env[op.results[0]] = self._lower_recorded(op, lambda: self.lower_op(op, operands))  # noqa: B023
         return []
 
     def lower_op(self, op: Operation, operands: list[SSAValue]) -> SSAValue:
@@ -257,9 +314,7 @@ class ScalarLowering:
             v = b.value(arith.ConstantOp(attr))
             self.consts.add(v)
             return v
-        functional = isinstance(op, (*_TENSOR_MATH, math.TanhOp, math.PowFOp, math.Log10Op, math.Log1pOp,
-                                     math.ExpM1Op, math.TanOp, math.TruncOp, math.SinhOp, math.CoshOp))
-        if const and operands and functional:
+        if const and operands and isinstance(op, _FUNCTIONS):
             operands = [self.full0(o) for o in operands]
             const = False
         elt = op.results[0].type
@@ -276,7 +331,7 @@ class ScalarLowering:
             result = b.value(tl.CallOp("_coda_pow", ops, [ops[0].type]))
         elif isinstance(op, arith.NegfOp):
             result = b.like(arith.NegfOp, operands, None, None, dict(op.properties))
-        elif isinstance(op, (math.Log10Op, math.Log1pOp, math.ExpM1Op, math.TanOp, math.TruncOp, math.SinhOp, math.CoshOp)):
+        elif isinstance(op, _EXPANDED):
             result = self.expand(op, operands[0])
         elif isinstance(op, arith.SelectOp):
             result = b.where(*operands)
@@ -286,6 +341,7 @@ class ScalarLowering:
         elif isinstance(op, arith.CmpiOp):
             result = b.cmpi(arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data], *operands)
         elif isinstance(op, arith.TruncFOp) and not const:
+            # round to nearest even exactly as a store does (the interpreter's cast truncates)
             result = b.store_cast(operands[0], elt)
         elif isinstance(op, _CASTS):
             if const:
@@ -319,6 +375,80 @@ class ScalarLowering:
         neg = b.value(arith.NegfOp(a))
         combine = arith.SubfOp if isinstance(op, math.SinhOp) else arith.AddfOp
         return b.fbin(arith.MulfOp, b.fbin(combine, b.unary(math.ExpOp, a), b.unary(math.ExpOp, neg)), b.const(0.5, ty))
+
+
+# ============================================================================ epilogue bodies
+
+
+@dataclass
+class Fragment:
+    """Straight-line tl / arith / math ops on values that `lowering/triton.py`'s emitter of gemm
+    and elementwise kernels holds as text (until those kernels are `tl.kernel`s too): the
+    block's arguments stand for the emitter's values, its `scf.yield` lists the results. The
+    emitter prints it with `triton_printer.FragmentPrinter`, which decides nothing."""
+
+    block: Block
+
+    @property
+    def results(self) -> Sequence[SSAValue]:
+        term = self.block.last_op
+        assert isinstance(term, scf.YieldOp)
+        return term.operands
+
+
+@dataclass
+class TileBody(Fragment):
+    """A `coda.map` / `coda.pair_map` body on whole tiles (`lower_tile_body`): the block takes
+    the body's arguments as rank-`rank` tiles, then the tile's `rank` extents (i32), and yields
+    one tile per yielded value, a constant filled to the extents. `spans[op]`: the ops that
+    lower body op `op` (`spans[None]`: scalars used from the region around the body);
+    `fills[i]`: those that make result i a tile (empty unless it is a constant). An emitter
+    that makes a map's results in several steps (`EpilogueStep`) prints the spans of each
+    step's body ops and the fills of its results."""
+
+    spans: dict[Operation | None, list[Operation]]
+    fills: list[list[Operation]]
+
+
+def lower_tile_body(body: Block, rank: int) -> TileBody:
+    """Lower a scalar body to tl / arith / math ops on rank-`rank` tiles (`ScalarLowering`, the
+    same as fold bodies); each body op's value is named `s` in the printed kernel."""
+    n = len(body.args)
+    block = Block(arg_types=[*(tl.dynamic_tensor(a.type, rank) for a in body.args), *([i32] * rank)])
+    b = Builder(block)
+    spans: dict[Operation | None, list[Operation]] = {}
+    lowering = ScalarLowering(b, set(), hint="s", spans=spans)
+    yielded = lowering.lower_block(body, block.args[:n])
+    extents = block.args[n:]
+    results: list[SSAValue] = []
+    fills: list[list[Operation]] = []
+    for y in yielded:
+        if y in lowering.consts:
+            fill = tl.FullOp(extents, y, y.type)
+            b.add(fill)
+            fills.append([fill])
+            y = fill.result
+        else:
+            fills.append([])
+        results.append(y)
+    block.add_op(scf.YieldOp(*results))
+    return TileBody(block, spans, fills)
+
+
+@functools.cache
+def load_conversion(element: Attribute, rank: int) -> Fragment:
+    """A loaded [rank] tensor of `element`s in the kernels' arithmetic type (`Builder.compute_cast`)."""
+    block = Block(arg_types=[tl.dynamic_tensor(element, rank)])
+    block.add_op(scf.YieldOp(Builder(block).compute_cast(block.args[0])))
+    return Fragment(block)
+
+
+@functools.cache
+def store_conversion(computed: Attribute, element: Attribute, rank: int) -> Fragment:
+    """A computed [rank] tensor (fp32 or i32) as stored in a tensor of `element`s (`Builder.store_cast`)."""
+    block = Block(arg_types=[tl.dynamic_tensor(computed, rank)])
+    block.add_op(scf.YieldOp(Builder(block).store_cast(block.args[0], element)))
+    return Fragment(block)
 
 
 # ============================================================================ coda.fold
@@ -415,9 +545,7 @@ def lower_fold(op: coda.FoldOp, name: str, member: bool) -> tl.KernelOp:
             v = b.value(tl.LoadOp(b.value(tl.AddPtrOp(arg[p], rows)), mask, b.const(0 if not _is_float(elt) else 0.0, elt)), "v")
         else:
             v = b.value(tl.LoadOp(arg[p]), "v")
-        if _is_float(elt) and not isinstance(elt, Float32Type):
-            v = b.value(tl.CastOp(v, f32))  # fp32 arithmetic
-        args.append(v)
+        args.append(b.compute_cast(v))
     scalars = ScalarLowering(b, set())
     yielded = scalars.lower_block(op.body.blocks[0], args)
     per_block: list[SSAValue] = []

@@ -46,24 +46,24 @@ func.func @act(%x: tensor<37x50xf16>, %v: tensor<50xf32>) -> (tensor<37x50xf16>,
 // CHECK:      t_t = tl.load(xi_ptr + rows64[:, None] * 50 + offs_n[None, :], mask=mask_mn, other=0).to(tl.float32)
 // CHECK:      t_u = t_t + tl.load(vi_ptr + offs_n, mask=mask_n, other=0)[None, :]
 // CHECK:      # coda.map
-// CHECK-NEXT: s = (t_u * {{0.707106[0-9]+}})
+// CHECK-NEXT: s = t_u * {{0.707106[0-9]+}}
 // CHECK-NEXT: s0 = tl.erf(s)
-// CHECK-NEXT: s1 = (s0 + 1.0)
-// CHECK-NEXT: s2 = (t_u * 0.5)
-// CHECK-NEXT: s3 = (s2 * s1)
+// CHECK-NEXT: s1 = s0 + 1.0
+// CHECK-NEXT: s2 = t_u * 0.5
+// CHECK-NEXT: s3 = s2 * s1
 // CHECK-NEXT: s4 = _coda_tanh(t_u)
 // CHECK-NEXT: s5 = _coda_pow(t_u, 0.5)
 // CHECK-NEXT: s6 = tl.rsqrt(t_u)
 // CHECK-NEXT: s7 = tl.sqrt_rn(t_u)
 // CHECK-NEXT: s8 = tl.maximum(s4, s5)
-// CHECK-NEXT: s9 = (t_u > 1.0)
+// CHECK-NEXT: s9 = t_u > 1.0
 // CHECK-NEXT: s10 = tl.where(s9, s8, (-float("inf")))
-// CHECK-NEXT: s11 = (s6 + s7)
-// CHECK-NEXT: s12 = (s11 + s10)
+// CHECK-NEXT: s11 = s6 + s7
+// CHECK-NEXT: s12 = s11 + s10
 // CHECK-NEXT: t_m = s3
 // A constant result is materialised as a full tile.
 // CHECK-NEXT: t_m0 = tl.full((BM, BN), 1.0, tl.float32)
-// CHECK-NEXT: tl.store(y_ptr + rows64[:, None] * 50 + offs_n[None, :], (t_m).to(tl.float16), mask=mask_mn)
+// CHECK-NEXT: tl.store(y_ptr + rows64[:, None] * 50 + offs_n[None, :], t_m.to(tl.float16), mask=mask_mn)
 // CHECK-NEXT: tl.store(z_ptr + rows64[:, None] * 50 + offs_n[None, :], t_m0, mask=mask_mn)
 
 // CHECK:      def act(x, v):

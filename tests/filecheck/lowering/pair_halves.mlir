@@ -19,8 +19,8 @@
 // CHECK-NEXT:    tl.store(dz_ptr + rows64[:, None] * 192 + ([[FIRST]] + 96)[None, :], _coda_round_bf16([[DB:pw[0-9]*]]), mask=mask_mn)
 // CHECK:         # coda.map, once per pair half
 // CHECK:         # coda.map, once per pair half
-// CHECK-NEXT:    [[PA:s[0-9]+]] = ([[ZA]] * {{.*}})
-// CHECK-NEXT:    [[PB:s[0-9]+]] = ([[ZB]] * {{.*}})
+// CHECK-NEXT:    [[PA:s[0-9]+]] = [[ZA]] * {{.*}}
+// CHECK-NEXT:    [[PB:s[0-9]+]] = [[ZB]] * {{.*}}
 // CHECK:         # coda.reduce sum dim 1 over both pair halves
 // CHECK-NEXT:    [[P:p[0-9]*]] = tl.sum(tl.where(mask_mn, {{.*}}, 0.0), axis=1) + tl.sum(tl.where(mask_mn, {{.*}}, 0.0), axis=1)
 // CHECK:         tl.store(s_ptr + rows64 * tl.cdiv(N, BN) + pid_n, [[P]], mask=mask_m)

@@ -26,11 +26,11 @@ func.func @swiglu(%a: tensor<37x40xbf16>, %w: tensor<48x40xbf16>) -> tensor<37x2
 // CHECK:      # coda.pair_map stride 1
 // CHECK-NEXT: pw = tl.permute(tl.reshape(acc, (BM, (BN // 2), 2, 1)), (0, 1, 3, 2))
 // CHECK-NEXT: pa, pb = tl.split(pw)
-// CHECK-NEXT: s = (-pa)
+// CHECK-NEXT: s = -pa
 // CHECK-NEXT: s0 = tl.exp(s)
-// CHECK-NEXT: s1 = (s0 + 1.0)
-// CHECK-NEXT: s2 = (pa / s1)
-// CHECK-NEXT: s3 = (s2 * pb)
+// CHECK-NEXT: s1 = s0 + 1.0
+// CHECK-NEXT: s2 = pa / s1
+// CHECK-NEXT: s3 = s2 * pb
 // CHECK-NEXT: cols_w24 = pid_n * (BN // 2) + tl.arange(0, (BN // 2))
 // CHECK-NEXT: mask_w24 = cols_w24 < 24
 // CHECK-NEXT: mask_mw24 = mask_m[:, None] & mask_w24[None, :]
@@ -73,7 +73,7 @@ func.func @rot(%a: tensor<37x40xf32>, %w: tensor<40x48xf32>) -> (tensor<37x48xf3
 // CHECK:      # coda.pair_map stride 4
 // CHECK-NEXT: pw = tl.permute(tl.reshape(acc, (BM, (BN // 8), 2, 4)), (0, 1, 3, 2))
 // CHECK-NEXT: pa, pb = tl.split(pw)
-// CHECK-NEXT: s = (-pb)
+// CHECK-NEXT: s = -pb
 // CHECK-NEXT: t_r = tl.reshape(tl.permute(tl.join(s, pa), (0, 1, 3, 2)), (BM, BN))
 // CHECK:      cols_w96 = pid_n * (BN * 2) + tl.arange(0, (BN * 2))
 // CHECK:      # coda.pair_map stride 1
