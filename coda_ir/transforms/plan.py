@@ -207,33 +207,16 @@ class NNPlanPass(ModulePass):
         that GEMM's epilogue, or a plain GEMM storing dy and one elementwise pass (the pair's two
         halves read and written as [BM, BN] tiles, the z . dz row partials in the same pass)."""
         gemm = grad.operands[0].owner
-        if not isinstance(gemm, GEMMS) or self.gated_grad == "epilogue":
-            return
-        if self.gated_grad == "separate":  # forced: no model, no remark
-            grad.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
-            return
-        if not self.cost_model:
+        if not isinstance(gemm, GEMMS):
             return
         from coda_ir.analysis import io_model
 
         m, f, k = gemm_shape(gemm)
-        try:
-            decision = io_model.gated_grad_plan(m, f, K=k, dtype=_dtype(grad.operands[0]))
-        except (ValueError, KeyError, ZeroDivisionError):  # a shape the model cannot price: no plan
-            return
-        costs = decision.costs
-        text = (f"separate (plain GEMM storing dy [{m}x{f}], then one pass over dy and z) "
-                f"{costs['separate'].time_s * 1e6:.1f} us vs in the epilogue ({costs['epilogue'].note}) "
-                f"{costs['epilogue'].time_s * 1e6:.1f} us")
-        if decision.choice == "separate":
-            grad.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
-            remarks.emit_remark(grad, f"{grad.name} not fused into the epilogue of {_describe(gemm)}: the IO model "
-                                f"found a separate pass cheaper (the epilogue holds z and dz beside the accumulator: "
-                                f"spills, and its loads, stores and spills follow each tile's mainloop at one CTA "
-                                f"per SM): {text}", informational=True)
-        else:
-            remarks.emit_remark(grad, f"{grad.name} in the epilogue of {_describe(gemm)}: the IO model found it "
-                                f"cheaper: {text}", informational=True)
+        self.plan_epilogue_or_pass(
+            grad, gemm, self.gated_grad, lambda: io_model.gated_grad_plan(m, f, K=k, dtype=_dtype(grad.operands[0])),
+            f"separate (plain GEMM storing dy [{m}x{f}], then one pass over dy and z)",
+            "the epilogue holds z and dz beside the accumulator: spills, and its loads, stores and spills follow "
+            "each tile's mainloop at one CTA per SM")
 
     def plan_norm_grad(self, grad: nn.RMSNormGradOp) -> None:
         """`in_producer_epilogue` on an RMSNorm backward with `hdh` whose dy a GEMM produces: dx
@@ -242,34 +225,45 @@ class NNPlanPass(ModulePass):
         dy first and never joins the producer's epilogue: nothing to choose (a forced `separate`
         is still recorded and obeyed)."""
         gemm = grad.dy.owner
-        if not isinstance(gemm, GEMMS) or self.norm_grad == "epilogue":
-            return
-        if self.norm_grad == "separate":  # forced: no model, no remark
-            grad.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
-            return
-        if not self.cost_model or grad.hdh is None:
+        if not isinstance(gemm, GEMMS):
             return
         from coda_ir.analysis import io_model
 
         m, d, k = gemm_shape(gemm)
         residual = _residual_add(grad.dx)
+        loads = "x and dres" if residual else "x"
+        price = None if grad.hdh is None else (
+            lambda: io_model.norm_grad_plan(m, d, K=k, dtype=_dtype(grad.dy), residual=residual))
+        self.plan_epilogue_or_pass(
+            grad, gemm, self.norm_grad, price, f"separate (plain GEMM storing dy [{m}x{d}], then one pass over dy, {loads})",
+            f"the epilogue's {loads} loads, spills and dw column reduction follow each tile's mainloop at one CTA per SM")
+
+    def plan_epilogue_or_pass(self, op: Operation, gemm: Operation, mode: str, price, separate: str, why: str) -> None:
+        """Record `in_producer_epilogue = false` on `op` (a backward elementwise in dy, which
+        `gemm` produces) when it runs as a separate pass after a plain GEMM: forced by `mode`, or
+        (`auto`) when the IO model's `price()` (an `epilogue` / `separate` Decision; None: nothing
+        to price) finds the pass cheaper, with a remark giving both costs and `why`."""
+        if mode == "epilogue":
+            return
+        if mode == "separate":  # forced: no model, no remark
+            op.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
+            return
+        if not self.cost_model or price is None:
+            return
         try:
-            decision = io_model.norm_grad_plan(m, d, K=k, dtype=_dtype(grad.dy), residual=residual)
+            decision = price()
         except (ValueError, KeyError, ZeroDivisionError):  # a shape the model cannot price: no plan
             return
         costs = decision.costs
-        loads = "x and dres" if residual else "x"
-        text = (f"separate (plain GEMM storing dy [{m}x{d}], then one pass over dy, {loads}) "
-                f"{costs['separate'].time_s * 1e6:.1f} us vs in the epilogue ({costs['epilogue'].note}) "
+        text = (f"{separate} {costs['separate'].time_s * 1e6:.1f} us vs in the epilogue ({costs['epilogue'].note}) "
                 f"{costs['epilogue'].time_s * 1e6:.1f} us")
         if decision.choice == "separate":
-            grad.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
-            remarks.emit_remark(grad, f"{grad.name} not fused into the epilogue of {_describe(gemm)}: the IO model "
-                                f"found a separate pass cheaper (the epilogue's {loads} loads, spills and dw column "
-                                f"reduction follow each tile's mainloop at one CTA per SM): {text}", informational=True)
+            op.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
+            remarks.emit_remark(op, f"{op.name} not fused into the epilogue of {_describe(gemm)}: the IO model found a "
+                                f"separate pass cheaper ({why}): {text}", informational=True)
         else:
-            remarks.emit_remark(grad, f"{grad.name} in the epilogue of {_describe(gemm)}: the IO model found it "
-                                f"cheaper: {text}", informational=True)
+            remarks.emit_remark(op, f"{op.name} in the epilogue of {_describe(gemm)}: the IO model found it cheaper: "
+                                f"{text}", informational=True)
 
     def plan_head_norm(self, norm: nn.HeadRMSNormOp, reported: set[Operation]) -> None:
         gemm = producing_gemm(norm.x)
