@@ -68,7 +68,7 @@ mask (`_EpilogueEmitter.pair_first` is shared per stride). Safety:
 from __future__ import annotations
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, TensorType, UnitAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, TensorType, UnitAttr
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from coda_ir.dialects import coda

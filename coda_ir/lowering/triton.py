@@ -58,7 +58,6 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
-from coda_ir.dialects.element_types import TRITON_DTYPE_NAMES, element_name
 from coda_ir.dialects import coda
 from coda_ir.analysis.in_place import writes_over
 from coda_ir.transforms.plan_in_place import PlanInPlacePass
@@ -80,13 +79,6 @@ from coda_ir.tiling import MIN_BN
 IND = "    "
 
 # ============================================================================ types
-
-
-def tl_dtype(elt: Attribute) -> str:
-    try:
-        return "tl." + TRITON_DTYPE_NAMES[element_name(elt)]
-    except TypeError:
-        raise ValueError(f"no Triton dtype for {elt}") from None
 
 
 def _loaded(expr: str, elt: Attribute, rank: int) -> str:

@@ -28,11 +28,11 @@ sys.path.insert(0, str(ROOT))
 
 def _ptr_type(ty) -> str:
     from coda_ir.dialects import coda
-    from coda_ir.lowering.triton import tl_dtype
+    from coda_ir.dialects.element_types import TRITON_DTYPE_NAMES, element_name
 
     if isinstance(ty, coda.PartialsType):
         return "*fp32"
-    name = tl_dtype(ty.get_element_type()).split(".")[1]
+    name = TRITON_DTYPE_NAMES[element_name(ty.get_element_type())]
     return "*" + {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int1": "i1", "int8": "i8", "int16": "i16",
                   "int32": "i32", "int64": "i64"}.get(name, name)
 
