@@ -1,6 +1,8 @@
 """In-place outputs over donated arguments: which kernel results may be stored into a buffer the
 caller gave away (an analysis of the IR: `in_place_choices`); the pass `coda-plan-in-place`
-records them, `convert-coda-to-host` and the Triton emitter obey the records.
+records them, `convert-coda-to-host` and the Triton emitter obey the records. The marks and the
+record are declared with their accessors in the coda dialect (`coda.DONATED`, `coda.OWNED`,
+`coda.WRITES_OVER`); this module only decides.
 
 Why: the backward of the LM head + cross-entropy reads the saved logits [tokens, vocab] once, in
 one elementwise kernel that writes dlogits of the same shape and type, and never reads them
@@ -68,63 +70,11 @@ mask (`_EpilogueEmitter.pair_first` is shared per stride). Safety:
 from __future__ import annotations
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, TensorType, UnitAttr
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from coda_ir.dialects import coda
-
-DONATED = "coda.donated"
-OWNED = "coda.owned"
-WRITES_OVER = "coda.writes_over"
-
-__all__ = ["DONATED", "OWNED", "WRITES_OVER", "donate_arguments", "donated_arguments", "own_arguments",
-           "owned_arguments", "in_place_choices", "writes_over"]
-
-
-def donate_arguments(fn: func.FuncOp, indices: set[int] | list[int]) -> None:
-    """Mark arguments `indices` of `fn` as donated (`coda.donated` argument attribute)."""
-    _mark_arguments(fn, indices, DONATED)
-
-
-def own_arguments(fn: func.FuncOp, indices: set[int] | list[int]) -> None:
-    """Mark arguments `indices` of `fn` as handed over (`coda.owned` argument attribute)."""
-    _mark_arguments(fn, indices, OWNED)
-
-
-def _mark_arguments(fn: func.FuncOp, indices: set[int] | list[int], key: str) -> None:
-    n = len(fn.body.blocks[0].args)
-    old = list(fn.arg_attrs.data) if fn.arg_attrs is not None else [DictionaryAttr({}) for _ in range(n)]
-    new: list[Attribute] = []
-    for i, attrs in enumerate(old):
-        entries = dict(attrs.data)  # type: ignore[attr-defined]
-        if i in indices:
-            entries[key] = UnitAttr()
-        new.append(DictionaryAttr(entries))
-    fn.arg_attrs = ArrayAttr(new)
-
-
-def donated_arguments(fn: func.FuncOp) -> set[int]:
-    return _marked_arguments(fn, DONATED)
-
-
-def owned_arguments(fn: func.FuncOp) -> set[int]:
-    """The arguments whose reference the caller hands over (`coda.owned`)."""
-    return _marked_arguments(fn, OWNED)
-
-
-def _marked_arguments(fn: func.FuncOp, key: str) -> set[int]:
-    if fn.arg_attrs is None:
-        return set()
-    return {i for i, attrs in enumerate(fn.arg_attrs.data) if key in attrs.data}  # type: ignore[attr-defined]
-
-
-def writes_over(op: Operation) -> list[int] | None:
-    """The recorded `coda.writes_over` of a kernel (None when none is recorded)."""
-    attr = op.attributes.get(WRITES_OVER)
-    if not isinstance(attr, ArrayAttr):
-        return None
-    return [a.value.data for a in attr.data]  # type: ignore[attr-defined]
-
+from coda_ir.dialects.coda import donated_arguments
 
 def _single_tile_local_load(op: coda.ElementwiseOp, position: int) -> SSAValue | None:
     """The one `coda.load` through which input `position` of `op` is read, when it is a plain
@@ -235,7 +185,7 @@ def in_place_choices(fn: func.FuncOp) -> dict[coda.ElementwiseOp, list[int]]:
         # a group member's results leave the group as the group's outputs, in member order
         public = dict(zip([r for m in members for r in m.results], top.results)) if group is not None else {}
         for op in members:
-            if not isinstance(op, coda.ElementwiseOp) or WRITES_OVER in op.attributes:
+            if not isinstance(op, coda.ElementwiseOp) or coda.WRITES_OVER in op.attributes:
                 continue
             choice = _choose(op, i, block, position, donated, taken, members, public)
             if any(c >= 0 for c in choice):

@@ -27,7 +27,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from coda_ir.dialects import coda
 from coda_ir.dialects.element_types import element_name
-from coda_ir.analysis.in_place import owned_arguments, writes_over
+from coda_ir.dialects.coda import owned_arguments, writes_over
 
 __all__ = ["dead_after", "timeline", "Step", "buffer_bytes"]
 

@@ -64,13 +64,15 @@ Primitives (the epilogue vocabulary of EPILOGUES.md):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from enum import auto
 from typing import ClassVar
 
+from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
     BFloat16Type,
+    DictionaryAttr,
     Float16Type,
     Float32Type,
     IntAttr,
@@ -357,6 +359,74 @@ of its producing GEMM's epilogue although fusing it would be legal (e.g. a QK-no
 cheapest tile width does not hold whole heads). coda-fuse obeys it."""
 
 
+WRITES_OVER = "coda.writes_over"
+"""Kernel attribute (an array of integers, one per output: the input it is stored over, or -1
+for a fresh buffer) that `coda-plan-in-place` records on a `coda.elementwise` kernel; the host
+lowering obeys it (and checks that the input is a donated argument of the output's type)."""
+
+DONATED = "coda.donated"
+"""Unit argument attribute of a `func.func`: the caller hands this buffer to the function, which
+may store a kernel output over it (`coda-plan-in-place` decides where)."""
+
+OWNED = "coda.owned"
+"""Unit argument attribute of a `func.func`: the caller hands its reference over, so the host
+function holds the only one and drops it after its last reader (the memory model counts it)."""
+
+
+def writes_over(kernel: Operation) -> list[int] | None:
+    """The recorded `coda.writes_over` of a kernel (None when none is recorded)."""
+    attr = kernel.attributes.get(WRITES_OVER)
+    if not isinstance(attr, ArrayAttr):
+        return None
+    return [a.value.data for a in attr.data]  # type: ignore[attr-defined]
+
+
+def record_writes_over(kernel: Operation, over: Sequence[int]) -> None:
+    """Record, per output of `kernel`, the input it is stored over (-1: a fresh buffer)."""
+    kernel.attributes[WRITES_OVER] = ArrayAttr([IntegerAttr(k, i64) for k in over])
+
+
+def donate_arguments(fn: func.FuncOp, indices: Iterable[int]) -> None:
+    """Mark arguments `indices` of `fn` as donated (`coda.donated`)."""
+    _mark_arguments(fn, indices, DONATED)
+
+
+def own_arguments(fn: func.FuncOp, indices: Iterable[int]) -> None:
+    """Mark arguments `indices` of `fn` as handed over (`coda.owned`)."""
+    _mark_arguments(fn, indices, OWNED)
+
+
+def donated_arguments(fn: func.FuncOp) -> set[int]:
+    """The arguments the caller donated (`coda.donated`)."""
+    return _marked_arguments(fn, DONATED)
+
+
+def owned_arguments(fn: func.FuncOp) -> set[int]:
+    """The arguments whose reference the caller hands over (`coda.owned`)."""
+    return _marked_arguments(fn, OWNED)
+
+
+def _mark_arguments(fn: func.FuncOp, indices: Iterable[int], key: str) -> None:
+    n = len(fn.body.blocks[0].args)
+    marked = set(indices)
+    if any(not 0 <= i < n for i in marked):
+        raise ValueError(f"@{fn.sym_name.data} has {n} arguments; cannot mark {sorted(marked)} {key}")
+    old = list(fn.arg_attrs.data) if fn.arg_attrs is not None else [DictionaryAttr({}) for _ in range(n)]
+    new: list[Attribute] = []
+    for i, attrs in enumerate(old):
+        entries = dict(attrs.data)  # type: ignore[attr-defined]
+        if i in marked:
+            entries[key] = UnitAttr()
+        new.append(DictionaryAttr(entries))
+    fn.arg_attrs = ArrayAttr(new)
+
+
+def _marked_arguments(fn: func.FuncOp, key: str) -> set[int]:
+    if fn.arg_attrs is None:
+        return set()
+    return {i for i, attrs in enumerate(fn.arg_attrs.data) if key in attrs.data}  # type: ignore[attr-defined]
+
+
 @irdl_attr_definition
 class TileConstraintsAttr(ParametrizedAttribute):
     """`#coda.tile_constraints<bn_multiple_of = 128, reasons = ["..."]>`: the kernel's column tile
@@ -436,6 +506,15 @@ def _verify_recorded_decisions(kernel: Operation) -> None:
     separate = kernel.attributes.get(SEPARATE)
     if separate is not None and not (isinstance(separate, UnitAttr) and isinstance(kernel, ElementwiseOp)):
         raise VerifyException(f"{SEPARATE} is a unit attribute of coda.elementwise kernels")
+    over = kernel.attributes.get(WRITES_OVER)
+    if over is not None:
+        if not (isinstance(kernel, ElementwiseOp) and isinstance(over, ArrayAttr)
+                and all(isinstance(a, IntegerAttr) for a in over.data)):
+            raise VerifyException(f"{WRITES_OVER} is an array of integers on coda.elementwise kernels")
+        outputs, inputs = len(kernel.results), len(kernel.operands)
+        if len(over.data) != outputs or any(not -1 <= a.value.data < inputs for a in over.data):  # type: ignore[attr-defined]
+            raise VerifyException(
+                f"{WRITES_OVER} needs one entry per output ({outputs}), each -1 or an input index below {inputs}")
     for region in kernel.regions:
         for op in region.walk():
             for name in (GATHERED, ROW_EXCHANGE):

@@ -59,7 +59,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from coda_ir.dialects import coda
-from coda_ir.analysis.in_place import writes_over
+from coda_ir.dialects.coda import writes_over
 from coda_ir.transforms.plan_in_place import PlanInPlacePass
 from coda_ir.lowering.host_printer import print_host_function
 from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source

@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, SSAValue
 
 import coda_ir
-from coda_ir.analysis.in_place import donate_arguments, own_arguments
+from coda_ir.dialects.coda import donate_arguments, own_arguments
 from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments, indices_checked
 from coda_ir.reference import element_dtype
 from coda_ir.remarks import printed_remarks

@@ -48,7 +48,7 @@ from xdsl.utils.exceptions import VerifyException
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_host as host
-from coda_ir.analysis.in_place import WRITES_OVER, donated_arguments, owned_arguments, writes_over
+from coda_ir.dialects.coda import WRITES_OVER, donated_arguments, owned_arguments, writes_over
 from coda_ir.analysis.liveness import dead_after
 from coda_ir.transforms.coda_to_tl import kernel_symbol
 

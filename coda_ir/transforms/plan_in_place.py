@@ -15,15 +15,16 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from coda_ir.analysis.in_place import WRITES_OVER, in_place_choices
+from coda_ir.analysis.in_place import in_place_choices
+from coda_ir.dialects.coda import record_writes_over
 
 
 def plan_in_place(fn: func.FuncOp) -> None:
     for op, choice in in_place_choices(fn).items():
-        op.attributes[WRITES_OVER] = ArrayAttr([IntegerAttr(c, i64) for c in choice])
+        record_writes_over(op, choice)
 
 
 @dataclass(frozen=True)

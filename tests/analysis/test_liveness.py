@@ -226,7 +226,7 @@ def test_llama_block_peak_model_with_saved_tensors_handed_over(key, before_mib, 
     reader; donated too, dz is written over z (the separate SwiGLU-backward pass). Handing over
     alone leaves the peak where it was: at the SwiGLU-backward pass, z's last reader, where z, dz
     and dy coexist; dz over z removes one [M, 2F] buffer there (-512 / -448 MiB)."""
-    from coda_ir.analysis.in_place import donate_arguments, own_arguments
+    from coda_ir.dialects.coda import donate_arguments, own_arguments
     from coda_ir.torch.function import _funcs, _only_functions
 
     text = nn_llama_block(SHAPES[key], fname="llama_block")

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import coda_ir.torch
-from coda_ir.analysis.in_place import WRITES_OVER, writes_over
+from coda_ir.dialects.coda import WRITES_OVER, writes_over
 from coda_ir.testing import random_inputs, random_upstream
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import coda_ir.torch
-from coda_ir.analysis.in_place import WRITES_OVER, writes_over
+from coda_ir.dialects.coda import WRITES_OVER, writes_over
 from coda_ir.testing import assert_matches, random_inputs, reference_gradients
 from coda_ir.torch.function import set_donation
 

@@ -293,6 +293,45 @@ func.func @test_op_in_epilogue(%m: tensor<16x32xf32>, %v: tensor<16xf32>, %c: te
 
 // -----
 
+// coda-plan-in-place's record: one entry per output, each -1 or an input index.
+func.func @writes_over_out_of_range(%a: tensor<8x16xf32>) {
+  %0 = coda.elementwise [8, 16] ins(%a : tensor<8x16xf32>) -> tensor<8x16xf32> attributes {coda.writes_over = [1 : i64]} {
+  ^bb0(%a_: tensor<8x16xf32>):
+    %x = coda.load %a_ : tensor<8x16xf32> -> !coda.tile<8x16xf32>
+    coda.yield %x : !coda.tile<8x16xf32>
+  }
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.elementwise' op coda.writes_over needs one entry per output (1), each -1 or an input index below 1
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @writes_over_entries(%a: tensor<8x16xf32>) {
+  %0 = coda.elementwise [8, 16] ins(%a : tensor<8x16xf32>) -> tensor<8x16xf32> attributes {coda.writes_over = [0 : i64, -1 : i64]} {
+  ^bb0(%a_: tensor<8x16xf32>):
+    %x = coda.load %a_ : tensor<8x16xf32> -> !coda.tile<8x16xf32>
+    coda.yield %x : !coda.tile<8x16xf32>
+  }
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.elementwise' op coda.writes_over needs one entry per output (1), each -1 or an input index below 1
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @writes_over_on_gemm(%a: tensor<16x16xbf16>, %b: tensor<16x16xbf16>) {
+  %0 = coda.gemm %a, %b : tensor<16x16xbf16>, tensor<16x16xbf16> -> tensor<16x16xbf16> attributes {coda.writes_over = [0 : i64]} {
+  ^bb0(%acc: !coda.tile<16x16xf32>):
+    coda.yield %acc : !coda.tile<16x16xf32>
+  }
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.gemm' op coda.writes_over is an array of integers on coda.elementwise kernels
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
 // Elementwise math on tiles outside coda.map, custom syntax (rejected while parsing)...
 func.func @arith_on_tiles(%m: tensor<16x32xf32>, %v: tensor<16xf32>, %c: tensor<32xf32>, %s: tensor<f32>, %t: tensor<16xi32>) {
   %0 = coda.elementwise [16, 32] ins(%m, %v, %c, %s, %t : tensor<16x32xf32>, tensor<16xf32>, tensor<32xf32>, tensor<f32>, tensor<16xi32>) -> tensor<16x32xf32> {
