@@ -639,11 +639,6 @@ class FunctionBuilder:
             module = self.func.parent_op()  # type: ignore[assignment]
         return _verified(module)  # type: ignore[arg-type]
 
-    def compile(self, pipeline: str | None = "nn-to-coda"):
-        import coda_ir
-
-        return coda_ir.compile(self.module, pipeline=pipeline)
-
 
 class ModuleBuilder:
     """Several functions in one module: `mb.function(name, ...)` returns a FunctionBuilder."""
