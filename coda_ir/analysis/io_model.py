@@ -948,6 +948,16 @@ def rope_table_plan(M: int, N: int, head_dim: int, *, K: int, dtype: str = "bf16
     return Decision(choice, costs, reason)
 
 
+ROPE_PASS_ALU_EXPOSED = 0.55
+"""The fraction of a RoPE pass's arithmetic (angle, libdevice sin/cos, rotation) that adds to its
+memory time. Fitted on the H100 (bench/RESULTS.md session 11, one process): the derived LLaMA
+backward's RoPE pass with sin/cos in it (plus the r . dr partials, 308 MB) took ~0.14 ms at both
+shapes (its launch group with the rebuilt h1, h2, 0.256 / 0.257 ms, less that group's h kernels
+with the table kernel, 0.12 ms), against 0.102 ms of bytes at the measured copy bandwidth and
+72 / 79 us of modelled arithmetic: 0.5-0.6 of it showed; reading tables the pass ran at
+1.00-1.09x its bytes. (Fully added, the session-8 reading, it predicted a 2x larger gain.)"""
+
+
 def rope_pass_plan(M: int, N: int, head_dim: int, *, dtype: str = "bf16", gpu: GPU | str | None = None) -> Decision:
     """Where a RoPE whose input no GEMM produces gets its rotation coefficients: the backward's
     rotation of the attention gradient (`nn.rope_grad` of dq, dk), an elementwise pass reading x
@@ -959,11 +969,9 @@ def rope_pass_plan(M: int, N: int, head_dim: int, *, dtype: str = "bf16", gpu: G
     "table": a small elementwise kernel computes cos/sin once per (row, frequency), [M, hd/2]
     each (fp32), one more launch; the pass reads its [BM, hd/2] slices (L2) and only rotates.
 
-    The pass's arithmetic is priced as time added to its memory time, not hidden under it (the
-    roofline's max): each tile loads, then computes, then stores, and the session-8 profile of the
-    derived LLaMA backward (bench/RESULTS.md) put the launch group of the two rebuilt normalized
-    activations and this pass at 0.260 / 0.269 ms (1B / 8B) against 0.181 ms of bytes at the
-    device bandwidth: the excess is this pass's 72 / 79 us of angle and sin/cos arithmetic."""
+    The pass's arithmetic is priced as time partly added to its memory time, not hidden under it
+    (the roofline's max): each tile loads, then computes, then stores; `ROPE_PASS_ALU_EXPOSED` of
+    it shows (bench/RESULTS.md session 11)."""
     gpu = as_gpu(gpu)
     half = head_dim // 2
     pairs = M * (N // 2)
@@ -975,7 +983,7 @@ def rope_pass_plan(M: int, N: int, head_dim: int, *, dtype: str = "bf16", gpu: G
 
     def pass_cost(kernel: Kernel, instr_per_pair: float) -> KernelCost:
         c = kernel_cost(kernel, gpu)
-        return replace(c, exposed_s=c.exposed_s + 2.0 * instr_per_pair * pairs / gpu.simt_flops)
+        return replace(c, exposed_s=c.exposed_s + ROPE_PASS_ALU_EXPOSED * 2.0 * instr_per_pair * pairs / gpu.simt_flops)
 
     in_pass = Kernel("rope_pass", "elementwise", (x, pos), (out,), tile=tile)
     cos_t, sin_t = Tensor("cos", (M, half), "f32"), Tensor("sin", (M, half), "f32")

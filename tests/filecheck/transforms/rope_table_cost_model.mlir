@@ -59,8 +59,8 @@ func.func @single_head(%x: tensor<8192x4096xbf16>, %w: tensor<128x4096xbf16>, %p
 // -----
 
 // RoPE in an elementwise pass (no GEMM produces its input: the backward's rotation of the
-// attention gradient): io_model.rope_pass_plan. The pass's angle and sin/cos arithmetic adds to
-// its memory time (it does not hide under it: bench/RESULTS.md session 8's profile), so at the
+// attention gradient): io_model.rope_pass_plan. About half the pass's angle and sin/cos arithmetic
+// adds to its memory time (it does not all hide under it: bench/RESULTS.md session 11), so at the
 // LLaMA-3 8B shape one [8192, 64] table kernel and a pass that only rotates win; at a tiny shape
 // the extra launch loses. `rope-table=never` (and cost-model=false) keep sin/cos in the pass.
 // RUN: coda-opt %s --split-input-file -p 'nn-to-coda{rope-table=never}' 2>&1 | filecheck %s --check-prefix=NEVER
