@@ -9,7 +9,9 @@ answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the pl
 
 * `cos_sin_table` on `nn.rope` / `nn.rope_grad` (`io_model.rope_table_plan`): rotation
   coefficients from [M, hd/2] cos/sin tables that one small kernel computes, or libdevice
-  sin/cos per pair in every tile of the GEMM's epilogue;
+  sin/cos per pair in every tile of the GEMM's epilogue; a RoPE whose input no GEMM produces (the
+  backward's rotation of the attention gradient) the same in its elementwise pass
+  (`io_model.rope_pass_plan`);
 * `in_producer_epilogue = false` on `nn.head_rms_norm` (`io_model.qk_norm_tile_width`): the
   cheapest tile width does not hold whole heads, so the norm stays its own kernel;
 * `stats_in_producer_epilogue = false` on `nn.rms_norm` (`io_model.stats_plan`): a row kernel
@@ -22,9 +24,10 @@ answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the pl
   and dz beside the accumulator (spills) after every tile's mainloop;
 * `in_producer_epilogue = false` on `nn.rms_norm_grad` with its row statistic given (`hdh`: dx
   elementwise in dy) whose dy a GEMM produces (`io_model.norm_grad_plan`): the plain GEMM storing
-  dy plus one elementwise pass (dx, the dw column partials and the residual add that joins them)
-  beats the epilogue, whose x and dres loads, spills and column reduction follow every tile's
-  mainloop at one CTA per SM. (`nn.layer_norm_grad` has no such form: its dx needs mean(q) and
+  dy in f32 plus one elementwise pass reading it unrounded (dx, the dw column partials, the
+  residual add that joins them and, where the backward rebuilds the norm's output for a weight
+  gradient, that output) beats the epilogue, whose x and dres loads, spills and column reduction
+  follow every tile's mainloop at one CTA per SM. (`nn.layer_norm_grad` has no such form: its dx needs mean(q) and
   mean(q n) over whole rows of dy, so only its statistics pass can join the producer's epilogue,
   which keeps storing dy; that is a different trade, not planned here.)
 
