@@ -69,3 +69,18 @@ def test_bench_host_smoke(tmp_path):
     assert report["same_loss_across_variants"]
     for variant in ("plans", "no plans"):
         assert report["results"][variant]["gemm_us_per_launch"]["launches per step"] > 0
+
+
+def test_bwd_passes_smoke(tmp_path):
+    # the backward kernel table at the tiny shape on CPU, one variant (the default pipeline):
+    # compiled, checked against float64, every launch of the backward listed with its bytes
+    env = dict(os.environ, TRITON_INTERPRET="1", CODA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "bwd_passes.py"), "--cpu", "--variants", "default=",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    rec = json.loads((tmp_path / "bwd_passes.json").read_text())["shapes"]["smoke"]["variants"]["default"]
+    assert rec["check_ok"]
+    kernels = rec["kernels"].values()
+    assert any(k["origin"] == "nn.rope_grad+nn.row_dot.partials" for k in kernels)
+    assert all(k["bytes"] > 0 for k in kernels)

@@ -587,6 +587,10 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
                 continue
             uses = list(op.results[0].uses)
             residual = len(uses) == 1 and uses[0].operation.name == "nn.add"
-            d = m.norm_grad_plan(rows, cols, K=k, dtype=dtype, gpu=gpu, residual=residual)
-            out.append((f"norm_grad_plan({label}: M={rows}, D={cols}, K={k}, residual={residual})", d))
+            x, w, rstd = op.operands[1:4]
+            rebuilt = any(u.operation.name == "nn.rms_norm_apply" and tuple(u.operation.operands) == (x, w, rstd)
+                          for u in x.uses)  # the norm's output rebuilt for a weight gradient (nn-plan's test)
+            d = m.norm_grad_plan(rows, cols, K=k, dtype=dtype, gpu=gpu, residual=residual, rebuilt_h=rebuilt)
+            out.append((f"norm_grad_plan({label}: M={rows}, D={cols}, K={k}, residual={residual}, "
+                        f"rebuilt_h={rebuilt})", d))
     return out

@@ -948,6 +948,59 @@ def rope_table_plan(M: int, N: int, head_dim: int, *, K: int, dtype: str = "bf16
     return Decision(choice, costs, reason)
 
 
+ROPE_PASS_ALU_EXPOSED = 0.55
+"""The fraction of a RoPE pass's arithmetic (angle, libdevice sin/cos, rotation) that adds to its
+memory time. Fitted on the H100 (bench/RESULTS.md session 11, one process): the derived LLaMA
+backward's RoPE pass with sin/cos in it (plus the r . dr partials, 308 MB) took ~0.14 ms at both
+shapes (its launch group with the rebuilt h1, h2, 0.256 / 0.257 ms, less that group's h kernels
+with the table kernel, 0.12 ms), against 0.102 ms of bytes at the measured copy bandwidth and
+72 / 79 us of modelled arithmetic: 0.5-0.6 of it showed; reading tables the pass ran at
+1.00-1.09x its bytes. (Fully added, the session-8 reading, it predicted a 2x larger gain.)"""
+
+
+def rope_pass_plan(M: int, N: int, head_dim: int, *, dtype: str = "bf16", gpu: GPU | str | None = None) -> Decision:
+    """Where a RoPE whose input no GEMM produces gets its rotation coefficients: the backward's
+    rotation of the attention gradient (`nn.rope_grad` of dq, dk), an elementwise pass reading x
+    [M, N] and writing the rotated [M, N] (pairs over all N/2 pair columns). Choice in
+    {"epilogue", "table"}, named as in `rope_table_plan`:
+
+    "epilogue": the pass computes the angle and libdevice sin/cos of each pair
+    (`rope_angle_instr + SINCOS_INSTR_PER_PAIR` instructions) besides the rotation.
+    "table": a small elementwise kernel computes cos/sin once per (row, frequency), [M, hd/2]
+    each (fp32), one more launch; the pass reads its [BM, hd/2] slices (L2) and only rotates.
+
+    The pass's arithmetic is priced as time partly added to its memory time, not hidden under it
+    (the roofline's max): each tile loads, then computes, then stores; `ROPE_PASS_ALU_EXPOSED` of
+    it shows (bench/RESULTS.md session 11)."""
+    gpu = as_gpu(gpu)
+    half = head_dim // 2
+    pairs = M * (N // 2)
+    x = Tensor("x", (M, N), dtype)
+    out = Tensor("out", (M, N), dtype)
+    pos = Tensor("pos", (M,), "i32")
+    angle_sincos = rope_angle_instr(head_dim) + SINCOS_INSTR_PER_PAIR
+    tile = elementwise_tile(M, N)
+
+    def pass_cost(kernel: Kernel, instr_per_pair: float) -> KernelCost:
+        c = kernel_cost(kernel, gpu)
+        return replace(c, exposed_s=c.exposed_s + ROPE_PASS_ALU_EXPOSED * 2.0 * instr_per_pair * pairs / gpu.simt_flops)
+
+    in_pass = Kernel("rope_pass", "elementwise", (x, pos), (out,), tile=tile)
+    cos_t, sin_t = Tensor("cos", (M, half), "f32"), Tensor("sin", (M, half), "f32")
+    table = Kernel("rope_table", "elementwise", (pos,), (cos_t, sin_t), epilogue_flops=2.0 * angle_sincos * M * half)
+    # the tables stay in L2 (2 M hd/2 fp32): read once from device memory; a compare and two
+    # selects keep cos = 1, sin = 0 on non-rotary heads
+    with_table = Kernel("rope_pass_table", "elementwise", (x, cos_t, sin_t), (out,), tile=tile)
+    costs = {
+        "epilogue": PlanCost((pass_cost(in_pass, ROPE_ROTATE_INSTR_PER_PAIR + angle_sincos),),
+                             f"{angle_sincos:.0f} instructions of angle + sin/cos per pair, {pairs} pairs"),
+        "table": PlanCost((kernel_cost(table, gpu), pass_cost(with_table, ROPE_ROTATE_INSTR_PER_PAIR + 3.0)),
+                          f"cos/sin tables of {M}x{half} fp32 computed once"),
+    }
+    choice, reason = _decide(costs)
+    return Decision(choice, costs, reason)
+
+
 GATED_GRAD_LIVE_TILES = 5.0
 """Live fp32 values per accumulator element in the epilogue of a gated backward fused into the
 GEMM producing dy (`dy = dout @ Wd`): the accumulator dy (1), the 2N-wide tile of z (2), read by
@@ -974,14 +1027,17 @@ def spill_s(tile: GemmConfig, regs: int, waves: int, gpu: GPU) -> float:
 
 
 def _epilogue_or_pass(fused_at: Callable[[GemmConfig], tuple[Kernel, float]], plain: Kernel, pass_: Kernel,
-                      gpu: GPU, tile: GemmConfig | None, separate_note: str) -> Decision:
+                      gpu: GPU, tile: GemmConfig | None, separate_note: str, *, plain_extra_bytes: float = 0.0,
+                      epilogue_also: tuple[Kernel, ...] = ()) -> Decision:
     """The choice between an elementwise consumer in the epilogue of the GEMM producing its input
     ("epilogue") and the plain GEMM storing that input plus one elementwise pass at full bandwidth
     ("separate"). `fused_at(t)` is the fused kernel at tile t and the bytes its epilogue stores
     beyond the plain GEMM's output; with one CTA per SM those drain before the SM's next tile
-    starts, as do the spills (`spill_s`) of a kernel needing more than `regs_per_thread`. Each
-    plan runs at its cheapest tile, spilling or not (an autotuner picks a spilling tile when it is
-    fastest), or at `tile` when pinned."""
+    starts, as do the spills (`spill_s`) of a kernel needing more than `regs_per_thread`, and the
+    `plain_extra_bytes` the plain GEMM stores beyond an output of the program's element type (dy
+    in f32 for a pass that reads it unrounded). `epilogue_also`: kernels only the epilogue plan
+    runs (work the pass does on the side). Each plan runs at its cheapest tile, spilling or not (an
+    autotuner picks a spilling tile when it is fastest), or at `tile` when pinned."""
     fused_costs = []
     for t in (tile,) if tile is not None else IO_MODEL_TILES:
         k, extra_bytes = fused_at(t)
@@ -992,8 +1048,11 @@ def _epilogue_or_pass(fused_at: Callable[[GemmConfig], tuple[Kernel, float]], pl
         fused_costs.append(replace(c, exposed_s=c.exposed_s + extra))
     fused = min(fused_costs, key=lambda c: c.time_s)
     plain_cost = _best_tile_cost(replace(plain, tile=tile), gpu)
+    if plain_extra_bytes:
+        plain_cost = replace(plain_cost, exposed_s=plain_cost.exposed_s + plain_extra_bytes / gpu.hbm_bw)
     costs = {
-        "epilogue": PlanCost((fused,), f"tile {fused.tile.describe() if fused.tile else '-'}, "
+        "epilogue": PlanCost((fused, *(kernel_cost(k, gpu) for k in epilogue_also)),
+                             f"tile {fused.tile.describe() if fused.tile else '-'}, "
                              f"{fused.regs_per_thread} registers per thread"),
         "separate": PlanCost((plain_cost, kernel_cost(pass_, gpu)),
                              f"plain GEMM tile {plain_cost.tile.describe() if plain_cost.tile else '-'}{separate_note}"),
@@ -1066,7 +1125,7 @@ of the separate plan is right at 1B and half the measured one at 8B."""
 
 
 def norm_grad_plan(M: int, D: int, *, K: int, dtype: str = "bf16", gpu: GPU | str | None = None,
-                   tile: GemmConfig | None = None, residual: bool = True) -> Decision:
+                   tile: GemmConfig | None = None, residual: bool = True, rebuilt_h: bool = False) -> Decision:
     """Where an RMSNorm backward whose row statistic is given (`nn.rms_norm_grad` with `hdh`: dx
     elementwise in dy, plus the dw column partials) runs, when dy = dout @ W is a GEMM [M, D] with
     contraction K; `residual`: dx is added to a residual gradient dres [M, D] in the same kernel.
@@ -1077,14 +1136,22 @@ def norm_grad_plan(M: int, D: int, *, K: int, dtype: str = "bf16", gpu: GPU | st
     every epilogue load), the spills, the arithmetic and `NORM_GRAD_EPILOGUE_WAVE_S` follow each
     tile's mainloop at one CTA per SM. It stores nothing beyond a plain GEMM's output (dx instead
     of dy), so a long mainloop (large K) makes it cheap relative to the GEMM.
-    "separate": the plain GEMM stores dy, then one elementwise pass reads dy, x (and dres) and
-    writes dx and the partials at full bandwidth: 2 M D more bytes through device memory.
+    "separate": the plain GEMM stores dy in f32 (the pass reads it unrounded, as the epilogue
+    reads the accumulator: `coda.full_precision`), then one elementwise pass reads dy, x (and
+    dres) and writes dx and the partials at full bandwidth: 2 M D f32 more bytes through device
+    memory, and the plain GEMM's store of them beyond a bf16 output drains after each tile.
+
+    `rebuilt_h`: the backward also rebuilds the norm's output h = x rstd w (for the weight
+    gradient of the GEMM that read h) in a kernel of its own, which reads x [M, D] and writes h.
+    The separate pass loads x anyway and writes h beside dx (coda-fuse's sibling merge); with the
+    epilogue form that kernel stays (it shares a launch with other small kernels).
     """
     gpu = as_gpu(gpu)
     a = Tensor("dout", (M, K), dtype)
     wg = Tensor("w_gemm", (K, D), dtype, "weight")
-    dy = Tensor("dy", (M, D), dtype)
+    dy = Tensor("dy", (M, D), "f32")
     x = Tensor("x", (M, D), dtype)
+    h = (Tensor("h", (M, D), dtype),) if rebuilt_h else ()
     dres = (Tensor("dres", (M, D), dtype),) if residual else ()
     dx = Tensor("dx", (M, D), dtype)
     vectors = (Tensor("w", (D,), dtype, "weight"), Tensor("rstd", (M,), "f32"), Tensor("hdh", (M,), "f32"))
@@ -1100,9 +1167,15 @@ def norm_grad_plan(M: int, D: int, *, K: int, dtype: str = "bf16", gpu: GPU | st
 
     et = elementwise_tile(M, D)
     part = Tensor("dw_partials", (math.ceil(M / et.bm), D), "f32", "partials")
-    pass_ = Kernel("norm_grad", "elementwise", (dy, x, *dres, *vectors), (dx, part), tile=et, epilogue_flops=flops)
+    pass_ = Kernel("norm_grad", "elementwise", (dy, x, *dres, *vectors), (dx, part, *h), tile=et,
+                   epilogue_flops=flops + 2.0 * len(h) * M * D)
     plain = Kernel("gemm_dy", "gemm", (), (dy,), gemm=GemmSpec(M, D, K, a, wg))
-    return _epilogue_or_pass(fused_at, plain, pass_, gpu, tile, f", then one pass over dy, x{' and dres' if residual else ''}")
+    rebuild = tuple(Kernel("rebuild_h", "elementwise", (x, *vectors[:2]), h, tile=et, epilogue_flops=2.0 * M * D,
+                           shares_launch=True) for _ in h)
+    note = f" (dy in f32), then one pass over dy, x{' and dres' if residual else ''}{' writing h too' if h else ''}"
+    return _epilogue_or_pass(fused_at, plain, pass_, gpu, tile, note,
+                             plain_extra_bytes=float(M * D * (dtype_bytes("f32") - dtype_bytes(dtype))),
+                             epilogue_also=rebuild)
 
 
 # ============================================================================ calibration files

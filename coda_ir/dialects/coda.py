@@ -353,6 +353,14 @@ a `coda.map` runs once per half, a `coda.reduce` over the columns (dim 1) combin
 partials of each row. So a gathered pair_map's wide results may be read again (SwiGLU backward's
 `z . dz` row partials) and its wide inputs read by other ops, and any pair stride compiles."""
 
+FULL_PRECISION = "coda.full_precision"
+"""Unit attribute on a `coda.load` of a kernel input: the reader wants that input unrounded
+(`convert-nn-to-coda` marks dy of an RMSNorm backward that nn-plan keeps out of the GEMM
+producing dy: that pass would otherwise read dy rounded to bf16, where the epilogue form reads
+the fp32 accumulator). `coda-widen-summed-stores` stores a kernel output in f32 when every
+reader of it asks so; an output anything else reads (another load, the function's return)
+keeps its type, and the mark changes nothing else (a load yields an fp32 tile either way)."""
+
 SEPARATE = "coda.separate"
 """Unit attribute on a `coda.elementwise` kernel: the plan (`nn-plan`, the IO model) keeps it out
 of its producing GEMM's epilogue although fusing it would be legal (e.g. a QK-norm whose
@@ -493,6 +501,11 @@ def pair_halves_stride(op: Operation) -> int | None:
     return attr.value.data if isinstance(attr, IntegerAttr) else None
 
 
+def wants_full_precision(load: Operation) -> bool:
+    """Whether `load` (a coda.load) asks for its input unrounded (`FULL_PRECISION`)."""
+    return isinstance(load, LoadOp) and isinstance(load.attributes.get(FULL_PRECISION), UnitAttr)
+
+
 def is_row_exchanged(op: Operation) -> bool:
     """Whether coda-legalize marked `op` to exchange its pairs / segments inside a whole-row tile."""
     return isinstance(op.attributes.get(ROW_EXCHANGE), UnitAttr)
@@ -536,6 +549,9 @@ def _verify_recorded_decisions(kernel: Operation) -> None:
                 if isinstance(op, ReduceOp) and (op.dim.value.data != 1 or op.kind.data not in (
                         ReduceKind.SUM, ReduceKind.SUMSQ, ReduceKind.MAX)):
                     raise VerifyException(f"{PAIR_HALVES} on coda.reduce needs dim 1 and sum, sumsq or max")
+            mark = op.attributes.get(FULL_PRECISION)
+            if mark is not None and not (isinstance(mark, UnitAttr) and isinstance(op, LoadOp)):
+                raise VerifyException(f"{FULL_PRECISION} is a unit attribute of coda.load, not of '{op.name}'")
             if GATHERED in op.attributes and not isinstance(kernel, ElementwiseOp):
                 raise VerifyException(f"{GATHERED} ops read from memory: only in a coda.elementwise kernel, not '{kernel.name}'")
 

@@ -491,13 +491,15 @@ PLAN_PROPERTIES = ("cos_sin_table", "in_producer_epilogue", "stats_in_producer_e
 """Optional properties that record the `nn-plan` pass's IO-model decisions on an op; they never
 change what the op computes (the reference ignores them), only how the later passes build it:
 `cos_sin_table` on nn.rope / nn.rope_grad: read cos/sin from [M, head_dim/2] tables that one
-small kernel computes, instead of sin/cos per pair in the epilogue; `in_producer_epilogue =
+small kernel computes, instead of sin/cos per pair in the epilogue (or in the elementwise pass
+of a RoPE whose input no GEMM produces); `in_producer_epilogue =
 false` on nn.head_rms_norm: keep the norm out of its producing GEMM's epilogue (per-head
 partials do not pay at this shape), and on nn.swiglu_grad / nn.geglu_grad: keep the gated
 backward (and the `z . dz` row partials that join it) out of the epilogue of the GEMM producing
 dy (a plain GEMM storing dy, then one elementwise pass over dy and z), and on nn.rms_norm_grad:
 keep the norm backward (dx, the dw column partials and a residual add that joins them) out of
-the epilogue of the GEMM producing dy (a plain GEMM storing dy, then one elementwise pass);
+the epilogue of the GEMM producing dy (a plain GEMM storing dy in f32, then one elementwise pass
+reading it unrounded);
 `stats_in_producer_epilogue = false` on nn.rms_norm: take the
 row statistics in a row kernel, not as partials in the producing GEMM's epilogue (coda-defer-norms
 leaves the norm alone). Absent: no plan, the default construction."""

@@ -33,7 +33,7 @@ import networkx as nx
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, ModuleOp, StringAttr, TensorType, f32
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, ModuleOp, StringAttr, TensorType, UnitAttr, f32
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
@@ -192,6 +192,8 @@ def build_merged(p: Operation, e: Operation) -> tuple[Operation, list[int]] | No
         operands = inputs
     merged = type(p).create(operands=operands, result_types=types, properties=props, regions=[region])
     merged.attributes.update(p.attributes)
+    if coda.SEPARATE in e.attributes:  # the plan keeps E out of a GEMM's epilogue: what absorbs E stays out too
+        merged.attributes[coda.SEPARATE] = UnitAttr()
     origins = [o.data for o in (p.attributes.get(ORIGIN), e.attributes.get(ORIGIN)) if isinstance(o, StringAttr)]
     if origins:
         merged.attributes[ORIGIN] = StringAttr("+".join(origins))
@@ -243,9 +245,14 @@ class Fuser:
     def order(self) -> dict[Operation, int]:
         return {op: i for i, op in enumerate(self.block.ops)}
 
-    def placement(self, p: Operation, e: Operation, kept: list[int]) -> Operation | None:
+    def placement(self, p: Operation, e: Operation, kept: list[int],
+                  delay_readers: bool = False) -> tuple[Operation, list[Operation]] | None:
         """Where the merged kernel can go: before P, or before E (None: neither keeps the
-        program in dataflow order)."""
+        program in dataflow order), and the ops to move after it. Placed at E, readers of P's
+        kept results that run before E must follow the merged kernel: with `delay_readers` (a
+        sibling merge) they move there, with everything before E that reads them, when none of
+        them feeds E (a weight-gradient GEMM reading the rebuilt normalized activation, whose
+        sibling is the norm backward that loads the same x); otherwise the merge is refused."""
         pos = self.order()
         p_results = set(p.results)
         ok_at_p = True
@@ -257,17 +264,28 @@ class Fuser:
                 ok_at_p = False
                 break
         if ok_at_p:
-            return p
+            return p, []
+        early: list[Operation] = []
         for i in kept:
             for use in p.results[i].uses:
                 user = use.operation
                 while user.parent_block() is not self.block:
                     user = user.parent_op()  # type: ignore[assignment]
                 if pos[user] < pos[e]:
-                    return None
-        return e
+                    early.append(user)
+        if not early:
+            return e, []
+        if not delay_readers:
+            return None
+        graph = dataflow_graph(self.block)
+        moved = set(early)
+        for user in early:
+            moved |= {d for d in nx.descendants(graph, user) if pos.get(d, len(pos)) < pos[e]}
+        if any(op is e or nx.has_path(graph, op, e) for op in moved):
+            return None
+        return e, sorted(moved, key=lambda op: pos[op])
 
-    def try_merge(self, p: Operation, e: Operation) -> bool:
+    def try_merge(self, p: Operation, e: Operation, sibling: bool = False) -> bool:
         if (id(p), id(e)) in self.refused:
             return False
         if _rows(p) != _rows(e):
@@ -282,10 +300,11 @@ class Fuser:
         if built is None:
             return False
         merged, kept = built
-        where = self.placement(p, e, kept)
-        if where is None:
+        placed = self.placement(p, e, kept, delay_readers=sibling)
+        if placed is None:
             merged.erase()
             return False
+        where, delayed = placed
         ok, bad, reason = _prove_or_interleave(merged, self.interleave)
         if not ok:
             self.refused.add((id(p), id(e)))
@@ -300,6 +319,11 @@ class Fuser:
             )
             return False
         self.block.insert_op_before(merged, where)
+        anchor = merged
+        for op in delayed:  # readers of P's results that ran before E, in their order
+            op.detach()
+            self.block.insert_op_after(op, anchor)
+            anchor = op
         n_kept = len(kept)
         for k, i in enumerate(kept):
             p.results[i].replace_all_uses_with(merged.results[k])
@@ -335,7 +359,7 @@ class Fuser:
                     continue
                 if nx.has_path(graph, p, e):
                     continue
-                if self.try_merge(p, e):
+                if self.try_merge(p, e, sibling=True):
                     return True
         return False
 

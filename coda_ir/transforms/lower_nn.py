@@ -698,12 +698,20 @@ def lower_rms_norm_grad(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[SSA
 def rms_norm_grad_from_hdh(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[SSAValue]]:
     """The row statistic is given (`hdh = sum_j dy_j h_j`, so `mean(q n) = hdh / d`): dx is
     elementwise in dy, `rstd * (dy w - n hdh / d)`, and one kernel over (dy, x) also emits the
-    column partials of dw. That kernel fuses into the epilogue of the GEMM producing dy."""
+    column partials of dw. That kernel fuses into the epilogue of the GEMM producing dy.
+
+    Kept out of that epilogue (nn-plan), it reads dy at full precision (`coda.full_precision`,
+    so the GEMM stores dy in f32): the epilogue form computes dx from the fp32 accumulator, and
+    rounding dy to bf16 first costs the Qwen3 bf16 whole-model gradients the float64 bar
+    (bench/RESULTS.md, sessions 10 and 11)."""
     m, d = shape_of(op.x)
     inv_d = 1.0 / d
+    separate = nn.planned(op, "in_producer_epilogue") is False  # nn-plan: plain GEMM + this pass is cheaper here
 
     def build(e: Epilogue, dy, x, w, r, hdh):
         dyt, xt = e.load(dy), e.load(x)
+        if separate:
+            dyt.owner.attributes[coda.FULL_PRECISION] = UnitAttr()  # type: ignore[union-attr]
         wt, rt, ht = e.broadcast(w, Axis.COLS, dyt), e.broadcast(r, Axis.ROWS, dyt), e.broadcast(hdh, Axis.ROWS, dyt)
         dx, dyn = e.map([dyt, xt, wt, rt, ht], lambda s, g, u, v, q, k: [
             s.mul(q, s.sub(s.mul(g, v), s.mul(s.mul(u, q), s.mul(k, s.const(inv_d))))),
@@ -712,7 +720,7 @@ def rms_norm_grad_from_hdh(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[
         return [dx, e.reduce(ReduceKind.SUM, dyn, 0)]
 
     k = elementwise((m, d), [op.dy, op.x, op.w, op.rstd, op.hdh], build, [elt_of(op.dx), None])
-    if nn.planned(op, "in_producer_epilogue") is False:  # nn-plan: plain GEMM + this pass is cheaper here
+    if separate:
         k.attributes[coda.SEPARATE] = UnitAttr()
     dw = column_fold(op, [k.results[1]], [elt_of(op.dw)], "dw")
     return [stamp_origin(k, op, "apply"), dw], [k.results[0], dw.results[0]]

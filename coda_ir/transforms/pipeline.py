@@ -25,8 +25,9 @@ with sin/cos computed in the epilogue; `whole-rows-stats=false` leaves a norm wh
 GEMM produces to `convert-nn-to-coda` (a row kernel, or statistics + fold + apply) instead of
 one `whole rows` statistics kernel and the row scale in the consuming GEMMs; `rope-table=always|never` forces the RoPE choice
 (`auto`, the default, asks the model); `gated-grad=epilogue|separate` forces where a SwiGLU /
-GeGLU backward runs (in the epilogue of the GEMM producing dy, or a separate pass), `norm-grad=auto|separate`
-the same for an RMSNorm backward (dx and the dw partials; default `epilogue`); `remarks-as-errors`
+GeGLU backward runs (in the epilogue of the GEMM producing dy, or a separate pass), `norm-grad=epilogue|separate`
+the same for an RMSNorm backward (dx and the dw partials; the separate pass reads dy in f32); both
+default to `auto`, the IO model's choice; `remarks-as-errors`
 turns every "did not fuse" remark into an error.
 """
 
@@ -62,10 +63,10 @@ class NNToCodaPass(ModulePass):
     whole_rows_stats: bool = True
     rope_table: str = "auto"
     gated_grad: str = "auto"
-    norm_grad: str = "epilogue"
-    """`auto` asks the IO model (measured faster on the H100, session 10) but is not the default:
-    the separate pass rounds dy to bf16 before the norm backward, and the tiny Qwen3 bf16
-    whole-model gradients then miss the float64 bar (tests/torch/test_hf.py, 1.1x the bar)."""
+    norm_grad: str = "auto"
+    """`auto` asks the IO model; the separate pass reads dy in f32 (what the epilogue form reads
+    from the accumulator: rounded to bf16 first, the tiny Qwen3 bf16 whole-model gradients missed
+    the float64 bar, bench/RESULTS.md session 10)."""
     remarks_as_errors: bool = False
 
     def stages(self) -> list[ModulePass]:

@@ -9,7 +9,9 @@ answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the pl
 
 * `cos_sin_table` on `nn.rope` / `nn.rope_grad` (`io_model.rope_table_plan`): rotation
   coefficients from [M, hd/2] cos/sin tables that one small kernel computes, or libdevice
-  sin/cos per pair in every tile of the GEMM's epilogue;
+  sin/cos per pair in every tile of the GEMM's epilogue; a RoPE whose input no GEMM produces (the
+  backward's rotation of the attention gradient) the same in its elementwise pass
+  (`io_model.rope_pass_plan`);
 * `in_producer_epilogue = false` on `nn.head_rms_norm` (`io_model.qk_norm_tile_width`): the
   cheapest tile width does not hold whole heads, so the norm stays its own kernel;
 * `stats_in_producer_epilogue = false` on `nn.rms_norm` (`io_model.stats_plan`): a row kernel
@@ -22,9 +24,10 @@ answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the pl
   and dz beside the accumulator (spills) after every tile's mainloop;
 * `in_producer_epilogue = false` on `nn.rms_norm_grad` with its row statistic given (`hdh`: dx
   elementwise in dy) whose dy a GEMM produces (`io_model.norm_grad_plan`): the plain GEMM storing
-  dy plus one elementwise pass (dx, the dw column partials and the residual add that joins them)
-  beats the epilogue, whose x and dres loads, spills and column reduction follow every tile's
-  mainloop at one CTA per SM. (`nn.layer_norm_grad` has no such form: its dx needs mean(q) and
+  dy in f32 plus one elementwise pass reading it unrounded (dx, the dw column partials, the
+  residual add that joins them and, where the backward rebuilds the norm's output for a weight
+  gradient, that output) beats the epilogue, whose x and dres loads, spills and column reduction
+  follow every tile's mainloop at one CTA per SM. (`nn.layer_norm_grad` has no such form: its dx needs mean(q) and
   mean(q n) over whole rows of dy, so only its statistics pass can join the producer's epilogue,
   which keeps storing dy; that is a different trade, not planned here.)
 
@@ -32,7 +35,7 @@ Each decision is stated as a remark (informational) with both predicted costs. O
 `cost-model=false` records no decision (sin/cos in the epilogue, QK-norm and gated backward fused
 wherever legal, norm statistics deferred wherever they can be); `rope-table=always|never` forces the
 RoPE choice (tests, experiments); `gated-grad=epilogue|separate` forces the gated backward's, `norm-grad=epilogue|separate` the RMSNorm
-backward's; `epilogues=false` skips the RoPE and QK-norm plans and
+backward's (both `auto` by default); `epilogues=false` skips the RoPE and QK-norm plans and
 `norm-stats=false` the statistics plan (nn-to-coda turns them off with `fuse=false` and
 `defer-norms=false`: nothing would read them).
 """
@@ -131,10 +134,10 @@ class NNPlanPass(ModulePass):
     gated_grad: str = "auto"
     """Where a gated activation's backward runs: `epilogue` of the GEMM producing dy, a
     `separate` elementwise pass, or `auto` (the IO model)."""
-    norm_grad: str = "epilogue"
+    norm_grad: str = "auto"
     """Where an RMSNorm backward with its row statistic given runs: `epilogue` of the GEMM
-    producing dy (the default), a `separate` elementwise pass, or `auto` (the IO model; not the
-    default: the pass reads dy rounded to bf16, which costs the Qwen3 bf16 gradients the bar)."""
+    producing dy, a `separate` elementwise pass (reading dy in f32 and writing the rebuilt norm
+    output beside dx), or `auto` (the IO model)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from coda_ir.errors import ArgumentError
@@ -177,8 +180,11 @@ class NNPlanPass(ModulePass):
             remarks.emit_remark(norm, f"row scale not deferred: the IO model prefers a row kernel: {decision.summary()}")
 
     def plan_rope(self, rope: Operation) -> None:
+        """`cos_sin_table` on a RoPE: in the epilogue of the GEMM producing its input
+        (`io_model.rope_table_plan`), or, when no GEMM produces it (the backward's rotation of
+        the attention gradient), in an elementwise pass (`io_model.rope_pass_plan`)."""
         gemm = producing_gemm(rope.operands[0])
-        if gemm is None or not _pairs_fit_tiles(rope, self.interleave) or self.rope_table == "never":
+        if not _pairs_fit_tiles(rope, self.interleave) or self.rope_table == "never":
             return
         if self.rope_table == "always":  # forced: no model, no remark
             rope.properties["cos_sin_table"] = BoolAttr.from_bool(True)
@@ -187,20 +193,27 @@ class NNPlanPass(ModulePass):
             return
         from coda_ir.analysis import io_model
 
-        m, n, k = gemm_shape(gemm)
         hd = prop_value(rope, "head_dim")
-        decision = io_model.rope_table_plan(m, n, hd, K=k, dtype=_dtype(rope.operands[0]))
+        dtype = _dtype(rope.operands[0])
+        if gemm is None:
+            m, n = shape_of(rope.operands[0])
+            decision = io_model.rope_pass_plan(m, n, hd, dtype=dtype)
+            where, inside = "RoPE pass", "in-pass"
+        else:
+            m, n, k = gemm_shape(gemm)
+            decision = io_model.rope_table_plan(m, n, hd, K=k, dtype=dtype)
+            where, inside = f"RoPE in the epilogue of {_describe(gemm)}", "in-epilogue"
         costs = decision.costs
         text = (f"table (cos/sin [{m}x{hd // 2}] computed once, one more kernel) "
-                f"{costs['table'].time_s * 1e6:.1f} us vs in-epilogue sin/cos {costs['epilogue'].time_s * 1e6:.1f} us")
+                f"{costs['table'].time_s * 1e6:.1f} us vs {inside} sin/cos {costs['epilogue'].time_s * 1e6:.1f} us")
         table = decision.choice == "table"
         rope.properties["cos_sin_table"] = BoolAttr.from_bool(table)
         if table:
-            remarks.emit_remark(rope, f"RoPE in the epilogue of {_describe(gemm)} reads cos/sin tables: the IO model "
-                                f"found them cheaper: {text}", informational=True)
+            remarks.emit_remark(rope, f"{where} reads cos/sin tables: the IO model found them cheaper: {text}",
+                                informational=True)
         else:
-            remarks.emit_remark(rope, f"RoPE in the epilogue of {_describe(gemm)} computes sin/cos per pair: the IO "
-                                f"model found it cheaper: {text}", informational=True)
+            remarks.emit_remark(rope, f"{where} computes sin/cos per pair: the IO model found it cheaper: {text}",
+                                informational=True)
 
     def plan_gated_grad(self, grad: Operation) -> None:
         """`in_producer_epilogue` on a gated activation's backward whose dy a GEMM produces: in
@@ -231,11 +244,14 @@ class NNPlanPass(ModulePass):
 
         m, d, k = gemm_shape(gemm)
         residual = _residual_add(grad.dx)
+        rebuilt = _rebuilds_output(grad)
         loads = "x and dres" if residual else "x"
         price = None if grad.hdh is None else (
-            lambda: io_model.norm_grad_plan(m, d, K=k, dtype=_dtype(grad.dy), residual=residual))
+            lambda: io_model.norm_grad_plan(m, d, K=k, dtype=_dtype(grad.dy), residual=residual, rebuilt_h=rebuilt))
         self.plan_epilogue_or_pass(
-            grad, gemm, self.norm_grad, price, f"separate (plain GEMM storing dy [{m}x{d}], then one pass over dy, {loads})",
+            grad, gemm, self.norm_grad, price,
+            f"separate (plain GEMM storing dy [{m}x{d}] in f32, then one pass over dy, {loads}"
+            f"{' writing the rebuilt norm output too' if rebuilt else ''})",
             f"the epilogue's {loads} loads, spills and dw column reduction follow each tile's mainloop at one CTA per SM")
 
     def plan_epilogue_or_pass(self, op: Operation, gemm: Operation, mode: str, price, separate: str, why: str) -> None:
@@ -282,6 +298,15 @@ class NNPlanPass(ModulePass):
             reported.add(gemm)
             remarks.emit_remark(norm, f"QK-norm not fused into the epilogue of {_describe(gemm)}: the IO model found "
                                 f"the unfused plan cheaper: {costs}; it stays a separate kernel")
+
+
+def _rebuilds_output(grad: nn.RMSNormGradOp) -> bool:
+    """Whether the program also rebuilds the norm's output from the same x, w and rstd (an
+    `nn.rms_norm_apply`, what nn-autodiff writes for the weight gradient of the GEMM that read
+    it): a separate backward pass, which loads x anyway, then writes it too (coda-fuse's sibling
+    merge), where the epilogue form leaves that kernel reading x once more."""
+    return any(isinstance(use.operation, nn.RMSNormApplyOp) and use.operation.w is grad.w
+               and use.operation.rstd is grad.rstd for use in grad.x.uses)
 
 
 def _residual_add(dx: SSAValue) -> bool:

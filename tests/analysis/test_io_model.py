@@ -309,3 +309,17 @@ def test_sincos_is_priced_as_tens_of_instructions():
     # libdevice sinf + cosf are FP32-pipe instruction sequences, not one SFU op each
     assert m.SINCOS_INSTR_PER_PAIR >= 20
     assert 20 < m.rope_angle_instr(128) < 60  # two select chains of 8 for hd/2 = 64
+
+
+def test_rope_pass_plan_at_the_llama_shapes():
+    """The backward's RoPE pass (bench/RESULTS.md session 11, H100, one process): with sin/cos in
+    the pass ~0.14 ms, reading tables 0.102-0.112 ms plus the table kernel's 0.013 ms: tables win
+    by 0.02-0.03 ms at both LLaMA shapes, as the model says (by 0.03); at a tiny shape the extra
+    launch loses."""
+    for m_, n, hd in ((16384, 3072, 64), (8192, 6144, 128)):
+        d = m.rope_pass_plan(m_, n, hd)
+        assert d.choice == "table", d.summary()
+        gain = d.costs["epilogue"].time_s - d.costs["table"].time_s
+        assert 15e-6 < gain < 45e-6, d.summary()
+        assert [k.kernel.name for k in d.costs["table"].kernels] == ["rope_table", "rope_pass_table"]
+    assert m.rope_pass_plan(14, 96, 16).choice == "epilogue"

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "tests" / "programs"))
 from generate import Llama, nn_llama_block  # noqa: E402
 
 PASS = "nn.swiglu_grad+nn.row_dot.partials"
+NORM_PASS = "nn.rms_norm_apply.apply+nn.rms_norm_grad.apply+nn.add"
 
 
 def _block(m: int, f: int) -> str:
@@ -35,11 +36,12 @@ def _block(m: int, f: int) -> str:
                           fname="llama_block")
 
 
-def _records(cm) -> list[tuple[str, list[int], bool]]:
-    """(origin, writes_over, in a launch group) of every kernel recording coda.writes_over."""
+def _records(cm, origin: str | None = PASS) -> list[tuple[str, list[int], bool]]:
+    """(origin, writes_over, in a launch group) of every kernel recording coda.writes_over (of
+    the SwiGLU-backward pass's, by default; None: all)."""
     out = []
     for op in cm.ir.walk():
-        if WRITES_OVER in op.attributes:
+        if WRITES_OVER in op.attributes and (origin is None or op.attributes["coda.origin"].data == origin):
             parent = op.parent_op()
             out.append((op.attributes["coda.origin"].data, writes_over(op), parent is not None and parent.name == "coda.launch_group"))
     return out
@@ -59,7 +61,10 @@ def test_dz_over_donated_z_is_bitwise_the_fresh_buffer_result(m, f):
     assert origin == PASS
     # dz (output 0) over z; z is the pass's input #1 (dy, z); the z . dz partials are fresh
     assert over == [1, -1]
-    assert not _records(plain)
+    # and the first norm's backward pass writes the rebuilt h1 over the donated x1 (its input #0,
+    # read at the same element): the per-element rule
+    assert _records(donated, NORM_PASS) == [(NORM_PASS, [0, -1, -1], False)]
+    assert not _records(plain, None)
     # the kernel waits for every thread's loads before storing over z, and only that kernel
     src = donated.source
     assert src.count("tl.debug_barrier()") == 1 and "tl.debug_barrier()" not in plain.source

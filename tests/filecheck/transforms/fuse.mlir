@@ -83,6 +83,24 @@ func.func @siblings(%x: tensor<8x48xf32>) -> (tensor<8x48xf32>, tensor<8x48xf32>
 
 // -----
 
+// Sibling fusion past a reader: %b (the first sibling's result) is read by a GEMM that runs
+// before the second sibling and does not feed it (the backward's weight gradient reading the
+// rebuilt normalized activation, before the norm backward that loads the same x). The GEMM moves
+// after the merged kernel; a reader that feeds the second sibling could not move (no merge then).
+func.func @sibling_past_a_reader(%x: tensor<8x48xf32>, %d: tensor<8x16xf32>, %y: tensor<8x48xf32>) -> (tensor<16x48xf32>, tensor<8x48xf32>) {
+  %b = "nn.relu"(%x) : (tensor<8x48xf32>) -> tensor<8x48xf32>
+  %dw = "nn.gemm"(%d, %b) <{transpose_a = true, transpose_b = false}> : (tensor<8x16xf32>, tensor<8x48xf32>) -> tensor<16x48xf32>
+  %a = "nn.silu"(%y) : (tensor<8x48xf32>) -> tensor<8x48xf32>
+  %c = "nn.mul"(%x, %a) : (tensor<8x48xf32>, tensor<8x48xf32>) -> tensor<8x48xf32>
+  func.return %dw, %c : tensor<16x48xf32>, tensor<8x48xf32>
+}
+// NN-LABEL: func.func @sibling_past_a_reader
+// NN:       %[[B:.*]], %[[C:.*]] = coda.elementwise [8, 48] ins(%x, %y : {{.*}}) -> (tensor<8x48xf32>, tensor<8x48xf32>) attributes {coda.origin = "nn.relu+nn.silu+nn.mul"}
+// NN:       %[[DW:.*]] = coda.gemm %d, %[[B]] transpose_a
+// NN:       func.return %[[DW]], %[[C]]
+
+// -----
+
 // LM head + cross-entropy: the LSE partials and the target logit are taken in the epilogue,
 // the [M, V] logits are never written.
 func.func @lm_head(%h: tensor<8x32xf32>, %w: tensor<256x32xf32>, %t: tensor<8xi32>) -> tensor<f32> {

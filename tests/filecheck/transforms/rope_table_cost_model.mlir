@@ -9,10 +9,13 @@
 // loses. With cost-model=false both keep sin/cos in the epilogue, and no remark is printed.
 
 // Remarks first (stderr), one per function, with both predicted costs.
-// CHECK:       rope_table_cost_model.mlir:35:3: remark: 'nn.rope' op RoPE in the epilogue of 'nn.linear' (
+// CHECK:       rope_table_cost_model.mlir:{{[0-9]+}}:3: remark: 'nn.rope' op RoPE in the epilogue of 'nn.linear' (
 // CHECK-SAME:  reads cos/sin tables: the IO model found them cheaper: table (cos/sin [8192x64] computed once, one more kernel) [[T:[0-9.]+]] us vs in-epilogue sin/cos [[E:[0-9.]+]] us
-// CHECK:       rope_table_cost_model.mlir:52:3: remark: 'nn.rope' op RoPE in the epilogue of 'nn.linear' (
+// CHECK:       rope_table_cost_model.mlir:{{[0-9]+}}:3: remark: 'nn.rope' op RoPE in the epilogue of 'nn.linear' (
 // CHECK-SAME:  computes sin/cos per pair: the IO model found it cheaper: table (cos/sin [8192x64] computed once, one more kernel) {{[0-9.]+}} us vs in-epilogue sin/cos {{[0-9.]+}} us
+// and the two RoPE passes' (the last two functions):
+// CHECK:       remark: 'nn.rope_grad' op RoPE pass reads cos/sin tables: the IO model found them cheaper: table (cos/sin [8192x64] computed once, one more kernel) {{[0-9.]+}} us vs in-pass sin/cos {{[0-9.]+}} us
+// CHECK:       remark: 'nn.rope_grad' op RoPE pass computes sin/cos per pair: the IO model found it cheaper
 // OFF-NOT:     remark
 
 // CHECK-LABEL: func.func @qkv_8b
@@ -51,4 +54,38 @@ func.func @single_head(%x: tensor<8192x4096xbf16>, %w: tensor<128x4096xbf16>, %p
   %q = "nn.linear"(%x, %w) : (tensor<8192x4096xbf16>, tensor<128x4096xbf16>) -> tensor<8192x128xbf16>
   %r = "nn.rope"(%q, %pos) <{head_dim = 128 : i64, rotary_heads = 1 : i64, theta = 500000.0 : f32, style = "half"}> : (tensor<8192x128xbf16>, tensor<8192xi32>) -> tensor<8192x128xbf16>
   func.return %r : tensor<8192x128xbf16>
+}
+
+// -----
+
+// RoPE in an elementwise pass (no GEMM produces its input: the backward's rotation of the
+// attention gradient): io_model.rope_pass_plan. About half the pass's angle and sin/cos arithmetic
+// adds to its memory time (it does not all hide under it: bench/RESULTS.md session 11), so at the
+// LLaMA-3 8B shape one [8192, 64] table kernel and a pass that only rotates win; at a tiny shape
+// the extra launch loses. `rope-table=never` (and cost-model=false) keep sin/cos in the pass.
+// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{rope-table=never}' 2>&1 | filecheck %s --check-prefix=NEVER
+// CHECK-LABEL: func.func @rope_grad_8b
+// CHECK:       %[[C:.*]], %[[S:.*]] = coda.elementwise [8192, 64] ins(%pos : tensor<8192xi32>) {{.*}} attributes {coda.origin = "nn.rope_grad.table"}
+// CHECK:       coda.elementwise [8192, 6144] ins(%dr, %[[C]], %[[S]] :
+// CHECK-NOT:     math.cos
+// CHECK:       func.return
+// CHECK-LABEL: func.func @rope_grad_tiny
+// CHECK-NOT:   nn.rope_grad.table
+// CHECK:         math.cos
+// OFF-LABEL:   func.func @rope_grad_8b
+// OFF-NOT:     nn.rope_grad.table
+// OFF:           math.cos
+// NEVER-LABEL: func.func @rope_grad_8b
+// NEVER-NOT:   nn.rope_grad.table
+// NEVER:         math.cos
+func.func @rope_grad_8b(%dr: tensor<8192x6144xbf16>, %pos: tensor<8192xi32>) -> tensor<8192x6144xbf16> {
+  %dq = "nn.rope_grad"(%dr, %pos) <{head_dim = 128 : i64, rotary_heads = 40 : i64, theta = 500000.0 : f32, style = "half"}> : (tensor<8192x6144xbf16>, tensor<8192xi32>) -> tensor<8192x6144xbf16>
+  func.return %dq : tensor<8192x6144xbf16>
+}
+
+// -----
+
+func.func @rope_grad_tiny(%dr: tensor<14x96xbf16>, %pos: tensor<14xi32>) -> tensor<14x96xbf16> {
+  %dq = "nn.rope_grad"(%dr, %pos) <{head_dim = 16 : i64, rotary_heads = 6 : i64, theta = 10000.0 : f32, style = "half"}> : (tensor<14x96xbf16>, tensor<14xi32>) -> tensor<14x96xbf16>
+  func.return %dq : tensor<14x96xbf16>
 }
