@@ -426,7 +426,7 @@ class _Unit(torch.nn.Module):
     def fold(self, spec: ModelSpec, rows: int, pieces: int, *, norm: bool, keep_sum: bool = True) -> CodaFunction:
         """The tensor-parallel row kernel: residual + the reduce-scatter's pieces (+ the next norm)."""
         what = (f"a tensor-parallel fold of {pieces} pieces" + (" and the norm" if norm else "")
-                + f" ({rows} rows, {spec.element})")
+                + ("" if keep_sum else ", the normalized rows only") + f" ({rows} rows, {spec.element})")
         return self.segment(("fold", rows, pieces, norm, keep_sum, spec.dtype),
                             lambda: (tp_fold_program(spec, rows, pieces, norm=norm, keep_sum=keep_sum), what))
 

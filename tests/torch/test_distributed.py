@@ -321,6 +321,27 @@ def _tensor_parallel(rank: int, world: int) -> dict:
     return out
 
 
+def _tensor_parallel_2d(rank: int, world: int) -> dict:
+    """FSDP2 x tensor parallelism on a (world / 2) x 2 mesh: each data-parallel group of 2 ranks
+    trains on its own sequence of the batch (float32)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from coda_ir.torch import parallelize
+
+    mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+    ids, labels = tp_batch()
+    rows = slice(mesh["dp"].get_local_rank(), mesh["dp"].get_local_rank() + 1)
+    model = tiny_model("llama")
+    cmodel = parallelize(from_hf(model, progress=False), mesh["tp"])
+    for unit in cmodel.layers:
+        fully_shard(unit, mesh=mesh["dp"])
+    fully_shard(cmodel, mesh=mesh["dp"])
+    loss = cmodel(ids[rows], labels=labels[rows]).loss
+    loss.backward()
+    return {"tp_2d": (_mean_over_ranks(loss), _grads(model))}
+
+
 def _worker(rank: int, world: int, what: str, port: int, out_dir: str) -> None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
     torch.set_num_threads(1)  # ranks share the CI machine's cores
@@ -328,7 +349,9 @@ def _worker(rank: int, world: int, what: str, port: int, out_dir: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     try:
-        out = _vocab_parallel(rank, world)
+        out = _vocab_parallel(rank, world) if what != "tp_2d" else {}
+        if what == "tp_2d":
+            out.update(_tensor_parallel_2d(rank, world))
         if what == "all":
             out.update(_data_parallel(rank, world))
             out.update(_tensor_parallel(rank, world))
@@ -366,6 +389,13 @@ def two_ranks(tmp_path_factory):
 @pytest.fixture(scope="module")
 def four_ranks(tmp_path_factory):
     return _spawn(4, "vocab_parallel", tmp_path_factory.mktemp("four_ranks"))
+
+
+@pytest.fixture(scope="module")
+def four_ranks_2d(request, tmp_path_factory):
+    if not request.config.getoption("--distributed-four-ranks"):
+        pytest.skip("the 4-rank FSDP2 x tensor-parallel run is a long mode: pass --distributed-four-ranks")
+    return _spawn(4, "tp_2d", tmp_path_factory.mktemp("four_ranks_2d"))
 
 
 # ============================================================================ single-process references
@@ -572,6 +602,14 @@ def test_tensor_parallel_with_fsdp2_bf16_and_activation_checkpointing(two_ranks,
         _assert_tp_bar((loss, grads), tp_references["bf16"], torch.bfloat16)
 
 
+def test_fsdp2_times_tensor_parallel_on_a_2x2_mesh(four_ranks_2d, tp_references):
+    """Data parallel 2 (one sequence each) x tensor parallel 2: the whole batch's loss and
+    gradients (each sequence has the same number of counted targets)."""
+    for rank in four_ranks_2d:
+        _assert_tp_bar(rank["tp_2d"], tp_references["llama"], torch.float32)
+        _assert_same_as_one_process(rank["tp_2d"], tp_references["llama"])
+
+
 def test_tensor_parallel_refusals_are_located(two_ranks):
     for rank in two_ranks:  # the same error on every rank
         errors = rank["tp_errors"]
@@ -749,8 +787,9 @@ def test_bench_distributed_smoke(tmp_path):
     out = tmp_path / "distributed.json"
     bench.main(["--smoke", "--out", str(out)], start_method=_forkserver())
     report = json.loads(out.read_text())
-    assert report["world"] == 2
-    for name in ("eager", "coda"):
+    assert report["world"] == 2 and report["tp"] == 2
+    for name in ("eager", "coda", "coda-tp"):
         assert "error" not in report["results"][name], report["results"][name]
         assert report["results"][name]["step_ms"] > 0
-    assert abs(report["results"]["coda"]["loss_vs_eager"]) < 1e-4
+    for name in ("coda", "coda-tp"):  # fp32 on the CPU: the same first loss as eager's
+        assert abs(report["results"][name]["loss_vs_eager"]) < 1e-4, name
