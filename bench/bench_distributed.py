@@ -10,7 +10,8 @@ ranks' sequences together, so every variant sees the same tokens per GPU). bf16
 `MixedPrecisionPolicy` (fp32 master weights and gradient reduction) for every variant.
 
 Per variant: median step time (forward + backward + AdamW step, over `--iters` steps after
-`--warmup`), tokens/s per GPU, peak GPU memory of the timed steps, the first step's time
+`--warmup`), tokens/s per GPU, peak GPU memory of the timed steps (also above the memory
+resident before the variant: the shared base model), the first step's time
 (compiles and autotuning included) and loss against eager's, and with `--baseline JSON` (this
 script's result on one GPU) the scaling efficiency `tokens/s per GPU / baseline tokens/s per GPU`
 (`coda-tp` against the baseline's `coda`). The variants run one after another (each holds a
@@ -92,6 +93,7 @@ def shard(name: str, model, meshes: dict, policy, family: str):
 
 
 def run_variant(name, base, args, batches, device, meshes, policy) -> dict:
+    resident = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0  # the base model
     model = copy.deepcopy(base)
     fwd, ctx = shard(name, model, meshes, policy, SHAPES[args.shape]["family"])
     optimizer = torch.optim.AdamW(fwd.parameters(), lr=1e-5)
@@ -125,7 +127,10 @@ def run_variant(name, base, args, batches, device, meshes, policy) -> dict:
     out = {"step_ms": ms, "tokens_per_s_per_gpu": tokens / (ms / 1e3), "first_step_s": first_s,
            "first_loss": first_loss.item() / dist.get_world_size()}
     if device.type == "cuda":
+        # the timed steps' peak: the whole process, and above what was resident before this
+        # variant (its sharded model, gradients, AdamW state and the step's activations)
         out["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        out["peak_above_start_gib"] = (torch.cuda.max_memory_allocated() - resident) / 2**30
     return out
 
 
