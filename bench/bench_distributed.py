@@ -11,7 +11,9 @@ ranks' sequences together, so every variant sees the same tokens per GPU). bf16
 
 Per variant: median step time (forward + backward + AdamW step, over `--iters` steps after
 `--warmup`), tokens/s per GPU, peak GPU memory of the timed steps (also above the memory
-resident before the variant: the shared base model), the first step's time
+resident before the variant: the shared base model) and of a forward + backward alone (the
+AdamW step's temporaries set the former), with `--profile` the GPU kernels of two steps
+(NCCL's apart), the first step's time
 (compiles and autotuning included) and loss against eager's, and with `--baseline JSON` (this
 script's result on one GPU) the scaling efficiency `tokens/s per GPU / baseline tokens/s per GPU`
 (`coda-tp` against the baseline's `coda`). The variants run one after another (each holds a
@@ -51,7 +53,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_model import SHAPES, LigerPatches, make_model, timed  # noqa: E402
+from bench_model import SHAPES, LigerPatches, make_model, profile_step, timed  # noqa: E402
 
 SHAPES = dict(SHAPES)
 # LLaMA-3-8B: hidden 4096, ffn 14336, 32 / 8 heads of 128, vocab 128256, untied, theta 5e5
@@ -99,13 +101,17 @@ def run_variant(name, base, args, batches, device, meshes, policy) -> dict:
     optimizer = torch.optim.AdamW(fwd.parameters(), lr=1e-5)
     ids = batches["tp" if name == "coda-tp" else "dp"]
 
-    def step():
+    def forward_backward():
         with ctx():
             loss = (fwd(ids, labels=ids) if name.startswith("coda") else fwd(input_ids=ids, labels=ids)).loss
             loss.backward()
+        return loss.detach()
+
+    def step():
+        loss = forward_backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
+        return loss
 
     start = time.perf_counter()
     first_loss = step().float()
@@ -131,6 +137,23 @@ def run_variant(name, base, args, batches, device, meshes, policy) -> dict:
         # variant (its sharded model, gradients, AdamW state and the step's activations)
         out["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
         out["peak_above_start_gib"] = (torch.cuda.max_memory_allocated() - resident) / 2**30
+    try:  # extra measurements: a failure is recorded beside the timing, never instead of it
+        if name in args.profile.split(","):
+            # GPU kernels of two steps: where the time goes, NCCL's kernels (collectives) apart
+            rows = profile_step(f"{name}, rank {dist.get_rank()}", step, 2)
+            out["kernels_ms_per_step"] = sum(r[2] for r in rows)
+            out["nccl_ms_per_step"] = sum(r[2] for r in rows if "nccl" in r[0].lower())
+            out["profile_top"] = rows[:30]
+        if device.type == "cuda":
+            # the forward + backward alone (the optimizer step's foreach temporaries, the same
+            # for every variant, set the peak above)
+            torch.cuda.reset_peak_memory_stats()
+            forward_backward()
+            out["peak_fwd_bwd_above_start_gib"] = (torch.cuda.max_memory_allocated() - resident) / 2**30
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    except Exception as exc:
+        out["extra_error"] = f"{type(exc).__name__}: {exc}"
     return out
 
 
@@ -217,6 +240,10 @@ def _print(name: str, r: dict) -> None:
         print(f"{name:8s} error: {r['error']}", flush=True)
         return
     extra = f"  peak {r['peak_gib']:.2f} GiB" if "peak_gib" in r else ""
+    if "peak_fwd_bwd_above_start_gib" in r:
+        extra += f" (fwd+bwd {r['peak_fwd_bwd_above_start_gib']:.2f} GiB above the base model)"
+    if "nccl_ms_per_step" in r:
+        extra += f"  NCCL kernels {r['nccl_ms_per_step']:.1f} of {r['kernels_ms_per_step']:.1f} ms"
     eff = f"  efficiency {r['scaling_efficiency']:.2f}" if "scaling_efficiency" in r else ""
     print(f"{name:8s} {r['step_ms']:9.1f} ms/step  {r['tokens_per_s_per_gpu']:10.0f} tokens/s/GPU{extra}{eff}  "
           f"loss {r['first_loss']:.4f}  first step {r['first_step_s']:.1f} s", flush=True)
@@ -241,6 +268,8 @@ def main(argv: list[str] | None = None, start_method: str = "spawn") -> None:
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--variants", help=f"comma-separated, of {', '.join(VARIANTS)} (default: all; --smoke: eager,coda,coda-tp)")
     p.add_argument("--tp", type=int, default=2, help="tensor-parallel degree of coda-tp")
+    p.add_argument("--profile", default="", help="comma-separated variants whose GPU kernels of two steps are "
+                   "recorded (torch.profiler; NCCL's share apart)")
     p.add_argument("--baseline", help="this script's JSON at the smallest GPU count: adds scaling efficiency")
     p.add_argument("--out", help="JSON path (rank 0 writes it)")
     p.add_argument("--smoke", action="store_true", help="2 CPU processes over gloo, a tiny LLaMA, eager, coda and coda-tp")
