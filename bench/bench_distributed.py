@@ -39,6 +39,7 @@ import argparse
 import contextlib
 import copy
 import datetime
+import gc
 import json
 import os
 import socket
@@ -199,6 +200,10 @@ def run(rank: int, world: int, args) -> dict | None:
             results[name] = run_variant(name, base, args, batches, device, meshes, policy)
         except Exception as exc:  # recorded; the other variants go on
             results[name] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
+        # FSDP2 modules live in reference cycles (module <-> hooks <-> state): without a cyclic
+        # collection a finished variant's model and AdamW state stay allocated into the next
+        # one's run and peak (seen on the 2-GPU run of 2026-11-26: one model per variant)
+        gc.collect()
         if on_gpu:
             torch.cuda.empty_cache()
         dist.barrier()
