@@ -14,7 +14,11 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
 * one program per distinct shape: every decoder layer of a model has the same program, so a
   shape compiles once for all layers (progress is printed to stderr unless `progress=False`);
 * `layers` is a `ModuleList` of the decoder units, the modules that FSDP2's `fully_shard` and
-  activation checkpointing wrap; `embed` and `head` are the first and last units.
+  activation checkpointing wrap; `embed` and `head` are the first and last units;
+* each unit reads its tensor-parallel layout off its weights' placements at each call
+  (`named_weights()` gives each weight's Megatron role): plain weights run the unit's one
+  program; DTensors of a `parallelize_module` plan run its per-shard segments with collectives
+  between them (coda_ir/torch/tensor_parallel.py).
 
 A configuration this bridge does not implement (a RoPE scaling type, biases, sliding windows,
 attention dropout, another activation) is a `CompileError` naming the config field; it never
