@@ -503,11 +503,15 @@ class DecoderUnit(_Unit):
         super().__init__(spec, options, f"layers.{index}")
         self.layer = layer
         self.hf_prefix = f"model.layers.{index}."
-        attn, mlp = layer.self_attn, layer.mlp
-        # nn-fuse-siblings makes q/k/v and gate/up one GEMM each over their concatenated
-        # weights: with the weights back to back in one storage that concatenation is a view
-        pack_rows([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
-        pack_rows([mlp.gate_proj.weight, mlp.up_proj.weight])
+        self.pack_weights()
+
+    def pack_weights(self) -> None:
+        """nn-fuse-siblings makes q/k/v and gate/up one GEMM each over their concatenated
+        weights: with the weights back to back in one storage that concatenation is a view.
+        Moves them there once (for a tensor-parallel plan's DTensors: their local shards)."""
+        attn, mlp = self.layer.self_attn, self.layer.mlp
+        for group in ([attn.q_proj, attn.k_proj, attn.v_proj], [mlp.gate_proj, mlp.up_proj]):
+            pack_rows([m.weight._local_tensor if tp.is_dtensor(m.weight) else m.weight for m in group])
 
     def _program(self, spec, kind, tokens, seq_len):
         return decoder_program(spec, tokens, seq_len), f"a decoder layer ({tokens} tokens, sequences of {seq_len}, {spec.element})"

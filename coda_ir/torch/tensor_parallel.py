@@ -337,15 +337,11 @@ def parallelize(cm, mesh, *, vocab_parallel: bool | None = None):
     `mesh["tp"]` of a 2-D mesh, then `fully_shard(..., mesh=mesh["dp"])`."""
     from torch.distributed.tensor.parallel import parallelize_module
 
-    from coda_ir.torch.hf import pack_rows
-
     if mesh.ndim != 1:
         raise ArgumentError(f"parallelize: the tensor-parallel mesh must be 1-D, got {mesh.ndim}-D "
                             f"{mesh.mesh.tolist()} (pass mesh['tp'] of a 2-D mesh)", "mesh")
     check_heads("<from_hf>", cm.spec.heads, cm.spec.kv_heads, mesh.size())
     parallelize_module(cm, mesh, tensor_parallel_plan(cm, vocab_parallel=vocab_parallel))
     for unit in cm.layers:
-        attn, mlp = unit.layer.self_attn, unit.layer.mlp
-        for group in ([attn.q_proj, attn.k_proj, attn.v_proj], [mlp.gate_proj, mlp.up_proj]):
-            pack_rows([m.weight._local_tensor for m in group])
+        unit.pack_weights()
     return cm

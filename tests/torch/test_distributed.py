@@ -285,6 +285,11 @@ def _tensor_parallel(rank: int, world: int) -> dict:
         placements = {n: tuple(map(repr, p.placements)) for n, p in model.named_parameters()}
         out[run] = _loss_and_grads(model, cmodel, ids, labels)
     out["tp_placements"] = placements
+    from coda_ir.lowering.library import adjacent_view
+
+    attn, mlp = cmodel.layers[1].layer.self_attn, cmodel.layers[1].layer.mlp
+    out["tp_packed"] = [adjacent_view([m.weight.to_local() for m in group]) is not None
+                        for group in ([attn.q_proj, attn.k_proj, attn.v_proj], [mlp.gate_proj, mlp.up_proj])]
     with torch.no_grad():
         out["tp_logits"] = cmodel(ids).logits
     optimizer = torch.optim.SGD(cmodel.parameters(), lr=LR)
@@ -580,6 +585,8 @@ def test_tensor_parallel_parameters_are_the_plans_dtensors(two_ranks):
         else:  # norms, the embedding
             assert placement == ("Replicate()",), name
     assert len(placements) == len(dict(tiny_model("llama").named_parameters()))
+    # the local q/k/v and gate/up shards back to back: the packed GEMMs read them with no copy
+    assert all(rank["tp_packed"] == [True, True] for rank in two_ranks)
 
 
 def test_tensor_parallel_logits_optimizer_step_and_state_dict(two_ranks, tp_references):
