@@ -23,6 +23,12 @@ def pytest_addoption(parser):
         default=None,
         help="random programs in tests/test_fuzz_numerics.py (default 8; same as CODA_FUZZ_NUMERICS_EXAMPLES)",
     )
+    parser.addoption(
+        "--distributed-four-ranks",
+        action="store_true",
+        help="tests/torch/test_distributed.py: also train on 4 gloo ranks with FSDP2 x tensor parallelism "
+             "(a 2 x 2 mesh; about a minute more on 2 cores)",
+    )
 
 
 def pytest_configure(config):

@@ -8,6 +8,9 @@
 * `coda_ir.torch.from_hf(model)`: a Hugging Face `LlamaForCausalLM` / `Qwen3ForCausalLM` as a
   module of compiled fusion units over the model's own parameters (coda_ir/torch/hf.py); it
   trains under FSDP2 (`fully_shard` on `model.layers` and the model).
+* `coda_ir.torch.parallelize(model, mesh)`: tensor parallelism (Megatron layout, sequence
+  parallel) of a `from_hf` model through DTensor plans (`tensor_parallel_plan`), which the units
+  read off their weights' placements (coda_ir/torch/tensor_parallel.py).
 * `coda_ir.torch.vocab_parallel_cross_entropy(hidden, weight_shard, targets, vocab_size=...)`:
   the LM-head cross-entropy with the vocabulary split over a process group, without gathering
   the logits (coda_ir/torch/vocab_parallel.py).
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 from coda_ir.torch.function import CodaFunction, function
 from coda_ir.torch.hf import CodaCausalLM, from_hf
+from coda_ir.torch.tensor_parallel import ReplicateParameters, parallelize, tensor_parallel_plan
 from coda_ir.torch.vocab_parallel import shard_rows, vocab_parallel_cross_entropy
 
-__all__ = ["function", "CodaFunction", "from_hf", "CodaCausalLM", "vocab_parallel_cross_entropy", "shard_rows"]
+__all__ = ["function", "CodaFunction", "from_hf", "CodaCausalLM", "parallelize", "tensor_parallel_plan",
+           "ReplicateParameters", "vocab_parallel_cross_entropy", "shard_rows"]

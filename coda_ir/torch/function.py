@@ -393,7 +393,8 @@ class CodaFunction:
         # only, so @f_bwd takes them over and drops each at its last reader. Traced backwards
         # (torch.compile, AOT dispatch: fake or functional tensor subclasses, dispatch modes)
         # keep the pure op, whose graph the partitioner can split.
-        hand_over = (_DONATE and not _keeps_graph() and not torch.compiler.is_compiling()
+        # (a backward that saved nothing has nothing to hand over: e.g. a sum's)
+        hand_over = (_DONATE and self.num_saved > 0 and not _keeps_graph() and not torch.compiler.is_compiling()
                      and all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in (*saved, *upstream) if t is not None)
                      and _no_dispatch_mode())
         if hand_over:

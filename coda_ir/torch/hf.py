@@ -14,7 +14,11 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
 * one program per distinct shape: every decoder layer of a model has the same program, so a
   shape compiles once for all layers (progress is printed to stderr unless `progress=False`);
 * `layers` is a `ModuleList` of the decoder units, the modules that FSDP2's `fully_shard` and
-  activation checkpointing wrap; `embed` and `head` are the first and last units.
+  activation checkpointing wrap; `embed` and `head` are the first and last units;
+* each unit reads its tensor-parallel layout off its weights' placements at each call
+  (`named_weights()` gives each weight's Megatron role): plain weights run the unit's one
+  program; DTensors of a `parallelize_module` plan run its per-shard segments with collectives
+  between them (coda_ir/torch/tensor_parallel.py).
 
 A configuration this bridge does not implement (a RoPE scaling type, biases, sliding windows,
 attention dropout, another activation) is a `CompileError` naming the config field; it never
@@ -33,6 +37,7 @@ import torch.utils.checkpoint
 
 from coda_ir.errors import ArgumentError, CompileError
 from coda_ir.lowering.runtime import indices_checked
+from coda_ir.torch import tensor_parallel as tp
 from coda_ir.torch.function import CodaFunction
 
 __all__ = ["from_hf", "CodaCausalLM", "ModelSpec"]
@@ -158,27 +163,25 @@ def _t(*shape: int, element: str) -> str:
     return "tensor<" + "x".join(str(s) for s in shape) + f"x{element}>"
 
 
-def decoder_program(spec: ModelSpec, tokens: int, seq_len: int) -> str:
-    """One decoder layer as Hugging Face computes it, attention included: x -> x'."""
+def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str) -> tuple[list[str], list[str]]:
+    """The attention half of a decoder layer from the normalized rows `h` to the output
+    projection `%a` [tokens, hidden]: its weight arguments and body lines. With `spec`'s heads
+    those of one tensor-parallel shard, it is that shard's part (its heads, its columns of wo)."""
     e = spec.element
-    D, F, H, KV, hd, M = spec.hidden, spec.intermediate, spec.heads, spec.kv_heads, spec.head_dim, tokens
+    D, H, KV, hd, M = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim, tokens
     q_cols, kv_cols, qkv_cols = H * hd, KV * hd, (H + 2 * KV) * hd
-    X, W_D = _t(M, D, element=e), _t(D, element=e)
+    X = _t(M, D, element=e)
     Q, KVT, QKV = _t(M, q_cols, element=e), _t(M, kv_cols, element=e), _t(M, qkv_cols, element=e)
-    G = _t(M, F, element=e)
     POS = _t(M, element="i32")
-    args = [f"%x: {X}", f"%pos: {POS}", f"%w_in: {W_D}", f"%wq: {_t(q_cols, D, element=e)}",
-            f"%wk: {_t(kv_cols, D, element=e)}", f"%wv: {_t(kv_cols, D, element=e)}"]
+    args = [f"%wq: {_t(q_cols, D, element=e)}", f"%wk: {_t(kv_cols, D, element=e)}", f"%wv: {_t(kv_cols, D, element=e)}"]
     if spec.qk_norm:
         args += [f"%wqn: {_t(hd, element=e)}", f"%wkn: {_t(hd, element=e)}"]
-    args += [f"%wo: {_t(D, q_cols, element=e)}", f"%w_post: {W_D}", f"%wg: {_t(F, D, element=e)}",
-             f"%wu: {_t(F, D, element=e)}", f"%wd: {_t(D, F, element=e)}"]
+    args += [f"%wo: {_t(D, q_cols, element=e)}"]
     eps = _f32(spec.eps)
     body = [
-        f'%h = "nn.rms_norm"(%x, %w_in) <{{eps = {eps}}}> : ({X}, {W_D}) -> {X}',
-        f'%q = "nn.linear"(%h, %wq) : ({X}, {_t(q_cols, D, element=e)}) -> {Q}',
-        f'%k = "nn.linear"(%h, %wk) : ({X}, {_t(kv_cols, D, element=e)}) -> {KVT}',
-        f'%v = "nn.linear"(%h, %wv) : ({X}, {_t(kv_cols, D, element=e)}) -> {KVT}',
+        f'%q = "nn.linear"({h}, %wq) : ({X}, {_t(q_cols, D, element=e)}) -> {Q}',
+        f'%k = "nn.linear"({h}, %wk) : ({X}, {_t(kv_cols, D, element=e)}) -> {KVT}',
+        f'%v = "nn.linear"({h}, %wv) : ({X}, {_t(kv_cols, D, element=e)}) -> {KVT}',
         f'%qkv = "nn.concat"(%q, %k, %v) <{{axis = 1 : i64}}> : ({Q}, {KVT}, {KVT}) -> {QKV}',
     ]
     pre_rope = "%qkv"
@@ -193,17 +196,93 @@ def decoder_program(spec: ModelSpec, tokens: int, seq_len: int) -> str:
         f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(spec.theta)}, style = "half"}}> : ({QKV}, {POS}) -> {QKV}',
         f'%y = "nn.attention"(%r) <{{heads = {H} : i64, kv_heads = {KV} : i64, head_dim = {hd} : i64, seq_len = {seq_len} : i64, causal = true}}> : ({QKV}) -> {Q}',
         f'%a = "nn.linear"(%y, %wo) : ({Q}, {_t(D, q_cols, element=e)}) -> {X}',
-        f'%x1 = "nn.add"(%x, %a) : ({X}, {X}) -> {X}',
-        f'%h1 = "nn.rms_norm"(%x1, %w_post) <{{eps = {eps}}}> : ({X}, {W_D}) -> {X}',
-        f'%g = "nn.linear"(%h1, %wg) : ({X}, {_t(F, D, element=e)}) -> {G}',
-        f'%u = "nn.linear"(%h1, %wu) : ({X}, {_t(F, D, element=e)}) -> {G}',
+    ]
+    return args, body
+
+
+def _mlp_block(spec: ModelSpec, tokens: int, h: str) -> tuple[list[str], list[str]]:
+    """The gated MLP from the normalized rows `h` to the down projection `%dn` [tokens, hidden]:
+    its weight arguments and body lines (with `spec.intermediate` one shard's columns, that
+    shard's part: its gate/up rows and down columns)."""
+    e = spec.element
+    D, F, M = spec.hidden, spec.intermediate, tokens
+    X, G = _t(M, D, element=e), _t(M, F, element=e)
+    args = [f"%wg: {_t(F, D, element=e)}", f"%wu: {_t(F, D, element=e)}", f"%wd: {_t(D, F, element=e)}"]
+    body = [
+        f'%g = "nn.linear"({h}, %wg) : ({X}, {_t(F, D, element=e)}) -> {G}',
+        f'%u = "nn.linear"({h}, %wu) : ({X}, {_t(F, D, element=e)}) -> {G}',
         f'%s = "nn.silu"(%g) : ({G}) -> {G}',
         f'%m = "nn.mul"(%s, %u) : ({G}, {G}) -> {G}',
         f'%dn = "nn.linear"(%m, %wd) : ({G}, {_t(D, F, element=e)}) -> {X}',
+    ]
+    return args, body
+
+
+def decoder_program(spec: ModelSpec, tokens: int, seq_len: int) -> str:
+    """One decoder layer as Hugging Face computes it, attention included: x -> x'."""
+    e = spec.element
+    D, M = spec.hidden, tokens
+    X, W_D = _t(M, D, element=e), _t(D, element=e)
+    POS = _t(M, element="i32")
+    attn_args, attn_body = _attention_block(spec, tokens, seq_len, "%h")
+    mlp_args, mlp_body = _mlp_block(spec, tokens, "%h1")
+    args = [f"%x: {X}", f"%pos: {POS}", f"%w_in: {W_D}", *attn_args, f"%w_post: {W_D}", *mlp_args]
+    eps = _f32(spec.eps)
+    body = [
+        f'%h = "nn.rms_norm"(%x, %w_in) <{{eps = {eps}}}> : ({X}, {W_D}) -> {X}',
+        *attn_body,
+        f'%x1 = "nn.add"(%x, %a) : ({X}, {X}) -> {X}',
+        f'%h1 = "nn.rms_norm"(%x1, %w_post) <{{eps = {eps}}}> : ({X}, {W_D}) -> {X}',
+        *mlp_body,
         f'%x2 = "nn.add"(%x1, %dn) : ({X}, {X}) -> {X}',
         f"func.return %x2 : {X}",
     ]
     return _func("decoder_layer", args, [X], body)
+
+
+# ---------------------------------------------------------------- tensor-parallel segments
+# Under tensor parallelism (coda_ir/torch/tensor_parallel.py) a decoder layer runs as these
+# programs with collectives between them: the residual stream holds this rank's rows of the
+# sequence; the attention and MLP segments run on all rows (gathered) over this rank's heads
+# and columns and return partial sums of their output projections, whose pieces are folded
+# (in rank order) with the residual and the next norm in one row kernel.
+
+
+def tp_attention_program(spec: ModelSpec, tokens: int, seq_len: int) -> str:
+    """Normalized rows h [tokens, hidden] -> this shard's output projection (a partial sum)."""
+    X, POS = _t(tokens, spec.hidden, element=spec.element), _t(tokens, element="i32")
+    args, body = _attention_block(spec, tokens, seq_len, "%h")
+    return _func("tp_attention", [f"%h: {X}", f"%pos: {POS}", *args], [X], body + [f"func.return %a : {X}"])
+
+
+def tp_mlp_program(spec: ModelSpec, tokens: int) -> str:
+    """Normalized rows h [tokens, hidden] -> this shard's down projection (a partial sum)."""
+    X = _t(tokens, spec.hidden, element=spec.element)
+    args, body = _mlp_block(spec, tokens, "%h")
+    return _func("tp_mlp", [f"%h: {X}", *args], [X], body + [f"func.return %dn : {X}"])
+
+
+def tp_fold_program(spec: ModelSpec, rows: int, pieces: int, *, norm: bool, keep_sum: bool = True) -> str:
+    """This rank's rows: x + piece_0 + ... + piece_{pieces-1} (the reduce-scatter's pieces of
+    a row-parallel GEMM, folded in rank order) and, with `norm`, the next RMSNorm of that sum
+    (its statistics taken here, on whole local rows). Returns the sum (with `keep_sum`) and/or
+    the normalized rows. `pieces` = 0: the norm of x alone."""
+    e, D = spec.element, spec.hidden
+    X, W_D = _t(rows, D, element=e), _t(D, element=e)
+    args = [f"%x: {X}"] + [f"%p{r}: {X}" for r in range(pieces)] + ([f"%w: {W_D}"] if norm else [])
+    body, total = [], "%x"
+    for r in range(pieces):
+        body.append(f'%s{r} = "nn.add"({total}, %p{r}) : ({X}, {X}) -> {X}')
+        total = f"%s{r}"
+    results = [total] if keep_sum else []
+    if norm:
+        body.append(f'%h = "nn.rms_norm"({total}, %w) <{{eps = {_f32(spec.eps)}}}> : ({X}, {W_D}) -> {X}')
+        results.append("%h")
+    if not results or (not norm and not pieces):
+        raise ValueError("tp_fold_program: nothing to compute")
+    body.append(f"func.return {', '.join(results)} : {', '.join([X] * len(results))}")
+    name = "tp_fold_norm" if norm else "tp_fold"
+    return _func(name, args, [X] * len(results), body)
 
 
 def embedding_program(spec: ModelSpec, tokens: int) -> str:
@@ -260,7 +339,8 @@ def _compiled(program: str, what: str, pipeline: str | None, progress: bool, rem
                 # the first backward (the variant a training step uses: donating its saved
                 # tensors, as `CodaFunction._backward` does when the graph is not kept)
                 fn.forward_module
-                fn.backward_module([True] * len(fn.float_args), donate=bool(fn.donated_arguments()), hand_over=True)
+                fn.backward_module([True] * len(fn.float_args), donate=bool(fn.donated_arguments()),
+                                   hand_over=fn.num_saved > 0)
             if progress:
                 print(f"coda-ir: compiled {what} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
             _COMPILED[key] = fn
@@ -286,18 +366,29 @@ class Options:
 class _Unit(torch.nn.Module):
     """A fusion unit: compiled programs (one per shape) over parameters of submodules it owns."""
 
-    def __init__(self, spec: ModelSpec, options: Options):
+    def __init__(self, spec: ModelSpec, options: Options, where: str):
         super().__init__()
         self.spec, self.pipeline, self.progress, self.remarks = spec, options.pipeline, options.progress, options.remarks
-        self._functions: dict[tuple[str, int, int], CodaFunction] = {}
+        self.where = f"from_hf model: {where}"  # how errors name this unit
+        self._functions: dict[tuple, CodaFunction] = {}
 
     def _program(self, spec: ModelSpec, kind: str, tokens: int, seq_len: int) -> tuple[str, str]:
         raise NotImplementedError
 
-    def weights(self) -> list[torch.Tensor]:
-        """The parameters this unit's kernels read, in the program's argument order: exactly
-        `self.parameters()` (FSDP2 gathers a unit's parameters for its kernels and nothing else)."""
+    def named_weights(self) -> list[tuple[str, torch.Tensor, object]]:
+        """`(Hugging Face name, parameter, tensor-parallel role)` of the parameters this unit's
+        kernels read, in the program's argument order: exactly `self.parameters()` (FSDP2
+        gathers a unit's parameters for its kernels and nothing else). The role is the
+        placement the Megatron layout gives the weight (`tensor_parallel.layout_of`)."""
         raise NotImplementedError
+
+    def weights(self) -> list[torch.Tensor]:
+        return [t for _, t, _ in self.named_weights()]
+
+    def layout(self) -> tp.TensorParallelLayout | None:
+        """The tensor-parallel layout read off the weights' placements now (None: not tensor
+        parallel), or an ArgumentError naming a weight placed otherwise than the layout needs."""
+        return tp.layout_of(self.where, self.named_weights())
 
     @torch.compiler.assume_constant_result
     def _prepare(self, kind: str, tokens: int, seq_len: int, dtype: torch.dtype) -> bool:
@@ -310,56 +401,58 @@ class _Unit(torch.nn.Module):
             self._functions[key] = _compiled(program, what, self.pipeline, self.progress, self.remarks)
         return True
 
+    def _dtype(self, weights: list[torch.Tensor]) -> torch.dtype:
+        dtypes = {w.dtype for w in weights}
+        if len(dtypes) != 1 or next(iter(dtypes)) not in _MLIR_DTYPES:
+            raise ArgumentError(f"{self.where}: the weights must all be one of float32, bfloat16, float16; "
+                                f"got {sorted(map(str, dtypes))}")
+        return next(iter(dtypes))
+
     def function(self, kind: str, tokens: int, seq_len: int) -> CodaFunction:
         """The compiled program this unit runs for `tokens` rows in sequences of `seq_len`, in
         the dtype its weights have *now*: FSDP2's `MixedPrecisionPolicy(param_dtype=...)` runs
         the forward and backward on weights cast from the (sharded) master copies, so a unit
         of a float32 model may run its bfloat16 program."""
-        weights = self.weights()
-        dtypes = {w.dtype for w in weights}
-        if len(dtypes) != 1 or next(iter(dtypes)) not in _MLIR_DTYPES:
-            raise ArgumentError(f"from_hf model: {type(self).__name__}'s weights must all be one of float32, "
-                                f"bfloat16, float16; got {sorted(map(str, dtypes))}")
-        _refuse_dtensors(self, weights)
-        dtype = next(iter(dtypes))
+        dtype = self._dtype(self.weights())
         self._prepare(kind, _static(tokens, "the token count"), _static(seq_len, "the sequence length"), dtype)
         return self._functions[(kind, tokens, seq_len, dtype)]
 
+    def segment(self, key: tuple, build) -> CodaFunction:
+        """A tensor-parallel segment's compiled program, `build() -> (program, what)`, once per key
+        (the shard's shapes and dtype; every decoder unit of a model compiles the same programs,
+        shared through `_compiled`)."""
+        fn = self._functions.get(key)
+        if fn is None:
+            program, what = build()
+            fn = self._functions[key] = _compiled(program, what, self.pipeline, self.progress, self.remarks)
+        return fn
 
-def _refuse_dtensors(unit: torch.nn.Module, weights: list[torch.Tensor]) -> None:
-    """A weight that is still a DTensor when the kernels run: a tensor-parallel plan
-    (`parallelize_module`) or a sharding that no FSDP2 hook gathers. coda-ir's kernels read
-    whole (local, unsharded) weights; say so instead of failing inside DTensor dispatch."""
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # torch built without distributed
-        return
-    for w in weights:
-        if isinstance(w, DTensor):
-            raise ArgumentError(
-                f"from_hf model: a weight of {type(unit).__name__} is a DTensor with placements "
-                f"{tuple(w.placements)} on mesh {w.device_mesh.mesh.tolist()} when its kernels run: "
-                "coda-ir's units read whole weights. FSDP2 (`fully_shard` on the units and the model, "
-                "any mesh, HSDP included) gathers them; tensor parallelism through DTensor plans "
-                "(parallelize_module) is not supported (use coda_ir.torch.vocab_parallel_cross_entropy "
-                "for a vocabulary-parallel LM-head loss)")
+    def fold(self, spec: ModelSpec, rows: int, pieces: int, *, norm: bool, keep_sum: bool = True) -> CodaFunction:
+        """The tensor-parallel row kernel: residual + the reduce-scatter's pieces (+ the next norm)."""
+        what = (f"a tensor-parallel fold of {pieces} pieces" + (" and the norm" if norm else "")
+                + ("" if keep_sum else ", the normalized rows only") + f" ({rows} rows, {spec.element})")
+        return self.segment(("fold", rows, pieces, norm, keep_sum, spec.dtype),
+                            lambda: (tp_fold_program(spec, rows, pieces, norm=norm, keep_sum=keep_sum), what))
 
 
 class EmbeddingUnit(_Unit):
     """`nn.embedding` over the model's `embed_tokens.weight`."""
 
     def __init__(self, embed_tokens: torch.nn.Module, spec: ModelSpec, options: Options):
-        super().__init__(spec, options)
+        super().__init__(spec, options, "embed")
         self.embed_tokens = embed_tokens
 
     def _program(self, spec, kind, tokens, seq_len):
         return embedding_program(spec, tokens), f"the token embedding ({tokens} tokens, {spec.element})"
 
-    def weights(self):
-        return [self.embed_tokens.weight]
+    def named_weights(self):
+        # read whole (every rank embeds every row; under tensor parallelism the first decoder
+        # unit keeps its own rows, and every rank gets the whole gradient): plain or replicated
+        return [("model.embed_tokens.weight", self.embed_tokens.weight, None)]
 
     def forward(self, ids: torch.Tensor, seq_len: int) -> torch.Tensor:
-        x = self.function("embed", ids.shape[0], seq_len)(ids, *self.weights())
+        self.layout()  # a vocabulary-sharded embedding is refused by name
+        x = self.function("embed", ids.shape[0], seq_len)(ids, *map(tp.local, self.weights()))
         padding_idx = getattr(self.embed_tokens, "padding_idx", None)
         if padding_idx is not None and x.requires_grad:
             # torch.nn.Embedding(padding_idx=p) gives row p no gradient: drop the upstream
@@ -406,28 +499,72 @@ def pack_rows(params: list[torch.nn.Parameter]) -> None:
 class DecoderUnit(_Unit):
     """One decoder layer, attention included, over the Hugging Face layer's own parameters."""
 
-    def __init__(self, layer: torch.nn.Module, spec: ModelSpec, options: Options):
-        super().__init__(spec, options)
+    def __init__(self, layer: torch.nn.Module, spec: ModelSpec, options: Options, index: int = 0):
+        super().__init__(spec, options, f"layers.{index}")
         self.layer = layer
-        attn, mlp = layer.self_attn, layer.mlp
-        # nn-fuse-siblings makes q/k/v and gate/up one GEMM each over their concatenated
-        # weights: with the weights back to back in one storage that concatenation is a view
-        pack_rows([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
-        pack_rows([mlp.gate_proj.weight, mlp.up_proj.weight])
+        self.hf_prefix = f"model.layers.{index}."
+        self.pack_weights()
+
+    def pack_weights(self) -> None:
+        """nn-fuse-siblings makes q/k/v and gate/up one GEMM each over their concatenated
+        weights: with the weights back to back in one storage that concatenation is a view.
+        Moves them there once (for a tensor-parallel plan's DTensors: their local shards)."""
+        attn, mlp = self.layer.self_attn, self.layer.mlp
+        for group in ([attn.q_proj, attn.k_proj, attn.v_proj], [mlp.gate_proj, mlp.up_proj]):
+            pack_rows([m.weight._local_tensor if tp.is_dtensor(m.weight) else m.weight for m in group])
 
     def _program(self, spec, kind, tokens, seq_len):
         return decoder_program(spec, tokens, seq_len), f"a decoder layer ({tokens} tokens, sequences of {seq_len}, {spec.element})"
 
-    def weights(self) -> list[torch.Tensor]:
+    def named_weights(self):
         layer, attn, mlp = self.layer, self.layer.self_attn, self.layer.mlp
-        ws = [layer.input_layernorm.weight, attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]
+        col, row, rep = tp.COLUMN, tp.ROW, tp.REPLICATED
+        ws = [("input_layernorm", layer.input_layernorm, rep), ("self_attn.q_proj", attn.q_proj, col),
+              ("self_attn.k_proj", attn.k_proj, col), ("self_attn.v_proj", attn.v_proj, col)]
         if self.spec.qk_norm:
-            ws += [attn.q_norm.weight, attn.k_norm.weight]
-        return ws + [attn.o_proj.weight, layer.post_attention_layernorm.weight, mlp.gate_proj.weight,
-                     mlp.up_proj.weight, mlp.down_proj.weight]
+            ws += [("self_attn.q_norm", attn.q_norm, rep), ("self_attn.k_norm", attn.k_norm, rep)]
+        ws += [("self_attn.o_proj", attn.o_proj, row), ("post_attention_layernorm", layer.post_attention_layernorm, rep),
+               ("mlp.gate_proj", mlp.gate_proj, col), ("mlp.up_proj", mlp.up_proj, col), ("mlp.down_proj", mlp.down_proj, row)]
+        return [(f"{self.hf_prefix}{name}.weight", module.weight, role) for name, module, role in ws]
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, seq_len: int) -> torch.Tensor:
-        return self.function("layer", x.shape[0], seq_len)(x, positions, *self.weights())
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, seq_len: int, pieces: torch.Tensor | None = None):
+        """x -> the next layer's x. Tensor parallel (DTensor weights): `x` is this rank's rows of
+        the residual stream (all rows for the first unit) and `pieces` the previous unit's
+        unfolded down-projection pieces; returns `(x1, pieces)` for the next unit to fold."""
+        layout = self.layout()
+        if layout is None:
+            if pieces is not None:
+                raise ArgumentError(f"{self.where}: the residual stream reaching this unit is split over tensor-parallel "
+                                    "ranks, but its weights are not DTensors: plan every decoder unit")
+            return self.function("layer", x.shape[0], seq_len)(x, positions, *self.weights())
+        return self._forward_tensor_parallel(layout, x, positions, seq_len, pieces)
+
+    def _forward_tensor_parallel(self, layout, x, positions, seq_len, pieces):
+        T, H, KV = layout.degree, self.spec.heads, self.spec.kv_heads
+        tp.check_heads(f"<{self.where}>", H, KV, T)
+        tokens = _static(positions.shape[0], "the token count")
+        rows = layout.rows(tokens, self.where)
+        # column/row-parallel weights: the local shard; replicated ones: the local copy whose
+        # gradient (a partial over this rank's rows or heads) is summed over the ranks
+        w = [tp.replicated(t, layout) if role == tp.REPLICATED else tp.local(t) for _, t, role in self.named_weights()]
+        w_in, w_post = w[0], w[-4]
+        attention_weights, mlp_weights = w[1:-4], w[-3:]
+        spec = replace(self.spec, heads=H // T, kv_heads=KV // T, intermediate=mlp_weights[0].shape[0],
+                       dtype=self._dtype(w))
+        what = f"({tokens} tokens, sequences of {seq_len}, {spec.element}; tensor-parallel shard of {T})"
+        attention = self.segment(("attention", tokens, seq_len, spec),
+                                 lambda: (tp_attention_program(spec, tokens, seq_len), f"the attention segment {what}"))
+        mlp = self.segment(("mlp", tokens, spec), lambda: (tp_mlp_program(spec, tokens), f"the MLP segment {what}"))
+        if pieces is None:  # the first unit: keep this rank's rows of the embedding
+            if x.shape[0] == tokens and T > 1:
+                x = tp.scatter_rows(x, layout)
+            h = self.fold(spec, rows, 0, norm=True, keep_sum=False)(x, w_in)
+        else:
+            x, h = self.fold(spec, rows, T, norm=True)(x, *pieces.unbind(0), w_in)
+        partial = attention(tp.gather_rows(h, layout), positions, *attention_weights)
+        x1, h1 = self.fold(spec, rows, T, norm=True)(x, *tp.exchange_pieces(partial, layout).unbind(0), w_post)
+        partial = mlp(tp.gather_rows(h1, layout), *mlp_weights)
+        return x1, tp.exchange_pieces(partial, layout)
 
 
 class HeadUnit(_Unit):
@@ -435,7 +572,7 @@ class HeadUnit(_Unit):
     whole when the pipeline fuses the loss into the LM-head GEMM."""
 
     def __init__(self, norm: torch.nn.Module, lm_head: torch.nn.Module, spec: ModelSpec, options: Options):
-        super().__init__(spec, options)
+        super().__init__(spec, options, "head")
         self.norm, self.lm_head = norm, lm_head
 
     def _program(self, spec, kind, tokens, seq_len):
@@ -443,13 +580,49 @@ class HeadUnit(_Unit):
             return head_program(spec, tokens, loss=True), f"the LM head and loss ({tokens} tokens, {spec.element})"
         return head_program(spec, tokens, loss=False), f"the LM head ({tokens} tokens, {spec.element})"
 
-    def weights(self):
-        return [self.norm.weight, self.lm_head.weight]
+    def named_weights(self):
+        lm_name = "model.embed_tokens.weight" if self.spec.tied else "lm_head.weight"
+        return [("model.norm.weight", self.norm.weight, tp.REPLICATED),
+                (lm_name, self.lm_head.weight, (tp.COLUMN, tp.REPLICATED))]
 
-    def forward(self, x: torch.Tensor, targets: torch.Tensor | None, seq_len: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, targets: torch.Tensor | None, seq_len: int,
+                pieces: torch.Tensor | None = None) -> torch.Tensor:
+        layout = self.layout()
+        if layout is None and pieces is not None:
+            raise ArgumentError(f"{self.where}: the residual stream reaching the head is split over tensor-parallel ranks, "
+                                "but model.norm.weight is not a DTensor: replicate it on their mesh (SequenceParallel() "
+                                "in the plan) and plan the LM head (ColwiseParallel() or replicated)")
+        if layout is not None and pieces is None:
+            raise ArgumentError(f"{self.where}: the head's weights are DTensors but the decoder units are not tensor "
+                                "parallel: plan the decoder units too (coda_ir.torch.parallelize)")
+        if layout is None:
+            if targets is None:
+                return self.function("logits", x.shape[0], seq_len)(x, *self.weights())
+            return self.function("loss", x.shape[0], seq_len)(x, *self.weights(), targets)
+        return self._forward_tensor_parallel(layout, x, targets, seq_len, pieces)
+
+    def _forward_tensor_parallel(self, layout, x, targets, seq_len, pieces):
+        from coda_ir.torch.vocab_parallel import sharded_cross_entropy
+
+        T, rows = layout.degree, x.shape[0]
+        norm, lm = self.weights()
+        spec = replace(self.spec, dtype=self._dtype([tp.local(norm), tp.local(lm)]))
+        if tp.role_of(lm) == tp.REPLICATED:
+            # every rank runs the whole head on all rows: the same loss and weight gradients on
+            # every rank, and the same gradient of the gathered rows (each takes its own rows)
+            x = self.fold(spec, rows, T, norm=False)(x, *pieces.unbind(0))
+            x = tp.gather_rows(x, layout, partial_grads=False)
+            if targets is None:
+                return self.function("logits", x.shape[0], seq_len)(x, tp.local(norm), tp.local(lm))
+            return self.function("loss", x.shape[0], seq_len)(x, tp.local(norm), tp.local(lm), targets)
+        # vocabulary parallel: the norm on this rank's rows, all rows gathered, this rank's
+        # vocabulary shard of the logits reduced to per-row partials (one [tokens, 3] exchange)
+        h = self.fold(spec, rows, T, norm=True, keep_sum=False)(x, *pieces.unbind(0), tp.replicated(norm, layout))
+        h = tp.gather_rows(h, layout)
         if targets is None:
-            return self.function("logits", x.shape[0], seq_len)(x, *self.weights())
-        return self.function("loss", x.shape[0], seq_len)(x, *self.weights(), targets)
+            return tp.gather_columns(torch.matmul(h, tp.local(lm).t()), layout, self.spec.vocab)
+        return sharded_cross_entropy(h, tp.local(lm), targets, vocab_size=self.spec.vocab, group=layout.group,
+                                     ignore_index=IGNORE_INDEX)
 
 
 def shifted_targets(labels: torch.Tensor) -> torch.Tensor:
@@ -516,7 +689,7 @@ class CodaCausalLM(torch.nn.Module):
         self.config = model.config
         inner = model.model
         self.embed = EmbeddingUnit(inner.embed_tokens, spec, options)
-        self.layers = torch.nn.ModuleList(DecoderUnit(layer, spec, options) for layer in inner.layers)
+        self.layers = torch.nn.ModuleList(DecoderUnit(layer, spec, options, i) for i, layer in enumerate(inner.layers))
         self.head = HeadUnit(inner.norm, model.lm_head, spec, options)
         self.gradient_checkpointing = False
         # the Hugging Face name of each module this model holds (by identity: FSDP2 keeps the
@@ -600,15 +773,18 @@ class CodaCausalLM(torch.nn.Module):
 
         x = self.embed(ids, seq_len)
         checkpointing = self.gradient_checkpointing and torch.is_grad_enabled()
+        pieces = None  # tensor parallel: the last down projection's pieces, which the next unit folds
         for layer in self.layers:
+            args = (x, positions, seq_len) if pieces is None else (x, positions, seq_len, pieces)
             if checkpointing:
-                x = torch.utils.checkpoint.checkpoint(layer, x, positions, seq_len, use_reentrant=False)
+                out = torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False)
             else:
-                x = layer(x, positions, seq_len)
+                out = layer(*args)
+            x, pieces = out if isinstance(out, tuple) else (out, None)
         if labels is None:
-            logits = self.head(x, None, seq_len)
+            logits = self.head(x, None, seq_len, pieces)
             return CausalLMOutputWithPast(loss=None, logits=logits.view(batch, seq_len, -1))
-        loss = self.head(x, shifted_targets(labels), seq_len)
+        loss = self.head(x, shifted_targets(labels), seq_len, pieces)
         return CausalLMOutputWithPast(loss=loss, logits=None)
 
 

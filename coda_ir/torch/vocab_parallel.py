@@ -64,7 +64,7 @@ def _fold_partials(partials: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Te
 
 class _VocabParallelCE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden, weight, targets, start, ignore_index, mean, group):
+    def forward(ctx, hidden, weight, targets, start, ignore_index, mean, group, sum_hidden_grad):
         rows = weight.shape[0]
         logits = torch.matmul(hidden, weight.t()).float()  # the shard's logits, [M, Vs]
         local = targets.long() - start
@@ -86,7 +86,7 @@ class _VocabParallelCE(torch.autograd.Function):
         # the sum in row order; "mean" divides by the kept rows (0/0 = nan when none, as torch)
         loss = per_row.sum() / count if mean else per_row.sum()
         ctx.save_for_backward(hidden, weight, local, in_shard, kept, lse)
-        ctx.mean, ctx.count, ctx.group = mean, count, group
+        ctx.mean, ctx.count, ctx.group, ctx.sum_hidden_grad = mean, count, group, sum_hidden_grad
         return loss
 
     @staticmethod
@@ -102,14 +102,18 @@ class _VocabParallelCE(torch.autograd.Function):
         dlogits = (dlogits * torch.where(kept, scale, torch.zeros_like(scale))[:, None]).to(hidden.dtype)
         grad_weight = torch.matmul(dlogits.t(), hidden) if ctx.needs_input_grad[1] else None
         grad_hidden = None
-        if ctx.needs_input_grad[0]:
+        if ctx.needs_input_grad[0] and not ctx.sum_hidden_grad:
+            # the caller sums the ranks' partial gradients (tensor parallelism: the backward of
+            # the all-gather of the hidden rows is a reduce-scatter)
+            grad_hidden = torch.matmul(dlogits, weight)
+        elif ctx.needs_input_grad[0]:
             partial = torch.matmul(dlogits, weight)
             pieces = _gather_rank_order(partial.float(), ctx.group)
             total = pieces[0]
             for p in pieces[1:]:
                 total = total + p
             grad_hidden = total.to(hidden.dtype)
-        return grad_hidden, grad_weight, None, None, None, None, None
+        return grad_hidden, grad_weight, None, None, None, None, None, None
 
 
 def vocab_parallel_cross_entropy(
@@ -164,4 +168,14 @@ def vocab_parallel_cross_entropy(
         where = int(bad.nonzero()[0, 0])
         raise ArgumentError(f"vocab_parallel_cross_entropy: targets[{where}] = {int(targets[where])} is outside "
                             f"[0, {vocab_size}) and not the ignore index {ignore_index}", "targets")
-    return _VocabParallelCE.apply(hidden, weight, targets, start, ignore_index, reduction == "mean", group)
+    return _VocabParallelCE.apply(hidden, weight, targets, start, ignore_index, reduction == "mean", group, True)
+
+
+def sharded_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *, vocab_size: int,
+                          group, ignore_index: int = -100) -> torch.Tensor:
+    """The mean vocabulary-parallel cross-entropy for a caller that has checked its arguments
+    (the targets too) and sums the hidden states' gradient itself: the backward returns this
+    rank's partial gradient of `hidden` (tensor parallelism: `hidden` is an all-gather of the
+    ranks' rows, whose backward reduce-scatters it)."""
+    start, _ = shard_rows(vocab_size, dist.get_rank(group), dist.get_world_size(group))
+    return _VocabParallelCE.apply(hidden, weight, targets, start, ignore_index, True, group, False)

@@ -134,17 +134,6 @@ def _data_parallel(rank: int, world: int) -> dict:
     loss.backward()
     out["fsdp2_bf16_ac"] = (_mean_over_ranks(loss), _grads(model))
 
-    # a tensor-parallel plan: the weights reach the kernels as DTensors, refused by name
-    from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
-
-    model = tiny_model("llama")
-    cmodel = from_hf(model, progress=False)
-    parallelize_module(cmodel.layers[0].layer.self_attn, mesh, {"q_proj": ColwiseParallel()})
-    try:
-        cmodel(ids[rows], labels=labels[rows])
-        out["tp_plan"] = "no error"
-    except coda_ir.CodaError as exc:
-        out["tp_plan"] = (type(exc).__name__, str(exc))
     return out
 
 
@@ -209,6 +198,155 @@ def _vocab_parallel(rank: int, world: int) -> dict:
     return out
 
 
+# ---------------------------------------------------------------------------- tensor parallel
+
+TP_BATCH, TP_SEQ = 2, 8  # 16 tokens: 8 rows of the residual stream per rank of 2, 4 per rank of 4
+
+
+def tp_batch():
+    """The tensor-parallel tests' batch (the same on every rank): two ignored labels."""
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 128, (TP_BATCH, TP_SEQ), generator=g)
+    labels = torch.randint(0, 128, (TP_BATCH, TP_SEQ), generator=g)
+    labels[0, 3] = labels[1, 6] = -100
+    return ids, labels
+
+
+def _loss_and_grads(model, cmodel, ids, labels):
+    loss = cmodel(ids, labels=labels).loss
+    loss.backward()
+    out = (loss.detach(), _grads(model))
+    model.zero_grad(set_to_none=True)
+    return out
+
+
+def _error_of(fn) -> tuple[str, str]:
+    try:
+        fn()
+    except coda_ir.CodaError as exc:
+        return type(exc).__name__, str(exc)
+    return ("no error", "")
+
+
+def _tp_errors(mesh) -> dict:
+    """Each refused plan, raised on every rank before any collective of the step."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    from coda_ir.torch import parallelize, tensor_parallel_plan
+
+    ids, labels = tp_batch()
+    errors = {}
+
+    def step(cmodel, i=ids, lab=labels):
+        return lambda: cmodel(i, labels=lab).loss
+
+    # kv heads that the mesh does not divide: refused by the helper, and by the unit for a plan of one's own
+    errors["kv_heads_helper"] = _error_of(lambda: parallelize(from_hf(tiny_model("llama", num_key_value_heads=1), progress=False), mesh))
+    cmodel = from_hf(tiny_model("llama", num_key_value_heads=1), progress=False)
+    parallelize_module(cmodel, mesh, tensor_parallel_plan(cmodel))
+    errors["kv_heads_plan"] = _error_of(step(cmodel))
+
+    def planned(**changes):
+        cmodel = from_hf(tiny_model("llama"), progress=False)
+        plan = tensor_parallel_plan(cmodel)
+        for key, style in changes.items():
+            key = key.replace("__", ".")
+            if style is None:
+                del plan[key]
+            else:
+                plan[key] = style
+        parallelize_module(cmodel, mesh, plan)
+        return cmodel
+
+    errors["o_proj_colwise"] = _error_of(step(planned(**{"layers__0__layer__self_attn__o_proj": ColwiseParallel()})))
+    errors["norm_left_out"] = _error_of(step(planned(**{"layers__1__layer__post_attention_layernorm": None})))
+    errors["embedding_sharded"] = _error_of(step(planned(embed__embed_tokens=RowwiseParallel())))
+    errors["head_left_out"] = _error_of(step(planned(head__norm=None, head__lm_head=None)))
+    cmodel = planned()
+    odd_ids, odd_labels = ids[:1, :7], labels[:1, :7]  # 7 tokens over 2 ranks
+    errors["tokens"] = _error_of(step(cmodel, odd_ids, odd_labels))
+    return errors
+
+
+def _tensor_parallel(rank: int, world: int) -> dict:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    from coda_ir.torch import parallelize
+
+    out: dict = {}
+    ids, labels = tp_batch()
+    mesh = init_device_mesh("cpu", (world,))
+
+    for run in ("tp", "tp_again"):  # the same step twice: bitwise the same
+        model = tiny_model("llama")
+        cmodel = parallelize(from_hf(model, progress=False), mesh)
+        # the plan's DTensors, sharded as planned (nothing copied into coda-ir's own tensors)
+        placements = {n: tuple(map(repr, p.placements)) for n, p in model.named_parameters()}
+        out[run] = _loss_and_grads(model, cmodel, ids, labels)
+    out["tp_placements"] = placements
+    from coda_ir.lowering.library import adjacent_view
+
+    attn, mlp = cmodel.layers[1].layer.self_attn, cmodel.layers[1].layer.mlp
+    out["tp_packed"] = [adjacent_view([m.weight.to_local() for m in group]) is not None
+                        for group in ([attn.q_proj, attn.k_proj, attn.v_proj], [mlp.gate_proj, mlp.up_proj])]
+    with torch.no_grad():
+        out["tp_logits"] = cmodel(ids).logits
+    optimizer = torch.optim.SGD(cmodel.parameters(), lr=LR)
+    loss = cmodel(ids, labels=labels).loss
+    loss.backward()
+    optimizer.step()  # through the packed local shards
+    out["tp_state_dict"] = cmodel.hf_state_dict()
+
+    model = tiny_model("qwen3")  # QK-norm; the LM head replicated
+    out["tp_qwen3"] = _loss_and_grads(model, parallelize(from_hf(model, progress=False), mesh, vocab_parallel=False), ids, labels)
+
+    # with FSDP2 on a 2-D mesh (data parallel 1 x tensor parallel 2), bf16 mixed precision and
+    # activation checkpointing
+    mesh2d = init_device_mesh("cpu", (1, world), mesh_dim_names=("dp", "tp"))
+    model = tiny_model("llama")
+    cmodel = parallelize(from_hf(model, progress=False), mesh2d["tp"])
+    cmodel.gradient_checkpointing_enable()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for unit in cmodel.layers:
+        fully_shard(unit, mesh=mesh2d["dp"], mp_policy=policy)
+    fully_shard(cmodel, mesh=mesh2d["dp"], mp_policy=policy)
+    out["tp_fsdp2_bf16_ac"] = _loss_and_grads(model, cmodel, ids, labels)
+
+    out["tp_errors"] = _tp_errors(mesh)
+
+    # the README's example, as each rank runs it
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", readme, re.S) if "parallelize(from_hf(" in s)
+    scope: dict = {}
+    exec(compile(snippet, "README.md", "exec"), scope)
+    out["tp_readme"] = (scope["loss"].detach(), {n: p.full_tensor() for n, p in scope["model"].named_parameters()})
+    return out
+
+
+def _tensor_parallel_2d(rank: int, world: int) -> dict:
+    """FSDP2 x tensor parallelism on a (world / 2) x 2 mesh: each data-parallel group of 2 ranks
+    trains on its own sequence of the batch (float32)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from coda_ir.torch import parallelize
+
+    mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+    ids, labels = tp_batch()
+    rows = slice(mesh["dp"].get_local_rank(), mesh["dp"].get_local_rank() + 1)
+    model = tiny_model("llama")
+    cmodel = parallelize(from_hf(model, progress=False), mesh["tp"])
+    for unit in cmodel.layers:
+        fully_shard(unit, mesh=mesh["dp"])
+    fully_shard(cmodel, mesh=mesh["dp"])
+    loss = cmodel(ids[rows], labels=labels[rows]).loss
+    loss.backward()
+    return {"tp_2d": (_mean_over_ranks(loss), _grads(model))}
+
+
 def _worker(rank: int, world: int, what: str, port: int, out_dir: str) -> None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
     torch.set_num_threads(1)  # ranks share the CI machine's cores
@@ -216,9 +354,12 @@ def _worker(rank: int, world: int, what: str, port: int, out_dir: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     try:
-        out = _vocab_parallel(rank, world)
+        out = _vocab_parallel(rank, world) if what != "tp_2d" else {}
+        if what == "tp_2d":
+            out.update(_tensor_parallel_2d(rank, world))
         if what == "all":
             out.update(_data_parallel(rank, world))
+            out.update(_tensor_parallel(rank, world))
             _train_example(out_dir)
         torch.save(out, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
@@ -253,6 +394,13 @@ def two_ranks(tmp_path_factory):
 @pytest.fixture(scope="module")
 def four_ranks(tmp_path_factory):
     return _spawn(4, "vocab_parallel", tmp_path_factory.mktemp("four_ranks"))
+
+
+@pytest.fixture(scope="module")
+def four_ranks_2d(request, tmp_path_factory):
+    if not request.config.getoption("--distributed-four-ranks"):
+        pytest.skip("the 4-rank FSDP2 x tensor-parallel run is a long mode: pass --distributed-four-ranks")
+    return _spawn(4, "tp_2d", tmp_path_factory.mktemp("four_ranks_2d"))
 
 
 # ============================================================================ single-process references
@@ -336,13 +484,6 @@ def test_fsdp2_optimizer_step_and_full_state_dict_under_hf_names(two_ranks, one_
     assert torch.equal(fresh.model.layers[1].mlp.up_proj.weight, state["model.layers.1.mlp.up_proj.weight"])
 
 
-def test_tensor_parallel_plan_is_an_argument_error(two_ranks):
-    for rank in two_ranks:
-        kind, message = rank["tp_plan"]
-        assert kind == "ArgumentError"
-        assert "DTensor" in message and "tensor parallelism" in message
-
-
 def test_units_own_every_weight_their_kernels_read():
     cmodel = from_hf(tiny_model("qwen3"), progress=False)
     for unit in [cmodel.embed, *cmodel.layers, cmodel.head]:
@@ -370,6 +511,163 @@ def test_checkpoint_wrapper_on_the_units_and_hf_names_through_it(one_process):
     assert sorted(cmodel.hf_state_dict()) == sorted(model.state_dict())
     with pytest.raises(coda_ir.ArgumentError):
         cmodel.hf_name("nothing.weight")
+
+
+# ============================================================================ tensor parallel
+
+
+@pytest.fixture(scope="module")
+def tp_references():
+    """The tensor-parallel batch in one process: coda-ir, Hugging Face in the element type and in
+    float64, for each family; the bf16 references of the FSDP2 mixed-precision run."""
+    ids, labels = tp_batch()
+    refs = {}
+    for family in ("llama", "qwen3"):
+        model = tiny_model(family)
+        hf64 = hf_loss_and_grads(copy.deepcopy(model).double(), ids, labels)
+        hfT = hf_loss_and_grads(copy.deepcopy(model), ids, labels)
+        cmodel = from_hf(model, progress=False)
+        coda = _loss_and_grads(model, cmodel, ids, labels)
+        refs[family] = {"hf64": hf64, "hfT": hfT, "coda": coda}
+    model = tiny_model("llama")
+    cmodel = from_hf(model, progress=False)
+    with torch.no_grad():
+        refs["logits"] = cmodel(ids).logits
+    loss = cmodel(ids, labels=labels).loss
+    loss.backward()
+    with torch.no_grad():
+        refs["stepped"] = {n: (p - LR * p.grad).detach() for n, p in model.named_parameters()}
+    model = tiny_model("llama").to(torch.bfloat16)
+    refs["bf16"] = {"hf64": hf_loss_and_grads(copy.deepcopy(model).double(), ids, labels),
+                    "hfT": hf_loss_and_grads(model, ids, labels)}
+    return refs
+
+
+def _assert_tp_bar(result, refs, element):
+    loss, grads = result
+    names = sorted(refs["hf64"][1])
+    assert sorted(grads) == names
+    assert_matches([loss] + [grads[n] for n in names], [refs["hf64"][0]] + [refs["hf64"][1][n] for n in names],
+                   [refs["hfT"][0]] + [refs["hfT"][1][n] for n in names], ["loss"] + names,
+                   loss=(element, TP_BATCH * TP_SEQ))
+
+
+@pytest.mark.parametrize("run, family", [("tp", "llama"), ("tp_qwen3", "qwen3")])
+def test_tensor_parallel_matches_one_process(run, family, two_ranks, tp_references):
+    """Loss and every parameter gradient (whole: the DTensor gradients gathered) of a
+    tensor-parallel step against float64 under the bar, and against the single-process coda-ir
+    step up to the order of fp32 additions; the same on every rank. LLaMA with the
+    vocabulary-parallel head, Qwen3 (QK-norm) with the LM head replicated."""
+    refs = tp_references[family]
+    for rank in two_ranks:
+        _assert_tp_bar(rank[run], refs, torch.float32)
+        _assert_same_as_one_process(rank[run], refs)
+        assert torch.equal(rank[run][0], two_ranks[0][run][0])
+
+
+def test_tensor_parallel_is_deterministic(two_ranks):
+    for rank in two_ranks:
+        (loss1, grads1), (loss2, grads2) = rank["tp"], rank["tp_again"]
+        assert torch.equal(loss1, loss2)
+        for name in grads1:
+            assert torch.equal(grads1[name], grads2[name]), name
+
+
+def test_tensor_parallel_parameters_are_the_plans_dtensors(two_ranks):
+    placements = two_ranks[0]["tp_placements"]
+    for name, placement in placements.items():
+        if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight", "up_proj.weight")):
+            assert placement == ("Shard(dim=0)",), name
+        elif name.endswith(("o_proj.weight", "down_proj.weight")):
+            assert placement == ("Shard(dim=1)",), name
+        elif name == "lm_head.weight":
+            assert placement == ("Shard(dim=0)",)  # the vocabulary-parallel head
+        else:  # norms, the embedding
+            assert placement == ("Replicate()",), name
+    assert len(placements) == len(dict(tiny_model("llama").named_parameters()))
+    # the local q/k/v and gate/up shards back to back: the packed GEMMs read them with no copy
+    assert all(rank["tp_packed"] == [True, True] for rank in two_ranks)
+
+
+def test_tensor_parallel_logits_optimizer_step_and_state_dict(two_ranks, tp_references):
+    for rank in two_ranks:  # the vocabulary shards' logits, gathered
+        assert torch.allclose(rank["tp_logits"], tp_references["logits"], rtol=1e-5, atol=1e-5)
+    state = two_ranks[0]["tp_state_dict"]
+    assert two_ranks[1]["tp_state_dict"] == {}
+    assert sorted(state) == sorted(tp_references["stepped"])
+    for name, value in tp_references["stepped"].items():  # SGD stepped the packed local shards
+        assert not hasattr(state[name], "placements")
+        assert torch.allclose(state[name], value, rtol=1e-5, atol=1e-6), name
+
+
+def test_tensor_parallel_with_fsdp2_bf16_and_activation_checkpointing(two_ranks, tp_references):
+    """FSDP2 on the data-parallel dimension of a 2-D mesh over the tensor-parallel plan, with a
+    bf16 MixedPrecisionPolicy: against Hugging Face in bf16 and float64 under the bar."""
+    for rank in two_ranks:
+        loss, grads = rank["tp_fsdp2_bf16_ac"]
+        assert all(g.dtype == torch.float32 for g in grads.values())
+        _assert_tp_bar((loss, grads), tp_references["bf16"], torch.bfloat16)
+
+
+def test_fsdp2_times_tensor_parallel_on_a_2x2_mesh(four_ranks_2d, tp_references):
+    """Data parallel 2 (one sequence each) x tensor parallel 2: the whole batch's loss and
+    gradients (each sequence has the same number of counted targets)."""
+    for rank in four_ranks_2d:
+        _assert_tp_bar(rank["tp_2d"], tp_references["llama"], torch.float32)
+        _assert_same_as_one_process(rank["tp_2d"], tp_references["llama"])
+
+
+def test_tensor_parallel_refusals_are_located(two_ranks):
+    for rank in two_ranks:  # the same error on every rank
+        errors = rank["tp_errors"]
+        assert errors == two_ranks[0]["tp_errors"]
+        for case in ("kv_heads_helper", "kv_heads_plan"):
+            kind, message = errors[case]
+            assert kind == "CompileError" and "config.num_key_value_heads = 1" in message and "degree 2" in message, case
+        assert "layers.0" in errors["kv_heads_plan"][1]
+        kind, message = errors["o_proj_colwise"]
+        assert kind == "ArgumentError"
+        assert "model.layers.0.self_attn.o_proj.weight" in message and "Shard(dim=1)" in message and "RowwiseParallel" in message
+        kind, message = errors["norm_left_out"]
+        assert kind == "ArgumentError"
+        assert "model.layers.1.post_attention_layernorm.weight is a plain tensor" in message and "Replicate()" in message
+        kind, message = errors["embedding_sharded"]
+        assert kind == "ArgumentError" and "model.embed_tokens.weight" in message and "Replicate()" in message
+        kind, message = errors["head_left_out"]
+        assert kind == "ArgumentError" and "from_hf model: head" in message and "model.norm.weight" in message
+        kind, message = errors["tokens"]
+        assert kind == "ArgumentError" and "7 tokens" in message and "divisible by 2" in message
+
+
+def test_tensor_parallel_readme_example(two_ranks):
+    """The README's example, run by each rank, against the same two AdamW steps in one process."""
+    import re
+
+    import transformers
+
+    ranks = [rank["tp_readme"] for rank in two_ranks]
+    assert torch.equal(ranks[0][0], ranks[1][0])
+    readme = (ROOT / "README.md").read_text()
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", readme, re.S) if "parallelize(from_hf(" in s)
+    assert "init_device_mesh(\"cpu\", (dist.get_world_size(),))" in snippet
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=128)
+    model = transformers.LlamaForCausalLM(config)
+    cmodel = from_hf(model, progress=False)
+    optimizer = torch.optim.AdamW(cmodel.parameters(), lr=1e-2)
+    input_ids = torch.randint(0, 128, (2, 8))
+    for _ in range(2):
+        loss = cmodel(input_ids, labels=input_ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert torch.allclose(ranks[0][0], loss.detach(), rtol=1e-5)
+    # AdamW's first steps are ~lr * sign(gradient): where a gradient is near zero, its last-bit
+    # differences (fp32 sums in another order) move the step by a fraction of lr (1e-2)
+    for name, p in model.named_parameters():
+        for rank in ranks:
+            assert torch.allclose(rank[1][name], p.detach(), rtol=1e-4, atol=1e-4), name
 
 
 # ============================================================================ vocabulary parallel
@@ -496,8 +794,9 @@ def test_bench_distributed_smoke(tmp_path):
     out = tmp_path / "distributed.json"
     bench.main(["--smoke", "--out", str(out)], start_method=_forkserver())
     report = json.loads(out.read_text())
-    assert report["world"] == 2
-    for name in ("eager", "coda"):
+    assert report["world"] == 2 and report["tp"] == 2
+    for name in ("eager", "coda", "coda-tp"):
         assert "error" not in report["results"][name], report["results"][name]
         assert report["results"][name]["step_ms"] > 0
-    assert abs(report["results"]["coda"]["loss_vs_eager"]) < 1e-4
+    for name in ("coda", "coda-tp"):  # fp32 on the CPU: the same first loss as eager's
+        assert abs(report["results"][name]["loss_vs_eager"]) < 1e-4, name
