@@ -13,6 +13,8 @@
     coda-legalize         prove every epilogue op tile-local; record tile constraints
     cse                   xDSL's common subexpression elimination (duplicate loads, column
                           indices, broadcasts left by merging kernels)
+    coda-plan-mainloop    gemms whose epilogue reads or writes tiles get the warp-specialized
+                          Gluon mainloop on Hopper (`#coda.mainloop`, obeyed by launch_gemm)
     coda-sink-results     kernels whose outputs are only returned (weight gradients) run as
                           late as their operands allow: lower peak memory
     coda-group-launches   independent small kernels (folds, GEMVs) share one launch
@@ -26,7 +28,8 @@ GEMM produces to `convert-nn-to-coda` (a row kernel, or statistics + fold + appl
 one `whole rows` statistics kernel and the row scale in the consuming GEMMs; `rope-table=always|never` forces the RoPE choice
 (`auto`, the default, asks the model); `gated-grad=epilogue|separate` forces where a SwiGLU /
 GeGLU backward runs (in the epilogue of the GEMM producing dy, or a separate pass), `norm-grad=auto|separate`
-the same for an RMSNorm backward (dx and the dw partials; default `epilogue`); `remarks-as-errors`
+the same for an RMSNorm backward (dx and the dw partials; default `epilogue`); `mainloop=tl` keeps every
+gemm on the portable tl mainloop (`auto`, the default: `coda-plan-mainloop` decides); `remarks-as-errors`
 turns every "did not fuse" remark into an error.
 """
 
@@ -66,6 +69,8 @@ class NNToCodaPass(ModulePass):
     """`auto` asks the IO model (measured faster on the H100, session 10) but is not the default:
     the separate pass rounds dy to bf16 before the norm backward, and the tiny Qwen3 bf16
     whole-model gradients then miss the float64 bar (tests/torch/test_hf.py, 1.1x the bar)."""
+    mainloop: str = "auto"
+    """`coda-plan-mainloop`'s mode: `auto` (the Gluon mainloop where eligible) or `tl`."""
     remarks_as_errors: bool = False
 
     def stages(self) -> list[ModulePass]:
@@ -95,6 +100,9 @@ class NNToCodaPass(ModulePass):
             from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
             stages.append(CommonSubexpressionElimination())
+        from coda_ir.transforms.plan_mainloop import PlanMainloopPass
+
+        stages.append(PlanMainloopPass(mainloop=self.mainloop))
         if self.sink_results:
             from coda_ir.transforms.sink_results import SinkResultsPass
 
