@@ -120,13 +120,15 @@ class GluonMainloop:
     """A gemm's `#coda.mainloop<gluon_ws, ...>` as the generated host code passes it: the Gluon
     entry point (None where the module found no Gluon) and the recorded configuration."""
 
-    kernel: object
-    bm: int
-    bn: int
-    bk: int
-    stages: int
-    handoff: str  # "bf16" | "f32"
-    accumulate_first: int  # epilogue input whose tile is TMA-loaded into the hand-off buffer, or -1
+    # compared and hashed by the configuration only: a launch's plan key holds the tl kernel, whose
+    # Gluon kernel this is (hashing a JIT function walks its dependencies, which the interpreter's fail)
+    kernel: object = dataclasses.field(compare=False)
+    bm: int = 128
+    bn: int = 256
+    bk: int = 64
+    stages: int = 3
+    handoff: str = "bf16"  # or "f32"
+    accumulate_first: int = -1  # epilogue input whose tile is TMA-loaded into the hand-off buffer
 
     kind = "gluon_ws"
 

@@ -45,6 +45,7 @@ from coda_ir.dialects import coda
 from coda_ir.lowering.mainloop import gluon_entry_name
 from coda_ir.lowering.triton import TritonOptions, _EpilogueEmitter
 from coda_ir.transforms.coda_to_tl import KERNEL_SCOPE, KernelNames, param_names
+from coda_ir.transforms.plan_mainloop import epilogue_column_lanes
 
 IND = "    "
 
@@ -154,10 +155,11 @@ if _CODA_GLUON:
 '''
 
 
-def epilogue_layout(warps: int) -> str:
-    """The one distributed layout of the epilogue's [sub_rows, BN] tensors: a warp per row group,
-    8 contiguous columns per thread (16-byte accesses), 32 threads along the columns."""
-    return f"gl.BlockedLayout([1, 8], [1, 32], [{warps}, 1], [1, 0])"
+def epilogue_layout(warps: int, column_lanes: int) -> str:
+    """The one distributed layout of the epilogue's [sub_rows, BN] tensors: 8 contiguous columns
+    per thread (16-byte accesses), `column_lanes` lanes along the columns
+    (`plan_mainloop.epilogue_column_lanes`), the other lanes and the warps along the rows."""
+    return f"gl.BlockedLayout([1, 8], [{32 // column_lanes}, {column_lanes}], [{warps}, 1], [1, 0])"
 
 
 def emit_gluon_kernel(op: coda.GemmOp, name: str, in_params: Sequence[str], out_params: Sequence[str],
@@ -195,7 +197,7 @@ def emit_gluon_kernel(op: coda.GemmOp, name: str, in_params: Sequence[str], out_
         f"{IND}_coda_gl_producer(a_bufs, b_bufs, ready, empty, a_desc, b_desc, M, N, K, {consts})"])
 
     # ---- the epilogue partition
-    layout = epilogue_layout(warps)
+    layout = epilogue_layout(warps, epilogue_column_lanes(op))
     e = [
         "@gluon.jit",
         f"def {entry}_epilogue({sig}):",
@@ -291,12 +293,12 @@ GLUON_SCOPE = (
 
 class GluonEpilogueEmitter(_EpilogueEmitter):
     """The epilogue emitter with the Gluon partition's hooks: column index vectors in the epilogue
-    layout, pair-map results converted back to it, column partials carried across sub-tiles."""
+    layout, the narrow operands of a pair map given its split operands' layout and its results
+    converted back to the epilogue layout (both free: the layout keeps each pair in one thread,
+    `epilogue_column_lanes`), column partials carried across sub-tiles."""
 
     def __init__(self, op: coda.GemmOp, n: int, params: dict[SSAValue, str], fresh, options: TritonOptions):
         super().__init__(op, n, 0, params, fresh, 0, options)
-        ml = coda.recorded_mainloop(op)
-        self.warps = ml.epilogue_warps.data if ml is not None else 1
         self.carried: dict[int, tuple[str, str, coda.Combine]] = {}  # output index -> (variable, pointer, combine)
 
     def column_arange(self, tw: str) -> str:
@@ -304,13 +306,6 @@ class GluonEpilogueEmitter(_EpilogueEmitter):
 
     def relayout(self, expr: str) -> str:
         return f"gl.convert_layout({expr}, EPI_LAYOUT)"
-
-    def pair_grouping(self, grouped: str, stride: int) -> str:
-        # [rows, groups, stride, 2]: the pair in one thread's registers, lanes along the stride
-        per_thread = min(4, stride)
-        lanes = min(32, max(1, stride // per_thread))
-        layout = f"gl.BlockedLayout([1, 1, {per_thread}, 2], [1, {32 // lanes}, {lanes}, 1], [{self.warps}, 1, 1, 1], [3, 2, 1, 0])"
-        return f"gl.convert_layout({grouped}, {layout})"
 
     def pair_operand(self, narrow: str, like: str) -> str:
         return f"gl.convert_layout({narrow}, {like}.type.layout)"

@@ -357,11 +357,6 @@ class _EpilogueEmitter:
         """`[0, tw)` as a column index vector (hook: the Gluon epilogue gives it a layout)."""
         return f"tl.arange(0, {tw})"
 
-    def pair_grouping(self, grouped: str, stride: int) -> str:
-        """A wide tile reshaped to [BM, groups, stride, 2] before its pairs are split (hook: the
-        Gluon epilogue puts the pair dimension in registers, which `split` needs)."""
-        return grouped
-
     def pair_operand(self, narrow: str, like: str) -> str:
         """A narrow pair-map operand beside the split wide ones (hook: the Gluon epilogue gives it
         their layout)."""
@@ -793,7 +788,7 @@ class _EpilogueEmitter:
                     f"{grouped} = tl.permute(tl.reshape({src}, (BM, {groups}, 2, {stride})), (0, 1, 3, 2))"
                 )
                 first, second = self.fresh("pa"), self.fresh("pb")
-                self.emit(f"{first}, {second} = tl.split({self.pair_grouping(grouped, stride)})")
+                self.emit(f"{first}, {second} = tl.split({grouped})")
                 like = like or first
                 args += [first, second]
             else:

@@ -80,7 +80,20 @@ def gluon_obstacle(op: coda.GemmOp) -> str | None:
             return reason
         if isinstance(inner, coda.ReduceOp) and inner.dim.value.data == 0 and inner.tile.type.cols != n:  # type: ignore[attr-defined]
             return "its column partials are of a tile narrower or wider than N (carried only for N-wide tiles)"
+    strides = {o.stride.value.data for o in block.ops if isinstance(o, coda.PairMapOp)}
+    if len(strides) > 1:
+        return f"its pair maps have strides {sorted(strides)} (the Gluon epilogue layout holds one)"
     return None
+
+
+def epilogue_column_lanes(op: coda.GemmOp) -> int:
+    """Lanes of a warp along the columns of the Gluon epilogue's layout (8 contiguous columns a
+    thread): 32, or for an epilogue with pair maps of stride s, s / 8, so that each pair's
+    partner, s columns on, is one of the thread's own registers (the pair map then reshapes and
+    splits in registers; with 32 lanes it moved every pair through shared memory: QKV + RoPE
+    1.6-2.7x cuBLAS on the H100, session 11). The rest of the lanes go along the rows."""
+    strides = [o.stride.value.data for o in op.epilogue.blocks[0].ops if isinstance(o, coda.PairMapOp)]
+    return min(32, strides[0] // 8) if strides else 32
 
 
 def _op_obstacle(op: Operation) -> str | None:
@@ -91,6 +104,9 @@ def _op_obstacle(op: Operation) -> str | None:
     if isinstance(op, coda.PairMapOp):
         if coda.is_gathered(op) or coda.is_row_exchanged(op):
             return f"its {op.name} exchanges pairs across a whole row (tl.gather)"
+        stride = op.stride.value.data
+        if stride < 8 or stride > 128 or stride & (stride - 1):
+            return f"its {op.name} pairs columns {stride} apart (the Gluon epilogue keeps pairs 8..128 apart in registers)"
         return None
     if isinstance(op, coda.ReduceOp):
         if op.dim.value.data == 0 and op.kind.data not in (coda.ReduceKind.SUM, coda.ReduceKind.SUMSQ,
@@ -158,7 +174,9 @@ def _sub_rows(op: coda.GemmOp) -> int:
     block = op.epilogue.blocks[0]
     loads = sum(isinstance(o, (coda.LoadOp, coda.AccumulateOp)) for o in block.ops)
     columns = any(isinstance(o, coda.ReduceOp) and o.dim.value.data == 0 for o in block.ops)
-    return 8 if loads > 1 or columns else 16
+    rows = 8 if loads > 1 or columns else 16
+    # at least the rows the epilogue layout covers (no thread holds a copy of another's element)
+    return max(rows, (32 // epilogue_column_lanes(op)) * EPILOGUE_WARPS)
 
 
 def plan_mainloop(op: coda.GemmOp) -> tuple[coda.MainloopAttr | None, str]:
