@@ -71,8 +71,9 @@ def gluon_obstacle(op: coda.GemmOp) -> str | None:
     if op.config is not None:
         return "a fixed #coda.config tile was requested"
     m, n, k = op.problem_shape()
-    if n % 8 or k % 8:
-        return f"N = {n} or K = {k} is not a multiple of 8 (TMA needs 16-byte strides)"
+    odd = [f"{d} = {v}" for d, v in (("N", n), ("K", k)) if v % 8]
+    if odd:
+        return f"{' and '.join(odd)} not a multiple of 8 (TMA needs 16-byte strides)"
     block = op.epilogue.blocks[0]
     for inner in block.ops:
         reason = _op_obstacle(inner)
