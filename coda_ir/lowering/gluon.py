@@ -17,7 +17,7 @@ A persistent Hopper kernel, one program per SM walking the tiles in grouped orde
 
 The epilogue body is printed by the same `_EpilogueEmitter` as the `tl` kernel, from the same
 `epilogue_schedule`, with the few hooks the layout-explicit Gluon kernel needs
-(`GluonEpilogueEmitter`): column index vectors made in the epilogue layout, pair-map results
+(`triton.GluonEpilogueEmitter`, `triton.emit_gluon_gemm`; this module holds the fixed templates): column index vectors made in the epilogue layout, pair-map results
 converted back to it, and column partials carried across the row sub-tiles (added in sub-tile
 order, stored once per tile); row partials complete per sub-tile. Triton's `tl.*` builtins work
 on Gluon tensors, so the printed body is the `tl` kernel's text with BM = the sub-tile's rows.
@@ -38,14 +38,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.ir import SSAValue
-
 from coda_ir.diagnostics import InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.lowering.mainloop import gluon_entry_name
-from coda_ir.lowering.triton import TritonOptions, _EpilogueEmitter
-from coda_ir.transforms.coda_to_tl import KERNEL_SCOPE, KernelNames, param_names
 from coda_ir.transforms.plan_mainloop import epilogue_column_lanes
+
+# names the Gluon kernel's partitions bind besides the tl kernel's (coda_to_tl.KERNEL_SCOPE)
+GLUON_SCOPE = (
+    "a_bufs b_bufs c_smem ready empty acc_ready acc_empty a_desc b_desc r_desc nprog num_tiles tile j sub "
+    "EPI_LAYOUT HANDOFF_LAYOUT first_m first_n next_m next_n args gl gluon mbarrier tma i"
+).split()
 
 IND = "    "
 
@@ -163,12 +165,12 @@ def epilogue_layout(warps: int, column_lanes: int) -> str:
 
 
 def emit_gluon_kernel(op: coda.GemmOp, name: str, in_params: Sequence[str], out_params: Sequence[str],
-                      body: Sequence[str], carried: Sequence[tuple[str, str, str, coda.Combine]]) -> list[str]:
+                      body: Sequence[str], carried: Sequence[tuple[str, str, coda.Combine]]) -> list[str]:
     """Source lines (module level, inside the `if _CODA_GLUON:` block, indented one level) of the
     Gluon kernel `gluon_entry_name(name)` and its partitions.
 
     `body`: the epilogue emitter's lines for one sub-tile (one indentation level); `carried`: the
-    column partials it carries, (variable, output pointer, element-type expression, combine)."""
+    column partials it carries, (variable, output pointer, combine)."""
     ml = coda.recorded_mainloop(op)
     if ml is None:
         raise InternalCompilerBug(op, "emit_gluon_kernel on a gemm without a coda.mainloop record")
@@ -226,7 +228,7 @@ def emit_gluon_kernel(op: coda.GemmOp, name: str, in_params: Sequence[str], out_
         "        offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, EPI_LAYOUT))",
         "        mask_n = offs_n < N",
     ]
-    for var, _, _, combine in carried:
+    for var, _, combine in carried:
         init = '-float("inf")' if combine == coda.Combine.MAX else "0.0"
         e.append(f"        {var} = gl.full([BN], {init}, gl.float32, layout=gl.SliceLayout(0, EPI_LAYOUT))")
     e += [
@@ -249,10 +251,10 @@ def emit_gluon_kernel(op: coda.GemmOp, name: str, in_params: Sequence[str], out_
         ]
     else:
         e.append("        mbarrier.arrive(acc_empty)")
-    for var, ptr, store_expr, _ in carried:
+    for var, ptr, _ in carried:
         e += [
             "        # column partials [L, tiles_m] at [n, pid_m], summed over the sub-tiles in order",
-            f"        tl.store({ptr} + offs_n.to(tl.int64) * tl.cdiv(M, {bm}) + pid_m, {store_expr.format(var)}, mask=mask_n)",
+            f"        tl.store({ptr} + offs_n.to(tl.int64) * tl.cdiv(M, {bm}) + pid_m, {var}, mask=mask_n)",
         ]
     e.append("        j += 1")
     fn(e)
@@ -282,70 +284,3 @@ def emit_gluon_kernel(op: coda.GemmOp, name: str, in_params: Sequence[str], out_
         f"({entry}_epilogue, args)], [4, 1, {warps}], [{mma_regs}, {producer_regs}, {epi_regs}])",
     ])
     return out
-
-
-# names the Gluon kernel's partitions bind besides the tl kernel's (KERNEL_SCOPE)
-GLUON_SCOPE = (
-    "a_bufs b_bufs c_smem ready empty acc_ready acc_empty a_desc b_desc r_desc nprog num_tiles tile j sub "
-    "EPI_LAYOUT HANDOFF_LAYOUT first_m first_n next_m next_n args gl gluon mbarrier tma i"
-).split()
-
-
-class GluonEpilogueEmitter(_EpilogueEmitter):
-    """The epilogue emitter with the Gluon partition's hooks: column index vectors in the epilogue
-    layout, the narrow operands of a pair map given its split operands' layout and its results
-    converted back to the epilogue layout (both free: the layout keeps each pair in one thread,
-    `epilogue_column_lanes`), column partials carried across sub-tiles."""
-
-    def __init__(self, op: coda.GemmOp, n: int, params: dict[SSAValue, str], fresh, options: TritonOptions):
-        super().__init__(op, n, 0, params, fresh, 0, options)
-        self.carried: dict[int, tuple[str, str, coda.Combine]] = {}  # output index -> (variable, pointer, combine)
-
-    def column_arange(self, tw: str) -> str:
-        return f"gl.arange(0, {tw}, layout=gl.SliceLayout(0, EPI_LAYOUT))"
-
-    def relayout(self, expr: str) -> str:
-        return f"gl.convert_layout({expr}, EPI_LAYOUT)"
-
-    def pair_operand(self, narrow: str, like: str) -> str:
-        return f"gl.convert_layout({narrow}, {like}.type.layout)"
-
-    def emit_column_partials_store(self, index: int, pty: coda.PartialsType, ptr: str, x: str, c) -> None:
-        if c.cols != "offs_n":
-            raise InternalCompilerBug(self.kernel, "column partials of a tile that is not N wide in a Gluon epilogue "
-                                                   "(coda-plan-mainloop admits N-wide ones only)")
-        if index not in self.carried:
-            self.carried[index] = (self.fresh(f"colp{index}"), ptr, pty.combine_kind)
-        var, _, combine = self.carried[index]
-        self.emit("# column partials: carried across the row sub-tiles (in sub-tile order)")
-        if combine == coda.Combine.MAX:
-            self.emit(f"{var} = tl.maximum({var}, {x})")
-        elif combine == coda.Combine.SUM:
-            self.emit(f"{var} = {var} + {x}")
-        else:
-            raise InternalCompilerBug(self.kernel, f"{combine.value} column partials in a Gluon epilogue")
-
-
-def emit_gluon_gemm(op: coda.GemmOp, name: str, options: TritonOptions | None = None) -> list[str]:
-    """The Gluon kernel of a gemm with a `coda.mainloop` record (see `emit_gluon_kernel`)."""
-    options = options if options is not None else TritonOptions()
-    ml = coda.recorded_mainloop(op)
-    if ml is None:
-        raise InternalCompilerBug(op, "emit_gluon_gemm on a gemm without a coda.mainloop record")
-    names = KernelNames([*KERNEL_SCOPE, *GLUON_SCOPE])
-    block = op.epilogue.blocks[0]
-    in_params = param_names(names, block.args[1:], "in")
-    out_params = param_names(names, op.outputs, "out")
-    _, n, _ = op.problem_shape()
-    em = GluonEpilogueEmitter(op, n, dict(zip(block.args[1:], in_params)), names, options)
-    first = ml.accumulate_first.data
-    if first >= 0:
-        uses = list(block.args[0].uses)
-        if len(uses) != 1 or not isinstance(uses[0].operation, coda.AccumulateOp) \
-                or uses[0].operation.matrix is not block.args[1 + first]:
-            raise InternalCompilerBug(op, f"coda.mainloop accumulate_first = {first}, but the accumulator's only use "
-                                          "is not coda.accumulate of that input")
-        em.prebound[uses[0].operation] = "acc"
-    em.emit_region(block, ["acc", *in_params], list(zip(op.outputs, out_params)))
-    carried = [(var, ptr, "{}", combine) for _, (var, ptr, combine) in sorted(em.carried.items())]
-    return emit_gluon_kernel(op, name, in_params, out_params, em.lines, carried)

@@ -11,6 +11,10 @@ The emitted module has, in order:
   `mainloop.emit_gemm_kernel` with the epilogue spliced after the K loop; `coda.elementwise`
   is the same epilogue over a tile loop without a mainloop; `coda.fold` is a row kernel that
   folds partials in a fixed order;
+* for each `coda.gemm` that carries a `#coda.mainloop` (coda-plan-mainloop), also its
+  warp-specialized Gluon kernel (`lowering/gluon.py`'s templates; the epilogue partition printed
+  by `GluonEpilogueEmitter`, this module's emitter with the Gluon hooks), in one block defined
+  only where the installed Triton has Gluon;
 * one host function per `func.func`, same name, taking torch tensors in argument order: it
   checks the arguments, allocates outputs (partials per tile configuration), launches the
   kernels in program order and returns a tensor or a tuple.
@@ -61,6 +65,7 @@ from xdsl.utils.target import Target
 from coda_ir.dialects import coda
 from coda_ir.analysis.in_place import writes_over
 from coda_ir.transforms.plan_in_place import PlanInPlacePass
+from coda_ir.lowering.gluon import GLUON_PRELUDE, GLUON_SCOPE, emit_gluon_kernel
 from coda_ir.lowering.host_printer import print_host_function
 from coda_ir.lowering.mainloop import emit_gemm_kernel, gluon_entry_name, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
@@ -1430,6 +1435,65 @@ def emit_gemm(op: coda.GemmOp, name: str, options: TritonOptions | None = None) 
     return KernelInfo(op, name, "gemm", em.bn_multiple_of, src)
 
 
+class GluonEpilogueEmitter(_EpilogueEmitter):
+    """The epilogue emitter with the Gluon partition's hooks: column index vectors in the epilogue
+    layout, the narrow operands of a pair map given its split operands' layout and its results
+    converted back to the epilogue layout (both free: the layout keeps each pair in one thread,
+    `epilogue_column_lanes`), column partials carried across sub-tiles."""
+
+    def __init__(self, op: coda.GemmOp, n: int, params: dict[SSAValue, str], fresh, options: TritonOptions):
+        super().__init__(op, n, 0, params, fresh, 0, options)
+        self.carried: dict[int, tuple[str, str, coda.Combine]] = {}  # output index -> (variable, pointer, combine)
+
+    def column_arange(self, tw: str) -> str:
+        return f"gl.arange(0, {tw}, layout=gl.SliceLayout(0, EPI_LAYOUT))"
+
+    def relayout(self, expr: str) -> str:
+        return f"gl.convert_layout({expr}, EPI_LAYOUT)"
+
+    def pair_operand(self, narrow: str, like: str) -> str:
+        return f"gl.convert_layout({narrow}, {like}.type.layout)"
+
+    def emit_column_partials_store(self, index: int, pty: coda.PartialsType, ptr: str, x: str, c: _Cols) -> None:
+        if c.cols != "offs_n":
+            raise InternalCompilerBug(self.kernel, "column partials of a tile that is not N wide in a Gluon epilogue "
+                                                   "(coda-plan-mainloop admits N-wide ones only)")
+        if index not in self.carried:
+            self.carried[index] = (self.fresh(f"colp{index}"), ptr, pty.combine_kind)
+        var, _, combine = self.carried[index]
+        self.emit("# column partials: carried across the row sub-tiles (in sub-tile order)")
+        if combine == coda.Combine.MAX:
+            self.emit(f"{var} = tl.maximum({var}, {x})")
+        elif combine == coda.Combine.SUM:
+            self.emit(f"{var} = {var} + {x}")
+        else:
+            raise InternalCompilerBug(self.kernel, f"{combine.value} column partials in a Gluon epilogue")
+
+
+def emit_gluon_gemm(op: coda.GemmOp, name: str, options: TritonOptions | None = None) -> list[str]:
+    """The Gluon kernel of a gemm with a `coda.mainloop` record (see `emit_gluon_kernel`)."""
+    options = options if options is not None else TritonOptions()
+    ml = coda.recorded_mainloop(op)
+    if ml is None:
+        raise InternalCompilerBug(op, "emit_gluon_gemm on a gemm without a coda.mainloop record")
+    names = KernelNames([*KERNEL_SCOPE, *GLUON_SCOPE])
+    block = op.epilogue.blocks[0]
+    in_params = param_names(names, block.args[1:], "in")
+    out_params = param_names(names, op.outputs, "out")
+    _, n, _ = op.problem_shape()
+    em = GluonEpilogueEmitter(op, n, dict(zip(block.args[1:], in_params)), names, options)
+    first = ml.accumulate_first.data
+    if first >= 0:
+        uses = list(block.args[0].uses)
+        if len(uses) != 1 or not isinstance(uses[0].operation, coda.AccumulateOp) \
+                or uses[0].operation.matrix is not block.args[1 + first]:
+            raise InternalCompilerBug(op, f"coda.mainloop accumulate_first = {first}, but the accumulator's only use "
+                                          "is not coda.accumulate of that input")
+        em.prebound[uses[0].operation] = "acc"
+    em.emit_region(block, ["acc", *in_params], list(zip(op.outputs, out_params)))
+    return emit_gluon_kernel(op, name, in_params, out_params, em.lines, [em.carried[i] for i in sorted(em.carried)])
+
+
 def _kernel_head(name: str, params: Sequence[str], member: bool) -> list[str]:
     """`@triton.jit def name(...)` and the program id: its own launch's, or (a member of a
     `coda.launch_group`) the program index within the member's share of the group's grid."""
@@ -1561,8 +1625,6 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
                     raise CompilerError(k, "a coda.gemm cannot be a member of a coda.launch_group")
                 info = emit_gemm(k, name, options)
                 if coda.recorded_mainloop(k) is not None:
-                    from coda_ir.lowering.gluon import emit_gluon_gemm
-
                     gluon_source += emit_gluon_gemm(k, name, options)
                     gluon_kernels.append(gluon_entry_name(name))
             elif isinstance(k, coda.ElementwiseOp):
@@ -1585,8 +1647,6 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
         sources.update({info.name: info.source for info in infos.values()})
     if gluon_kernels:
         # defined where the installed Triton has Gluon (else None: launch_gemm runs the tl kernel)
-        from coda_ir.lowering.gluon import GLUON_PRELUDE
-
         out += ["", "", GLUON_PRELUDE.rstrip("\n"), *gluon_source, "else:", *[f"{IND}{g} = None" for g in gluon_kernels]]
     for hfn in host_functions(module):
         out += ["", ""] + print_host_function(hfn, sources)
