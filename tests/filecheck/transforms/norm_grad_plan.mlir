@@ -29,9 +29,9 @@
 // CHECK:       coda.elementwise [16384, 2048] ins(%[[DY]], %x, %wn, %rstd, %hdh, %dres : {{.*}}) -> ({{.*}}) attributes {coda.separate, coda.origin = "nn.rms_norm_grad.apply+nn.add"} {
 // CHECK:       coda.fold {{.*}}coda.origin = "nn.rms_norm_grad.dw"
 
-// EPI-NOT:     remark
+// EPI-NOT:     remark: 'nn.rms_norm_grad
 // EPI-LABEL:   func.func @qkv_dgrad_1b
-// EPI:         coda.gemm %d, %w ins(%x, %wn, %rstd, %hdh, %dres : {{.*}}) {{.*}} attributes {coda.origin = "nn.matmul+nn.rms_norm_grad.apply+nn.add"}
+// EPI:         coda.gemm %d, %w ins(%x, %wn, %rstd, %hdh, %dres : {{.*}}) {{.*}} attributes {coda.origin = "nn.matmul+nn.rms_norm_grad.apply+nn.add"{{.*}}}
 // EPI-NOT:     coda.separate
 
 // FORCED-NOT:  remark
@@ -55,7 +55,7 @@ func.func @qkv_dgrad_1b(%d: tensor<16384x3072xbf16>, %w: tensor<3072x2048xbf16>,
 // CHECK-LABEL: func.func @qkv_dgrad_8b
 // CHECK:       coda.elementwise [8192, 4096] {{.*}} attributes {coda.separate, coda.origin = "nn.rms_norm_grad.apply"}
 // EPI-LABEL:   func.func @qkv_dgrad_8b
-// EPI:         coda.gemm %d, %w ins(%x, %wn, %rstd, %hdh : {{.*}} attributes {coda.origin = "nn.matmul+nn.rms_norm_grad.apply"}
+// EPI:         coda.gemm %d, %w ins(%x, %wn, %rstd, %hdh : {{.*}} attributes {coda.origin = "nn.matmul+nn.rms_norm_grad.apply"{{.*}}}
 func.func @qkv_dgrad_8b(%d: tensor<8192x6144xbf16>, %w: tensor<6144x4096xbf16>, %x: tensor<8192x4096xbf16>, %wn: tensor<4096xbf16>, %rstd: tensor<8192xf32>, %hdh: tensor<8192xf32>) -> (tensor<8192x4096xbf16>, tensor<4096xbf16>) {
   %dy = nn.matmul %d, %w : tensor<8192x6144xbf16>, tensor<6144x4096xbf16> -> tensor<8192x4096xbf16>
   %dx, %dw = nn.rms_norm_grad %dy, %x, %wn, %rstd, %hdh : tensor<8192x4096xbf16>, tensor<8192x4096xbf16>, tensor<4096xbf16>, tensor<8192xf32>, tensor<8192xf32> -> (tensor<8192x4096xbf16>, tensor<4096xbf16>)
