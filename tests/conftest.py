@@ -31,6 +31,15 @@ def pytest_addoption(parser):
     )
 
 
+    parser.addoption(
+        "--gluon-compile-all",
+        action="store_true",
+        default=False,
+        help="tests/lowering/test_gluon_mainloop.py: compile every Gluon kernel of every example for sm_90 "
+        "(default: one of each kind, ~1 minute)",
+    )
+
+
 def pytest_configure(config):
     examples = config.getoption("--fuzz-examples", default=None)
     if examples is not None:  # read when test_fuzz_errors.py is imported, i.e. after this hook

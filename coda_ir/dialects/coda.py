@@ -327,6 +327,124 @@ class TileConfigAttr(ParametrizedAttribute):
             raise VerifyException("tile config stages must be positive")
 
 
+MAINLOOP = "coda.mainloop"
+"""Kernel attribute (a `MainloopAttr`) that `coda-plan-mainloop` records on a `coda.gemm`: the
+warp-specialized Gluon mainloop the kernel runs with on a Hopper GPU. The lowering emits that
+kernel beside the portable `tl` one, and `launch_gemm` obeys it wherever the machine can run it."""
+
+HANDOFF_TYPES = ("bf16", "f32")
+
+
+@irdl_attr_definition
+class MainloopAttr(ParametrizedAttribute):
+    """`#coda.mainloop<gluon_ws, bm = 128, bn = 256, bk = 64, stages = 3, handoff = bf16,
+    accumulate_first = -1, epilogue_warps = 2, sub_rows = 16, regs = [168, 24, 176]>`: a persistent
+    warp-specialized Hopper GEMM (lowering/gluon.py). Two cooperative MMA warpgroups (bm / 2 rows
+    each of one bm x bn tile), a one-warp TMA producer (a `stages`-deep ring of bk-wide operand
+    tiles), and an epilogue partition of `epilogue_warps` warps that runs the epilogue on the
+    accumulator handed over through a [bm, bn] shared-memory buffer of `handoff` elements, in
+    sub-tiles of `sub_rows` rows, while the MMA warpgroups compute the next tile.
+    `accumulate_first` >= 0: the epilogue's first op is `coda.accumulate` of that epilogue input
+    (an index into the gemm's `ins`), which the MMA warpgroups apply before the hand-off (the
+    input's tile is loaded into the hand-off buffer by TMA). `regs`: registers per thread of the
+    MMA, producer and epilogue partitions (`setmaxnreg`)."""
+
+    name = "coda.mainloop"
+
+    kind: StringAttr
+    bm: IntAttr
+    bn: IntAttr
+    bk: IntAttr
+    stages: IntAttr
+    handoff: StringAttr
+    accumulate_first: IntAttr
+    epilogue_warps: IntAttr
+    sub_rows: IntAttr
+    regs: ArrayAttr[IntAttr]
+
+    KINDS: ClassVar[tuple[str, ...]] = ("gluon_ws",)
+    INT_FIELDS: ClassVar[tuple[str, ...]] = ("bm", "bn", "bk", "stages", "accumulate_first", "epilogue_warps", "sub_rows")
+
+    def __init__(self, kind: str, bm: int, bn: int, bk: int, stages: int, handoff: str, accumulate_first: int,
+                 epilogue_warps: int, sub_rows: int, regs: Sequence[int]):
+        super().__init__(StringAttr(kind), IntAttr(bm), IntAttr(bn), IntAttr(bk), IntAttr(stages), StringAttr(handoff),
+                         IntAttr(accumulate_first), IntAttr(epilogue_warps), IntAttr(sub_rows),
+                         ArrayAttr([IntAttr(r) for r in regs]))
+
+    def as_dict(self) -> dict[str, object]:
+        values: dict[str, object] = {"kind": self.kind.data}
+        values.update({f: getattr(self, f).data for f in self.INT_FIELDS})
+        values["handoff"] = self.handoff.data
+        values["regs"] = tuple(r.data for r in self.regs.data)
+        return values
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        parser.parse_punctuation("<")
+        kind = parser.parse_identifier()
+        values: dict[str, object] = {}
+        while parser.parse_optional_punctuation(",") is not None:
+            key = parser.parse_identifier()
+            parser.parse_punctuation("=")
+            if key in cls.INT_FIELDS:
+                values[key] = parser.parse_integer(allow_boolean=False, allow_negative=key == "accumulate_first")
+            elif key == "handoff":
+                values[key] = parser.parse_identifier()
+            elif key == "regs":
+                values[key] = parser.parse_comma_separated_list(
+                    parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False, allow_negative=False))
+            else:
+                parser.raise_error(f"unknown mainloop field '{key}' (expected {', '.join((*cls.INT_FIELDS, 'handoff', 'regs'))})")
+        parser.parse_punctuation(">")
+        missing = [f for f in (*cls.INT_FIELDS, "handoff", "regs") if f not in values]
+        if missing:
+            parser.raise_error(f"mainloop is missing {', '.join(missing)}")
+        return (StringAttr(kind), *(IntAttr(values[f]) for f in ("bm", "bn", "bk", "stages")),  # type: ignore[arg-type]
+                StringAttr(values["handoff"]), IntAttr(values["accumulate_first"]),  # type: ignore[arg-type]
+                IntAttr(values["epilogue_warps"]), IntAttr(values["sub_rows"]),  # type: ignore[arg-type]
+                ArrayAttr([IntAttr(r) for r in values["regs"]]))  # type: ignore[union-attr]
+
+    def print_parameters(self, printer: Printer) -> None:
+        d = self.as_dict()
+        printer.print_string(
+            f"<{d['kind']}, bm = {d['bm']}, bn = {d['bn']}, bk = {d['bk']}, stages = {d['stages']}, "
+            f"handoff = {d['handoff']}, accumulate_first = {d['accumulate_first']}, "
+            f"epilogue_warps = {d['epilogue_warps']}, sub_rows = {d['sub_rows']}, "
+            f"regs = [{', '.join(map(str, d['regs']))}]>")  # type: ignore[arg-type]
+
+    def verify(self) -> None:
+        d = self.as_dict()
+        if d["kind"] not in self.KINDS:
+            raise VerifyException(f"mainloop kind must be one of {', '.join(self.KINDS)}, got {d['kind']!r}")
+        for f in ("bm", "bn", "bk", "sub_rows"):
+            v = d[f]
+            if not isinstance(v, int) or v < 8 or v & (v - 1):
+                raise VerifyException(f"mainloop {f} must be a power of two >= 8, got {v}")
+        if d["bm"] != 128 or d["bn"] not in (128, 256) or d["bk"] not in (32, 64):  # the emitter's wgmma shapes
+            raise VerifyException("mainloop gluon_ws supports bm = 128, bn = 128 or 256, bk = 32 or 64")
+        if not 2 <= d["stages"] <= 8:  # type: ignore[operator]
+            raise VerifyException(f"mainloop stages must be 2..8, got {d['stages']}")
+        if d["handoff"] not in HANDOFF_TYPES:
+            raise VerifyException(f"mainloop handoff must be bf16 or f32, got {d['handoff']!r}")
+        if d["sub_rows"] > d["bm"]:  # type: ignore[operator]
+            raise VerifyException("mainloop sub_rows must not exceed bm")
+        if d["epilogue_warps"] not in (1, 2, 4):
+            raise VerifyException(f"mainloop epilogue_warps must be 1, 2 or 4, got {d['epilogue_warps']}")
+        if d["accumulate_first"] < -1:  # type: ignore[operator]
+            raise VerifyException("mainloop accumulate_first must be an input index or -1")
+        regs = d["regs"]
+        if len(regs) != 3 or any(r % 8 or not 24 <= r <= 256 for r in regs):  # type: ignore[arg-type,union-attr]
+            raise VerifyException(f"mainloop regs must be three multiples of 8 in 24..256 (MMA, producer, epilogue), got {list(regs)}")  # type: ignore[arg-type]
+        if d["accumulate_first"] >= 0 and d["handoff"] != "bf16":  # type: ignore[operator]
+            raise VerifyException("mainloop accumulate_first loads a bf16 tile into the hand-off buffer: handoff must be bf16")
+
+
+def recorded_mainloop(kernel: Operation) -> MainloopAttr | None:
+    """The mainloop `coda-plan-mainloop` recorded on a gemm (None: the portable tl mainloop)."""
+    attr = kernel.attributes.get(MAINLOOP)
+    return attr if isinstance(attr, MainloopAttr) else None
+
+
 CONSTRAINTS = "coda.constraints"
 """Kernel attribute (a `TileConstraintsAttr`) that `coda-legalize` records: what the tile-locality
 proofs of the kernel's epilogue need from the column tile. The lowering obeys it."""
@@ -516,6 +634,13 @@ def _verify_recorded_decisions(kernel: Operation) -> None:
     constraints = kernel.attributes.get(CONSTRAINTS)
     if constraints is not None and not isinstance(constraints, TileConstraintsAttr):
         raise VerifyException(f"{CONSTRAINTS} must be a #coda.tile_constraints<...>, got {constraints}")
+    mainloop = kernel.attributes.get(MAINLOOP)
+    if mainloop is not None:
+        if not (isinstance(mainloop, MainloopAttr) and isinstance(kernel, GemmOp)):
+            raise VerifyException(f"{MAINLOOP} is a #coda.mainloop<...> of coda.gemm kernels, got {mainloop}")
+        first = mainloop.accumulate_first.data
+        if first >= len(kernel.inputs):
+            raise VerifyException(f"{MAINLOOP} accumulate_first {first} is not an input of the gemm")
     separate = kernel.attributes.get(SEPARATE)
     if separate is not None and not (isinstance(separate, UnitAttr) and isinstance(kernel, ElementwiseOp)):
         raise VerifyException(f"{SEPARATE} is a unit attribute of coda.elementwise kernels")
@@ -1915,5 +2040,5 @@ CODA = Dialect(
         SelectOp,
         *LIBRARY_STEP_OPS,
     ],
-    [TileType, PartialsType, TileConfigAttr, TileConstraintsAttr, AxisAttr, ReduceKindAttr],
+    [TileType, PartialsType, TileConfigAttr, TileConstraintsAttr, MainloopAttr, AxisAttr, ReduceKindAttr],
 )

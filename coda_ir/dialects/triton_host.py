@@ -60,7 +60,7 @@ from xdsl.irdl.operations import AttrSizedOperandSegments
 from xdsl.traits import IsTerminator, NoMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
-from coda_ir.dialects.coda import TileConfigAttr
+from coda_ir.dialects.coda import MainloopAttr, TileConfigAttr
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, element_name
 
 # ============================================================================ types
@@ -389,12 +389,15 @@ class LaunchGemmOp(ArgsLambdaLaunch):
     n_inputs = prop_def(IntAttr)
     config = opt_prop_def(TileConfigAttr)
     epilogue_half_tiles = prop_def(IntAttr)
+    mainloop = opt_prop_def(MainloopAttr)
+    """The gemm's `#coda.mainloop` (coda-plan-mainloop): launch its Gluon kernel where the machine can."""
     args = region_def("single_block")
     result = result_def(TupleType)
 
     def __init__(self, kernel: str, a: SSAValue, b: SSAValue, shape: tuple[int, int, int], *, transpose_a: bool,
                  transpose_b: bool, interleave: int, bn_multiple_of: int, n_inputs: int,
-                 config: TileConfigAttr | None, epilogue_half_tiles: int, result_type: TupleType, args: Region):
+                 config: TileConfigAttr | None, epilogue_half_tiles: int, result_type: TupleType, args: Region,
+                 mainloop: MainloopAttr | None = None):
         props: dict[str, Attribute] = {
             "kernel": SymbolRefAttr(kernel), "m": IntAttr(shape[0]), "n": IntAttr(shape[1]), "k": IntAttr(shape[2]),
             "interleave": IntAttr(interleave), "bn_multiple_of": IntAttr(bn_multiple_of), "n_inputs": IntAttr(n_inputs),
@@ -406,6 +409,8 @@ class LaunchGemmOp(ArgsLambdaLaunch):
             props["transpose_b"] = UnitAttr()
         if config is not None:
             props["config"] = config
+        if mainloop is not None:
+            props["mainloop"] = mainloop
         super().__init__(operands=[a, b], result_types=[result_type], properties=props, regions=[args])
 
     def verify_(self) -> None:
@@ -417,6 +422,8 @@ class LaunchGemmOp(ArgsLambdaLaunch):
             raise VerifyException("host.launch_gemm: interleave must be >= 0")
         if self.epilogue_half_tiles.data < 0:
             raise VerifyException("host.launch_gemm: epilogue_half_tiles must be >= 0")
+        if self.mainloop is not None and self.mainloop.accumulate_first.data >= self.n_inputs.data:
+            raise VerifyException("host.launch_gemm: the mainloop's accumulate_first is not an input of the kernel")
         self.verify_args(self.n_inputs.data, self.bn_multiple_of.data, self.config, self.result.type.elements.data)
 
 

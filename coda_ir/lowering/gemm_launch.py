@@ -12,6 +12,12 @@ Generated modules call `launch_gemm`. Where the kernel runs decides the path and
   for interleaved kernels a BN dividing 2h -- else the portable path. `path="portable"`
   forces the portable path.
 
+* the warp-specialized Gluon kernel of a gemm that carries a `#coda.mainloop` (the compiler's
+  `coda-plan-mainloop` decision, passed as `mainloop=GluonMainloop(...)`) wherever the machine can
+  run it: a Hopper GPU (compute capability 9.x), a Triton with Gluon (`gluon_supported()`, a
+  feature probe), operands TMA can describe, and the launch options' `path` at "auto". It runs at
+  the recorded configuration (no tuning). Elsewhere the gemm's tl kernel runs, as above.
+
 The launch options (`LaunchOptions`: `path`, `tma_candidates`) are arguments of `launch_gemm`;
 for generated modules, which call `launch_gemm` without them, the process-wide defaults are set
 explicitly with `set_launch_options` (tests and benchmarks do; nothing reads the environment).
@@ -22,7 +28,7 @@ median; candidates that fail to compile are skipped), the best three are timed a
 order (clocks drift on a hot GPU), and the winner is cached in memory and
 on disk, in JSON at `$CODA_CACHE_DIR/autotune.json` (default `~/.cache/coda-ir/autotune.json`),
 keyed by (kernel key or source hash, M, N, K, dtypes, transposes, interleave, tile
-constraints, path, GPU name, Triton version). Kernels of one GEMM shape and mainloop share a
+constraints, path, mainloop kind, GPU name, Triton version). Kernels of one GEMM shape and mainloop share a
 tuning: the first one tunes (a line on stderr says so; `CODA_AUTOTUNE_PROGRESS=0` silences it)
 and records its choice under a shape-only key, which the others take when it runs for them
 (`CODA_AUTOTUNE=full`: tune every kernel on its own). `CODA_AUTOTUNE=0` skips tuning (first
@@ -107,6 +113,45 @@ def set_launch_options(options: LaunchOptions | None = None, **fields) -> Launch
 
 
 # ----------------------------------------------------------------------------- feature probes
+
+
+@dataclass(frozen=True)
+class GluonMainloop:
+    """A gemm's `#coda.mainloop<gluon_ws, ...>` as the generated host code passes it: the Gluon
+    entry point (None where the module found no Gluon) and the recorded configuration."""
+
+    # compared and hashed by the configuration only: a launch's plan key holds the tl kernel, whose
+    # Gluon kernel this is (hashing a JIT function walks its dependencies, which the interpreter's fail)
+    kernel: object = dataclasses.field(compare=False)
+    bm: int = 128
+    bn: int = 256
+    bk: int = 64
+    stages: int = 3
+    handoff: str = "bf16"  # or "f32"
+    accumulate_first: int = -1  # epilogue input whose tile is TMA-loaded into the hand-off buffer
+
+    kind = "gluon_ws"
+
+
+@lru_cache(maxsize=None)
+def gluon_supported() -> bool:
+    """Whether the installed Triton has what the generated Gluon kernels use (a probe of names,
+    Triton 3.6 or later: warp_specialize, Hopper wgmma, TMA, host tensor descriptors)."""
+    try:
+        from triton.experimental.gluon import language as gl
+        from triton.experimental.gluon.language.nvidia import hopper
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
+    except Exception:
+        return False
+    needed = ("warpgroup_mma", "warpgroup_mma_wait", "fence_async_shared", "mbarrier", "tma")
+    return hasattr(gl, "warp_specialize") and hasattr(gl, "NVMMASharedLayout") and all(hasattr(hopper, n) for n in needed)
+
+
+def _gluon_layout(shape: Sequence[int], dtype: torch.dtype):
+    from triton.experimental.gluon import language as gl
+
+    elt = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16, torch.float32: gl.float32}[dtype]
+    return gl.NVMMASharedLayout.get_default_for(list(shape), elt)
 
 
 @lru_cache(maxsize=None)
@@ -276,13 +321,13 @@ def _kernel_identity(kernel, key: str) -> str:
 
 
 def _tuning_key(kernel, key, a, b, M, N, K, transpose_a, transpose_b, interleave,
-                bn_multiple_of, bm_multiple_of, path, layouts) -> str:
+                bn_multiple_of, bm_multiple_of, path, layouts, mainloop_kind: str = "tl") -> str:
     gpu = _device_info(a.device.index or 0)[0] if a.is_cuda else "cpu"
     parts = [
         _kernel_identity(kernel, key), f"M={M}", f"N={N}", f"K={K}",
         f"a={a.dtype}", f"b={b.dtype}", f"tA={int(transpose_a)}", f"tB={int(transpose_b)}",
         f"il={interleave}", f"bn%{bn_multiple_of}", f"bm%{bm_multiple_of}",
-        f"path={path}", f"layout={layouts}", f"gpu={gpu}", f"triton={triton.__version__}",
+        f"path={path}", f"mainloop={mainloop_kind}", f"layout={layouts}", f"gpu={gpu}", f"triton={triton.__version__}",
     ]
     return "|".join(parts)
 
@@ -318,6 +363,8 @@ class _Plan:
     a_desc: tuple | None
     b_desc: tuple | None
     path: str
+    r_desc: tuple | None = None  # Gluon: (input index, shape, strides, block) of the accumulated input
+    layouts: tuple = ()  # Gluon: the NVMMA shared layouts of A, B, the accumulated input's tile
 
 
 def _plan_launch(kernel, M, N, K, strides, cfg: GemmConfig, interleave, layouts, upcast, device_index: int) -> _Plan:
@@ -364,6 +411,8 @@ def _plan_launch(kernel, M, N, K, strides, cfg: GemmConfig, interleave, layouts,
 def _run_plan(kernel, plan: _Plan, a, b, extra, M, N, K, compile_only=False):
     """Launch (or with `compile_only`, only compile: Triton's `warmup`) the kernel by `plan`;
     the tensor descriptors are built here, per call, since they hold the tensors."""
+    if plan.path == "gluon_ws":
+        return _run_gluon(kernel, plan, a, b, extra, M, N, K)
     if plan.a_desc is not None:
         desc = tensor_descriptor_class()
         a_arg, b_arg = desc(a, *plan.a_desc), desc(b, *plan.b_desc)
@@ -372,6 +421,60 @@ def _run_plan(kernel, plan: _Plan, a, b, extra, M, N, K, compile_only=False):
     if compile_only:
         return kernel.warmup(a_arg, b_arg, *extra, M, N, K, *plan.strides, grid=plan.grid, **plan.kwargs)
     compiled = kernel[plan.grid](a_arg, b_arg, *extra, M, N, K, *plan.strides, **plan.kwargs)
+    LAST_LAUNCH.update(config=plan.config, path=plan.path, compiled=compiled)
+    return compiled
+
+
+def _gluon_operand_ok(r) -> bool:
+    return isinstance(r, torch.Tensor) and r.is_contiguous() and r.data_ptr() % 16 == 0
+
+
+def _gluon_plan(mainloop: GluonMainloop, a, b, extra, M, N, K, transpose_a, transpose_b) -> _Plan | None:
+    """The launch of the gemm's Gluon kernel, or None where this machine or these operands cannot
+    run it (the tl kernel runs instead)."""
+    if mainloop.kernel is None or interpreting() or not gluon_supported():
+        return None
+    if not (a.is_cuda and b.is_cuda) or _device_info(a.device.index or 0)[2][0] != 9:
+        return None  # wgmma is Hopper's (sm_90)
+    if transpose_a or a.dtype != b.dtype or a.dtype not in (torch.bfloat16, torch.float16):
+        return None
+    if _operand_layout(a, a.stride(0), a.stride(1)) is not True:
+        return None  # A is loaded as K-contiguous [BM, BK] tiles
+    b_k = _operand_layout(b, b.stride(0), b.stride(1)) if transpose_b else _operand_layout(b, b.stride(1), b.stride(0))
+    if b_k is not (True if transpose_b else False):
+        return None
+    bm, bn, bk = mainloop.bm, mainloop.bn, mainloop.bk
+    r_desc = None
+    layouts = [_gluon_layout([bm, bk], a.dtype)]
+    if transpose_b:
+        b_desc = ([N, K], [b.stride(0), 1], [bn, bk])
+        layouts.append(_gluon_layout([bn, bk], b.dtype))
+    else:
+        b_desc = ([K, N], [b.stride(0), 1], [bk, bn])
+        layouts.append(_gluon_layout([bk, bn], b.dtype))
+    if mainloop.accumulate_first >= 0:
+        r = extra[mainloop.accumulate_first]
+        if (not isinstance(r, torch.Tensor) or r.dtype != torch.bfloat16 or tuple(r.shape) != (M, N)
+                or not r.is_contiguous() or r.data_ptr() % 16):
+            return None
+        r_desc = (mainloop.accumulate_first, [M, N], [N, 1], [bm, bn])
+        layouts.append(_gluon_layout([bm, bn], torch.bfloat16))
+    handoff = _gluon_layout([bm, bn], torch.float32 if mainloop.handoff == "f32" else torch.bfloat16)
+    config = GemmConfig(bm, bn, bk, num_warps=4, num_stages=mainloop.stages, tma=True)
+    num_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    grid = (max(1, min(_device_info(a.device.index or 0)[1], num_tiles)),)
+    return _Plan(config, grid, (0, 0, 0, 0), {"HANDOFF_LAYOUT": handoff, "num_warps": 4},
+                 ([M, K], [a.stride(0), 1], [bm, bk]), b_desc, "gluon_ws", r_desc, tuple(layouts))
+
+
+def _run_gluon(kernel, plan: _Plan, a, b, extra, M, N, K):
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    descs = [TensorDescriptor(a, *plan.a_desc, plan.layouts[0]), TensorDescriptor(b, *plan.b_desc, plan.layouts[1])]
+    if plan.r_desc is not None:
+        index, *desc = plan.r_desc
+        descs.append(TensorDescriptor(extra[index], *desc, plan.layouts[2]))
+    compiled = kernel[plan.grid](*descs, *extra, M, N, K, **plan.kwargs)
     LAST_LAUNCH.update(config=plan.config, path=plan.path, compiled=compiled)
     return compiled
 
@@ -468,6 +571,7 @@ def launch_gemm(
     key: str = "",
     options: LaunchOptions | None = None,
     tuning_group: str | None = None,
+    mainloop: GluonMainloop | None = None,
 ) -> tuple[GemmConfig, Sequence[object]]:
     """Launch `kernel` for `op(a) @ op(b)`; returns the config and the extra args it used.
 
@@ -478,6 +582,8 @@ def launch_gemm(
     `tuning_group`: kernels of one GEMM shape and mainloop in the same group share a tuning
     (the first to run tunes, the others reuse its choice if it runs for them); the compiler
     decides it (`host.launch_gemm`'s `epilogue_half_tiles`). None: this kernel tunes alone.
+    `mainloop`: the gemm's Gluon kernel and its recorded configuration (`coda-plan-mainloop`),
+    launched instead of `kernel` wherever the machine can run it (`_gluon_plan`).
     """
     if options is None:
         options = launch_options()
@@ -488,12 +594,24 @@ def launch_gemm(
         # host cost of a launch is what leaves the GPU idle between short kernels, issue 11).
         plan_key = (kernel, key, M, N, K, transpose_a, transpose_b, interleave, bn_multiple_of, bm_multiple_of,
                     config, a.dtype, b.dtype, a.stride(), b.stride(), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
-                    a.device, b.device, os.environ.get("TRITON_INTERPRET"), options)
+                    a.device, b.device, os.environ.get("TRITON_INTERPRET"), options, mainloop)
         plan = _PLANS.get(plan_key)
         if plan is not None:
             extra = list(extra_args_for(plan.config))
-            _run_plan(kernel, plan, a, b, extra, M, N, K)
-            return plan.config, extra
+            if plan.path != "gluon_ws" or plan.r_desc is None or _gluon_operand_ok(extra[plan.r_desc[0]]):
+                _run_plan(mainloop.kernel if plan.path == "gluon_ws" else kernel, plan, a, b, extra, M, N, K)
+                return plan.config, extra
+            plan_key = None  # this call's accumulated input cannot be described to TMA: plan afresh
+    if mainloop is not None and config is None and options.path == "auto":
+        # the arguments' shapes depend on the tile only (partials per tile): made once, for either kernel
+        gconfig = GemmConfig(mainloop.bm, mainloop.bn, mainloop.bk, num_warps=4, num_stages=mainloop.stages, tma=True)
+        extra = list(extra_args_for(gconfig))
+        gplan = _gluon_plan(mainloop, a, b, extra, M, N, K, transpose_a, transpose_b)
+        if gplan is not None:
+            if plan_key is not None:
+                _PLANS[plan_key] = gplan
+            _run_plan(mainloop.kernel, gplan, a, b, extra, M, N, K)
+            return gplan.config, extra
     stride_am, stride_ak = (a.stride(1), a.stride(0)) if transpose_a else (a.stride(0), a.stride(1))
     stride_bk, stride_bn = (b.stride(1), b.stride(0)) if transpose_b else (b.stride(0), b.stride(1))
     strides = (stride_am, stride_ak, stride_bk, stride_bn)
@@ -524,8 +642,9 @@ def launch_gemm(
             path = "tma" if candidates else "portable"
             if not candidates:
                 candidates = portable_candidates(a.dtype == torch.float32, bn_multiple_of, bm_multiple_of)
+            # the tl kernel's tuning (also where it stands in for a gemm's Gluon mainloop)
             tune_key = _tuning_key(kernel, key, a, b, M, N, K, transpose_a, transpose_b,
-                                   interleave, bn_multiple_of, bm_multiple_of, path, layouts)
+                                   interleave, bn_multiple_of, bm_multiple_of, path, layouts, "tl")
             config = _MEMO.get(tune_key)
             if config is None:
                 config = _cached_config(tune_key)
@@ -534,7 +653,7 @@ def launch_gemm(
                 if tuning_group is not None:
                     shape_key = _tuning_key(kernel, f"{SHARED_TUNING}:{tuning_group}", a, b, M, N, K,
                                             transpose_a, transpose_b, interleave, bn_multiple_of, bm_multiple_of,
-                                            path, layouts)
+                                            path, layouts, "tl")
                 if config is None and shape_key is not None and mode not in ("0", "", "full"):
                     shared = _cached_config(shape_key)
                     if shared is not None and shared in candidates and _runs(run_with, shared, extra_args_for):

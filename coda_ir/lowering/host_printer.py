@@ -23,6 +23,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from coda_ir.diagnostics import InternalCompilerBug
 from coda_ir.dialects import triton_host as host
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, element_name
+from coda_ir.lowering.mainloop import gluon_entry_name
 from coda_ir.transforms.coda_to_tl import KernelNames
 
 IND = "    "
@@ -53,6 +54,8 @@ class HostPrinter:
         self.sources = sources
         kernels = [op.kernel.root_reference.data for op in fn.walk() if isinstance(op, (
             host.LaunchGemmOp, host.LaunchElementwiseOp, host.LaunchFoldOp, host.LaunchGroupOp))]
+        kernels += [gluon_entry_name(op.kernel.root_reference.data) for op in fn.walk()
+                    if isinstance(op, host.LaunchGemmOp) and op.mainloop is not None]
         # a local must not shadow the function itself or a kernel it launches
         self.names = KernelNames([*RESERVED, fn.py_name, *kernels])
         self.exprs: dict[SSAValue, str] = {}
@@ -145,6 +148,10 @@ class HostPrinter:
                 c = op.config.as_dict()
                 fixed = f"config=_rt.fixed_gemm_config({c['bm']}, {c['bn']}, {c['bk']}, {c['warps']}, {c['stages']}), "
             key = f"{kernel}:{source_digest(self.sources[kernel])}"
+            if op.mainloop is not None:
+                m = op.mainloop.as_dict()
+                fixed += (f"mainloop=_rt.GluonMainloop({gluon_entry_name(kernel)}, {m['bm']}, {m['bn']}, {m['bk']}, "
+                          f"{m['stages']}, {m['handoff']!r}, {m['accumulate_first']}), ")
             self.emit(
                 f"_cfg, _e = launch_gemm({kernel}, {self.get(op.a)}, {self.get(op.b)}, {self.lambda_(op)}, "
                 f"M={op.m.data}, N={op.n.data}, K={op.k.data}, transpose_a={op.transpose_a is not None}, "

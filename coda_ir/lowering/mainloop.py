@@ -55,6 +55,12 @@ from functools import lru_cache
 INDENT = "    "
 
 
+def gluon_entry_name(kernel_name: str) -> str:
+    """The entry point of a gemm's warp-specialized Gluon kernel (`lowering/gluon.py`), emitted
+    beside the tl kernel `kernel_name` when the gemm carries a `#coda.mainloop`."""
+    return f"{kernel_name}_ws"
+
+
 def interleave_rows_source() -> list[str]:
     """A jit helper mapping interleaved accumulator columns to weight rows (or tensor columns)."""
     return [

@@ -11,6 +11,10 @@ The emitted module has, in order:
   `mainloop.emit_gemm_kernel` with the epilogue spliced after the K loop; `coda.elementwise`
   is the same epilogue over a tile loop without a mainloop; `coda.fold` is a row kernel that
   folds partials in a fixed order;
+* for each `coda.gemm` that carries a `#coda.mainloop` (coda-plan-mainloop), also its
+  warp-specialized Gluon kernel (`lowering/gluon.py`'s templates; the epilogue partition printed
+  by `GluonEpilogueEmitter`, this module's emitter with the Gluon hooks), in one block defined
+  only where the installed Triton has Gluon;
 * one host function per `func.func`, same name, taking torch tensors in argument order: it
   checks the arguments, allocates outputs (partials per tile configuration), launches the
   kernels in program order and returns a tensor or a tuple.
@@ -61,8 +65,9 @@ from xdsl.utils.target import Target
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import writes_over
 from coda_ir.transforms.plan_in_place import PlanInPlacePass
+from coda_ir.lowering.gluon import GLUON_PRELUDE, GLUON_SCOPE, emit_gluon_kernel
 from coda_ir.lowering.host_printer import print_host_function
-from coda_ir.lowering.mainloop import emit_gemm_kernel, interleave_rows_source
+from coda_ir.lowering.mainloop import emit_gemm_kernel, gluon_entry_name, interleave_rows_source
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.context import make_context
 from coda_ir.dialects import triton_host as host
@@ -284,6 +289,8 @@ class _EpilogueEmitter:
         # second half, first-column variable, stride, the pair-index columns)
         self.gathered: dict[SSAValue, tuple[str, str, str, int, _Cols]] = {}
         self.pair_firsts: dict[int, tuple[str, _Cols]] = {}  # stride -> first-column variable, pair columns
+        # ops whose (single) result a mainloop computed before the epilogue: op -> its name
+        self.prebound: dict[Operation, str] = {}
 
     # -------------------------------------------------------------- helpers
     def emit(self, text: str) -> None:
@@ -341,7 +348,7 @@ class _EpilogueEmitter:
                 tw = f"({bn} * {r.numerator} // {r.denominator})"
             tag = f"w{width}{t}"
             cols, mask, mask2 = f"cols_{tag}", f"mask_{tag}", f"mask_m{tag}"
-            self.emit(f"{cols} = {self.pid_n} * {tw} + tl.arange(0, {tw})")
+            self.emit(f"{cols} = {self.pid_n} * {tw} + {self.column_arange(tw)}")
             self.emit(f"{mask} = {cols} < {width}")
             self.emit(f"{mask2} = mask_m[:, None] & {mask}[None, :]")
             if width == 2 * n and self.hw:
@@ -350,6 +357,19 @@ class _EpilogueEmitter:
         c = _Cols(cols, mask, mask2, tw)
         self.col_cache[width] = c
         return c
+
+    def column_arange(self, tw: str) -> str:
+        """`[0, tw)` as a column index vector (hook: the Gluon epilogue gives it a layout)."""
+        return f"tl.arange(0, {tw})"
+
+    def pair_operand(self, narrow: str, like: str) -> str:
+        """A narrow pair-map operand beside the split wide ones (hook: the Gluon epilogue gives it
+        their layout)."""
+        return narrow
+
+    def relayout(self, expr: str) -> str:
+        """A tile made by reshaping pairs back (hook: the Gluon epilogue converts it to its layout)."""
+        return expr
 
     def perm_half(self, width: int) -> int:
         """h when W-wide tensors are read and written at perm(c) (interleave h), else 0."""
@@ -763,6 +783,8 @@ class _EpilogueEmitter:
         groups = f"({wide_cols.tw} // {2 * stride})"
         self.emit(f"# {op.name} stride {stride}")
         args: list[str] = []
+        like: str | None = None  # the first split operand: the narrow ones take its layout (`pair_operand`)
+        narrows: set[str] = set()
         for value in op.inputs:
             src = self.get(op, value)
             if op.is_wide(value):
@@ -772,11 +794,15 @@ class _EpilogueEmitter:
                 )
                 first, second = self.fresh("pa"), self.fresh("pb")
                 self.emit(f"{first}, {second} = tl.split({grouped})")
+                like = like or first
                 args += [first, second]
             else:
                 narrow = self.fresh("pn")
                 self.emit(f"{narrow} = tl.reshape({src}, (BM, {groups}, {stride}))")
+                narrows.add(narrow)
                 args.append(narrow)
+        if like is not None:
+            args = [self.pair_operand(a, like) if a in narrows else a for a in args]
         body = self.body_print(op, args, 3, lambda: ["BM", groups, str(stride)])
         body.ops(None)
         i = 0
@@ -787,11 +813,11 @@ class _EpilogueEmitter:
             if op.is_wide(result):
                 a, b = body.result(i), body.result(i + 1)
                 i += 2
-                self.assign(result, f"tl.reshape(tl.permute(tl.join({a}, {b}), (0, 1, 3, 2)), {shape})")
+                self.assign(result, self.relayout(f"tl.reshape(tl.permute(tl.join({a}, {b}), (0, 1, 3, 2)), {shape})"))
             else:
                 a = body.result(i)
                 i += 1
-                self.assign(result, f"tl.reshape({a}, {shape})")
+                self.assign(result, self.relayout(f"tl.reshape({a}, {shape})"))
 
     def _masked(self, op: Operation, x: str, ty: coda.TileType, kind: coda.ReduceKind) -> str:
         c = self.cols(op, ty.cols)
@@ -955,8 +981,7 @@ class _EpilogueEmitter:
                 tile = src.operands[0].type
                 assert isinstance(tile, coda.TileType)
                 c = self.cols(op, tile.cols)
-                self.emit("# store partials [L, tiles_m] at [n, pid_m]")
-                self.emit(f"tl.store({ptr} + {c.cols}.to(tl.int64) * tl.cdiv(M, BM) + pid_m, {x}, mask={c.mask})")
+                self.emit_column_partials_store(index, pty, ptr, x, c)
         elif value in self.gathered:
             # a wide pair_map result gathered from memory: each pair's two columns
             a, b, first, stride, c = self.gathered[value]
@@ -1016,6 +1041,12 @@ class _EpilogueEmitter:
             self.emit(f'{ref} = tl.where({mx} == -float("inf"), 0.0, {mx})')
             self.emit(f"{acc} = {ref} + tl.log(tl.exp({acc} - {ref}) + tl.exp({x} - {ref}))")
 
+    def emit_column_partials_store(self, index: int, pty: coda.PartialsType, ptr: str, x: str, c: _Cols) -> None:
+        """This tile's column partials of output `index` (hook: the Gluon epilogue carries them
+        across its row sub-tiles and stores them once per tile)."""
+        self.emit("# store partials [L, tiles_m] at [n, pid_m]")
+        self.emit(f"tl.store({ptr} + {c.cols}.to(tl.int64) * tl.cdiv(M, BM) + pid_m, {x}, mask={c.mask})")
+
     def emit_row_partials_store(self, ptr: str, x: str) -> None:
         self.emit("# store partials [M, tiles_n] at [m, pid_n]")
         rows = self.row_offsets()
@@ -1043,7 +1074,10 @@ class _EpilogueEmitter:
         for arg in block.args:
             store(arg)
         for step in epilogue_schedule(block):
-            if isinstance(step.op, coda.MapOp) and coda.pair_halves_stride(step.op) is None:
+            if step.op in self.prebound:  # computed before the epilogue (the Gluon mainloop's accumulate_first)
+                for result in step.op.results:
+                    self.names[result] = self.prebound[step.op]
+            elif isinstance(step.op, coda.MapOp) and coda.pair_halves_stride(step.op) is None:
                 self.emit_map(step.op, step)
             else:
                 self.emit_op(step.op)
@@ -1401,6 +1435,65 @@ def emit_gemm(op: coda.GemmOp, name: str, options: TritonOptions | None = None) 
     return KernelInfo(op, name, "gemm", em.bn_multiple_of, src)
 
 
+class GluonEpilogueEmitter(_EpilogueEmitter):
+    """The epilogue emitter with the Gluon partition's hooks: column index vectors in the epilogue
+    layout, the narrow operands of a pair map given its split operands' layout and its results
+    converted back to the epilogue layout (both free: the layout keeps each pair in one thread,
+    `epilogue_column_lanes`), column partials carried across sub-tiles."""
+
+    def __init__(self, op: coda.GemmOp, n: int, params: dict[SSAValue, str], fresh, options: TritonOptions):
+        super().__init__(op, n, 0, params, fresh, 0, options)
+        self.carried: dict[int, tuple[str, str, coda.Combine]] = {}  # output index -> (variable, pointer, combine)
+
+    def column_arange(self, tw: str) -> str:
+        return f"gl.arange(0, {tw}, layout=gl.SliceLayout(0, EPI_LAYOUT))"
+
+    def relayout(self, expr: str) -> str:
+        return f"gl.convert_layout({expr}, EPI_LAYOUT)"
+
+    def pair_operand(self, narrow: str, like: str) -> str:
+        return f"gl.convert_layout({narrow}, {like}.type.layout)"
+
+    def emit_column_partials_store(self, index: int, pty: coda.PartialsType, ptr: str, x: str, c: _Cols) -> None:
+        if c.cols != "offs_n":
+            raise InternalCompilerBug(self.kernel, "column partials of a tile that is not N wide in a Gluon epilogue "
+                                                   "(coda-plan-mainloop admits N-wide ones only)")
+        if index not in self.carried:
+            self.carried[index] = (self.fresh(f"colp{index}"), ptr, pty.combine_kind)
+        var, _, combine = self.carried[index]
+        self.emit("# column partials: carried across the row sub-tiles (in sub-tile order)")
+        if combine == coda.Combine.MAX:
+            self.emit(f"{var} = tl.maximum({var}, {x})")
+        elif combine == coda.Combine.SUM:
+            self.emit(f"{var} = {var} + {x}")
+        else:
+            raise InternalCompilerBug(self.kernel, f"{combine.value} column partials in a Gluon epilogue")
+
+
+def emit_gluon_gemm(op: coda.GemmOp, name: str, options: TritonOptions | None = None) -> list[str]:
+    """The Gluon kernel of a gemm with a `coda.mainloop` record (see `emit_gluon_kernel`)."""
+    options = options if options is not None else TritonOptions()
+    ml = coda.recorded_mainloop(op)
+    if ml is None:
+        raise InternalCompilerBug(op, "emit_gluon_gemm on a gemm without a coda.mainloop record")
+    names = KernelNames([*KERNEL_SCOPE, *GLUON_SCOPE])
+    block = op.epilogue.blocks[0]
+    in_params = param_names(names, block.args[1:], "in")
+    out_params = param_names(names, op.outputs, "out")
+    _, n, _ = op.problem_shape()
+    em = GluonEpilogueEmitter(op, n, dict(zip(block.args[1:], in_params)), names, options)
+    first = ml.accumulate_first.data
+    if first >= 0:
+        uses = list(block.args[0].uses)
+        if len(uses) != 1 or not isinstance(uses[0].operation, coda.AccumulateOp) \
+                or uses[0].operation.matrix is not block.args[1 + first]:
+            raise InternalCompilerBug(op, f"coda.mainloop accumulate_first = {first}, but the accumulator's only use "
+                                          "is not coda.accumulate of that input")
+        em.prebound[uses[0].operation] = "acc"
+    em.emit_region(block, ["acc", *in_params], list(zip(op.outputs, out_params)))
+    return emit_gluon_kernel(op, name, in_params, out_params, em.lines, [em.carried[i] for i in sorted(em.carried)])
+
+
 def _kernel_head(name: str, params: Sequence[str], member: bool) -> list[str]:
     """`@triton.jit def name(...)` and the program id: its own launch's, or (a member of a
     `coda.launch_group`) the program index within the member's share of the group's grid."""
@@ -1520,6 +1613,8 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
         *interleave_rows_source(),
     ]
     sources: dict[str, list[str]] = {}
+    gluon_kernels: list[str] = []  # the Gluon entry points (gemms with a coda.mainloop record)
+    gluon_source: list[str] = []
     for fn in function_ops(module):
         infos: dict[Operation, KernelInfo] = {}
         for k in coda.kernels(fn):
@@ -1529,6 +1624,9 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
                 if member:
                     raise CompilerError(k, "a coda.gemm cannot be a member of a coda.launch_group")
                 info = emit_gemm(k, name, options)
+                if coda.recorded_mainloop(k) is not None:
+                    gluon_source += emit_gluon_gemm(k, name, options)
+                    gluon_kernels.append(gluon_entry_name(name))
             elif isinstance(k, coda.ElementwiseOp):
                 info = emit_elementwise(k, name, member, options)
             else:
@@ -1547,6 +1645,9 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
             infos[g] = info
             out += ["", ""] + info.source
         sources.update({info.name: info.source for info in infos.values()})
+    if gluon_kernels:
+        # defined where the installed Triton has Gluon (else None: launch_gemm runs the tl kernel)
+        out += ["", "", GLUON_PRELUDE.rstrip("\n"), *gluon_source, "else:", *[f"{IND}{g} = None" for g in gluon_kernels]]
     for hfn in host_functions(module):
         out += ["", ""] + print_host_function(hfn, sources)
     for op in module.ops:

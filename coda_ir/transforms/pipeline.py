@@ -13,6 +13,8 @@
     coda-legalize         prove every epilogue op tile-local; record tile constraints
     cse                   xDSL's common subexpression elimination (duplicate loads, column
                           indices, broadcasts left by merging kernels)
+    coda-plan-mainloop    gemms whose epilogue reads or writes tiles get the warp-specialized
+                          Gluon mainloop on Hopper (`#coda.mainloop`, obeyed by launch_gemm)
     coda-sink-results     kernels whose outputs are only returned (weight gradients) run as
                           late as their operands allow: lower peak memory
     coda-group-launches   independent small kernels (folds, GEMVs) share one launch
@@ -27,7 +29,8 @@ one `whole rows` statistics kernel and the row scale in the consuming GEMMs; `ro
 (`auto`, the default, asks the model); `gated-grad=epilogue|separate` forces where a SwiGLU /
 GeGLU backward runs (in the epilogue of the GEMM producing dy, or a separate pass), `norm-grad=epilogue|separate`
 the same for an RMSNorm backward (dx and the dw partials; the separate pass reads dy in f32); both
-default to `auto`, the IO model's choice; `remarks-as-errors`
+default to `auto`, the IO model's choice; `mainloop=tl` keeps every gemm on the portable tl
+mainloop (`auto`, the default: `coda-plan-mainloop` decides); `remarks-as-errors`
 turns every "did not fuse" remark into an error.
 """
 
@@ -67,6 +70,8 @@ class NNToCodaPass(ModulePass):
     """`auto` asks the IO model; the separate pass reads dy in f32 (what the epilogue form reads
     from the accumulator: rounded to bf16 first, the tiny Qwen3 bf16 whole-model gradients missed
     the float64 bar, bench/RESULTS.md session 10)."""
+    mainloop: str = "auto"
+    """`coda-plan-mainloop`'s mode: `auto` (the Gluon mainloop where eligible) or `tl`."""
     remarks_as_errors: bool = False
 
     def stages(self) -> list[ModulePass]:
@@ -96,6 +101,9 @@ class NNToCodaPass(ModulePass):
             from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
             stages.append(CommonSubexpressionElimination())
+        from coda_ir.transforms.plan_mainloop import PlanMainloopPass
+
+        stages.append(PlanMainloopPass(mainloop=self.mainloop))
         if self.sink_results:
             from coda_ir.transforms.sink_results import SinkResultsPass
 

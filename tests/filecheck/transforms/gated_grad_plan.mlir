@@ -34,7 +34,7 @@
 // CHECK:         coda.reduce sum %{{.*}} dim 1 {coda.pair_halves = 8192 : i64}
 // CHECK:         coda.yield %[[DZ]], %{{.*}} : !coda.tile<16384x16384xf32>, !coda.partials<rows, 16384, sum>
 
-// EPI-NOT:     remark
+// EPI-NOT:     remark: 'nn.swiglu_grad
 // EPI-LABEL:   func.func @down_dgrad_1b
 // EPI:         coda.gemm %d, %wd interleave_wide 8192 ins(%z : {{.*}}) {{.*}} attributes {coda.origin = "nn.matmul+nn.swiglu_grad+nn.row_dot.partials"}
 // EPI:           coda.pair_map stride 1

@@ -36,18 +36,18 @@
 // CHECK:       coda.gemm %d, %h transpose_a {{.*}}coda.origin = "nn.gemm"
 // CHECK:       coda.fold %[[P]] {{.*}}coda.origin = "nn.rms_norm_grad.dw"
 
-// EPI-NOT:     remark
+// EPI-NOT:     remark: 'nn.rms_norm_grad
 // EPI-LABEL:   func.func @qkv_dgrad_1b
 // EPI:         %h = coda.elementwise [16384, 2048] ins(%x, %rstd, %wn : {{.*}}coda.origin = "nn.rms_norm_apply.apply"
-// EPI:         coda.gemm %d, %w ins(%x, %wn, %rstd, %hdh, %dres : {{.*}}) {{.*}} -> ({{.*}}tensor<16384x2048xbf16>) attributes {coda.origin = "nn.matmul+nn.rms_norm_grad.apply+nn.add"}
+// EPI:         coda.gemm %d, %w ins(%x, %wn, %rstd, %hdh, %dres : {{.*}}) {{.*}} -> ({{.*}}tensor<16384x2048xbf16>) attributes {coda.origin = "nn.matmul+nn.rms_norm_grad.apply+nn.add"{{.*}}}
 // EPI-NOT:     coda.separate
 // EPI-NOT:     coda.full_precision
 
-// SEP-NOT:     remark
+// SEP-NOT:     remark: 'nn.rms_norm_grad
 // SEP-LABEL:   func.func @qkv_dgrad_1b
 // SEP:         coda.gemm %d, %w : {{.*}} -> tensor<16384x2048xf32> attributes {coda.origin = "nn.matmul"}
 
-// FORCED-NOT:  remark
+// FORCED-NOT:  remark: 'nn.rms_norm_grad
 // FORCED:      nn.rms_norm_grad %dy, %x, %wn, %rstd, %hdh {in_producer_epilogue = false}
 
 // The io-report's decisions print the same predictions as the remark.
@@ -70,9 +70,9 @@ func.func @qkv_dgrad_1b(%d: tensor<16384x3072xbf16>, %w: tensor<3072x2048xbf16>,
 // and x and write nothing beside dx: the epilogue stays (by the f32 bytes). Forced separate, dy
 // is stored in f32 all the same.
 // CHECK-LABEL: func.func @qkv_dgrad_8b
-// CHECK:       coda.gemm %d, %w ins(%x, %wn, %rstd, %hdh : {{.*}} attributes {coda.origin = "nn.matmul+nn.rms_norm_grad.apply"}
+// CHECK:       coda.gemm %d, %w ins(%x, %wn, %rstd, %hdh : {{.*}} attributes {coda.origin = "nn.matmul+nn.rms_norm_grad.apply"{{.*}}}
 // EPI-LABEL:   func.func @qkv_dgrad_8b
-// EPI:         coda.gemm %d, %w ins(%x, %wn, %rstd, %hdh : {{.*}} attributes {coda.origin = "nn.matmul+nn.rms_norm_grad.apply"}
+// EPI:         coda.gemm %d, %w ins(%x, %wn, %rstd, %hdh : {{.*}} attributes {coda.origin = "nn.matmul+nn.rms_norm_grad.apply"{{.*}}}
 // SEP-LABEL:   func.func @qkv_dgrad_8b
 // SEP:         %[[DY:.*]] = coda.gemm %d, %w : {{.*}} -> tensor<8192x4096xf32>
 // SEP:         coda.elementwise [8192, 4096] ins(%[[DY]], %x, {{.*}} attributes {coda.separate, coda.origin = "nn.rms_norm_grad.apply"}

@@ -1,0 +1,89 @@
+// RUN: coda-opt %s -p coda-plan-mainloop --split-input-file 2>&1 | filecheck %s
+// RUN: coda-opt %s -p 'coda-plan-mainloop{mainloop=tl}' --split-input-file 2>&1 | filecheck %s --check-prefix=TL
+// coda-plan-mainloop records #coda.mainloop on the gemms whose epilogue reads or writes tiles
+// (transforms/plan_mainloop.py): the hand-off is bf16 only where the value handed over is
+// rounded to bf16 before any other use; a leading residual add of a bf16 tile is done by the MMA
+// warpgroups (accumulate_first); everything else gets an f32 hand-off (BK 32, 4 stages).
+
+// Remarks (stderr) come first, in program order, then the IR.
+// CHECK: plan_mainloop.mlir:{{.*}} remark: 'coda.gemm' op runs the Gluon warp-specialized mainloop on Hopper (128x256x64, 3 stages, bf16 hand-off: the MMA warpgroups add the accumulated tile, whose sum the epilogue rounds to bf16 before any other use)
+// CHECK: remark: 'coda.gemm' op runs the Gluon warp-specialized mainloop on Hopper (128x256x64, 3 stages, bf16 hand-off: the epilogue rounds the accumulator to bf16 before any other use)
+// CHECK: remark: 'coda.gemm' op runs the Gluon warp-specialized mainloop on Hopper (128x256x32, 4 stages, f32 hand-off: the epilogue uses the accumulator unrounded
+// CHECK: remark: 'coda.gemm' op keeps the tl mainloop: N = 100 not a multiple of 8 (TMA needs 16-byte strides)
+// CHECK-NOT: remark
+// CHECK: func.func @residual
+// CHECK: coda.gemm %a, %b transpose_b ins(%c : tensor<64x256xbf16>)
+// CHECK-SAME: coda.mainloop = #coda.mainloop<gluon_ws, bm = 128, bn = 256, bk = 64, stages = 3, handoff = bf16, accumulate_first = 0, epilogue_warps = 2, sub_rows = 16, regs = [168, 24, 176]>
+// CHECK: func.func @rounded
+// CHECK: handoff = bf16, accumulate_first = -1
+// CHECK: func.func @product
+// CHECK: handoff = f32, accumulate_first = -1, epilogue_warps = 2, sub_rows = 8
+// CHECK: func.func @narrow
+// CHECK-NOT: coda.mainloop =
+// CHECK: func.return
+
+// TL-COUNT-4: remark: 'coda.gemm' op keeps the tl mainloop: mainloop=tl
+// TL-NOT: coda.mainloop =
+
+// The residual add first, its sum only rounded: bf16 hand-off, input 0 accumulated by the MMAs.
+func.func @residual(%a: tensor<64x128xbf16>, %b: tensor<256x128xbf16>, %c: tensor<64x256xbf16>) -> tensor<64x256xbf16> {
+  %y = coda.gemm %a, %b transpose_b ins(%c : tensor<64x256xbf16>) : tensor<64x128xbf16>, tensor<256x128xbf16> -> tensor<64x256xbf16> {
+  ^bb0(%acc: !coda.tile<64x256xf32>, %ci: tensor<64x256xbf16>):
+    %t = coda.accumulate %acc, %ci : !coda.tile<64x256xf32>, tensor<64x256xbf16>
+    coda.yield %t : !coda.tile<64x256xf32>
+  }
+  func.return %y : tensor<64x256xbf16>
+}
+
+// -----
+
+// The accumulator rounded before any other use (stored in bf16, truncf in a map): bf16 hand-off.
+func.func @rounded(%a: tensor<64x128xbf16>, %b: tensor<256x128xbf16>, %c: tensor<64x256xbf16>) -> (tensor<64x256xbf16>, tensor<64x256xbf16>) {
+  %y, %z = coda.gemm %a, %b transpose_b ins(%c : tensor<64x256xbf16>) : tensor<64x128xbf16>, tensor<256x128xbf16> -> (tensor<64x256xbf16>, tensor<64x256xbf16>) {
+  ^bb0(%acc: !coda.tile<64x256xf32>, %ci: tensor<64x256xbf16>):
+    %r = coda.map %acc : !coda.tile<64x256xf32> -> !coda.tile<64x256xf32> {
+    ^bb0(%v: f32):
+      %h = arith.truncf %v : f32 to bf16
+      %f = arith.extf %h : bf16 to f32
+      coda.yield %f : f32
+    }
+    %t = coda.accumulate %r, %ci : !coda.tile<64x256xf32>, tensor<64x256xbf16>
+    coda.yield %acc, %t : !coda.tile<64x256xf32>, !coda.tile<64x256xf32>
+  }
+  func.return %y, %z : tensor<64x256xbf16>, tensor<64x256xbf16>
+}
+
+// -----
+
+// The accumulator used unrounded (a product with a loaded tile): f32 hand-off, 4 stages of BK 32;
+// column partials: 8-row sub-tiles.
+func.func @product(%a: tensor<64x128xbf16>, %b: tensor<128x256xbf16>, %c: tensor<64x256xbf16>) -> (tensor<64x256xbf16>, !coda.partials<cols, 256, sum>) {
+  %y, %p = coda.gemm %a, %b ins(%c : tensor<64x256xbf16>) : tensor<64x128xbf16>, tensor<128x256xbf16> -> (tensor<64x256xbf16>, !coda.partials<cols, 256, sum>) {
+  ^bb0(%acc: !coda.tile<64x256xf32>, %ci: tensor<64x256xbf16>):
+    %l = coda.load %ci : tensor<64x256xbf16> -> !coda.tile<64x256xf32>
+    %m = coda.map %acc, %l : (!coda.tile<64x256xf32>, !coda.tile<64x256xf32>) -> !coda.tile<64x256xf32> {
+    ^bb0(%u: f32, %v: f32):
+      %w = arith.mulf %u, %v : f32
+      coda.yield %w : f32
+    }
+    %s = coda.reduce sum %m dim 0 : !coda.tile<64x256xf32> -> !coda.partials<cols, 256, sum>
+    coda.yield %m, %s : !coda.tile<64x256xf32>, !coda.partials<cols, 256, sum>
+  }
+  func.return %y, %p : tensor<64x256xbf16>, !coda.partials<cols, 256, sum>
+}
+
+// -----
+
+// Not given it, with the reason: widths TMA cannot describe, a plain epilogue (no remark).
+func.func @narrow(%a: tensor<64x128xbf16>, %b: tensor<100x128xbf16>, %c: tensor<64x100xbf16>) -> (tensor<64x100xbf16>, tensor<64x64xbf16>) {
+  %y = coda.gemm %a, %b transpose_b ins(%c : tensor<64x100xbf16>) : tensor<64x128xbf16>, tensor<100x128xbf16> -> tensor<64x100xbf16> {
+  ^bb0(%acc: !coda.tile<64x100xf32>, %ci: tensor<64x100xbf16>):
+    %t = coda.accumulate %acc, %ci : !coda.tile<64x100xf32>, tensor<64x100xbf16>
+    coda.yield %t : !coda.tile<64x100xf32>
+  }
+  %z = coda.gemm %a, %a transpose_b : tensor<64x128xbf16>, tensor<64x128xbf16> -> tensor<64x64xbf16> {
+  ^bb0(%acc: !coda.tile<64x64xf32>):
+    coda.yield %acc : !coda.tile<64x64xf32>
+  }
+  func.return %y, %z : tensor<64x100xbf16>, tensor<64x64xbf16>
+}
