@@ -27,6 +27,7 @@ function takes that name.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -58,9 +59,30 @@ from xdsl.irdl import (
 )
 from xdsl.irdl.operations import AttrSizedOperandSegments
 from xdsl.traits import IsTerminator, NoMemoryEffect
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from coda_ir.dialects.coda import MainloopAttr, TileConfigAttr
+from coda_ir.dialects.op_syntax import (
+    ATTR,
+    BOOL,
+    INT,
+    LITERALS,
+    STR,
+    SYMBOL,
+    UNIT,
+    WORD,
+    Item,
+    Keyword,
+    Operand,
+    Operands,
+    Punct,
+    SyntaxOp,
+    Word,
+    parse_function_header,
+    print_function_header,
+)
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, element_name
 
 # ============================================================================ types
@@ -173,6 +195,48 @@ class FuncOp(IRDLOperation):
     def owned_indices(self) -> set[int]:
         return {i.data for i in self.owned.data} if self.owned is not None else set()
 
+    def print(self, printer: Printer) -> None:
+        """`host.func @f(%x: T, ...) -> (T, ...) launches 3 owned [0] { body }` (`%x_1 as x: T`
+        when the printed SSA name is not the argument's name, which the Python function takes)."""
+        args = self.body.block.args
+        print_function_header(printer, self.function, args, [a.name_hint for a in args])
+        printer.print_string(" -> (")
+        printer.print_list(self.function_type.outputs.data, printer.print_attribute)
+        printer.print_string(f") launches {self.launches.data}")
+        if self.owned is not None:
+            printer.print_string(" owned [" + ", ".join(str(i.data) for i in self.owned.data) + "]")
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> FuncOp:
+        symbol, args, names, _ = parse_function_header(parser)
+        parser.parse_punctuation("->")
+        outputs = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
+        parser.parse_keyword("launches")
+        launches = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        owned = None
+        if parser.parse_optional_keyword("owned") is not None:
+            owned = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                      lambda: parser.parse_integer(allow_boolean=False))
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        region = parser.parse_region(args)
+        props: dict[str, Attribute] = {
+            "function": SymbolRefAttr(symbol),
+            "function_type": FunctionType.from_lists([a.type for a in args], outputs),
+            "launches": IntAttr(launches),
+        }
+        if owned is not None:
+            props["owned"] = ArrayAttr(IntAttr(i) for i in owned)
+        op = cls.create(properties=props, regions=[region])
+        for arg, name in zip(op.body.block.args, names):
+            if name:
+                arg.name_hint = name
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
     def verify_(self) -> None:
         name = self.py_name
         if not name.isidentifier():
@@ -205,11 +269,12 @@ def _parent_func(op: Operation) -> FuncOp:
 
 
 @irdl_op_definition
-class CheckArgumentsOp(IRDLOperation):
+class CheckArgumentsOp(SyntaxOp):
     """`_rt.check_arguments(name, args, _SIG_name)`: the caller's tensors have the function's
     shapes and dtypes (the signature is the `host.func`'s argument types)."""
 
     name = "host.check_arguments"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operands("args"),)
 
     args = var_operand_def()
 
@@ -223,10 +288,11 @@ class CheckArgumentsOp(IRDLOperation):
 
 
 @irdl_op_definition
-class DeviceOfOp(IRDLOperation):
+class DeviceOfOp(SyntaxOp):
     """`_dev = _rt.device_of(args)`: the one device of the arguments."""
 
     name = "host.device_of"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operands("args"),)
 
     args = var_operand_def()
     result = result_def(DeviceType)
@@ -240,11 +306,12 @@ class DeviceOfOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ContiguousOp(IRDLOperation):
+class ContiguousOp(SyntaxOp):
     """`x = x.contiguous()`: kernels read this tensor with row-major strides (the name is
     rebound: the non-contiguous view is not used after)."""
 
     name = "host.contiguous"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("value"),)
 
     value = operand_def()
     result = result_def()
@@ -263,11 +330,12 @@ class ContiguousOp(IRDLOperation):
 
 
 @irdl_op_definition
-class EmptyOp(IRDLOperation):
+class EmptyOp(SyntaxOp):
     """`torch.empty(shape, dtype=..., device=_dev)`; each dynamic extent (the tile count of a
     partials buffer) is an operand."""
 
     name = "host.empty"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("device"), Operands("extents", "["))
 
     device = operand_def(DeviceType)
     extents = var_operand_def(IndexType)
@@ -290,11 +358,12 @@ TILE_FIELDS = ("bm", "bn")
 
 
 @irdl_op_definition
-class TilesOp(IRDLOperation):
+class TilesOp(SyntaxOp):
     """`triton.cdiv(extent, _cfg.bm | _cfg.bn)`: how many tiles of the picked configuration
     cover `extent` rows (`bm`) or columns (`bn`) -- a partials buffer's tile count."""
 
     name = "host.tiles"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("config"), Keyword("field", WORD), Keyword("extent", INT))
 
     config = operand_def(ConfigType)
     extent = prop_def(IntAttr)
@@ -314,10 +383,11 @@ class TilesOp(IRDLOperation):
 
 
 @irdl_op_definition
-class YieldOp(IRDLOperation):
+class YieldOp(SyntaxOp):
     """The tuple a launch's argument lambda returns: the kernel's inputs, then its outputs."""
 
     name = "host.yield"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operands("values"),)
 
     values = var_operand_def()
     traits = traits_def(IsTerminator())
@@ -333,7 +403,7 @@ def args_region() -> Region:
     return Region(Block(arg_types=[ConfigType()]))
 
 
-class ArgsLambdaLaunch(IRDLOperation):
+class ArgsLambdaLaunch(SyntaxOp):
     """A launch whose kernel arguments depend on the tile configuration it picks: `args` is the
     lambda `_cfg -> (inputs..., outputs...)`; outputs are the values after the first
     `n_inputs`."""
@@ -375,6 +445,11 @@ class LaunchGemmOp(ArgsLambdaLaunch):
     accumulator)."""
 
     name = "host.launch_gemm"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("kernel", SYMBOL), Operand("a"), Punct(","), Operand("b"), Keyword("m", INT), Keyword("n", INT),
+        Keyword("k", INT), Keyword("transpose_a", UNIT), Keyword("transpose_b", UNIT), Keyword("interleave", INT),
+        Keyword("bn_multiple_of", INT), Keyword("n_inputs", INT), Keyword("epilogue_half_tiles", INT),
+        Keyword("config", ATTR), Keyword("mainloop", ATTR),
+    )
 
     kernel = prop_def(SymbolRefAttr)
     a = operand_def()
@@ -427,6 +502,16 @@ class LaunchGemmOp(ArgsLambdaLaunch):
         self.verify_args(self.n_inputs.data, self.bn_multiple_of.data, self.config, self.result.type.elements.data)
 
 
+_ELEMENTWISE_SYNTAX: tuple[Item, ...] = (
+    Keyword("m", INT), Keyword("n", INT), Keyword("whole", WORD), Keyword("bn_multiple_of", INT), Keyword("n_inputs", INT),
+    Keyword("config", ATTR),
+)
+_FOLD_SYNTAX: tuple[Item, ...] = (
+    Operands("partials", "(", "partials"), Operands("inputs", "(", "inputs"), Operands("outputs", "(", "outputs"),
+    Keyword("length", INT), Keyword("sums", BOOL),
+)
+
+
 class _ElementwiseLaunchBase(ArgsLambdaLaunch):
     m = prop_def(IntAttr)
     n = prop_def(IntAttr)
@@ -460,6 +545,7 @@ class LaunchElementwiseOp(_ElementwiseLaunchBase):
     """`_cfg, _e = _rt.launch_elementwise(kernel, lambda _cfg: (...), M=, N=, ...)`."""
 
     name = "host.launch_elementwise"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("kernel", SYMBOL), *_ELEMENTWISE_SYNTAX)
 
     kernel = prop_def(SymbolRefAttr)
     result = result_def(TupleType)
@@ -479,6 +565,7 @@ class ElementwiseSpecOp(_ElementwiseLaunchBase):
     elementwise member of a launch group (launched by `host.launch_group`)."""
 
     name = "host.elementwise_spec"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (*_ELEMENTWISE_SYNTAX,)
 
     result = result_def(LaunchSpecType)
 
@@ -494,7 +581,7 @@ class ElementwiseSpecOp(_ElementwiseLaunchBase):
             raise VerifyException("host.elementwise_spec: the spec's results are the yielded outputs")
 
 
-class _FoldLaunchBase(IRDLOperation):
+class _FoldLaunchBase(SyntaxOp):
     partials = var_operand_def()
     inputs = var_operand_def()
     outputs = var_operand_def()
@@ -527,6 +614,7 @@ class LaunchFoldOp(_FoldLaunchBase):
     """`_e = _rt.launch_fold(kernel, (partials), (inputs), (outputs), L=, sums=)`."""
 
     name = "host.launch_fold"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("kernel", SYMBOL), *_FOLD_SYNTAX)
 
     kernel = prop_def(SymbolRefAttr)
     result = result_def(TupleType)
@@ -549,6 +637,7 @@ class FoldSpecOp(_FoldLaunchBase):
     launch group."""
 
     name = "host.fold_spec"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (*_FOLD_SYNTAX,)
 
     result = result_def(LaunchSpecType)
 
@@ -564,10 +653,11 @@ class FoldSpecOp(_FoldLaunchBase):
 
 
 @irdl_op_definition
-class LaunchGroupOp(IRDLOperation):
+class LaunchGroupOp(SyntaxOp):
     """`_rt.launch_group(kernel, (specs))`: one launch running every member's programs."""
 
     name = "host.launch_group"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("kernel", SYMBOL), Operands("specs"))
 
     kernel = prop_def(SymbolRefAttr)
     specs = var_operand_def(LaunchSpecType)
@@ -584,10 +674,11 @@ class LaunchGroupOp(IRDLOperation):
 
 
 @irdl_op_definition
-class UnpackOp(IRDLOperation):
+class UnpackOp(SyntaxOp):
     """`a, b = _e[start:]` (`a, = _e` from 0): a launch's outputs."""
 
     name = "host.unpack"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("tuple"), Keyword("start", INT))
 
     tuple = operand_def(TupleType)
     start = prop_def(IntAttr)
@@ -609,10 +700,11 @@ class UnpackOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ResultsOp(IRDLOperation):
+class ResultsOp(SyntaxOp):
     """`a, b = _g.results`: a launch group member's outputs (after `host.launch_group`)."""
 
     name = "host.results"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("spec"),)
 
     spec = operand_def(LaunchSpecType)
     res = var_result_def()
@@ -636,11 +728,12 @@ LIBRARY_FUNCTIONS = ("attention_forward", "attention_backward", "embedding", "em
 
 
 @irdl_op_definition
-class LibraryCallOp(IRDLOperation):
+class LibraryCallOp(SyntaxOp):
     """`outs = _lib.callee(tensors..., literals...)` (`list_operands`: the tensors as one list
     argument); literals are integers (`#builtin.int`), booleans (i1) or dtypes (a type)."""
 
     name = "host.library_call"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("callee", WORD), Operands("tensors", "("), Keyword("literals", LITERALS), Keyword("list_operands", UNIT))
 
     callee = prop_def(StringAttr)
     tensors = var_operand_def()
@@ -676,13 +769,14 @@ class LibraryCallOp(IRDLOperation):
 
 
 @irdl_op_definition
-class DropOp(IRDLOperation):
+class DropOp(SyntaxOp):
     """`del a, b`: the host function's last references to buffers no later op reads (the
     decision is `convert-coda-to-host`'s, from `liveness.dead_after`), so the caching
     allocator reuses them for the next kernels' outputs; with them the last launch's argument
     tuple, or a launch group's specs, which would hold them too."""
 
     name = "host.drop"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operands("values"),)
 
     values = var_operand_def()
 
@@ -710,10 +804,11 @@ class DropOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CommentOp(IRDLOperation):
+class CommentOp(SyntaxOp):
     """A comment line in the host function (which kernel the next launch runs)."""
 
     name = "host.comment"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("text", STR),)
 
     text = prop_def(StringAttr)
 
@@ -726,10 +821,11 @@ class CommentOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ReturnOp(IRDLOperation):
+class ReturnOp(SyntaxOp):
     """`return None` / `return x` / `return (a, b)`."""
 
     name = "host.return"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operands("values"),)
 
     values = var_operand_def()
     traits = traits_def(IsTerminator())

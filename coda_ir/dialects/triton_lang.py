@@ -22,6 +22,7 @@ from typing import ClassVar
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
+    DenseArrayBase,
     FunctionType,
     IntAttr,
     IntegerType,
@@ -31,6 +32,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i1,
     i32,
+    i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, ParametrizedAttribute, Region, SSAValue, TypeAttribute
 from xdsl.irdl import (
@@ -49,7 +51,29 @@ from xdsl.irdl import (
 )
 from xdsl.irdl.operations import AttrSizedOperandSegments
 from xdsl.traits import IsolatedFromAbove, NoMemoryEffect, NoTerminator, SymbolOpInterface
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
+
+from coda_ir.dialects.op_syntax import (
+    I64S,
+    INT,
+    STR,
+    SYMBOL,
+    UNIT,
+    WORD,
+    Item,
+    Keyword,
+    Literal,
+    Operand,
+    Operands,
+    OptOperand,
+    Punct,
+    SyntaxOp,
+    Word,
+    parse_function_header,
+    print_function_header,
+)
 
 # ============================================================================ types
 
@@ -122,6 +146,38 @@ class KernelOp(IRDLOperation):
     def param_names(self) -> list[str]:
         return [s.data for s in self.arg_names.data]
 
+    def print(self, printer: Printer) -> None:
+        """`tl.kernel @name(%a: T, ..., %BN: i32 constexpr) { body }` (`%x as name: T` when the
+        printed SSA name is not the parameter's name)."""
+        args = self.body.block.args
+        n = len(args) - self.constexprs.data
+        print_function_header(printer, self.sym_name, args, self.param_names(),
+                              ["" if i < n else "constexpr" for i in range(len(args))])
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        symbol, args, names, constexpr = parse_function_header(parser, "constexpr")
+        count = sum(constexpr)
+        if constexpr != [False] * (len(args) - count) + [True] * count:
+            parser.raise_error("tl.kernel: the constexpr parameters come last")
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        region = parser.parse_region(args)
+        op = cls.create(
+            properties={
+                "sym_name": StringAttr(symbol),
+                "function_type": FunctionType.from_lists([a.type for a in args], []),
+                "arg_names": ArrayAttr(StringAttr(n) for n in names),
+                "constexprs": IntAttr(count),
+            },
+            regions=[region],
+        )
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
     def verify_(self) -> None:
         args = self.body.block.args
         inputs = self.function_type.inputs.data
@@ -143,11 +199,12 @@ class KernelOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CallOp(IRDLOperation):
+class CallOp(SyntaxOp):
     """A call of another jit function: a launch group member, or a prelude helper
     (`_coda_round_bf16`, `_coda_tanh`, `_coda_pow`) that the printed module defines."""
 
     name = "tl.call"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("callee", SYMBOL), Operands("args", "("))
 
     callee = prop_def(SymbolRefAttr)
     args = var_operand_def()
@@ -161,10 +218,11 @@ class CallOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ProgramIdOp(IRDLOperation):
+class ProgramIdOp(SyntaxOp):
     """`tl.program_id(axis)`."""
 
     name = "tl.program_id"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("axis", INT),)
 
     axis = prop_def(IntAttr)
     result = result_def(i32)
@@ -179,10 +237,11 @@ class ProgramIdOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ArangeOp(IRDLOperation):
+class ArangeOp(SyntaxOp):
     """`tl.arange(start, end)`: `end` a constexpr (a power of two), `start` a literal."""
 
     name = "tl.arange"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("start", INT), Literal("to"), Operand("end"))
 
     start = prop_def(IntAttr)
     end = operand_def(i32)
@@ -198,10 +257,11 @@ class ArangeOp(IRDLOperation):
 
 
 @irdl_op_definition
-class FullOp(IRDLOperation):
+class FullOp(SyntaxOp):
     """`tl.full(shape, value, dtype)`: a tensor of one value; `shape` are constexpr extents."""
 
     name = "tl.full"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operands("shape", "["), Operand("value"))
 
     shape = var_operand_def(i32)
     value = operand_def()
@@ -220,10 +280,11 @@ class FullOp(IRDLOperation):
 
 
 @irdl_op_definition
-class SplatOp(IRDLOperation):
+class SplatOp(SyntaxOp):
     """A scalar used as a tensor of the given rank (Triton broadcasts it implicitly)."""
 
     name = "tl.splat"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("value"),)
 
     value = operand_def()
     result = result_def(TensorType)
@@ -239,10 +300,12 @@ class SplatOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ExpandDimsOp(IRDLOperation):
-    """`x[:, None]` (axis 1) or `x[None, :]` (axis 0) of a rank-1 tensor."""
+class ExpandDimsOp(SyntaxOp):
+    """`x[:, None]` (axis 1 of a rank-1 tensor), `x[None, :]` (axis 0), `x[:, :, None]`, ...: a new
+    axis of extent 1 at `axis` (0 <= axis <= rank)."""
 
     name = "tl.expand_dims"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("value"), Keyword("axis", INT))
 
     value = operand_def(TensorType)
     axis = prop_def(IntAttr)
@@ -258,19 +321,21 @@ class ExpandDimsOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        if rank_of(self.value.type) != 1 or rank_of(self.result.type) != 2:
-            raise VerifyException("tl.expand_dims: rank 1 -> rank 2")
-        if self.axis.data not in (0, 1):
-            raise VerifyException("tl.expand_dims: axis 0 or 1")
+        rank = rank_of(self.value.type)
+        if rank < 1 or rank_of(self.result.type) != rank + 1:
+            raise VerifyException("tl.expand_dims: a tensor to one of rank + 1")
+        if not 0 <= self.axis.data <= rank:
+            raise VerifyException(f"tl.expand_dims: axis must be in [0, {rank}]")
         if element_of(self.value.type) != element_of(self.result.type):
             raise VerifyException("tl.expand_dims: the element type is kept")
 
 
 @irdl_op_definition
-class AddPtrOp(IRDLOperation):
+class AddPtrOp(SyntaxOp):
     """`ptr + offset`: a pointer (scalar or tensor) advanced by integer offsets."""
 
     name = "tl.addptr"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("ptr"), Punct(","), Operand("offset"))
 
     ptr = operand_def()
     offset = operand_def()
@@ -293,10 +358,11 @@ class AddPtrOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CastOp(IRDLOperation):
+class CastOp(SyntaxOp):
     """`x.to(dtype)` (`bitcast`: `x.to(dtype, bitcast=True)`)."""
 
     name = "tl.cast"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("value"), Keyword("bitcast", UNIT))
 
     value = operand_def()
     bitcast = opt_prop_def(UnitAttr)
@@ -320,9 +386,11 @@ CMPF_PREDICATES = ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ue
 CMPI_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
 
 
-class _CmpBase(IRDLOperation):
+class _CmpBase(SyntaxOp):
     """A comparison of tensors (or scalars) of one type, elementwise; an i1 of the same rank.
     (`arith.cmpf` / `arith.cmpi` compare scalars only; the predicates are theirs.)"""
+
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("predicate", WORD), Operand("lhs"), Punct(","), Operand("rhs"))
 
     predicate = prop_def(StringAttr)
     lhs = operand_def()
@@ -360,10 +428,11 @@ class CmpIOp(_CmpBase):
 
 
 @irdl_op_definition
-class WhereOp(IRDLOperation):
+class WhereOp(SyntaxOp):
     """`tl.where(cond, a, b)` (`arith.select` takes a scalar condition only)."""
 
     name = "tl.where"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("cond"), Punct(","), Operand("lhs"), Punct(","), Operand("rhs"))
 
     cond = operand_def()
     lhs = operand_def()
@@ -383,14 +452,191 @@ class WhereOp(IRDLOperation):
             raise VerifyException("tl.where: the condition has the values' rank")
 
 
+@irdl_op_definition
+class CdivOp(SyntaxOp):
+    """`tl.cdiv(a, b)`: the number of b-wide tiles covering a (integer scalars)."""
+
+    name = "tl.cdiv"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("lhs"), Punct(","), Operand("rhs"))
+
+    lhs = operand_def(IntegerType)
+    rhs = operand_def(IntegerType)
+    result = result_def(IntegerType)
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue):
+        super().__init__(operands=[lhs, rhs], result_types=[lhs.type])
+
+    def verify_(self) -> None:
+        if not (self.lhs.type == self.rhs.type == self.result.type):
+            raise VerifyException("tl.cdiv: both operands and the result have one integer type")
+
+
+class _ShapedOp(SyntaxOp):
+    """An op whose result has the extents `shape` (constexpr scalars): its rank is their number."""
+
+    shape = var_operand_def(i32)
+
+    def check_shape(self, result: Attribute) -> None:
+        if rank_of(result) != len(self.shape) or not self.shape:
+            raise VerifyException(f"{self.name}: the result's rank is the number of extents (at least one)")
+        _check_dynamic(result, self.name)
+
+
+@irdl_op_definition
+class BroadcastToOp(_ShapedOp):
+    """`tl.broadcast_to(x, shape)`: a scalar or a tensor with extents of 1 (from `tl.expand_dims`)
+    repeated to `shape`; the rank is kept or grows from a scalar."""
+
+    name = "tl.broadcast_to"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("value"), Operands("shape", "["))
+
+    value = operand_def()
+    result = result_def(TensorType)
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, value: SSAValue, shape: Sequence[SSAValue]):
+        super().__init__(operands=[value, shape], result_types=[dynamic_tensor(element_of(value.type), len(shape))])
+
+    def verify_(self) -> None:
+        self.check_shape(self.result.type)
+        if rank_of(self.value.type) not in (0, len(self.shape)):
+            raise VerifyException("tl.broadcast_to: a scalar or a tensor of the result's rank")
+        if element_of(self.value.type) != element_of(self.result.type):
+            raise VerifyException("tl.broadcast_to: the element type is kept")
+
+
+@irdl_op_definition
+class ReshapeOp(_ShapedOp):
+    """`tl.reshape(x, shape)`: the same elements in row-major order with the extents `shape`."""
+
+    name = "tl.reshape"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("value"), Operands("shape", "["))
+
+    value = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, value: SSAValue, shape: Sequence[SSAValue]):
+        super().__init__(operands=[value, shape], result_types=[dynamic_tensor(element_of(value.type), len(shape))])
+
+    def verify_(self) -> None:
+        self.check_shape(self.result.type)
+        if element_of(self.value.type) != element_of(self.result.type):
+            raise VerifyException("tl.reshape: the element type is kept")
+
+
+@irdl_op_definition
+class PermuteOp(SyntaxOp):
+    """`tl.permute(x, dims)`: result axis i is operand axis dims[i]."""
+
+    name = "tl.permute"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("value"), Keyword("dims", I64S))
+
+    value = operand_def(TensorType)
+    dims = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(TensorType)
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, value: SSAValue, dims: Sequence[int]):
+        super().__init__(operands=[value], result_types=[value.type],
+                         properties={"dims": DenseArrayBase.from_list(i64, list(dims))})
+
+    def verify_(self) -> None:
+        dims = list(self.dims.get_values())
+        if sorted(dims) != list(range(rank_of(self.value.type))):
+            raise VerifyException(f"tl.permute: dims {dims} is not a permutation of the operand's axes")
+        if self.result.type != self.value.type:
+            raise VerifyException("tl.permute: the result has the operand's type")
+
+
+@irdl_op_definition
+class SplitOp(SyntaxOp):
+    """`a, b = tl.split(x)`: the two halves of x's last axis (of extent 2), rank - 1 each."""
+
+    name = "tl.split"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("value"),)
+
+    value = operand_def(TensorType)
+    lhs = result_def(TensorType)
+    rhs = result_def(TensorType)
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, value: SSAValue):
+        ty = dynamic_tensor(element_of(value.type), rank_of(value.type) - 1)
+        super().__init__(operands=[value], result_types=[ty, ty])
+
+    def verify_(self) -> None:
+        rank = rank_of(self.value.type)
+        if rank < 2:
+            raise VerifyException("tl.split: splits a tensor of rank >= 2 (its last axis)")
+        expected = dynamic_tensor(element_of(self.value.type), rank - 1)
+        if self.lhs.type != expected or self.rhs.type != expected:
+            raise VerifyException("tl.split: both halves drop the last axis and keep the element type")
+
+
+@irdl_op_definition
+class JoinOp(SyntaxOp):
+    """`tl.join(a, b)`: a and b stacked along a new last axis of extent 2 (the inverse of split)."""
+
+    name = "tl.join"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("lhs"), Punct(","), Operand("rhs"))
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue):
+        ty = lhs.type
+        super().__init__(operands=[lhs, rhs], result_types=[dynamic_tensor(element_of(ty), rank_of(ty) + 1)])
+
+    def verify_(self) -> None:
+        if self.lhs.type != self.rhs.type:
+            raise VerifyException("tl.join: both operands have one type")
+        if self.result.type != dynamic_tensor(element_of(self.lhs.type), rank_of(self.lhs.type) + 1):
+            raise VerifyException("tl.join: the result has one more axis and the operands' element type")
+
+
+@irdl_op_definition
+class GatherOp(SyntaxOp):
+    """`tl.gather(src, index, axis)`: result[..., i, ...] = src[..., index[..., i, ...], ...]
+    along `axis`; the result has the index's shape and src's element type."""
+
+    name = "tl.gather"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("src"), Punct(","), Operand("index"), Keyword("axis", INT))
+
+    src = operand_def(TensorType)
+    index = operand_def(TensorType)
+    axis = prop_def(IntAttr)
+    result = result_def(TensorType)
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, src: SSAValue, index: SSAValue, axis: int):
+        super().__init__(operands=[src, index], properties={"axis": IntAttr(axis)},
+                         result_types=[dynamic_tensor(element_of(src.type), rank_of(index.type))])
+
+    def verify_(self) -> None:
+        rank = rank_of(self.src.type)
+        if rank_of(self.index.type) != rank:
+            raise VerifyException("tl.gather: the index has the source's rank")
+        if not isinstance(element_of(self.index.type), IntegerType):
+            raise VerifyException("tl.gather: the index is an integer tensor")
+        if not 0 <= self.axis.data < rank:
+            raise VerifyException("tl.gather: axis out of range")
+        if self.result.type != dynamic_tensor(element_of(self.src.type), rank):
+            raise VerifyException("tl.gather: the result has the index's shape and the source's element type")
+
+
 REDUCE_KINDS = ("sum", "max", "min")
 
 
 @irdl_op_definition
-class ReduceOp(IRDLOperation):
+class ReduceOp(SyntaxOp):
     """`tl.sum` / `tl.max` / `tl.min` of a tensor over one axis (rank - 1 result)."""
 
     name = "tl.reduce"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("kind", WORD), Operand("value"), Keyword("axis", INT))
 
     kind = prop_def(StringAttr)
     axis = prop_def(IntAttr)
@@ -420,10 +666,12 @@ class ReduceOp(IRDLOperation):
 
 
 @irdl_op_definition
-class LoadOp(IRDLOperation):
+class LoadOp(SyntaxOp):
     """`tl.load(ptr, mask=, other=, volatile=)`."""
 
     name = "tl.load"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("ptr"), OptOperand("mask", "mask"), OptOperand("other", "other"),
+                                          Keyword("volatile", UNIT))
 
     ptr = operand_def()
     mask = opt_operand_def()
@@ -451,13 +699,16 @@ class LoadOp(IRDLOperation):
             raise VerifyException("tl.load: the mask is boolean")
         if self.other is not None and self.mask is None:
             raise VerifyException("tl.load: `other` needs a mask")
+        if self.other is not None and rank_of(self.other.type):
+            raise VerifyException("tl.load: `other` is a scalar (Triton casts it to the pointee type)")
 
 
 @irdl_op_definition
-class StoreOp(IRDLOperation):
+class StoreOp(SyntaxOp):
     """`tl.store(ptr, value, mask=)`."""
 
     name = "tl.store"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("ptr"), Punct(","), Operand("value"), OptOperand("mask", "mask"))
 
     ptr = operand_def()
     value = operand_def()
@@ -479,10 +730,12 @@ class StoreOp(IRDLOperation):
 
 
 @irdl_op_definition
-class AtomicAddOp(IRDLOperation):
+class AtomicAddOp(SyntaxOp):
     """`tl.atomic_add(ptr, value, sem=, scope=)` on a scalar pointer; returns the old value."""
 
     name = "tl.atomic_add"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("ptr"), Punct(","), Operand("value"), Keyword("sem", WORD),
+                                          Keyword("scope", WORD))
 
     ptr = operand_def()
     value = operand_def()
@@ -507,20 +760,22 @@ class AtomicAddOp(IRDLOperation):
 
 
 @irdl_op_definition
-class DebugBarrierOp(IRDLOperation):
+class DebugBarrierOp(SyntaxOp):
     """`tl.debug_barrier()`: all threads of the program reach it before any continues."""
 
     name = "tl.debug_barrier"
+    SYNTAX: ClassVar[tuple[Item, ...]] = ()
 
     def __init__(self):
         super().__init__()
 
 
 @irdl_op_definition
-class CommentOp(IRDLOperation):
+class CommentOp(SyntaxOp):
     """A comment line in the printed kernel (why the code below is as it is)."""
 
     name = "tl.comment"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("text", STR),)
 
     text = prop_def(StringAttr)
 
@@ -547,6 +802,13 @@ TL = Dialect(
         CmpFOp,
         CmpIOp,
         WhereOp,
+        CdivOp,
+        BroadcastToOp,
+        ReshapeOp,
+        PermuteOp,
+        SplitOp,
+        JoinOp,
+        GatherOp,
         ReduceOp,
         LoadOp,
         StoreOp,

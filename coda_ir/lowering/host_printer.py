@@ -24,7 +24,7 @@ from coda_ir.diagnostics import InternalCompilerBug
 from coda_ir.dialects import triton_host as host
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, element_name
 from coda_ir.lowering.mainloop import gluon_entry_name
-from coda_ir.transforms.coda_to_tl import KernelNames
+from coda_ir.transforms.tl_build import KernelNames
 
 IND = "    "
 

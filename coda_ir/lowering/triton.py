@@ -9,8 +9,8 @@ The emitted module has, in order:
   (libdevice's tanh/pow are callable: on a GPU, not under the interpreter);
 * one `@triton.jit` kernel per coda kernel: `coda.gemm` is the fixed mainloop of
   `mainloop.emit_gemm_kernel` with the epilogue spliced after the K loop; `coda.elementwise`
-  is the same epilogue over a tile loop without a mainloop; `coda.fold` is a row kernel that
-  folds partials in a fixed order;
+  is the same epilogue primitives on a tile without a mainloop; `coda.fold` is a row kernel
+  that folds partials in a fixed order;
 * for each `coda.gemm` that carries a `#coda.mainloop` (coda-plan-mainloop), also its
   warp-specialized Gluon kernel (`lowering/gluon.py`'s templates; the epilogue partition printed
   by `GluonEpilogueEmitter`, this module's emitter with the Gluon hooks), in one block defined
@@ -21,17 +21,17 @@ The emitted module has, in order:
 
 The lowering runs as passes on a copy of the module, then prints (issue 13): the
 `convert-coda-to-tl` pass (`transforms/coda_to_tl.py`) names every kernel (recorded on the coda
-op as `tl.kernel = @name`) and builds `coda.fold` and `coda.launch_group` kernels as
-`tl.kernel` IR (the `tl` dialect, `dialects/triton_lang.py`), which
-`triton_printer.print_kernel` prints without deciding anything; `convert-coda-to-host`
-(`transforms/coda_to_host.py`) builds each function's host wrapper as a `host.func` (the
-`host` dialect, `dialects/triton_host.py`), which `host_printer.print_host_function` prints.
-`coda.gemm` / `coda.elementwise` kernels are still emitted as text below
-(`_EpilogueEmitter`, `emit_gemm`, `emit_elementwise`); moving them onto `tl` is the rest of
-that issue item.
+op as `tl.kernel = @name`) and builds `coda.fold`, `coda.elementwise` (the epilogue builder,
+`transforms/tl_epilogue.py`) and `coda.launch_group` kernels as `tl.kernel` IR (the `tl`
+dialect, `dialects/triton_lang.py`), which `triton_printer.print_kernel` prints without
+deciding anything; `convert-coda-to-host` (`transforms/coda_to_host.py`) builds each
+function's host wrapper as a `host.func` (the `host` dialect, `dialects/triton_host.py`),
+which `host_printer.print_host_function` prints. `coda.gemm` kernels are still emitted as text
+below (`_EpilogueEmitter`, `emit_gemm`); moving their epilogues onto the epilogue builder is
+the rest of that issue item.
 Options (`TritonOptions`: `epilogue_subtile`, `half_tile_io`) are the target's arguments.
 
-Epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`), in
+Gemm epilogue code is straight-line and generated primitive by primitive (`_EpilogueEmitter`), in
 `epilogue_schedule` order (partial reductions after the last tile use of their input; each
 output of a multi-output `coda.map` at its first reader; column partials of such outputs
 last), each yielded value stored right after the step that makes it; heavy gemm epilogues can run per column
@@ -57,13 +57,14 @@ from xdsl.dialects.builtin import (
     Float32Type,
     ModuleOp,
     TensorType,
-    f32,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from coda_ir.dialects import coda
-from coda_ir.dialects.coda import writes_over
+# the emission order, shared with the elementwise kernels' builder (tests and bench/kernel_table.py
+# replace `epilogue_schedule` here to A/B gemm epilogue orders)
+from coda_ir.analysis.epilogue_schedule import EpilogueStep, epilogue_schedule
 from coda_ir.transforms.plan_in_place import PlanInPlacePass
 from coda_ir.lowering.gluon import GLUON_PRELUDE, GLUON_SCOPE, emit_gluon_kernel
 from coda_ir.lowering.host_printer import print_host_function
@@ -173,12 +174,6 @@ def _pow2_ratio(width: int, n: int) -> bool:
     return r.numerator & (r.numerator - 1) == 0 and r.denominator & (r.denominator - 1) == 0
 
 
-def tensor_width(value: SSAValue) -> int:
-    ty = value.type
-    assert isinstance(ty, TensorType)
-    return ty.get_shape()[-1]
-
-
 @dataclass
 class _Cols:
     """The columns of a W-wide tile at this program's column tile."""
@@ -248,7 +243,8 @@ class _BodyPrint:
 
 
 class _EpilogueEmitter:
-    """Emit the body of an epilogue region (gemm or elementwise) as straight-line Triton."""
+    """Emit the body of a gemm epilogue region as straight-line Triton (elementwise kernels:
+    `transforms/tl_epilogue.EpilogueBuilder`, the same primitives as tl ops)."""
 
     def __init__(
         self, kernel: Operation, n: int, interleave: int, params: dict[SSAValue, str], fresh, interleave_wide: int = 0,
@@ -280,15 +276,6 @@ class _EpilogueEmitter:
         # partials per output index (combined in slice order after the last slice)
         self.vec_cache: dict[str, str] | None = None
         self.row_partials: dict[int, tuple[coda.PartialsType, str, list[str]]] | None = None
-        # `coda.elementwise whole rows/cols`: the region runs once per tile of the program's
-        # rows (columns) in a loop; partials along that axis are combined into running values
-        # (output index -> (partials type, running variable, partial width)) stored after the loop
-        self.whole: coda.Axis | None = None
-        self.completed: dict[int, tuple[coda.PartialsType, str, int]] = {}
-        # wide pair_map results gathered from memory (`gathers_pairs`): value -> (first half,
-        # second half, first-column variable, stride, the pair-index columns)
-        self.gathered: dict[SSAValue, tuple[str, str, str, int, _Cols]] = {}
-        self.pair_firsts: dict[int, tuple[str, _Cols]] = {}  # stride -> first-column variable, pair columns
         # ops whose (single) result a mainloop computed before the epilogue: op -> its name
         self.prebound: dict[Operation, str] = {}
 
@@ -518,12 +505,8 @@ class _EpilogueEmitter:
             self.emit(f"# {op.name} cols_period {op.period}")
             self.assign(op.result, self.load_periodic(op))
         elif isinstance(op, (coda.LoadOp, coda.MapOp, coda.ReduceOp)) and coda.pair_halves_stride(op) is not None:
-            self.emit_halves(op)
+            self.not_in_gemm(op, "coda.pair_halves")
         elif isinstance(op, coda.LoadOp):
-            if op.result.uses and all(
-                self.gathers_pairs(u.operation) and u.operation.is_wide(op.result) for u in op.result.uses  # type: ignore[attr-defined]
-            ):
-                return  # read by its pair_maps as two gathers (emit_gathered_pair_map)
             self.emit(f"# {op.name}")
             self.assign(op.result, self.load_matrix(op, op.source))
         elif isinstance(op, coda.BroadcastOp):
@@ -597,109 +580,10 @@ class _EpilogueEmitter:
         for i in indices:
             self.assign(op.outputs[i], body.result(i))
 
-    def gathers_pairs(self, op: Operation) -> bool:
-        """Whether `op` is a pair_map that reads its pairs straight from memory: the ones
-        coda-legalize marked `coda.gathered` (a pair group no power-of-two column tile holds,
-        e.g. SwiGLU with F = 96, or 14336, in a standalone elementwise kernel over plain loads).
-        Each pair's two elements are gathered at their own columns (contiguous runs of
-        `stride`), so any width compiles; the tile holds pair indices instead of whole groups."""
-        if not isinstance(op, coda.PairMapOp) or not coda.is_gathered(op):
-            return False
-        self.check_gatherable(op)
-        return True
-
-    def check_gatherable(self, op: Operation) -> None:
-        """A recorded `coda.gathered` this emitter state cannot honour is a bug, not bad input."""
-        if self.h or self.hw or self.whole is not None or self.vec_cache is not None:
-            raise InternalCompilerBug(op, "is marked coda.gathered in an interleaved, whole-row or sub-tiled epilogue")
-
-    def pair_first(self, op: Operation, stride: int, pairs: int) -> tuple[str, _Cols]:
-        """The first column of each pair of the tile's pair indices p (the second is `stride`
-        further), and the pair-index columns: emitted once per stride."""
-        if stride not in self.pair_firsts:
-            c = self.cols(op, pairs)
-            first = self.fresh("pfirst")
-            self.emit(f"{first} = ({c.cols} // {stride}) * {2 * stride} + {c.cols} % {stride}")
-            self.pair_firsts[stride] = (first, c)
-        return self.pair_firsts[stride]
-
-    def emit_halves(self, op: Operation) -> None:
-        """An op coda-legalize marked `coda.pair_halves`: it handles a gathered pair_map's wide
-        tiles as their two halves at the tile's pair-index columns (load both from memory, map
-        each, reduce both into one row partial)."""
-        self.check_gatherable(op)
-        stride = coda.pair_halves_stride(op)
-        assert stride is not None
-        if isinstance(op, coda.LoadOp):
-            ty = op.result.type
-            assert isinstance(ty, coda.TileType)
-            first, c = self.pair_first(op, stride, ty.cols // 2)
-            ptr, rows = self.ptr(op, op.source), self.row_offsets()
-            elt = op.source.type.get_element_type()  # type: ignore[attr-defined]
-            base = f"{ptr} + {rows}[:, None] * {ty.cols}"
-            self.emit(f"# {op.name}, pair halves (columns first, first + {stride})")
-            a = self.assign(op.result, _loaded(f"tl.load({base} + {first}[None, :], mask={c.mask2}, other=0)", elt, 2), "pa")
-            b = self._named(_loaded(f"tl.load({base} + ({first} + {stride})[None, :], mask={c.mask2}, other=0)", elt, 2), "pb")
-            self.gathered[op.result] = (a, b, first, stride, c)
-        elif isinstance(op, coda.MapOp):
-            self.emit(f"# {op.name}, once per pair half")
-            halves = [self.gathered[v] for v in op.inputs]
-            _, _, first, _, c = halves[0]
-            outs: list[list[str]] = []
-            for k in range(2):
-                body = self.body_print(op, [h[k] for h in halves], 2, lambda: ["BM", c.tw])  # noqa: B023
-                body.ops(None)
-                outs.append([body.result(j) for j in range(len(op.outputs))])
-            for j, result in enumerate(op.outputs):
-                a = self.assign(result, outs[0][j], "pw")
-                b = self._named(outs[1][j], "pw")
-                self.gathered[result] = (a, b, first, stride, c)
-        else:
-            assert isinstance(op, coda.ReduceOp)
-            a, b, _, _, c = self.gathered[op.tile]
-            kind = op.kind.data
-            self.emit(f"# {op.name} {kind.value} dim 1 over both pair halves")
-            if kind == coda.ReduceKind.MAX:
-                self.assign(op.result, f'tl.maximum(tl.max(tl.where({c.mask2}, {a}, -float("inf")), axis=1), '
-                                       f'tl.max(tl.where({c.mask2}, {b}, -float("inf")), axis=1))', "p")
-            else:
-                sq = (lambda x: f"{x} * {x}") if kind == coda.ReduceKind.SUMSQ else (lambda x: x)
-                self.assign(op.result, f"tl.sum(tl.where({c.mask2}, {sq(a)}, 0.0), axis=1) + "
-                                       f"tl.sum(tl.where({c.mask2}, {sq(b)}, 0.0), axis=1)", "p")
-
-    def emit_gathered_pair_map(self, op: coda.PairMapOp) -> None:
-        stride, pairs = op.stride.value.data, op.pair_count()
-        rows = self.row_offsets()
-        self.emit(f"# {op.name} stride {stride}, pairs gathered from memory")
-        first, c = self.pair_first(op, stride, pairs)  # the tile's pair indices p; each is (first, first + stride)
-        args: list[str] = []
-        for value in op.inputs:
-            if op.is_wide(value) and value in self.gathered:  # loaded in halves (coda.pair_halves)
-                args += list(self.gathered[value][:2])
-            elif op.is_wide(value):
-                load = value.owner
-                assert isinstance(load, coda.LoadOp)
-                ptr = self.ptr(op, load.source)
-                elt = load.source.type.get_element_type()  # type: ignore[attr-defined]
-                base = f"{ptr} + {rows}[:, None] * {2 * pairs}"
-                a, b = self.fresh("pa"), self.fresh("pb")
-                self.emit(f"{a} = {_loaded(f'tl.load({base} + {first}[None, :], mask={c.mask2}, other=0)', elt, 2)}")
-                self.emit(f"{b} = {_loaded(f'tl.load({base} + ({first} + {stride})[None, :], mask={c.mask2}, other=0)', elt, 2)}")
-                args += [a, b]
-            else:
-                args.append(self.get(op, value))
-        body = self.body_print(op, args, 2, lambda: ["BM", c.tw])
-        body.ops(None)
-        i = 0
-        for result in op.outputs:
-            count = 2 if op.is_wide(result) else 1
-            exprs = [body.result(j) for j in range(i, i + count)]
-            i += count
-            if count == 2:
-                a, b = (self.assign(result, e, "pw") for e in exprs)
-                self.gathered[result] = (a, b, first, stride, c)
-            else:
-                self.assign(result, exprs[0])
+    def not_in_gemm(self, op: Operation, record: str) -> None:
+        """coda-legalize records `coda.gathered` / `coda.pair_halves` only in standalone
+        elementwise kernels (`transforms/tl_epilogue.py` builds them): one here is a bug."""
+        raise InternalCompilerBug(op, f"is marked {record} in a gemm epilogue (only elementwise kernels read from memory)")
 
     def regathers(self, op: Operation) -> bool:
         """Whether `op` exchanges its pairs / segments inside one tile covering the whole row
@@ -764,9 +648,8 @@ class _EpilogueEmitter:
         return name
 
     def emit_pair_map(self, op: coda.PairMapOp) -> None:
-        if self.gathers_pairs(op):
-            self.emit_gathered_pair_map(op)
-            return
+        if coda.is_gathered(op):
+            self.not_in_gemm(op, "coda.gathered")
         stride = op.stride.value.data
         pairs = op.pair_count()
         wide_width = 2 * pairs
@@ -862,9 +745,8 @@ class _EpilogueEmitter:
                 "would mix interleaved columns",
             )
         c = self.cols(op, ty.cols)
-        if self.gathers_segments(op):
-            self.emit_gathered_segment_reduce(op, c)
-            return
+        if coda.is_gathered(op):
+            self.not_in_gemm(op, "coda.gathered")
         if self.regathers(op):
             self.emit_regathered_segment_reduce(op)
             return
@@ -905,45 +787,6 @@ class _EpilogueEmitter:
             self.emit(f"    {acc} += {v}")
         self.assign(op.result, acc)
 
-    def gathers_segments(self, op: coda.SegmentReduceOp) -> bool:
-        """Whether a segment reduction reads its segments straight from memory: the ones
-        coda-legalize marked `coda.gathered` (a segment width no power-of-two column tile holds
-        whole, e.g. a head_dim of 48 or 80, over a plain load of a kernel input). Each column
-        then sums its own segment from memory (w loads per tile, L1/L2 resident): slower than
-        the in-register reduction, but any width compiles."""
-        if not coda.is_gathered(op):
-            return False
-        self.check_gatherable(op)
-        return True
-
-    def emit_gathered_segment_reduce(self, op: coda.SegmentReduceOp, c: _Cols) -> None:
-        ty = op.tile.type
-        assert isinstance(ty, coda.TileType)
-        kind, w = op.kind.data, op.width.value.data
-        load = op.tile.owner
-        assert isinstance(load, coda.LoadOp)
-        ptr, rows = self.ptr(op, load.source), self.row_offsets()
-        elt = load.source.type.get_element_type()  # type: ignore[attr-defined]
-        start, acc, k, v = self.fresh("segstart"), self.fresh("segacc"), self.fresh("segk"), self.fresh("segv")
-        self.emit(f"# {op.name} {kind.value} width {w}, segments gathered from memory")
-        self.emit(f"{start} = ({c.cols} // {w}) * {w}")
-        if kind == coda.ReduceKind.MAX:
-            self.emit(f'{acc} = tl.full((BM, {c.tw}), -float("inf"), tl.float32)')
-            other = '-float("inf")'
-        else:
-            self.emit(f"{acc} = tl.zeros((BM, {c.tw}), dtype=tl.float32)")
-            other = "0"
-        self.emit(f"for {k} in range(0, {w}):")
-        load_expr = f"tl.load({ptr} + {rows}[:, None] * {ty.cols} + ({start} + {k})[None, :], mask={c.mask2}, other={other})"
-        self.emit(f"    {v} = {_loaded(load_expr, elt, 2)}")
-        if kind == coda.ReduceKind.MAX:
-            self.emit(f"    {acc} = tl.maximum({acc}, {v})")
-        elif kind == coda.ReduceKind.SUMSQ:
-            self.emit(f"    {acc} += {v} * {v}")
-        else:
-            self.emit(f"    {acc} += {v}")
-        self.assign(op.result, acc)
-
     def emit_select(self, op: coda.SelectOp) -> None:
         ty = op.tile.type
         assert isinstance(ty, coda.TileType)
@@ -968,9 +811,6 @@ class _EpilogueEmitter:
             pty = value.type
             src = value.owner
             assert isinstance(src, Operation)
-            if self.whole is not None:
-                self.emit_complete(index, pty, x, src)
-                return
             if pty.axis == coda.Axis.ROWS:
                 if self.row_partials is not None:
                     # a slice's partial: combined with the other slices' after the last one
@@ -982,21 +822,6 @@ class _EpilogueEmitter:
                 assert isinstance(tile, coda.TileType)
                 c = self.cols(op, tile.cols)
                 self.emit_column_partials_store(index, pty, ptr, x, c)
-        elif value in self.gathered:
-            # a wide pair_map result gathered from memory: each pair's two columns
-            a, b, first, stride, c = self.gathered[value]
-            assert isinstance(value.type, coda.TileType) and isinstance(rty, TensorType)
-            rows = self.row_offsets()
-            base = f"{ptr} + {rows}[:, None] * {value.type.cols}"
-            elt = rty.get_element_type()
-            over = writes_over(self.kernel)
-            if over is not None and over[index] >= 0:
-                # stored over the input it reads in pair halves: each half's store waits for every
-                # thread's loads of this program (analysis/in_place.py's pair-halves rule, point 2)
-                self.emit("tl.debug_barrier()")
-            computed = value.type.element_type
-            self.emit(f"tl.store({base} + {first}[None, :], {_stored(a, computed, elt, 2)}, mask={c.mask2})")
-            self.emit(f"tl.store({base} + ({first} + {stride})[None, :], {_stored(b, computed, elt, 2)}, mask={c.mask2})")
         else:
             ty = value.type
             assert isinstance(ty, coda.TileType) and isinstance(rty, TensorType)
@@ -1021,25 +846,6 @@ class _EpilogueEmitter:
             self.emit(f"    tl.store({base} + {hv.half}, {hi}, mask={hv.umask})")
             self.emit("else:")
             self.emit(f"    {scatter}")
-
-    def emit_complete(self, index: int, pty: coda.PartialsType, x: str, src: Operation) -> None:
-        """Whole rows/cols: combine this tile's partial into the program's running value, in
-        tile order (the loop order), as a fold would combine the stored partials."""
-        if index not in self.completed:
-            width = src.operands[0].type.cols if pty.axis == coda.Axis.COLS else 0  # type: ignore[attr-defined]
-            self.completed[index] = (pty, self.fresh(f"whole{index}"), width)
-        _, acc, _ = self.completed[index]
-        combine = pty.combine_kind
-        self.emit(f"# combine with the previous tiles' {pty.axis.value} partials ({combine.value})")
-        if combine == coda.Combine.SUM:
-            self.emit(f"{acc} = {acc} + {x}")
-        elif combine == coda.Combine.MAX:
-            self.emit(f"{acc} = tl.maximum({acc}, {x})")
-        else:
-            mx, ref = self.fresh("wc_max"), self.fresh("wc_ref")
-            self.emit(f"{mx} = tl.maximum({acc}, {x})")
-            self.emit(f'{ref} = tl.where({mx} == -float("inf"), 0.0, {mx})')
-            self.emit(f"{acc} = {ref} + tl.log(tl.exp({acc} - {ref}) + tl.exp({x} - {ref}))")
 
     def emit_column_partials_store(self, index: int, pty: coda.PartialsType, ptr: str, x: str, c: _Cols) -> None:
         """This tile's column partials of output `index` (hook: the Gluon epilogue carries them
@@ -1228,161 +1034,6 @@ def epilogue_tile_pressure(block: Block, n: int) -> Fraction:
     return peak
 
 
-@dataclass(frozen=True)
-class EpilogueStep:
-    """One step of an epilogue's emission order (`epilogue_schedule`): `op` makes its results
-    `results` (indices) here, and each of them is stored right after if the region yields it.
-
-    Every op but a multi-output `coda.map` is one step that makes all its results. A multi-output
-    map may be split into one step per group of outputs; `body` then lists the map's scalar ops
-    this step emits (in body order): those its outputs need that no earlier step of the map
-    emitted, and on the map's last step every op still left (so that nothing in the body is
-    dropped). `body` is None for a step that makes the whole op.
-    """
-
-    op: Operation
-    results: tuple[int, ...]
-    body: tuple[Operation, ...] | None = None
-
-
-def _only_yielded(op: Operation) -> bool:
-    return all(isinstance(u.operation, coda.YieldOp) for r in op.results for u in r.uses)
-
-
-def _partials_after_last_use(ops: list[Operation]) -> list[Operation]:
-    """Program order, except that a partial reduction (`coda.reduce`, `coda.select`) whose tile is
-    still used by a later tile op is emitted right after that last use: the reduction then
-    consumes its tile as it dies instead of running while the tile must stay live (its masked
-    copy and the reduction's temporaries beside it; the LLaMA out-proj epilogue compiled for
-    sm_90a: 824 -> 328 bytes of stack)."""
-    partial_ops = (coda.ReduceOp, coda.SelectOp)
-    after: dict[int, list[Operation]] = {}
-    order: list[Operation] = []
-    for i, op in enumerate(ops):
-        if isinstance(op, partial_ops) and _only_yielded(op):
-            tile = op.operands[0]
-            later = [j for j in range(i + 1, len(ops)) if not isinstance(ops[j], partial_ops) and tile in ops[j].operands]
-            if later:
-                after.setdefault(max(later), []).append(op)
-                continue
-        order.append(op)
-        order.extend(after.pop(i, []))
-    assert not after
-    return order
-
-
-def _deferred_outputs(ops: list[Operation]) -> set[SSAValue]:
-    """Outputs of multi-output `coda.map`s made at their first reader instead of at the map:
-    those the region does not yield (a yielded output is stored at the map) and some op reads.
-    A map coda-legalize marked `coda.pair_halves` is made whole (once per pair half, by
-    `emit_halves`), never split per output."""
-    deferred: set[SSAValue] = set()
-    for op in ops:
-        if isinstance(op, coda.MapOp) and len(op.outputs) > 1 and coda.pair_halves_stride(op) is None:
-            for r in op.outputs:
-                if r.uses and not any(isinstance(u.operation, coda.YieldOp) for u in r.uses):
-                    deferred.add(r)
-    return deferred
-
-
-def _body_needs(map_op: coda.MapOp, indices: Sequence[int]) -> set[Operation]:
-    """The scalar ops of the map's body that the yielded values `indices` depend on."""
-    block = map_op.body.blocks[0]
-    term = block.last_op
-    assert isinstance(term, coda.YieldOp)
-    need: set[Operation] = set()
-    stack = [term.values[i] for i in indices]
-    while stack:
-        v = stack.pop()
-        owner = v.owner
-        if isinstance(owner, Operation) and owner.parent_block() is block and owner not in need:
-            need.add(owner)
-            stack.extend(owner.operands)
-    return need
-
-
-def epilogue_schedule(block: Block) -> list[EpilogueStep]:
-    """The region's ops (without the yield) as emission steps.
-
-    Every primitive is pure and each result has its own output, so the stored values are the
-    same in any order that respects the dataflow; only how many [BM, BN] tiles are live at once
-    (registers, spills) changes. The order:
-
-    1. Program order, with partial reductions after the last tile use of their input
-       (`_partials_after_last_use`).
-    2. A multi-output `coda.map` makes each output the region does not yield at its first
-       reader, not all outputs at the map: its scalar ops for that output run there, so a value
-       needed only late (e.g. the RMSNorm backward's `acc * (x * rstd)`, only reduced into the
-       weight gradient's column partials) is not live across the stores before it. Outputs the
-       region yields (and unused ones) are made at the map and stored right after it.
-    3. A column partial (`coda.reduce ... dim 0`, only yielded) whose tile is such a deferred map
-       output, read by nothing but column partials, runs after every other op, i.e. after the
-       stores it does not feed, with that output made just before it. A column reduction combines
-       values across warps (shared memory and barriers); run last, nothing else is live across
-       it. Moving it alone, with its tile made at the map, keeps the tile live instead
-       (session 8's columns-last schedule: spills down, time mixed; with the output deferred as
-       here, the RMSNorm-backward kernels ran 1-9% faster on an H100: bench/RESULTS.md
-       2026-11-25 sessions 8 and 9), so other column partials stay at step 1's place.
-
-    A pure function of the region: the same IR gives the same steps.
-    """
-    ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
-    order = _partials_after_last_use(ops)
-    deferred = _deferred_outputs(ops)
-
-    def column_partial(op: Operation) -> bool:
-        return isinstance(op, coda.ReduceOp) and op.dim.value.data == 0 and _only_yielded(op)
-
-    last = [
-        op for op in order
-        if column_partial(op) and op.tile in deferred and all(column_partial(u.operation) for u in op.tile.uses)
-    ]
-    if last:
-        order = [op for op in order if op not in last] + last
-
-    steps: list[EpilogueStep] = []
-    made: set[SSAValue] = set()  # deferred outputs already made
-    emitted: dict[Operation, set[Operation]] = {}  # split map -> its body ops emitted so far
-    done: dict[Operation, set[int]] = {}  # split map -> its outputs made so far
-
-    def map_step(op: coda.MapOp, indices: list[int]) -> None:
-        indices = sorted(indices)
-        body = op.body.blocks[0]
-        done.setdefault(op, set()).update(indices)
-        if len(done[op]) == len(op.outputs) and op not in emitted:
-            steps.append(EpilogueStep(op, tuple(indices)))  # not split: the whole map at once
-            return
-        have = emitted.setdefault(op, set())
-        need = _body_needs(op, indices) if len(done[op]) < len(op.outputs) else set(body.ops)
-        picked = tuple(o for o in body.ops if o in need and o not in have and not isinstance(o, coda.YieldOp))
-        have.update(picked)
-        steps.append(EpilogueStep(op, tuple(indices), picked))
-
-    def make(values: Sequence[SSAValue]) -> None:
-        """Make the deferred map outputs among `values` (grouped per map, in first-read order)."""
-        groups: dict[Operation, list[int]] = {}
-        for v in values:
-            if v in deferred and v not in made:
-                made.add(v)
-                groups.setdefault(v.owner, []).append(v.index)  # type: ignore[union-attr]
-        for owner, indices in groups.items():
-            assert isinstance(owner, coda.MapOp)
-            make(owner.inputs)
-            map_step(owner, indices)
-
-    for op in order:
-        if isinstance(op, coda.MapOp) and len(op.outputs) > 1:
-            now = [i for i, r in enumerate(op.outputs) if r not in deferred]
-            if now:
-                make(op.inputs)
-                map_step(op, now)
-            continue
-        make(op.operands)
-        steps.append(EpilogueStep(op, tuple(range(len(op.results)))))
-    assert made == deferred  # every deferred output has a reader in `order`
-    return steps
-
-
 # ============================================================================ kernels
 
 
@@ -1494,86 +1145,6 @@ def emit_gluon_gemm(op: coda.GemmOp, name: str, options: TritonOptions | None = 
     return emit_gluon_kernel(op, name, in_params, out_params, em.lines, [em.carried[i] for i in sorted(em.carried)])
 
 
-def _kernel_head(name: str, params: Sequence[str], member: bool) -> list[str]:
-    """`@triton.jit def name(...)` and the program id: its own launch's, or (a member of a
-    `coda.launch_group`) the program index within the member's share of the group's grid."""
-    if member:
-        return ["@triton.jit", f"def {name}({', '.join(['pid', *params])}):"]
-    return ["@triton.jit", f"def {name}({', '.join(params)}):", IND + "pid = tl.program_id(0)"]
-
-
-def _width_expr(width: int, n: int, bn: str) -> str:
-    """The constexpr width of a W-wide tile when the kernel's column tile is `bn` of N."""
-    r = Fraction(width, n)
-    if r == 1:
-        return bn
-    if r.denominator == 1:
-        return f"({bn} * {r.numerator})"
-    if r.numerator == 1:
-        return f"({bn} // {r.denominator})"
-    return f"({bn} * {r.numerator} // {r.denominator})"
-
-
-def emit_elementwise(op: coda.ElementwiseOp, name: str, member: bool = False, options: TritonOptions | None = None) -> KernelInfo:
-    names = _Names(KERNEL_SCOPE)
-    block = op.body.blocks[0]
-    in_params = _param_names(names, block.args, "in")
-    out_params = _param_names(names, op.outputs, "out")
-    _, n = op.iteration_shape()
-    em = _EpilogueEmitter(op, n, 0, dict(zip(block.args, in_params)), names, options=options)
-    em.whole = op.whole_axis
-    em.emit_region(block, in_params, list(zip(op.outputs, out_params)))
-    params = [*in_params, *out_params, "M", "N", "BM: tl.constexpr", "BN: tl.constexpr"]
-    src = _kernel_head(name, params, member)
-    plain = [*in_params, *out_params, "M", "N", "BM", "BN"]
-    if em.whole is None:
-        src += [
-            "    num_pid_n = tl.cdiv(N, BN)",
-            "    pid_m = pid // num_pid_n",
-            "    pid_n = pid % num_pid_n",
-            "    offs_m = pid_m * BM + tl.arange(0, BM)",
-            "    offs_n = pid_n * BN + tl.arange(0, BN)",
-            "    mask_m = offs_m < M",
-            "    mask_n = offs_n < N",
-            *em.lines,
-        ]
-        return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src, plain, 2)
-    # whole rows (cols): this program's BM rows (BN columns), the region once per tile along
-    # them in order; completed reductions are running values stored after the loop
-    rows = em.whole == coda.Axis.ROWS
-    fixed, loop = ("m", "n") if rows else ("n", "m")
-    extent = {"m": ("M", "BM"), "n": ("N", "BN")}
-    src += [
-        f"    pid_{fixed} = pid",
-        f"    offs_{fixed} = pid_{fixed} * {extent[fixed][1]} + tl.arange(0, {extent[fixed][1]})",
-        f"    mask_{fixed} = offs_{fixed} < {extent[fixed][0]}",
-    ]
-    for index, (pty, acc, width) in sorted(em.completed.items()):
-        shape = "BM" if rows else _width_expr(width, n, "BN")
-        init = "0.0" if pty.combine_kind == coda.Combine.SUM else '-float("inf")'
-        src.append(f"    {acc} = tl.full(({shape},), {init}, tl.float32)")
-    src += [
-        f"    # whole {em.whole.value}: the {'column' if rows else 'row'} tiles in order",
-        f"    for pid_{loop} in range(0, tl.cdiv({extent[loop][0]}, {extent[loop][1]})):",
-        f"        offs_{loop} = pid_{loop} * {extent[loop][1]} + tl.arange(0, {extent[loop][1]})",
-        f"        mask_{loop} = offs_{loop} < {extent[loop][0]}",
-        *[IND + line for line in em.lines],
-    ]
-    for index, (pty, acc, width) in sorted(em.completed.items()):
-        result = op.outputs[index]
-        rty = result.type
-        assert isinstance(rty, TensorType)
-        val = _stored(acc, f32, rty.get_element_type(), 1)
-        if rows:
-            src.append(f"    tl.store({out_params[index]} + offs_m, {val}, mask=mask_m)")
-        else:
-            tw = _width_expr(width, n, "BN")
-            cols = names(f"cols{index}")
-            src.append(f"    {cols} = pid_n * {tw} + tl.arange(0, {tw})")
-            src.append(f"    tl.store({out_params[index]} + {cols}, {val}, mask={cols} < {width})")
-    return KernelInfo(op, name, "elementwise", em.bn_multiple_of, src, plain, 2)
-
-
 # ============================================================================ host functions
 
 
@@ -1627,11 +1198,10 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
                 if coda.recorded_mainloop(k) is not None:
                     gluon_source += emit_gluon_gemm(k, name, options)
                     gluon_kernels.append(gluon_entry_name(name))
-            elif isinstance(k, coda.ElementwiseOp):
-                info = emit_elementwise(k, name, member, options)
             else:
-                assert isinstance(k, coda.FoldOp)
-                info = printed_kernel_info(k, tl_kernels[name], "fold", member)
+                assert isinstance(k, (coda.ElementwiseOp, coda.FoldOp))
+                kind = "elementwise" if isinstance(k, coda.ElementwiseOp) else "fold"
+                info = printed_kernel_info(k, tl_kernels[name], kind, member)
             infos[k] = info
             out += ["", ""] + info.source
         groups = [g for g in fn.walk() if isinstance(g, coda.LaunchGroupOp)]

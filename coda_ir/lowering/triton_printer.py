@@ -23,7 +23,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.dialects.element_types import TRITON_DTYPE_NAMES, element_name
 from coda_ir.diagnostics import InternalCompilerBug
-from coda_ir.transforms.coda_to_tl import Fragment, KernelNames
+from coda_ir.transforms.tl_build import Fragment, KernelNames
 
 IND = "    "
 
@@ -58,6 +58,15 @@ CMPF = {
 }
 CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=", "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
 REDUCE = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
+_INTEGER_ARITH = ("arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.remsi")
+
+# Python's binding strengths (higher binds tighter), for printing a kernel with only the
+# parentheses Python needs: an operand is parenthesized when it binds less tightly than its
+# operator (on the right of a left-associative operator, or beside a comparison: also when equal)
+COMPARE, BIT_OR, BIT_XOR, BIT_AND, SHIFT, SUM, PRODUCT, UNARY, ATOM = range(5, 14)
+STRENGTH = {"|": BIT_OR, "^": BIT_XOR, "&": BIT_AND, "<<": SHIFT, ">>": SHIFT, "+": SUM, "-": SUM, "*": PRODUCT,
+            "/": PRODUCT, "//": PRODUCT, "%": PRODUCT}
+SIMPLE_CMPF = {"oeq": "==", "ogt": ">", "oge": ">=", "olt": "<", "ole": "<=", "une": "!="}
 
 
 def dtype(elt: Attribute) -> str:
@@ -82,7 +91,27 @@ def _pure(op: Operation) -> bool:
     if isinstance(op, tl.CallOp):
         return op.callee.root_reference.data.startswith("_coda_") and bool(op.results)
     return isinstance(op, (tl.ProgramIdOp, tl.ArangeOp, tl.FullOp, tl.SplatOp, tl.ExpandDimsOp, tl.AddPtrOp, tl.CastOp,
-                           tl.ReduceOp, tl.CmpFOp, tl.CmpIOp, tl.WhereOp))
+                           tl.ReduceOp, tl.CmpFOp, tl.CmpIOp, tl.WhereOp, tl.CdivOp, tl.BroadcastToOp, tl.ReshapeOp,
+                           tl.PermuteOp, tl.JoinOp, tl.GatherOp))
+
+
+# ops between a load and the statement it is written into that may change what it reads
+_WRITES = (tl.StoreOp, tl.AtomicAddOp, tl.DebugBarrierOp, scf.ForOp, scf.IfOp)
+
+
+def _writes(op: Operation) -> bool:
+    return isinstance(op, _WRITES) or (isinstance(op, tl.CallOp) and not op.results)
+
+
+def _tuple(items: Sequence[str]) -> str:
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+def _ancestor_in(op: Operation, block: Block) -> Operation | None:
+    """`op` or the op of `block` that holds it."""
+    while op is not None and op.parent_block() is not block:
+        op = op.parent_op()  # type: ignore[assignment]
+    return op
 
 
 def _strip(expr: str) -> str:
@@ -124,11 +153,19 @@ def _atomic(expr: str) -> str:
 class BlockPrinter:
     """Prints the ops of a block as Triton statements; values named by `names`."""
 
-    def __init__(self, names: KernelNames):
+    def __init__(self, names: KernelNames, constexprs: Sequence[SSAValue] = (), minimal_parentheses: bool = False):
         self.names = names
         self.exprs: dict[SSAValue, str] = {}
+        # `minimal_parentheses`: write only the parentheses Python needs (kernels printed whole);
+        # else every binary operation is parenthesized (the fragments of the gemm emitter)
+        self.minimal = minimal_parentheses
+        self.strength: dict[SSAValue, int] = {}  # of each expression written in place
+        self._strength = ATOM
         self.inline: set[SSAValue] = set()
         self.consts: set[SSAValue] = set()
+        # constexpr parameters and integer arithmetic of them and constants (a tile width
+        # BN // 2): written in place at every use, as Triton evaluates them when it traces
+        self.constexprs: set[SSAValue] = set(constexprs)
         self.lines: list[str] = []
 
     # ------------------------------------------------------------------ analysis
@@ -146,10 +183,43 @@ class BlockPrinter:
             ):
                 self.consts.add(v)
                 self.inline.add(v)
+            elif op.name in _INTEGER_ARITH and all(o in self.consts or o in self.constexprs for o in op.operands):
+                self.constexprs.add(v)
+                self.inline.add(v)
             elif isinstance(op, tl.SplatOp):
                 self.inline.add(v)
             elif not v.name_hint and v.has_one_use() and v.get_user_of_unique_use().parent_block() is block:
                 self.inline.add(v)
+        # a load used once is written in place when nothing between it and the statement it is
+        # written into can change what it reads
+        for op in block.ops:
+            if not isinstance(op, tl.LoadOp) or op.result.name_hint or not op.result.has_one_use():
+                continue
+            anchor = self.anchor(op.result)
+            if anchor is None:
+                continue
+            between = op.next_op
+            while between is not None and between is not anchor and not _writes(between):
+                between = between.next_op
+            if between is anchor:
+                self.inline.add(op.result)
+
+    def anchor(self, v: SSAValue) -> Operation | None:
+        """The statement of v's block that v is written into (following single uses of values
+        written in place), or None when it is not in v's block."""
+        owner = v.owner
+        assert isinstance(owner, Operation)
+        block = owner.parent_block()
+        while True:
+            if not v.has_one_use():
+                return None
+            user = v.get_user_of_unique_use()
+            if user.parent_block() is not block:
+                return None
+            if len(user.results) == 1 and user.results[0] in self.inline:
+                v = user.results[0]
+                continue
+            return user
 
     # ------------------------------------------------------------------ values
     def name(self, v: SSAValue, default: str = "v") -> str:
@@ -163,20 +233,56 @@ class BlockPrinter:
         except KeyError:
             raise InternalCompilerBug(v.owner if isinstance(v.owner, Operation) else None, "tl value printed before its definition") from None
 
+    def binary(self, op: Operation, symbol: str, strength: int) -> str:
+        """`a symbol b`, each operand parenthesized only where Python needs it."""
+        lhs, rhs = op.operands[0], op.operands[1]
+        if not self.minimal:
+            return f"({self.get(lhs)} {symbol} {self.get(rhs)})"
+        self._strength = strength
+        left = strength + 1 if strength == COMPARE else strength  # comparisons do not chain
+        return f"{self.operand(lhs, left)} {symbol} {self.operand(rhs, strength + 1)}"
+
+    def atom(self, v: SSAValue) -> str:
+        """v's expression as the operand of `.to()` or a subscript."""
+        if self.minimal:
+            return self.operand(v, ATOM)
+        return _atomic(self.get(v))
+
+    def operand(self, v: SSAValue, strength: int) -> str:
+        """v's expression where it must bind at least `strength` tightly."""
+        text = self.get(v)
+        return f"({text})" if self.strength.get(v, ATOM) < strength else text
+
     def expr(self, op: Operation) -> str:
+        self._strength = ATOM
         name = op.name
+        if name in BINARY:
+            symbol = BINARY[name]
+            return self.binary(op, symbol, STRENGTH[symbol])
+        if isinstance(op, tl.CmpIOp):
+            return self.binary(op, CMPI[op.predicate.data], COMPARE)
+        if isinstance(op, tl.CmpFOp) and self.minimal and op.predicate.data in SIMPLE_CMPF:
+            return self.binary(op, SIMPLE_CMPF[op.predicate.data], COMPARE)
+        if isinstance(op, tl.AddPtrOp):
+            return self.binary(op, "+", SUM)
+        if isinstance(op, arith.NegfOp) and self.minimal:
+            self._strength = UNARY
+            return f"-{self.operand(op.operands[0], UNARY)}"
         a = [self.get(o) for o in op.operands]
         if isinstance(op, arith.ConstantOp):
             attr = op.value
             if isinstance(attr, FloatAttr):
-                return float_literal(attr.value.data)
-            assert isinstance(attr, IntegerAttr)
-            if isinstance(attr.type, IntegerType) and attr.type.width.data == 1:
-                return "True" if attr.value.data else "False"
-            text = str(attr.value.data)
-            return f"({text})" if text.startswith("-") else text
-        if name in BINARY:
-            return f"({a[0]} {BINARY[name]} {a[1]})"
+                text = float_literal(attr.value.data)
+            else:
+                assert isinstance(attr, IntegerAttr)
+                if isinstance(attr.type, IntegerType) and attr.type.width.data == 1:
+                    return "True" if attr.value.data else "False"
+                text = str(attr.value.data)
+                text = f"({text})" if text.startswith("-") else text
+            if self.minimal and text.startswith("(-"):
+                self._strength = UNARY  # a negative literal: -x
+                return text[1:-1]
+            return text
         if name in CALLS:
             return f"{CALLS[name]}({', '.join(a)})"
         if isinstance(op, arith.NegfOp):
@@ -185,8 +291,6 @@ class BlockPrinter:
             return f"tl.where({a[0]}, {a[1]}, {a[2]})"
         if isinstance(op, tl.CmpFOp):
             return CMPF[op.predicate.data].format(a=a[0], b=a[1])
-        if isinstance(op, tl.CmpIOp):
-            return f"({a[0]} {CMPI[op.predicate.data]} {a[1]})"
         if isinstance(op, tl.ProgramIdOp):
             return f"tl.program_id({op.axis.data})"
         if isinstance(op, tl.ArangeOp):
@@ -196,20 +300,34 @@ class BlockPrinter:
             tup = "()" if not shape else f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"
             return f"tl.full({tup}, {_strip(a[-1])}, {dtype(tl.element_of(op.result.type))})"
         if isinstance(op, tl.SplatOp):
+            self._strength = self.strength.get(op.value, ATOM)  # written as its scalar
             return a[0]
         if isinstance(op, (arith.ExtSIOp, arith.ExtUIOp)) and tl.rank_of(op.operands[0].type) == 0:
             # a scalar widens implicitly in Triton's binary ops (and a parameter that Triton
             # specializes to the constant 1 has no `.to`)
+            self._strength = self.strength.get(op.operands[0], ATOM)
             return a[0]
         if isinstance(op, (arith.ExtSIOp, arith.ExtUIOp)):
-            return f"{_atomic(a[0])}.to({dtype(tl.element_of(op.results[0].type))})"
+            return f"{self.atom(op.operands[0])}.to({dtype(tl.element_of(op.results[0].type))})"
         if isinstance(op, tl.ExpandDimsOp):
-            return f"{_atomic(a[0])}[:, None]" if op.axis.data == 1 else f"{_atomic(a[0])}[None, :]"
-        if isinstance(op, tl.AddPtrOp):
-            return f"({a[0]} + {a[1]})"
+            rank = tl.rank_of(op.value.type)
+            index = [":"] * rank
+            index.insert(op.axis.data, "None")
+            return f"{self.atom(op.operands[0])}[{', '.join(index)}]"
+        if isinstance(op, tl.CdivOp):
+            return f"tl.cdiv({_strip(a[0])}, {_strip(a[1])})"
+        if isinstance(op, (tl.BroadcastToOp, tl.ReshapeOp)):
+            fn = "tl.broadcast_to" if isinstance(op, tl.BroadcastToOp) else "tl.reshape"
+            return f"{fn}({_strip(a[0])}, {_tuple(a[1:])})"
+        if isinstance(op, tl.PermuteOp):
+            return f"tl.permute({_strip(a[0])}, {_tuple([str(d) for d in op.dims.get_values()])})"
+        if isinstance(op, tl.JoinOp):
+            return f"tl.join({_strip(a[0])}, {_strip(a[1])})"
+        if isinstance(op, tl.GatherOp):
+            return f"tl.gather({_strip(a[0])}, {_strip(a[1])}, axis={op.axis.data})"
         if isinstance(op, tl.CastOp):
             extra = ", bitcast=True" if op.bitcast is not None else ""
-            return f"{_atomic(a[0])}.to({dtype(tl.element_of(op.result.type))}{extra})"
+            return f"{self.atom(op.operands[0])}.to({dtype(tl.element_of(op.result.type))}{extra})"
         if isinstance(op, tl.ReduceOp):
             return f"{REDUCE[op.kind.data]}({_strip(a[0])}, axis={op.axis.data})"
         if isinstance(op, tl.LoadOp):
@@ -242,6 +360,7 @@ class BlockPrinter:
     def statement(self, op: Operation, indent: str) -> None:
         if len(op.results) == 1 and op.results[0] in self.inline:
             self.exprs[op.results[0]] = self.expr(op)
+            self.strength[op.results[0]] = self._strength
             return
         if isinstance(op, tl.StoreOp):
             args = [_strip(self.get(op.ptr)), _strip(self.get(op.value))]
@@ -252,6 +371,9 @@ class BlockPrinter:
             self.emit(indent, "tl.debug_barrier()")
         elif isinstance(op, tl.CommentOp):
             self.emit(indent, f"# {op.text.data}")
+        elif isinstance(op, tl.SplitOp):
+            first, second = self.name(op.lhs), self.name(op.rhs)
+            self.emit(indent, f"{first}, {second} = tl.split({_strip(self.get(op.value))})")
         elif isinstance(op, tl.CallOp) and not op.results:
             self.emit(indent, f"{op.callee.root_reference.data}({', '.join(_strip(self.get(o)) for o in op.operands)})")
         elif isinstance(op, scf.ForOp):
@@ -277,8 +399,13 @@ class BlockPrinter:
             self.exprs[arg] = n
             names.append(n)
             self.emit(indent, f"{n} = {_strip(self.get(init))}")
+        self.carry_in_place(body, names)
         self.exprs[iv] = self.names(iv.name_hint or "i")
-        self.emit(indent, f"for {self.exprs[iv]} in range({_strip(self.get(op.lb))}, {_strip(self.get(op.ub))}, {_strip(self.get(op.step))}):")
+        bounds = [_strip(self.get(op.lb)), _strip(self.get(op.ub))]
+        step = op.step.owner
+        if not (isinstance(step, arith.ConstantOp) and isinstance(step.value, IntegerAttr) and step.value.value.data == 1):
+            bounds.append(_strip(self.get(op.step)))
+        self.emit(indent, f"for {self.exprs[iv]} in range({', '.join(bounds)}):")
         inner = indent + IND
         yielded: Sequence[SSAValue] = ()
         for inner_op in body.ops:
@@ -286,12 +413,38 @@ class BlockPrinter:
                 yielded = inner_op.operands
             else:
                 self.statement(inner_op, inner)
-        if names:
-            values = [_strip(self.get(v)) for v in yielded]
-            if len(names) == 1:
-                self.emit(inner, f"{names[0]} = {values[0]}")
-            else:
-                self.emit(inner, f"{', '.join(names)} = {', '.join(values)}")
+        pairs = [(n, _strip(self.get(v))) for n, v in zip(names, yielded)]
+        pairs = [(n, v) for n, v in pairs if n != v]
+        if pairs:
+            self.emit(inner, f"{', '.join(n for n, _ in pairs)} = {', '.join(v for _, v in pairs)}")
+
+    def carry_in_place(self, body: Block, names: Sequence[str]) -> None:
+        """A value the loop body yields is assigned to its carried variable where it is made (not
+        at the end of the body) when every read of the carried value is written before it."""
+        term = body.last_op
+        if not isinstance(term, scf.YieldOp):
+            return
+        order = {o: i for i, o in enumerate(body.ops)}
+        claimed: set[SSAValue] = set()
+        for arg, v, name in zip(body.args[1:], term.operands, names):
+            owner = v.owner
+            if not isinstance(owner, Operation) or owner.parent_block() is not body or len(owner.results) != 1 \
+                    or v in claimed or v in self.consts or v in self.constexprs:
+                continue
+            reads = []
+            for use in arg.uses:
+                # the statement the read is written into (v's own, once v is one)
+                at = _ancestor_in(use.operation, body)
+                while at is not None and at is not owner and len(at.results) == 1 and at.results[0] in self.inline:
+                    r = at.results[0]
+                    at = r.get_user_of_unique_use() if r.has_one_use() else None
+                    if at is not None and at.parent_block() is not body:
+                        at = None
+                reads.append(at)
+            if all(r is not None and order[r] <= order[owner] for r in reads):
+                claimed.add(v)
+                self.inline.discard(v)
+                self.exprs[v] = name
 
     def if_chain(self, op: scf.IfOp, indent: str, keyword: str) -> None:
         if op.results:
@@ -315,9 +468,15 @@ class BlockPrinter:
 
 
 
+# names a value of a kernel must not take: the modules and builtins printed kernels refer to
+RESERVED = ("tl", "triton", "libdevice", "torch", "os", "float", "range", "int", "min", "max")
+
+
 class KernelPrinter(BlockPrinter):
     def __init__(self, kernel: tl.KernelOp):
-        super().__init__(KernelNames(["tl", "triton", "libdevice", "torch", "os", *kernel.param_names()]))
+        args = kernel.body.block.args
+        super().__init__(KernelNames([*RESERVED, *kernel.param_names()]), args[len(args) - kernel.constexprs.data :],
+                         minimal_parentheses=True)
         self.kernel = kernel
 
     def print(self) -> list[str]:

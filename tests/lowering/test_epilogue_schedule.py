@@ -19,6 +19,7 @@ import torch
 
 import coda_ir
 from coda_ir import testing
+from coda_ir.analysis.epilogue_schedule import partials_after_last_use
 from coda_ir.dialects import coda
 from coda_ir.lowering import triton as lowering
 
@@ -62,7 +63,7 @@ def norm_program(m: int = 37, n: int = 70, k: int = 19) -> str:
 def previous_schedule(block):
     """The order before session 9: whole ops, partial reductions after the last tile use."""
     ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
-    return [lowering.EpilogueStep(op, tuple(range(len(op.results)))) for op in lowering._partials_after_last_use(ops)]
+    return [lowering.EpilogueStep(op, tuple(range(len(op.results)))) for op in partials_after_last_use(ops)]
 
 
 def region(text: str, pipeline=None, origin: str | None = None):

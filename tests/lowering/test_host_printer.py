@@ -122,7 +122,10 @@ def test_verifiers_refuse_ill_typed_ops():
 def test_pass_output_verifies_and_counts_its_launches(path, pipeline):
     from coda_ir import lower
 
+    from coda_ir.transforms.legalize import ensure_legalized
+
     module = lower(parse(path.read_text()), pipeline)
+    ensure_legalized(module)  # convert-coda-to-tl builds elementwise kernels from its records
     ctx = make_context()
     ConvertCodaToTLPass().apply(ctx, module)
     ConvertCodaToHostPass().apply(ctx, module)

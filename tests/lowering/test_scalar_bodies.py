@@ -1,7 +1,8 @@
 """One scalar-body lowering (issue 13 item 2): the `coda.map` / `coda.pair_map` bodies of gemm and
-elementwise epilogues are lowered by the pass layer (`coda_to_tl.lower_tile_body`, the
-`ScalarLowering` that fold bodies use) to tl / arith / math ops on tiles and printed by
-`triton_printer.FragmentPrinter`; the emitter of `lowering/triton.py` only binds their arguments.
+elementwise epilogues are lowered by the pass layer (`tl_build.lower_tile_body`, the
+`ScalarLowering` that fold bodies use) to tl / arith / math ops on tiles; the epilogue builder of
+elementwise kernels (`tl_epilogue`) copies them into the kernel, the gemm emitter of
+`lowering/triton.py` prints them with `triton_printer.FragmentPrinter`, binding their arguments.
 
 Checked here: what the pass layer decides (constants folded in place, Triton functions of
 constants on 0-d tensors, tanh / pow by the prelude helpers, a bf16 rounding step by
@@ -18,7 +19,7 @@ import coda_ir
 from coda_ir import CompileError
 from coda_ir.dialects import coda
 from coda_ir.lowering.triton_printer import FragmentPrinter
-from coda_ir.transforms.coda_to_tl import KernelNames, lower_tile_body
+from coda_ir.transforms.tl_build import KernelNames, lower_tile_body
 
 from .helpers import check
 

@@ -2,26 +2,31 @@
 
 A kernel built op by op is printed, imported as a `@triton.jit` function and run by Triton's
 interpreter on CPU against a float64 reference: what the IR says is what runs. The verifiers
-refuse ill-typed ops.
+refuse ill-typed ops. The printer's textual choices (minimal parentheses, loads and carried
+values written in place) keep the program: checked against the fully parenthesized form for
+all expression trees (hypothesis) and on the cases that must not be written in place.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 import uuid
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from xdsl.dialects import arith, math, scf
 from xdsl.dialects.builtin import bf16, f32, i1, i32, i64
-from xdsl.ir import Block
+from xdsl.ir import Block, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.lowering.triton import PRELUDE
-from coda_ir.lowering.triton_printer import print_kernel
-from coda_ir.transforms.coda_to_tl import Builder
+from coda_ir.lowering.triton_printer import KernelPrinter, print_kernel
+from coda_ir.transforms.tl_build import Builder
 
 
 def _load(lines: list[str], tmp_path, name: str):
@@ -129,3 +134,124 @@ def test_verifiers_refuse_ill_typed_ops():
     assert tl.AtomicAddOp(b.value(tl.AddPtrOp(p, n)), b.const(1.0, f32)).result.type == f32
     with pytest.raises(VerifyException, match="scalar of the pointee type"):
         tl.AtomicAddOp(p, b.const(1, i64)).verify()
+
+
+# ---------------------------------------------------------------- textual choices keep the program
+
+_OPS = {"+": arith.AddfOp, "-": arith.SubfOp, "*": arith.MulfOp, "/": arith.DivfOp}
+
+
+def _expression_kernel(tree) -> tuple[tl.KernelOp, list[SSAValue]]:
+    """A kernel storing the value of `tree` (nested tuples (op, lhs, rhs), ("neg", x), ("<", a, b)
+    for a comparison selecting between its operands, or a leaf index into the scalar parameters)."""
+    k = tl.KernelOp("e", [("o", tl.PointerType(f32)), *[(f"x{i}", f32) for i in range(4)]], 0)
+    o, *xs = k.body.block.args
+    b = Builder(k.body.block)
+
+    def build(t):
+        if isinstance(t, int):
+            return xs[t]
+        if t[0] == "neg":
+            return b.value(arith.NegfOp(build(t[1])))
+        if t[0] == "<":
+            lhs, rhs = build(t[1]), build(t[2])
+            return b.where(b.cmpf("olt", lhs, rhs), lhs, rhs)
+        return b.fbin(_OPS[t[0]], build(t[1]), build(t[2]))
+
+    b.add(tl.StoreOp(o, build(tree)))
+    return k, xs
+
+
+def _stored_expression(lines: list[str]) -> ast.AST:
+    (store,) = [line for line in lines if "tl.store(" in line]
+    return ast.parse(store.strip()).body[0].value.args[1]  # type: ignore[attr-defined]
+
+
+_trees = st.recursive(
+    st.integers(0, 3),
+    lambda inner: st.one_of(
+        st.tuples(st.sampled_from(sorted(_OPS)), inner, inner),
+        st.tuples(st.just("neg"), inner),
+        st.tuples(st.just("<"), inner, inner),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_trees)
+def test_minimal_parentheses_parse_to_the_fully_parenthesized_program(tree):
+    """A kernel printed whole writes only the parentheses Python needs: for every expression it
+    parses to the same AST as the gemm fragments' form, which parenthesizes every operation."""
+    kernel, _ = _expression_kernel(tree)
+    kernel.verify()
+    minimal = print_kernel(kernel)
+    full = KernelPrinter(kernel)
+    full.minimal = False
+    assert ast.dump(_stored_expression(minimal)) == ast.dump(_stored_expression(full.print()))
+
+
+def test_loads_are_written_in_place_only_where_no_store_comes_between():
+    k = tl.KernelOp("l", [("p", tl.PointerType(f32)), ("q", tl.PointerType(f32))], 0)
+    p, q = k.body.block.args
+    b = Builder(k.body.block)
+    early = b.value(tl.LoadOp(p))  # a store to p comes before its use: named where it is read
+    b.add(tl.StoreOp(p, b.const(1.0, f32)))
+    late = b.value(tl.LoadOp(p))  # nothing between it and its use: written in place
+    b.add(tl.StoreOp(q, b.fbin(arith.AddfOp, early, late)))
+    assert print_kernel(k)[2:] == ["    v = tl.load(p)", "    tl.store(p, 1.0)", "    tl.store(q, v + tl.load(p))"]
+
+
+def test_carried_values_are_assigned_where_made_only_when_no_later_read_needs_the_old_one():
+    """`acc = acc + x` where the new value is made when the old one is not read after it; else
+    the new value gets its own name and the carried variable is reassigned at the end."""
+    k = tl.KernelOp("f", [("o", tl.PointerType(f32)), ("n", i32)], 0)
+    o, n = k.body.block.args
+    b = Builder(k.body.block)
+    zero, one = b.const(0.0, f32), b.const(1.0, f32)
+    body = Block(arg_types=[i32, f32, f32])
+    body.args[0].name_hint, body.args[1].name_hint, body.args[2].name_hint = "i", "acc", "old"
+    inner = Builder(body)
+    new_acc = inner.fbin(arith.AddfOp, body.args[1], one)  # acc not read after: in place
+    new_old = inner.fbin(arith.MulfOp, body.args[2], one)
+    later = inner.fbin(arith.AddfOp, new_old, body.args[2])  # reads old after its new value
+    inner.add(scf.YieldOp(new_acc, later))
+    loop = b.add(scf.ForOp(b.const(0, i32), n, b.const(1, i32), [zero, zero], [body]))
+    b.add(tl.StoreOp(o, b.fbin(arith.AddfOp, loop.results[0], loop.results[1])))
+    assert print_kernel(k)[2:] == [
+        "    acc = 0.0",
+        "    old = 0.0",
+        "    for i in range(0, n):",
+        "        acc = acc + 1.0",
+        "        old = old * 1.0 + old",
+        "    tl.store(o, acc + old)",
+    ]
+
+
+def test_readme_tl_example_is_what_the_pass_builds_and_the_printer_prints():
+    """The README's `scale.mlir`: its tl excerpt (lines in order, `...` skipping) is the pass's
+    output and its Python kernel the printed one, exactly."""
+    import io
+    import re
+    from pathlib import Path
+
+    from xdsl.printer import Printer
+
+    import coda_ir
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    source = next(s for s in re.findall(r"```mlir\n(.*?)```", readme, re.S) if "func.func @scale" in s)
+    excerpt = next(s for s in re.findall(r"```mlir\n(.*?)```", readme, re.S) if "tl.kernel @_scale_k0" in s)
+    kernel = next(s for s in re.findall(r"```python\n(.*?)```", readme, re.S) if "def _scale_k0" in s)
+    module = coda_ir.lower(coda_ir.parse(source), "coda-legalize,convert-coda-to-tl")
+    out = io.StringIO()
+    Printer(stream=out).print_op(next(op for op in module.ops if isinstance(op, tl.KernelOp)))
+    built = [line.rstrip() for line in out.getvalue().splitlines()]
+    at = 0
+    for line in excerpt.rstrip().splitlines():
+        if line.strip() == "...":
+            continue
+        assert line in built[at:], f"not in the pass's output (in order): {line}"
+        at = built.index(line, at) + 1
+    printed = coda_ir.compile(source, pipeline=None).source
+    assert kernel in printed

@@ -31,31 +31,31 @@ func.func @loss(%l: tensor<37x100xbf16>, %w: tensor<8x100xbf16>, %t: tensor<37xi
 // and printed op by op; a pure value used once in its block is written in place.
 // CHECK-LABEL: def _loss_k1_fold(lse_ptr, mx_ptr, sel_ptr, t_ptr, s_ptr, row_ptr, total_ptr, L, T0, T1, T2, WORK, TICKET, NPROG, BLOCK: tl.constexpr, BT: tl.constexpr, PB: tl.constexpr):
 // CHECK-NEXT: pid = tl.program_id(0)
-// CHECK-NEXT: rows = (pid * BLOCK) + tl.arange(0, BLOCK)
+// CHECK-NEXT: rows = pid * BLOCK + tl.arange(0, BLOCK)
 // CHECK-NEXT: mask = rows < L
 // CHECK-NEXT: rows64 = rows.to(tl.int64)
 // CHECK-NEXT: lanes = tl.arange(0, BT)
 // CHECK-NEXT: mask_rows = mask[:, None]
 // CHECK-NEXT: # fold partials (lse) over tiles: lanes of BT tiles, then a fixed tree
-// CHECK-NEXT: lse_rows = lse_ptr + (rows64[:, None] * T0)
+// CHECK-NEXT: lse_rows = lse_ptr + rows64[:, None] * T0
 // CHECK-NEXT: acc = tl.full((BLOCK, BT), -float("inf"), tl.float32)
 // CHECK-NEXT: for t0 in range(0, T0, BT):
 // CHECK-NEXT:     tiles = (t0 + lanes)[None, :]
 // CHECK-NEXT:     chunk = tl.load(lse_rows + tiles, mask=mask_rows & (tiles < T0), other=-float("inf"))
 // CHECK-NEXT:     acc = tl.maximum(acc, chunk)
 // CHECK-NEXT: folded = tl.max(acc, axis=1)
-// CHECK-NEXT: fref = tl.where((folded == (-float("inf"))), 0.0, folded)
+// CHECK-NEXT: fref = tl.where(folded == -float("inf"), 0.0, folded)
 // CHECK-NEXT: fref_rows = fref[:, None]
 // CHECK-NEXT: fsum = tl.full((BLOCK, BT), 0.0, tl.float32)
 // CHECK-NEXT: for [[T:t0[0-9]*]] in range(0, T0, BT):
 // CHECK-NEXT:     [[TILES:tiles[0-9]*]] = ([[T]] + lanes)[None, :]
 // CHECK-NEXT:     [[CHUNK:chunk[0-9]*]] = tl.load(lse_rows + [[TILES]], mask=mask_rows & ([[TILES]] < T0), other=-float("inf"))
-// CHECK-NEXT:     fsum = fsum + tl.exp(([[CHUNK]] - fref_rows))
+// CHECK-NEXT:     fsum = fsum + tl.exp([[CHUNK]] - fref_rows)
 // CHECK-NEXT: [[LSE:folded[0-9]*]] = fref + tl.log(tl.sum(fsum, axis=1))
 // CHECK-NEXT: # fold partials (max) over tiles: lanes of BT tiles, then a fixed tree
 // CHECK:      [[MAX:folded[0-9]*]] = tl.max(acc0, axis=1)
 // CHECK-NEXT: # fold partials (sum) over tiles: lanes of BT tiles, then a fixed tree
-// CHECK-NEXT: sel_rows = sel_ptr + (rows64[:, None] * T2)
+// CHECK-NEXT: sel_rows = sel_ptr + rows64[:, None] * T2
 // CHECK-NEXT: acc1 = tl.full((BLOCK, BT), 0.0, tl.float32)
 // CHECK-NEXT: for [[T2:t0[0-9]*]] in range(0, T2, BT):
 // CHECK-NEXT:     [[TILES2:tiles[0-9]*]] = ([[T2]] + lanes)[None, :]
@@ -66,14 +66,14 @@ func.func @loss(%l: tensor<37x100xbf16>, %w: tensor<8x100xbf16>, %t: tensor<37xi
 // CHECK-NEXT: [[SC:v[0-9]*]] = tl.load(s_ptr)
 // CHECK-NEXT: [[D:v[0-9]*]] = [[LSE]] - [[SUM]]
 // CHECK-NEXT: tl.store(row_ptr + rows, [[D]], mask=mask)
-// CHECK-NEXT: block1 = tl.sum(tl.where(mask, ([[D]] * [[SC]]), 0.0).to(tl.float64), axis=0)
+// CHECK-NEXT: block1 = tl.sum(tl.where(mask, [[D]] * [[SC]], 0.0).to(tl.float64), axis=0)
 // CHECK-NEXT: # rank-0 results: per-block totals, then the last program adds them in block order
-// CHECK-NEXT: tl.store(WORK + ((pid * 1) + 0), block1)
+// CHECK-NEXT: tl.store(WORK + (pid * 1 + 0), block1)
 // CHECK-NEXT: tl.debug_barrier()
 // CHECK-NEXT: ticket = tl.atomic_add(TICKET, 1, sem="acq_rel", scope="gpu")
-// CHECK-NEXT: if ticket == (NPROG - 1):
+// CHECK-NEXT: if ticket == NPROG - 1:
 // CHECK-NEXT:     blocks = tl.arange(0, PB)
-// CHECK-NEXT:     [[W:v[0-9]*]] = tl.load(WORK + ((blocks * 1) + 0), mask=blocks < NPROG, other=0.0, volatile=True)
+// CHECK-NEXT:     [[W:v[0-9]*]] = tl.load(WORK + (blocks * 1 + 0), mask=blocks < NPROG, other=0.0, volatile=True)
 // CHECK-NEXT:     total1 = tl.sum([[W]], axis=0).to(tl.float32)
 // CHECK-NEXT:     tl.store(total_ptr, total1 / 37.0)
 

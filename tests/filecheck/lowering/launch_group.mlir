@@ -29,9 +29,9 @@ func.func @group(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<16xf32>
 }
 
 // CHECK-LABEL: def _group_k1_fold(pid, p_ptr, r0_ptr, L, T0, BLOCK: tl.constexpr, BT: tl.constexpr, PB: tl.constexpr):
-// CHECK-NEXT:      rows = (pid * BLOCK) + tl.arange(0, BLOCK)
+// CHECK-NEXT:      rows = pid * BLOCK + tl.arange(0, BLOCK)
 // CHECK-LABEL: def _group_k2_elementwise(pid, wt_ptr, gv_ptr, c0_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
-// CHECK-NEXT:      pid_m = pid
+// CHECK-NEXT:      offs_m = pid * BM + tl.arange(0, BM)
 // CHECK-LABEL: def _group_g0_launch_group(p_ptr_0, r0_ptr_0, L_0, T0_0, wt_ptr_1, gv_ptr_1, c0_ptr_1, M_1, N_1, END0, END1, BLOCK_0: tl.constexpr, BT_0: tl.constexpr, PB_0: tl.constexpr, BM_1: tl.constexpr, BN_1: tl.constexpr):
 // CHECK-NEXT:      pid = tl.program_id(0)
 // CHECK-NEXT:      if pid < END0:

@@ -9,7 +9,7 @@
 
 // CHECK-LABEL: def _down_dgrad_k1_elementwise(
 // CHECK:         t{{.*}} = tl.load(in0_ptr + rows64[:, None] * 96 + offs_n[None, :], mask=mask_mn, other=0)
-// CHECK:         [[FIRST:pfirst[0-9]*]] = (offs_n // 96) * 192 + offs_n % 96
+// CHECK:         [[FIRST:pfirst[0-9]*]] = offs_n // 96 * 192 + offs_n % 96
 // CHECK:         # coda.load, pair halves (columns first, first + 96)
 // CHECK-NEXT:    [[ZA:pa[0-9]*]] = tl.load(in1_ptr + rows64[:, None] * 192 + [[FIRST]][None, :], mask=mask_mn, other=0)
 // CHECK-NEXT:    [[ZB:pb[0-9]*]] = tl.load(in1_ptr + rows64[:, None] * 192 + ([[FIRST]] + 96)[None, :], mask=mask_mn, other=0)
@@ -19,8 +19,8 @@
 // CHECK-NEXT:    tl.store(dz_ptr + rows64[:, None] * 192 + ([[FIRST]] + 96)[None, :], _coda_round_bf16([[DB:pw[0-9]*]]), mask=mask_mn)
 // CHECK:         # coda.map, once per pair half
 // CHECK:         # coda.map, once per pair half
-// CHECK-NEXT:    [[PA:s[0-9]+]] = [[ZA]] * {{.*}}
-// CHECK-NEXT:    [[PB:s[0-9]+]] = [[ZB]] * {{.*}}
+// CHECK-NEXT:    [[PA:pw[0-9]+]] = [[ZA]] * {{.*}}
+// CHECK-NEXT:    [[PB:pw[0-9]+]] = [[ZB]] * {{.*}}
 // CHECK:         # coda.reduce sum dim 1 over both pair halves
 // CHECK-NEXT:    [[P:p[0-9]*]] = tl.sum(tl.where(mask_mn, {{.*}}, 0.0), axis=1) + tl.sum(tl.where(mask_mn, {{.*}}, 0.0), axis=1)
 // CHECK:         tl.store(s_ptr + rows64 * tl.cdiv(N, BN) + pid_n, [[P]], mask=mask_m)
@@ -36,7 +36,7 @@ func.func @down_dgrad(%d: tensor<37x40xbf16>, %wd: tensor<40x96xbf16>, %z: tenso
 // F = 256, a power of two: a 512-wide tile would hold the pairs, wider than the kernel's own
 // tile (128), so the pass reads the halves from memory too (no tile constraint recorded).
 // CHECK-LABEL: def _down_dgrad_pow2_k1_elementwise(
-// CHECK:         (offs_n // 256) * 512 + offs_n % 256
+// CHECK:         offs_n // 256 * 512 + offs_n % 256
 // CHECK:         # coda.load, pair halves (columns first, first + 256)
 // CHECK:         # coda.reduce sum dim 1 over both pair halves
 func.func @down_dgrad_pow2(%d: tensor<37x40xbf16>, %wd: tensor<40x256xbf16>, %z: tensor<37x512xbf16>) -> (tensor<37x512xbf16>, tensor<37xf32>) {

@@ -1,7 +1,8 @@
 // RUN: coda-opt %s -t triton | filecheck %s
 // coda.elementwise whole rows / whole cols: one program per block of rows (columns) walks the
 // column (row) tiles in order; reductions along the walked axis are running values combined in
-// that fixed order (no partials buffer, no fold) and stored once after the loop.
+// that fixed order (no partials buffer, no fold), carried by the loop (each assigned where it
+// is combined) and stored once after the loop.
 
 func.func @colvec(%w: tensor<37x100xbf16>, %g: tensor<100xbf16>) -> (tensor<37xf32>, tensor<37xbf16>, tensor<100xf32>) {
   %c, %l = coda.elementwise [37, 100] whole rows ins(%w, %g : tensor<37x100xbf16>, tensor<100xbf16>) -> (tensor<37xf32>, tensor<37xbf16>) {
@@ -22,13 +23,12 @@ func.func @colvec(%w: tensor<37x100xbf16>, %g: tensor<100xbf16>) -> (tensor<37xf
 }
 
 // CHECK-LABEL: def _colvec_k0_elementwise(wt_ptr, gv_ptr, c_ptr, l_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
-// CHECK-NEXT:      pid = tl.program_id(0)
-// CHECK-NEXT:      pid_m = pid
+// CHECK-NEXT:      pid_m = tl.program_id(0)
 // CHECK-NEXT:      offs_m = pid_m * BM + tl.arange(0, BM)
 // CHECK-NEXT:      mask_m = offs_m < M
+// CHECK-NEXT:      # whole rows: the column tiles in order
 // CHECK-NEXT:      whole0 = tl.full((BM,), 0.0, tl.float32)
 // CHECK-NEXT:      whole1 = tl.full((BM,), -float("inf"), tl.float32)
-// CHECK-NEXT:      # whole rows: the column tiles in order
 // CHECK-NEXT:      for pid_n in range(0, tl.cdiv(N, BN)):
 // CHECK-NEXT:          offs_n = pid_n * BN + tl.arange(0, BN)
 // CHECK-NEXT:          mask_n = offs_n < N
@@ -43,12 +43,11 @@ func.func @colvec(%w: tensor<37x100xbf16>, %g: tensor<100xbf16>) -> (tensor<37xf
 // CHECK-NEXT:      tl.store(l_ptr + offs_m, _coda_round_bf16(whole1), mask=mask_m)
 
 // CHECK-LABEL: def _colvec_k1_elementwise(wt_ptr, r_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
-// CHECK-NEXT:      pid = tl.program_id(0)
-// CHECK-NEXT:      pid_n = pid
+// CHECK-NEXT:      pid_n = tl.program_id(0)
 // CHECK-NEXT:      offs_n = pid_n * BN + tl.arange(0, BN)
 // CHECK-NEXT:      mask_n = offs_n < N
-// CHECK-NEXT:      whole0 = tl.full((BN,), -float("inf"), tl.float32)
 // CHECK-NEXT:      # whole cols: the row tiles in order
+// CHECK-NEXT:      whole0 = tl.full((BN,), -float("inf"), tl.float32)
 // CHECK-NEXT:      for pid_m in range(0, tl.cdiv(M, BM)):
 // CHECK:               whole0 = tl.maximum(whole0, p_p)
 // CHECK-NEXT:      cols0 = pid_n * BN + tl.arange(0, BN)

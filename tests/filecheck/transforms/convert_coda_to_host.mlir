@@ -1,5 +1,6 @@
-// RUN: coda-opt %s -p convert-coda-to-tl,convert-coda-to-host --split-input-file | filecheck %s
-// RUN: coda-opt %s -p convert-coda-to-tl,convert-coda-to-host --split-input-file | coda-opt --split-input-file | filecheck %s
+// RUN: coda-opt %s -p coda-legalize,convert-coda-to-tl,convert-coda-to-host --split-input-file | filecheck %s
+// RUN: coda-opt %s -p coda-legalize,convert-coda-to-tl,convert-coda-to-host --split-input-file | coda-opt --split-input-file | filecheck %s
+// RUN: coda-opt %s -p coda-legalize,convert-coda-to-tl,convert-coda-to-host --split-input-file --print-op-generic | coda-opt --split-input-file | filecheck %s
 // convert-coda-to-host builds the host.func of each function after it, every host decision
 // recorded in its ops: the arguments a kernel reads with row-major strides made contiguous,
 // fresh outputs (partials [L, tiles] with the tile count of the picked configuration along the
@@ -22,30 +23,29 @@ func.func @norm(%x: tensor<37x48xbf16>, %w: tensor<80x48xbf16>, %g: tensor<80xf3
 }
 
 // CHECK:      func.func @norm
-// CHECK:      "host.func"() <{function = @norm, function_type = (tensor<37x48xbf16>, tensor<80x48xbf16>, tensor<80xf32>) -> (tensor<37x80xbf16>, tensor<37xf32>), launches = #builtin.int<2>}> ({
-// CHECK-NEXT: ^bb0(%x: tensor<37x48xbf16>, %w: tensor<80x48xbf16>, %g: tensor<80xf32>):
-// CHECK-NEXT:   "host.check_arguments"(%x, %w, %g)
-// CHECK-NEXT:   %[[DEV:.*]] = "host.device_of"(%x, %w, %g) : (tensor<37x48xbf16>, tensor<80x48xbf16>, tensor<80xf32>) -> !host.device
+// CHECK:      host.func @norm(%x: tensor<37x48xbf16>, %w: tensor<80x48xbf16>, %g: tensor<80xf32>) -> (tensor<37x80xbf16>, tensor<37xf32>) launches 2 {
+// CHECK-NEXT:   host.check_arguments %x, %w, %g : tensor<37x48xbf16>, tensor<80x48xbf16>, tensor<80xf32>
+// CHECK-NEXT:   %[[DEV:.*]] = host.device_of %x, %w, %g : tensor<37x48xbf16>, tensor<80x48xbf16>, tensor<80xf32> -> !host.device
 // A and B are read with their strides; the epilogue input is read row-major.
-// CHECK-NEXT:   %[[G:.*]] = "host.contiguous"(%g) : (tensor<80xf32>) -> tensor<80xf32>
-// CHECK-NEXT:   "host.comment"() <{text = "_norm_k0_gemm: coda.gemm 37x80x48"}>
-// CHECK-NEXT:   %[[E:.*]] = "host.launch_gemm"(%x, %w) <{kernel = @_norm_k0_gemm, m = #builtin.int<37>, n = #builtin.int<80>, k = #builtin.int<48>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<1>, epilogue_half_tiles = #builtin.int<2>, transpose_b, config = #coda.config<bm = 64, bn = 64, bk = 32, warps = 4, stages = 3>}> ({
+// CHECK-NEXT:   %[[G:.*]] = host.contiguous %g : tensor<80xf32> -> tensor<80xf32>
+// CHECK-NEXT:   host.comment "_norm_k0_gemm: coda.gemm 37x80x48"
+// CHECK-NEXT:   %[[E:.*]] = host.launch_gemm @_norm_k0_gemm %x, %w m 37 n 80 k 48 transpose_b interleave 0 bn_multiple_of 1 n_inputs 1 epilogue_half_tiles 2 config #coda.config<bm = 64, bn = 64, bk = 32, warps = 4, stages = 3> : tensor<37x48xbf16>, tensor<80x48xbf16> -> !host.tuple<[tensor<80xf32>, tensor<37x80xbf16>, tensor<37x?xf32>]> {
 // CHECK-NEXT:   ^bb0(%[[CFG:.*]]: !host.config):
-// CHECK-NEXT:     %[[Y:.*]] = "host.empty"(%[[DEV]]) : (!host.device) -> tensor<37x80xbf16>
+// CHECK-NEXT:     %[[Y:.*]] = host.empty %[[DEV]] : !host.device -> tensor<37x80xbf16>
 // Row partials: one per column tile of the picked configuration.
-// CHECK-NEXT:     %[[T:.*]] = "host.tiles"(%[[CFG]]) <{extent = #builtin.int<80>, field = "bn"}> : (!host.config) -> index
-// CHECK-NEXT:     %[[P:.*]] = "host.empty"(%[[DEV]], %[[T]]) : (!host.device, index) -> tensor<37x?xf32>
-// CHECK-NEXT:     "host.yield"(%[[G]], %[[Y]], %[[P]]) : (tensor<80xf32>, tensor<37x80xbf16>, tensor<37x?xf32>) -> ()
-// CHECK-NEXT:   }) : (tensor<37x48xbf16>, tensor<80x48xbf16>) -> !host.tuple<[tensor<80xf32>, tensor<37x80xbf16>, tensor<37x?xf32>]>
-// CHECK-NEXT:   %y, %p = "host.unpack"(%[[E]]) <{start = #builtin.int<1>}>
-// CHECK-NEXT:   "host.drop"(%[[E]]) : (!host.tuple<[tensor<80xf32>, tensor<37x80xbf16>, tensor<37x?xf32>]>) -> ()
-// CHECK-NEXT:   "host.comment"() <{text = "_norm_k1_fold: coda.fold over 37 rows"}>
-// CHECK-NEXT:   %[[R:.*]] = "host.empty"(%[[DEV]]) : (!host.device) -> tensor<37xf32>
-// CHECK-NEXT:   %[[F:.*]] = "host.launch_fold"(%p, %[[R]]) <{kernel = @_norm_k1_fold, length = #builtin.int<37>, sums = false, operandSegmentSizes = array<i32: 1, 0, 1>}>
-// CHECK-NEXT:   %r = "host.unpack"(%[[F]]) <{start = #builtin.int<0>}>
+// CHECK-NEXT:     %[[T:.*]] = host.tiles %[[CFG]] field bn extent 80 : !host.config -> index
+// CHECK-NEXT:     %[[P:.*]] = host.empty %[[DEV]] [%[[T]]] : !host.device, index -> tensor<37x?xf32>
+// CHECK-NEXT:     host.yield %[[G]], %[[Y]], %[[P]] : tensor<80xf32>, tensor<37x80xbf16>, tensor<37x?xf32>
+// CHECK-NEXT:   }
+// CHECK-NEXT:   %y, %p = host.unpack %[[E]] start 1 : !host.tuple<[tensor<80xf32>, tensor<37x80xbf16>, tensor<37x?xf32>]> -> (tensor<37x80xbf16>, tensor<37x?xf32>)
+// CHECK-NEXT:   host.drop %[[E]] : !host.tuple<[tensor<80xf32>, tensor<37x80xbf16>, tensor<37x?xf32>]>
+// CHECK-NEXT:   host.comment "_norm_k1_fold: coda.fold over 37 rows"
+// CHECK-NEXT:   %[[R:.*]] = host.empty %[[DEV]] : !host.device -> tensor<37xf32>
+// CHECK-NEXT:   %[[F:.*]] = host.launch_fold @_norm_k1_fold partials(%p) inputs() outputs(%[[R]]) length 37 sums false : tensor<37x?xf32>, tensor<37xf32> -> !host.tuple<[tensor<37xf32>]>
+// CHECK-NEXT:   %r = host.unpack %[[F]] start 0 : !host.tuple<[tensor<37xf32>]> -> tensor<37xf32>
 // The buffers no later op reads are dropped (liveness.dead_after), with the launch's tuple.
-// CHECK-NEXT:   "host.drop"(%[[F]], %p) : (!host.tuple<[tensor<37xf32>]>, tensor<37x?xf32>) -> ()
-// CHECK-NEXT:   "host.return"(%y, %r) : (tensor<37x80xbf16>, tensor<37xf32>) -> ()
+// CHECK-NEXT:   host.drop %[[F]], %p : !host.tuple<[tensor<37xf32>]>, tensor<37x?xf32>
+// CHECK-NEXT:   host.return %y, %r : tensor<37x80xbf16>, tensor<37xf32>
 
 // -----
 
@@ -75,23 +75,22 @@ func.func @group(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<16xf32>
   func.return %r, %c : tensor<8xf32>, tensor<32xf32>
 }
 
-// CHECK:      "host.func"() <{function = @group, {{.*}} launches = #builtin.int<2>}> ({
-// CHECK-NEXT: ^bb0(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<16xf32>):
-// CHECK:        "host.comment"() <{text = "_group_g0_launch_group: coda.launch_group, one launch of 2 kernels"}>
-// CHECK-NEXT:   "host.comment"() <{text = "  _group_k1_fold: coda.fold over 8 rows"}>
-// CHECK-NEXT:   %[[R:.*]] = "host.empty"(%{{.*}}) : (!host.device) -> tensor<8xf32>
-// CHECK-NEXT:   %[[S0:.*]] = "host.fold_spec"(%p, %[[R]]) <{length = #builtin.int<8>, sums = false, operandSegmentSizes = array<i32: 1, 0, 1>}> : (tensor<8x?xf32>, tensor<8xf32>) -> !host.launch_spec<[tensor<8xf32>]>
-// CHECK-NEXT:   "host.comment"() <{text = "  _group_k2_elementwise: coda.elementwise 32x16 whole rows"}>
-// CHECK-NEXT:   %[[S1:.*]] = "host.elementwise_spec"() <{m = #builtin.int<32>, n = #builtin.int<16>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<2>, whole = "rows"}> ({
+// CHECK:      host.func @group(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<16xf32>) -> (tensor<8xf32>, tensor<32xf32>) launches 2 {
+// CHECK:        host.comment "_group_g0_launch_group: coda.launch_group, one launch of 2 kernels"
+// CHECK-NEXT:   host.comment "  _group_k1_fold: coda.fold over 8 rows"
+// CHECK-NEXT:   %[[R:.*]] = host.empty %{{.*}} : !host.device -> tensor<8xf32>
+// CHECK-NEXT:   %[[S0:.*]] = host.fold_spec partials(%p) inputs() outputs(%[[R]]) length 8 sums false : tensor<8x?xf32>, tensor<8xf32> -> !host.launch_spec<[tensor<8xf32>]>
+// CHECK-NEXT:   host.comment "  _group_k2_elementwise: coda.elementwise 32x16 whole rows"
+// CHECK-NEXT:   %[[S1:.*]] = host.elementwise_spec m 32 n 16 whole rows bn_multiple_of 1 n_inputs 2 -> !host.launch_spec<[tensor<32xf32>]> {
 // CHECK-NEXT:   ^bb0(%{{.*}}: !host.config):
-// CHECK-NEXT:     %[[C:.*]] = "host.empty"(%{{.*}}) : (!host.device) -> tensor<32xf32>
-// CHECK-NEXT:     "host.yield"(%{{.*}}, %{{.*}}, %[[C]])
-// CHECK-NEXT:   }) : () -> !host.launch_spec<[tensor<32xf32>]>
-// CHECK-NEXT:   "host.launch_group"(%[[S0]], %[[S1]]) <{kernel = @_group_g0_launch_group}>
-// CHECK-NEXT:   %r = "host.results"(%[[S0]]) : (!host.launch_spec<[tensor<8xf32>]>) -> tensor<8xf32>
-// CHECK-NEXT:   %c = "host.results"(%[[S1]]) : (!host.launch_spec<[tensor<32xf32>]>) -> tensor<32xf32>
-// CHECK-NEXT:   "host.drop"(%[[S0]], %[[S1]], %p)
-// CHECK-NEXT:   "host.return"(%r, %c)
+// CHECK-NEXT:     %[[C:.*]] = host.empty %{{.*}} : !host.device -> tensor<32xf32>
+// CHECK-NEXT:     host.yield %{{.*}}, %{{.*}}, %[[C]]
+// CHECK-NEXT:   }
+// CHECK-NEXT:   host.launch_group @_group_g0_launch_group %[[S0]], %[[S1]] : !host.launch_spec<[tensor<8xf32>]>, !host.launch_spec<[tensor<32xf32>]>
+// CHECK-NEXT:   %r = host.results %[[S0]] : !host.launch_spec<[tensor<8xf32>]> -> tensor<8xf32>
+// CHECK-NEXT:   %c = host.results %[[S1]] : !host.launch_spec<[tensor<32xf32>]> -> tensor<32xf32>
+// CHECK-NEXT:   host.drop %[[S0]], %[[S1]], %p
+// CHECK-NEXT:   host.return %r, %c
 
 // -----
 
@@ -107,18 +106,18 @@ func.func @library(%ids: tensor<10xi32>, %w_emb: tensor<37x48xf32>, %qkv: tensor
   func.return %y, %lse, %dw, %cat, %s : tensor<10x64xf32>, tensor<40xf32>, tensor<37x48xf32>, tensor<10x96xf32>, tensor<10x32xf32>
 }
 
-// CHECK:      "host.func"() <{function = @library, {{.*}} launches = #builtin.int<5>}> ({
+// CHECK:      host.func @library({{.*}}) launches 5 {
 // No kernel reads an argument row-major here: nothing is made contiguous.
-// CHECK-NOT:    "host.contiguous"
-// CHECK:        "host.comment"() <{text = "coda.embedding"}>
-// CHECK-NEXT:   %x = "host.library_call"(%ids, %w_emb) <{callee = "embedding", literals = []}>
-// CHECK-NEXT:   "host.comment"() <{text = "coda.attention"}>
-// CHECK-NEXT:   %y, %lse = "host.library_call"(%qkv) <{callee = "attention_forward", literals = [#builtin.int<4>, #builtin.int<2>, #builtin.int<16>, #builtin.int<5>, true]}> : (tensor<10x128xf32>) -> (tensor<10x64xf32>, tensor<40xf32>)
-// CHECK:        %dw = "host.library_call"(%dy, %ids) <{callee = "embedding_grad", literals = [#builtin.int<37>, f32]}>
-// CHECK:        %cat = "host.library_call"(%x, %x) <{callee = "concat", literals = [#builtin.int<1>], list_operands}>
-// CHECK-NEXT:   "host.drop"(%x) : (tensor<10x48xf32>) -> ()
-// CHECK:        %s = "host.library_call"(%qkv) <{callee = "slice_copy", literals = [#builtin.int<1>, #builtin.int<96>, #builtin.int<32>]}>
-// CHECK-NEXT:   "host.return"(%y, %lse, %dw, %cat, %s)
+// CHECK-NOT:    host.contiguous
+// CHECK:        host.comment "coda.embedding"
+// CHECK-NEXT:   %x = host.library_call embedding(%ids, %w_emb) literals [] : tensor<10xi32>, tensor<37x48xf32> -> tensor<10x48xf32>
+// CHECK-NEXT:   host.comment "coda.attention"
+// CHECK-NEXT:   %y, %lse = host.library_call attention_forward(%qkv) literals [4, 2, 16, 5, true] : tensor<10x128xf32> -> (tensor<10x64xf32>, tensor<40xf32>)
+// CHECK:        %dw = host.library_call embedding_grad(%dy, %ids) literals [37, f32]
+// CHECK:        %cat = host.library_call concat(%x, %x) literals [1] list_operands
+// CHECK-NEXT:   host.drop %x : tensor<10x48xf32>
+// CHECK:        %s = host.library_call slice_copy(%qkv) literals [1, 96, 32]
+// CHECK-NEXT:   host.return %y, %lse, %dw, %cat, %s
 
 // -----
 
@@ -139,12 +138,12 @@ func.func @inplace(%a: tensor<8x16xf32> {coda.donated}, %b: tensor<8x16xf32>) ->
   func.return %o, %o2 : tensor<8x16xf32>, tensor<8x16xf32>
 }
 
-// CHECK:      "host.func"() <{function = @inplace,
-// CHECK:        %[[A:.*]] = "host.contiguous"(%a)
-// CHECK:        "host.launch_elementwise"() <{kernel = @_inplace_k0_elementwise, m = #builtin.int<8>, n = #builtin.int<16>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<2>}> ({
+// CHECK:      host.func @inplace(
+// CHECK:        %[[A:.*]] = host.contiguous %a
+// CHECK:        host.launch_elementwise @_inplace_k0_elementwise m 8 n 16 bn_multiple_of 1 n_inputs 2 -> {{.*}} {
 // CHECK-NEXT:   ^bb0(%{{.*}}: !host.config):
-// CHECK-NEXT:     %[[O2:.*]] = "host.empty"(%{{.*}}) : (!host.device) -> tensor<8x16xf32>
-// CHECK-NEXT:     "host.yield"(%[[A]], %{{.*}}, %[[A]], %[[O2]])
+// CHECK-NEXT:     %[[O2:.*]] = host.empty %{{.*}} : !host.device -> tensor<8x16xf32>
+// CHECK-NEXT:     host.yield %[[A]], %{{.*}}, %[[A]], %[[O2]]
 
 // -----
 
@@ -164,16 +163,15 @@ func.func @owned(%a: tensor<8x16xf32> {coda.owned}, %b: tensor<16x16xf32> {coda.
   func.return %y, %b : tensor<8x16xf32>, tensor<16x16xf32>
 }
 
-// CHECK:      "host.func"() <{function = @owned, {{.*}} launches = #builtin.int<2>, owned = [#builtin.int<0>, #builtin.int<1>, #builtin.int<3>]}> ({
-// CHECK-NEXT: ^bb0(%a: tensor<8x16xf32>, %b: tensor<16x16xf32>, %c: tensor<16x16xf32>, %u: tensor<8x16xf32>):
-// CHECK-NEXT:   "host.check_arguments"(%a, %b, %c, %u)
-// CHECK-NEXT:   %{{.*}} = "host.device_of"(%a, %b, %c, %u)
-// CHECK-NEXT:   "host.drop"(%u) : (tensor<8x16xf32>) -> ()
-// CHECK-NEXT:   "host.comment"
-// CHECK-NEXT:   %[[E0:.*]] = "host.launch_gemm"(%a, %b)
-// CHECK:        %x = "host.unpack"(%[[E0]])
-// CHECK-NEXT:   "host.drop"(%[[E0]], %a) : (!host.tuple<[tensor<8x16xf32>]>, tensor<8x16xf32>) -> ()
-// CHECK:        %[[E1:.*]] = "host.launch_gemm"(%x, %c)
-// CHECK:        %y = "host.unpack"(%[[E1]])
-// CHECK-NEXT:   "host.drop"(%[[E1]], %x) : (!host.tuple<[tensor<8x16xf32>]>, tensor<8x16xf32>) -> ()
-// CHECK-NEXT:   "host.return"(%y, %b)
+// CHECK:      host.func @owned(%a: tensor<8x16xf32>, %b: tensor<16x16xf32>, %c: tensor<16x16xf32>, %u: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16x16xf32>) launches 2 owned [0, 1, 3] {
+// CHECK-NEXT:   host.check_arguments %a, %b, %c, %u
+// CHECK-NEXT:   %{{.*}} = host.device_of %a, %b, %c, %u
+// CHECK-NEXT:   host.drop %u : tensor<8x16xf32>
+// CHECK-NEXT:   host.comment
+// CHECK-NEXT:   %[[E0:.*]] = host.launch_gemm @_owned_k0_gemm %a, %b
+// CHECK:        %x = host.unpack %[[E0]]
+// CHECK-NEXT:   host.drop %[[E0]], %a : !host.tuple<[tensor<8x16xf32>]>, tensor<8x16xf32>
+// CHECK:        %[[E1:.*]] = host.launch_gemm @_owned_k1_gemm %x, %c
+// CHECK:        %y = host.unpack %[[E1]]
+// CHECK-NEXT:   host.drop %[[E1]], %x : !host.tuple<[tensor<8x16xf32>]>, tensor<8x16xf32>
+// CHECK-NEXT:   host.return %y, %b

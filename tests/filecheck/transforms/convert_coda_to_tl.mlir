@@ -1,7 +1,8 @@
-// RUN: coda-opt %s -p convert-coda-to-tl --split-input-file | filecheck %s
+// RUN: coda-opt %s -p coda-legalize,convert-coda-to-tl --split-input-file | filecheck %s
 // convert-coda-to-tl names every kernel (`tl.kernel = @name` on the coda op) and builds the
 // tl.kernel of each coda.fold before its function: partials folded over tiles in a fixed order,
 // the body as arith/math ops on [BLOCK] tensors, rank-0 results summed in two fixed stages.
+// (Elementwise kernels: convert_coda_to_tl_elementwise.mlir.)
 
 func.func @loss(%lse: !coda.partials<rows, 37, lse>, %t: tensor<37xbf16>, %s: tensor<f32>) -> (tensor<37xbf16>, tensor<f32>) {
   %row, %total = coda.fold %lse : !coda.partials<rows, 37, lse> ins(%t, %s : tensor<37xbf16>, tensor<f32>) -> (tensor<37xbf16>, tensor<f32>) {
@@ -18,44 +19,43 @@ func.func @loss(%lse: !coda.partials<rows, 37, lse>, %t: tensor<37xbf16>, %s: te
   func.return %row, %total : tensor<37xbf16>, tensor<f32>
 }
 
-// CHECK:      "tl.kernel"() <{sym_name = "_loss_k0_fold", function_type = (!tl.ptr<f32>, !tl.ptr<bf16>, !tl.ptr<f32>, !tl.ptr<bf16>, !tl.ptr<f32>, i32, i32, !tl.ptr<f64>, !tl.ptr<i32>, i32, i32, i32, i32) -> ()
-// CHECK-SAME: arg_names = ["lse_ptr", "t_ptr", "s_ptr", "row_ptr", "total_ptr", "L", "T0", "WORK", "TICKET", "NPROG", "BLOCK", "BT", "PB"], constexprs = #builtin.int<3>
-// CHECK:        %pid = "tl.program_id"() <{axis = #builtin.int<0>}> : () -> i32
+// CHECK:      tl.kernel @_loss_k0_fold(%lse_ptr: !tl.ptr<f32>, %t_ptr: !tl.ptr<bf16>, %s_ptr: !tl.ptr<f32>, %row_ptr: !tl.ptr<bf16>, %total_ptr: !tl.ptr<f32>, %L: i32, %T0: i32, %WORK: !tl.ptr<f64>, %TICKET: !tl.ptr<i32>, %NPROG: i32, %BLOCK: i32 constexpr, %BT: i32 constexpr, %PB: i32 constexpr) {
+// CHECK:        %pid = tl.program_id 0 -> i32
 // CHECK:        %rows = arith.addi %{{.*}}, %{{.*}} : tensor<?xi32>
-// CHECK:        %mask = "tl.cmpi"(%rows, %{{.*}}) <{predicate = "slt"}> : (tensor<?xi32>, tensor<?xi32>) -> tensor<?xi1>
+// CHECK:        %mask = tl.cmpi slt %rows, %{{.*}} : tensor<?xi32>, tensor<?xi32> -> tensor<?xi1>
 // The log-sum-exp of the tiles: their maximum, then the sum of exp relative to it.
 // CHECK:        %acc = scf.for %t0 = %{{.*}} to %T0 step %BT iter_args(%{{.*}} = %{{.*}}) -> (tensor<?x?xf32>) : i32 {
-// CHECK:          %chunk = "tl.load"
+// CHECK:          %chunk = tl.load
 // CHECK:          arith.maximumf
-// CHECK:        %folded = "tl.reduce"(%acc) <{kind = "max", axis = #builtin.int<1>}> : (tensor<?x?xf32>) -> tensor<?xf32>
-// CHECK:        %fref = "tl.where"
+// CHECK:        %folded = tl.reduce max %acc axis 1 : tensor<?x?xf32> -> tensor<?xf32>
+// CHECK:        %fref = tl.where
 // CHECK:        %fsum = scf.for
 // CHECK:          math.exp
 // CHECK:          arith.addf
-// CHECK:        "tl.reduce"(%fsum) <{kind = "sum", axis = #builtin.int<1>}>
+// CHECK:        tl.reduce sum %fsum axis 1
 // CHECK:        math.log
 // The inputs: bf16 rows widened to fp32, the 0-d input loaded once.
-// CHECK:        %[[T:.*]] = "tl.load"(%{{.*}}, %mask, %{{.*}}) {{.*}} -> tensor<?xbf16>
-// CHECK-NEXT:   %[[TF:.*]] = "tl.cast"(%[[T]]) : (tensor<?xbf16>) -> tensor<?xf32>
-// CHECK-NEXT:   %[[S:.*]] = "tl.load"(%s_ptr) {{.*}} -> f32
+// CHECK:        %[[T:.*]] = tl.load %{{.*}} mask %mask other %{{.*}} -> tensor<?xbf16>
+// CHECK-NEXT:   %[[TF:.*]] = tl.cast %[[T]] : tensor<?xbf16> -> tensor<?xf32>
+// CHECK-NEXT:   %[[S:.*]] = tl.load %s_ptr : !tl.ptr<f32> -> f32
 // The body on [BLOCK] tensors; the bf16 store rounds to nearest even.
 // CHECK-NEXT:   %[[D:.*]] = arith.subf %{{.*}}, %[[TF]] : tensor<?xf32>
-// CHECK-NEXT:   %[[SS:.*]] = "tl.splat"(%[[S]]) : (f32) -> tensor<?xf32>
+// CHECK-NEXT:   %[[SS:.*]] = tl.splat %[[S]] : f32 -> tensor<?xf32>
 // CHECK-NEXT:   %[[E:.*]] = arith.mulf %[[D]], %[[SS]] : tensor<?xf32>
-// CHECK:        %[[R:.*]] = "tl.call"(%[[D]]) <{callee = @_coda_round_bf16}> : (tensor<?xf32>) -> tensor<?xbf16>
-// CHECK-NEXT:   "tl.store"(%{{.*}}, %[[R]], %mask)
+// CHECK:        %[[R:.*]] = tl.call @_coda_round_bf16(%[[D]]) : tensor<?xf32> -> tensor<?xbf16>
+// CHECK-NEXT:   tl.store %{{.*}}, %[[R]] mask %mask
 // The rank-0 result: a float64 per-block total, a ticket, the last program adds the totals.
-// CHECK:        %[[W:.*]] = "tl.where"(%mask, %[[E]], %{{.*}})
-// CHECK-NEXT:   %[[W64:.*]] = "tl.cast"(%[[W]]) : (tensor<?xf32>) -> tensor<?xf64>
-// CHECK-NEXT:   %block1 = "tl.reduce"(%[[W64]]) <{kind = "sum", axis = #builtin.int<0>}> : (tensor<?xf64>) -> f64
-// CHECK:        "tl.store"(%{{.*}}, %block1) : (!tl.ptr<f64>, f64) -> ()
-// CHECK-NEXT:   "tl.debug_barrier"() : () -> ()
-// CHECK:        %ticket = "tl.atomic_add"(%TICKET, %{{.*}}) <{sem = "acq_rel", scope = "gpu"}> : (!tl.ptr<i32>, i32) -> i32
+// CHECK:        %[[W:.*]] = tl.where %mask, %[[E]], %{{.*}}
+// CHECK-NEXT:   %[[W64:.*]] = tl.cast %[[W]] : tensor<?xf32> -> tensor<?xf64>
+// CHECK-NEXT:   %block1 = tl.reduce sum %[[W64]] axis 0 : tensor<?xf64> -> f64
+// CHECK:        tl.store %{{.*}}, %block1 : !tl.ptr<f64>, f64
+// CHECK-NEXT:   tl.debug_barrier
+// CHECK:        %ticket = tl.atomic_add %TICKET, %{{.*}} sem acq_rel scope gpu : !tl.ptr<i32>, i32 -> i32
 // CHECK:        scf.if
-// CHECK:          "tl.load"({{.*}}) <{volatile,
-// CHECK:          %total1 = "tl.cast"(%{{.*}}) : (f64) -> f32
+// CHECK:          tl.load {{.*}} volatile :
+// CHECK:          %total1 = tl.cast %{{.*}} : f64 -> f32
 // CHECK:          arith.divf %total1, %{{.*}} : f32
-// CHECK:          "tl.store"(%total_ptr, %{{.*}}) : (!tl.ptr<f32>, f32) -> ()
+// CHECK:          tl.store %total_ptr, %{{.*}} : !tl.ptr<f32>, f32
 // CHECK:      func.func @loss
 // CHECK:        coda.fold {{.*}} {tl.kernel = @_loss_k0_fold}
 
@@ -78,20 +78,20 @@ func.func @body(%p: !coda.partials<rows, 8, sum>) -> tensor<8xf32> {
   func.return %r : tensor<8xf32>
 }
 
-// CHECK-LABEL: "tl.kernel"() <{sym_name = "_body_k0_fold"
+// CHECK-LABEL: tl.kernel @_body_k0_fold(
 // CHECK:        %[[L2:.*]] = math.log2 %folded : tensor<?xf32>
 // CHECK-NEXT:   %[[C:.*]] = arith.constant 3.010300e-01 : f32
-// CHECK-NEXT:   %[[CS:.*]] = "tl.splat"(%[[C]])
+// CHECK-NEXT:   %[[CS:.*]] = tl.splat %[[C]]
 // CHECK-NEXT:   %[[LG:.*]] = arith.mulf %[[L2]], %[[CS]] : tensor<?xf32>
-// CHECK-NEXT:   %[[TH:.*]] = "tl.call"(%[[LG]]) <{callee = @_coda_tanh}> : (tensor<?xf32>) -> tensor<?xf32>
+// CHECK-NEXT:   %[[TH:.*]] = tl.call @_coda_tanh(%[[LG]]) : tensor<?xf32> -> tensor<?xf32>
 // CHECK:        %[[K:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
-// CHECK-NEXT:   %[[K0:.*]] = "tl.full"(%[[K]]) : (f32) -> f32
+// CHECK-NEXT:   %[[K0:.*]] = tl.full %[[K]] : f32 -> f32
 // CHECK-NEXT:   %[[EK:.*]] = math.exp %[[K0]] : f32
 
 // -----
 
-// A launch group: one kernel whose program id ranges call the members (a fold, built here, and
-// an elementwise kernel, still printed by the string emitter) with their suffixed parameters.
+// A launch group: one kernel whose program id ranges call the members (a fold and an elementwise
+// kernel, both built here and taking their program index first) with their suffixed parameters.
 func.func @group(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>) -> (tensor<8xf32>, tensor<32xf32>) {
   %p = coda.elementwise [8, 16] ins(%a : tensor<8x16xf32>) -> !coda.partials<rows, 8, sum> {
   ^bb0(%at: tensor<8x16xf32>):
@@ -116,20 +116,25 @@ func.func @group(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>) -> (tensor<8xf32>,
   func.return %r, %c : tensor<8xf32>, tensor<32xf32>
 }
 
-// CHECK-LABEL: "tl.kernel"() <{sym_name = "_group_k1_fold"
-// CHECK-SAME:  arg_names = ["pid", "p_ptr", "r0_ptr", "L", "T0", "BLOCK", "BT", "PB"]
+// CHECK-LABEL: tl.kernel @_group_k0_elementwise(%at_ptr: !tl.ptr<f32>, %p_ptr: !tl.ptr<f32>, %M: i32, %N: i32, %BM: i32 constexpr, %BN: i32 constexpr) {
+// CHECK-NEXT:    %pid = tl.program_id 0 -> i32
+// CHECK-LABEL: tl.kernel @_group_k1_fold(%pid: i32, %p_ptr: !tl.ptr<f32>, %r0_ptr: !tl.ptr<f32>, %L: i32, %T0: i32, %BLOCK: i32 constexpr, %BT: i32 constexpr, %PB: i32 constexpr) {
 // CHECK-NOT:   tl.program_id
 // CHECK:       math.rsqrt
-// CHECK-LABEL: "tl.kernel"() <{sym_name = "_group_g0_launch_group"
-// CHECK-SAME:  arg_names = ["p_ptr_0", "r0_ptr_0", "L_0", "T0_0", "wt_ptr_1", "c0_ptr_1", "M_1", "N_1", "END0", "END1", "BLOCK_0", "BT_0", "PB_0", "BM_1", "BN_1"], constexprs = #builtin.int<5>
-// CHECK:         %[[PID:.*]] = "tl.program_id"() <{axis = #builtin.int<0>}> : () -> i32
-// CHECK-NEXT:    %[[C0:.*]] = "tl.cmpi"(%[[PID]], %{{.*}}) <{predicate = "slt"}> : (i32, i32) -> i1
+// CHECK-LABEL: tl.kernel @_group_k2_elementwise(%pid: i32, %wt_ptr: !tl.ptr<f32>, %c0_ptr: !tl.ptr<f32>, %M: i32, %N: i32, %BM: i32 constexpr, %BN: i32 constexpr) {
+// CHECK-NOT:   tl.program_id
+// CHECK:       scf.for %pid_n =
+// The group kernel's parameters are the members' with their index (xDSL drops a `_0` suffix
+// from an SSA name hint, so the name is kept with `as`).
+// CHECK-LABEL: tl.kernel @_group_g0_launch_group(%p_ptr as p_ptr_0: !tl.ptr<f32>, %r0_ptr as r0_ptr_0: !tl.ptr<f32>, %L as L_0: i32, %T0 as T0_0: i32, %wt_ptr as wt_ptr_1: !tl.ptr<f32>, %c0_ptr as c0_ptr_1: !tl.ptr<f32>, %M as M_1: i32, %N as N_1: i32, %END0: i32, %END1: i32, %BLOCK as BLOCK_0: i32 constexpr, %BT as BT_0: i32 constexpr, %PB as PB_0: i32 constexpr, %BM as BM_1: i32 constexpr, %BN as BN_1: i32 constexpr) {
+// CHECK:         %[[PID:.*]] = tl.program_id 0 -> i32
+// CHECK-NEXT:    %[[C0:.*]] = tl.cmpi slt %[[PID]], %{{.*}} : i32, i32 -> i1
 // CHECK-NEXT:    scf.if %[[C0]] {
-// CHECK-NEXT:      "tl.call"(%[[PID]], {{.*}}) <{callee = @_group_k1_fold}>
+// CHECK-NEXT:      tl.call @_group_k1_fold(%[[PID]], {{.*}})
 // CHECK-NEXT:    } else {
-// CHECK-NEXT:      %[[C1:.*]] = "tl.cmpi"(%[[PID]], %{{.*}}) <{predicate = "slt"}> : (i32, i32) -> i1
+// CHECK-NEXT:      %[[C1:.*]] = tl.cmpi slt %[[PID]], %{{.*}} : i32, i32 -> i1
 // CHECK-NEXT:      scf.if %[[C1]] {
 // CHECK-NEXT:        %[[START:.*]] = arith.subi %[[PID]], %{{.*}} : i32
-// CHECK-NEXT:        "tl.call"(%[[START]], {{.*}}) <{callee = @_group_k2_elementwise}>
+// CHECK-NEXT:        tl.call @_group_k2_elementwise(%[[START]], {{.*}})
 // CHECK:       coda.elementwise {{.*}} attributes {tl.kernel = @_group_k0_elementwise}
 // CHECK:       coda.launch_group {{.*}} attributes {tl.kernel = @_group_g0_launch_group}

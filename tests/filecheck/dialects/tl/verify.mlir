@@ -1,0 +1,88 @@
+// RUN: coda-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// RUN: not coda-opt %s --split-input-file 2>&1 | filecheck %s --check-prefix=EXIT
+
+// Malformed tl IR (dialects/triton_lang.py): each op's verifier refuses it with a located
+// diagnostic; without --verify-diagnostics coda-opt exits non-zero, no traceback.
+// EXIT-NOT: Traceback
+// EXIT: verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error:
+
+tl.kernel @k(%x: tensor<?x?x?xf32>) {
+  %p = tl.permute %x dims [0, 1, 1] : tensor<?x?x?xf32> -> tensor<?x?x?xf32>
+}
+// CHECK: {{.*}}verify.mlir:10:{{[0-9]+}}: error: 'tl.permute' op tl.permute: dims [0, 1, 1] is not a permutation of the operand's axes
+
+// -----
+
+tl.kernel @k(%x: tensor<?xf32>) {
+  %a, %b = tl.split %x : tensor<?xf32> -> (tensor<?xf32>, tensor<?xf32>)
+}
+// CHECK: error: 'tl.split' op tl.split: splits a tensor of rank >= 2 (its last axis)
+
+// -----
+
+tl.kernel @k(%x: tensor<?x?xf32>, %i: tensor<?xi32>) {
+  %g = tl.gather %x, %i axis 1 : tensor<?x?xf32>, tensor<?xi32> -> tensor<?xf32>
+}
+// CHECK: error: 'tl.gather' op tl.gather: the index has the source's rank
+
+// -----
+
+tl.kernel @k(%x: tensor<?x?xf32>, %i: tensor<?x?xi32>) {
+  %g = tl.gather %x, %i axis 2 : tensor<?x?xf32>, tensor<?x?xi32> -> tensor<?x?xf32>
+}
+// CHECK: error: 'tl.gather' op tl.gather: axis out of range
+
+// -----
+
+tl.kernel @k(%x: tensor<?xf32>, %BM: i32 constexpr, %BN: i32 constexpr) {
+  %b = tl.broadcast_to %x [%BM, %BN] : tensor<?xf32>, i32, i32 -> tensor<?x?xf32>
+}
+// CHECK: error: 'tl.broadcast_to' op tl.broadcast_to: a scalar or a tensor of the result's rank
+
+// -----
+
+tl.kernel @k(%x: tensor<?xf32>, %BM: i32 constexpr) {
+  %b = tl.broadcast_to %x [%BM] : tensor<?xf32>, i32 -> tensor<4xf32>
+}
+// CHECK: error: 'tl.broadcast_to' op tl.broadcast_to: Triton tensor extents are constexprs, expected dynamic dimensions, got tensor<4xf32>
+
+// -----
+
+tl.kernel @k(%x: tensor<?x?xf32>) {
+  %e = tl.expand_dims %x axis 3 : tensor<?x?xf32> -> tensor<?x?x?xf32>
+}
+// CHECK: error: 'tl.expand_dims' op tl.expand_dims: axis must be in [0, 2]
+
+// -----
+
+tl.kernel @k(%a: i32, %b: i64) {
+  %c = tl.cdiv %a, %b : i32, i64 -> i32
+}
+// CHECK: error: 'tl.cdiv' op tl.cdiv: both operands and the result have one integer type
+
+// -----
+
+tl.kernel @k(%a: tensor<?xf32>, %b: tensor<?xi32>) {
+  %j = tl.join %a, %b : tensor<?xf32>, tensor<?xi32> -> tensor<?x?xf32>
+}
+// CHECK: error: 'tl.join' op tl.join: both operands have one type
+
+// -----
+
+tl.kernel @k(%x: tensor<?x?xf32>, %BM: i32 constexpr) {
+  %r = tl.reshape %x [%BM] : tensor<?x?xf32>, i32 -> tensor<?xi32>
+}
+// CHECK: error: 'tl.reshape' op tl.reshape: the element type is kept
+
+// -----
+
+tl.kernel @k(%p: tensor<?x!tl.ptr<f32>>, %m: tensor<?xi1>, %o: tensor<?xf32>) {
+  %x = tl.load %p mask %m other %o : tensor<?x!tl.ptr<f32>>, tensor<?xi1>, tensor<?xf32> -> tensor<?xf32>
+}
+// CHECK: error: 'tl.load' op tl.load: `other` is a scalar (Triton casts it to the pointee type)
+
+// -----
+
+tl.kernel @k(%BM: i32 constexpr, %x: i32) {
+}
+// CHECK: error: tl.kernel: the constexpr parameters come last

@@ -1,0 +1,274 @@
+"""The emitted Triton module stays the same program when the lowering moves between forms.
+
+Issue 13 moved the elementwise kernels from the string emitter of `lowering/triton.py` onto
+`tl` IR (`transforms/tl_epilogue.py`, printed by `triton_printer`). This test pins that the
+move changed no program: every function of the module emitted for each program of the corpus
+below (every example-shaped test program through several pipelines, the coda programs, the
+inputs of the lowering FileCheck tests) has the digest of main's at 9d5f7a7, after a
+normalization that changes no semantics (`normalized`):
+
+* Python's AST (parentheses and layout do not count);
+* local names renamed in order of first binding (the printer numbers fresh names its own way);
+* `x = y` aliases removed where both are bound once (the string emitter named a value again,
+  `t_m = s9`; the tl kernel uses `s9`), or where y is bound only before the alias at the
+  function's top level (`t_s = segacc` after the segment loop);
+* `x += y` as `x = x + y` (Triton's code generator treats them alike; tl tensors have no
+  `__iadd__`), and `tl.zeros(s, dtype=d)` as `tl.full(s, 0.0, d)` (what `tl.zeros` is).
+
+A function whose digest differs is named in the failure. When a change to the emitted code
+is intended, record the digests anew (`.venv/bin/python -m tests.lowering.test_emitted_identity
+--record`) and say in the commit why the programs changed; the interpreter outputs of the coda
+programs are pinned the same way (bitwise, fixed inputs). The whole-corpus comparison of the
+move (721 modules, also every module the test suite compiles) is in issue 13's session-11 note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import importlib.util
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DIGESTS = Path(__file__).with_name("emitted_digests.json")
+
+NN_PIPELINES = ["nn-autodiff,nn-to-coda", "nn-autodiff,nn-to-coda{gated-grad=separate norm-grad=separate}",
+                "nn-to-coda{fuse=false}"]
+NN_PROGRAMS = ["llama_block", "qwen3_block", "gpt2_block", "lm_head"]
+
+
+def corpus() -> list[tuple[str, str, str | None, dict | None]]:
+    """(id, text, pipeline, Triton target options) of every program compared."""
+    out: list[tuple[str, str, str | None, dict | None]] = []
+    for path in sorted((REPO / "tests/programs/coda").glob("*.mlir")):
+        out.append((f"coda/{path.name}", path.read_text(), None, None))
+    for name in NN_PROGRAMS:
+        text = (REPO / "tests/programs/nn" / f"{name}.mlir").read_text()
+        for i, pipeline in enumerate(NN_PIPELINES):
+            out.append((f"nn/{name}#{i}", text, pipeline, None))
+    for path in sorted((REPO / "tests/filecheck/lowering").glob("*.mlir")):
+        text = path.read_text()
+        for r, run in enumerate(line.split("RUN:", 1)[1] for line in text.splitlines() if "RUN:" in line):
+            words = shlex.split(run.split("|")[0])
+            if "-t" not in words or not words[words.index("-t") + 1].startswith("triton"):
+                continue
+            target = words[words.index("-t") + 1]
+            options = dict(kv.split("=") for kv in m.group(1).split()) if (m := re.match(r"triton\{(.*)\}", target)) else None
+            pipeline = words[words.index("-p") + 1] if "-p" in words else None
+            chunks = text.split("// -----") if "--split-input-file" in words else [text]
+            for c, chunk in enumerate(chunks):
+                out.append((f"lit/{path.name}#{r}.{c}", chunk, pipeline, options))
+    return out
+
+
+def emitted(text: str, pipeline: str | None, options: dict | None) -> str:
+    import coda_ir
+    from coda_ir.lowering.triton import TritonOptions, emit_module
+
+    module = coda_ir.parse(text)
+    if pipeline:
+        module = coda_ir.lower(module, pipeline)
+    kwargs = {k.replace("-", "_"): (int(v) if v.isdigit() else v == "true") for k, v in (options or {}).items()}
+    return emit_module(module, TritonOptions(**kwargs))
+
+
+# ---------------------------------------------------------------------------- normalization
+
+
+class _Spellings(ast.NodeTransformer):
+    """`x += y` -> `x = x + y`; `tl.zeros(s, dtype=d)` -> `tl.full(s, 0.0, d)`."""
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        self.generic_visit(node)
+        assert isinstance(node.target, ast.Name)
+        return ast.Assign([ast.Name(node.target.id, ast.Store())], ast.BinOp(ast.Name(node.target.id, ast.Load()),
+                                                                             node.op, node.value), lineno=0)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        f = node.func
+        if (isinstance(f, ast.Attribute) and f.attr == "zeros" and isinstance(f.value, ast.Name) and f.value.id == "tl"
+                and len(node.args) == 1 and [k.arg for k in node.keywords] == ["dtype"]):
+            return ast.Call(ast.Attribute(ast.Name("tl", ast.Load()), "full", ast.Load()),
+                            [node.args[0], ast.Constant(0.0), node.keywords[0].value], [])
+        return node
+
+
+def _names(fn: ast.FunctionDef) -> list[ast.Name]:
+    """The names of a function in evaluation order (an assignment's value before its targets)."""
+    out: list[ast.Name] = []
+
+    class Visitor(ast.NodeVisitor):
+        def visit_Name(self, node: ast.Name) -> None:
+            out.append(node)
+
+        def visit_Assign(self, node: ast.Assign) -> None:
+            self.visit(node.value)
+            for target in node.targets:
+                self.visit(target)
+
+        def visit_For(self, node: ast.For) -> None:
+            self.visit(node.iter)
+            self.visit(node.target)
+            for stmt in node.body + node.orelse:
+                self.visit(stmt)
+
+    Visitor().visit(fn)
+    return out
+
+
+def _statements(body: list[ast.stmt], in_if: bool = False):
+    for stmt in body:
+        yield stmt, in_if
+        if isinstance(stmt, (ast.For, ast.While)):
+            yield from _statements(stmt.body + stmt.orelse, in_if)
+        elif isinstance(stmt, ast.If):
+            yield from _statements(stmt.body + stmt.orelse, True)
+
+
+def _remove_aliases(fn: ast.FunctionDef) -> None:
+    params = {a.arg for a in fn.args.args}
+    while True:
+        names = _names(fn)
+        position = {id(n): i for i, n in enumerate(names)}
+        binds: dict[str, int] = {}
+        for n in names:
+            if isinstance(n.ctx, ast.Store):
+                binds[n.id] = binds.get(n.id, 0) + 1
+        for stmt, in_if in _statements(fn.body):
+            if in_if or not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                             and isinstance(stmt.value, ast.Name)):
+                continue
+            x, y = stmt.targets[0].id, stmt.value.id
+            at = position[id(stmt.targets[0])]
+            once = (y in params and y not in binds) or binds.get(y) == 1
+            before = stmt in fn.body and all(position[id(n)] < at for n in names if n.id == y and isinstance(n.ctx, ast.Store))
+            loads = [n for n in names if n.id == x and isinstance(n.ctx, ast.Load)]
+            if binds.get(x) != 1 or x in params or not (once or before) or any(position[id(n)] < at for n in loads):
+                continue
+            for n in loads:
+                n.id = y
+
+            class Drop(ast.NodeTransformer):
+                def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
+                    return None if node is stmt else node
+
+            Drop().visit(fn)
+            break
+        else:
+            return
+
+
+def _rename_locals(fn: ast.FunctionDef) -> None:
+    params = {a.arg for a in fn.args.args}
+    canonical: dict[str, str] = {}
+    for n in _names(fn):
+        if isinstance(n.ctx, ast.Store) and n.id not in params and n.id not in canonical:
+            canonical[n.id] = f"_v{len(canonical)}"
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and n.id in canonical:
+            n.id = canonical[n.id]
+
+
+def normalized(source: str) -> dict[str, str]:
+    """Function name -> the digest of its normalized AST (module-level code under `<module>`)."""
+    tree = _Spellings().visit(ast.parse(source))
+    out: dict[str, str] = {}
+    rest: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            _remove_aliases(node)
+            _rename_locals(node)
+            out[node.name] = hashlib.sha256(ast.dump(node).encode()).hexdigest()[:16]
+        else:
+            rest.append(node)
+    out["<module>"] = hashlib.sha256(ast.dump(ast.Module(rest, [])).encode()).hexdigest()[:16]
+    return out
+
+
+# ---------------------------------------------------------------------------- outputs
+
+
+def output_digests(name: str) -> list[str]:
+    """The bitwise digests of coda program `name`'s outputs in the interpreter, inputs of seed 0."""
+    import os
+
+    import torch
+
+    import coda_ir
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    refs = sys.modules.get("coda_program_references")
+    if refs is None:
+        spec = importlib.util.spec_from_file_location("coda_program_references",
+                                                      REPO / "tests/programs/coda/references.py")
+        assert spec is not None and spec.loader is not None
+        refs = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = refs  # its dataclasses look their module up
+        spec.loader.exec_module(refs)
+    compiled = coda_ir.compile((REPO / "tests/programs/coda" / f"{name}.mlir").read_text(), pipeline=None)
+    outputs = getattr(compiled, name)(*refs.make_inputs(name, seed=0))
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    def digest(t: torch.Tensor) -> str:
+        raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        return hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode() + raw).hexdigest()[:16]
+
+    return [digest(t) for t in outputs]
+
+
+CODA_PROGRAMS = ["llama_fwd", "llama_bwd", "gpt2_fwd", "lm_head_ce"]
+
+
+# ---------------------------------------------------------------------------- tests
+
+
+def refusal(error: Exception) -> str:
+    """The error without its source locations (tests/filecheck/lowering/errors.mlir pins those)."""
+    return re.sub(r"\S*:\d+:\d+: ", "", f"{type(error).__name__}: {error}")
+
+
+def _recorded() -> dict:
+    return json.loads(DIGESTS.read_text())
+
+
+@pytest.mark.parametrize("ident,text,pipeline,options", corpus(), ids=[c[0] for c in corpus()])
+def test_emitted_module_is_mains_program(ident, text, pipeline, options):
+    recorded = _recorded()["modules"][ident]
+    try:
+        now = normalized(emitted(text, pipeline, options))
+    except Exception as error:  # a program the lowering refuses must still be refused the same way
+        now = {"<error>": refusal(error)}
+    changed = sorted(name for name in set(now) | set(recorded) if now.get(name) != recorded.get(name))
+    assert not changed, f"{ident}: these functions are no longer main's program: {changed}"
+
+
+@pytest.mark.parametrize("name", CODA_PROGRAMS)
+def test_interpreter_outputs_are_mains_bit_for_bit(name):
+    assert output_digests(name) == _recorded()["outputs"][name]
+
+
+def record() -> dict:
+    modules = {}
+    for ident, text, pipeline, options in corpus():
+        try:
+            modules[ident] = normalized(emitted(text, pipeline, options))
+        except Exception as error:
+            modules[ident] = {"<error>": refusal(error)}
+    return {"modules": modules, "outputs": {name: output_digests(name) for name in CODA_PROGRAMS}}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--record", action="store_true", help=f"write the digests of this tree's lowering to {DIGESTS}")
+    parser.add_argument("--output", type=Path, default=DIGESTS, help="where --record writes")
+    args = parser.parse_args()
+    if not args.record:
+        sys.exit(parser.print_help())
+    args.output.write_text(json.dumps(record(), indent=1, sort_keys=True) + "\n")
