@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import TensorType, f32, i32, i64
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from coda_ir.analysis.epilogue_schedule import EpilogueStep, epilogue_schedule
-from coda_ir.analysis.in_place import writes_over
+from coda_ir.dialects.coda import writes_over
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
