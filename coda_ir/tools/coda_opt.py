@@ -25,6 +25,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from coda_ir.context import coda_passes, universe_dialects
+from coda_ir.errors import ArgumentError
 from coda_ir.diagnostics import (
     CompilerError,
     Diagnostic,
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             print(f"coda-opt: error: {error}", file=sys.stderr)
         sys.exit(1)
-    except ValueError as error:
+    except (ValueError, ArgumentError) as error:  # a bad pass option is bad input, not a bug
         print(f"coda-opt: error: {error}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
