@@ -389,7 +389,7 @@ def previous_epilogue_schedule(block):
 
 
 def cols_last_epilogue_schedule(block):
-    """An alternative to `coda_ir.lowering.triton.epilogue_schedule` (measured, not adopted:
+    """An alternative to `coda_ir.analysis.epilogue_schedule.epilogue_schedule` (measured, not adopted:
     bench/RESULTS.md 2026-11-25 session 8): `previous_epilogue_schedule`, then every column
     reduction (`coda.reduce ... dim 0`, only yielded) moved last, after the stores it does not
     feed, its tile still made at the map."""
@@ -400,14 +400,14 @@ def cols_last_epilogue_schedule(block):
 
 
 def compile_with_schedule(text: str, schedule):
-    from coda_ir.lowering import triton as lowering
+    from coda_ir.transforms import tl_epilogue
 
-    saved = lowering.epilogue_schedule
-    lowering.epilogue_schedule = schedule
+    saved = tl_epilogue.epilogue_schedule  # the order the epilogue builder obeys
+    tl_epilogue.epilogue_schedule = schedule
     try:
         return coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda")
     finally:
-        lowering.epilogue_schedule = saved
+        tl_epilogue.epilogue_schedule = saved
 
 
 # variant -> (SwiGLU-backward epilogue, RMSNorm-backward epilogue) builders; "sched_cols_last"

@@ -328,8 +328,11 @@ def print_function_header(printer: Printer, symbol: SymbolRefAttr | StringAttr, 
     printer.print_string(")")
 
 
-def parse_function_header(parser: Parser, flag: str | None = None) -> tuple[str, list[Parser.Argument], list[str], list[bool]]:
-    """The inverse of `print_function_header`: (symbol, arguments, parameter names, flag per argument)."""
+def parse_function_header(parser: Parser, flag: str | None = None,
+                          defaults: list[int | bool | None] | None = None) -> tuple[str, list[Parser.Argument], list[str], list[bool]]:
+    """The inverse of `print_function_header`: (symbol, arguments, parameter names, flag per argument).
+    With `defaults` (a list to fill), a flagged argument may have a default value after it
+    (`%x: i32 constexpr = 0`, `= true`): one entry per argument, None where there is none."""
     symbol = parser.parse_symbol_name().data
     args: list[Parser.Argument] = []
     names: list[str] = []
@@ -346,6 +349,13 @@ def parse_function_header(parser: Parser, flag: str | None = None) -> tuple[str,
         args.append(arg.resolve(parser.parse_type()))
         names.append(name)
         flags.append(flag is not None and parser.parse_optional_keyword(flag) is not None)
+        if defaults is not None:
+            value = None
+            if flags[-1] and parser.parse_optional_punctuation("=") is not None:
+                value = parser.parse_optional_boolean()
+                if value is None:
+                    value = parser.parse_integer(allow_boolean=False)
+            defaults.append(value)
 
     parser.parse_comma_separated_list(parser.Delimiter.PAREN, one)
     return symbol, args, names, flags

@@ -19,17 +19,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
     DenseArrayBase,
     FunctionType,
     IntAttr,
+    IntegerAttr,
     IntegerType,
     StringAttr,
     SymbolRefAttr,
     TensorType,
     UnitAttr,
+    f32,
     i1,
     i32,
     i64,
@@ -50,7 +53,7 @@ from xdsl.irdl import (
     var_result_def,
 )
 from xdsl.irdl.operations import AttrSizedOperandSegments
-from xdsl.traits import IsolatedFromAbove, NoMemoryEffect, NoTerminator, SymbolOpInterface
+from xdsl.traits import IsolatedFromAbove, IsTerminator, NoMemoryEffect, NoTerminator, SymbolOpInterface
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
@@ -74,6 +77,10 @@ from coda_ir.dialects.op_syntax import (
     parse_function_header,
     print_function_header,
 )
+
+# integer arithmetic Triton folds when its operands are constexprs
+_CONSTEXPR_ARITH = (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp, arith.RemSIOp, arith.AndIOp, arith.OrIOp,
+                    arith.XOrIOp, arith.MinSIOp, arith.MaxSIOp)
 
 # ============================================================================ types
 
@@ -126,54 +133,79 @@ class KernelOp(IRDLOperation):
     function_type = prop_def(FunctionType)
     arg_names = prop_def(ArrayAttr[StringAttr])
     constexprs = prop_def(IntAttr)
+    # default values of the last constexpr parameters (typed as the parameters: i1 prints True / False)
+    defaults = opt_prop_def(ArrayAttr[IntegerAttr])
     body = region_def("single_block")
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), SymbolOpInterface())
 
-    def __init__(self, name: str, params: Sequence[tuple[str, Attribute]], constexprs: int):
+    def __init__(self, name: str, params: Sequence[tuple[str, Attribute]], constexprs: int,
+                 defaults: Sequence[int | bool] = ()):
         types = [t for _, t in params]
-        super().__init__(
-            properties={
-                "sym_name": StringAttr(name),
-                "function_type": FunctionType.from_lists(types, []),
-                "arg_names": ArrayAttr(StringAttr(n) for n, _ in params),
-                "constexprs": IntAttr(constexprs),
-            },
-            regions=[Region(Block(arg_types=types))],
-        )
+        properties: dict[str, Attribute] = {
+            "sym_name": StringAttr(name),
+            "function_type": FunctionType.from_lists(types, []),
+            "arg_names": ArrayAttr(StringAttr(n) for n, _ in params),
+            "constexprs": IntAttr(constexprs),
+        }
+        if defaults:
+            typed = types[len(types) - len(defaults):]
+            properties["defaults"] = ArrayAttr(IntegerAttr(int(v), t) for v, t in zip(defaults, typed))
+        super().__init__(properties=properties, regions=[Region(Block(arg_types=types))])
         for arg, (pname, _) in zip(self.body.block.args, params):
             arg.name_hint = pname
 
     def param_names(self) -> list[str]:
         return [s.data for s in self.arg_names.data]
 
+    def default_values(self) -> list[int | bool | None]:
+        """Each parameter's default (an i1 one as a bool), None where it has none."""
+        args = self.body.block.args
+        given = list(self.defaults.data) if self.defaults is not None else []
+        out: list[int | bool | None] = [None] * (len(args) - len(given))
+        for attr in given:
+            value = attr.value.data
+            out.append(bool(value) if attr.type == i1 else value)
+        return out
+
     def print(self, printer: Printer) -> None:
-        """`tl.kernel @name(%a: T, ..., %BN: i32 constexpr) { body }` (`%x as name: T` when the
-        printed SSA name is not the parameter's name)."""
+        """`tl.kernel @name(%a: T, ..., %BN: i32 constexpr, %X: i1 constexpr = true) { body }`
+        (`%x as name: T` when the printed SSA name is not the parameter's name)."""
         args = self.body.block.args
         n = len(args) - self.constexprs.data
-        print_function_header(printer, self.sym_name, args, self.param_names(),
-                              ["" if i < n else "constexpr" for i in range(len(args))])
+        flags = []
+        for i, default in enumerate(self.default_values()):
+            flag = "" if i < n else "constexpr"
+            if default is not None:
+                flag += f" = {str(default).lower() if isinstance(default, bool) else default}"
+            flags.append(flag)
+        print_function_header(printer, self.sym_name, args, self.param_names(), flags)
         printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
         printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
 
     @classmethod
     def parse(cls, parser: Parser) -> KernelOp:
-        symbol, args, names, constexpr = parse_function_header(parser, "constexpr")
+        defaults: list[int | bool | None] = []
+        symbol, args, names, constexpr = parse_function_header(parser, "constexpr", defaults)
         count = sum(constexpr)
         if constexpr != [False] * (len(args) - count) + [True] * count:
             parser.raise_error("tl.kernel: the constexpr parameters come last")
+        given = [(d, a.type) for d, a in zip(defaults, args) if d is not None]
+        if any(isinstance(d, bool) != (t == i1) for d, t in given):
+            parser.raise_error("tl.kernel: an i1 parameter's default is true or false, an integer's a number")
+        if [d is not None for d in defaults] != [False] * (len(args) - len(given)) + [True] * len(given):
+            parser.raise_error("tl.kernel: the parameters with defaults come last")
         attrs = parser.parse_optional_attr_dict_with_keyword()
         region = parser.parse_region(args)
-        op = cls.create(
-            properties={
-                "sym_name": StringAttr(symbol),
-                "function_type": FunctionType.from_lists([a.type for a in args], []),
-                "arg_names": ArrayAttr(StringAttr(n) for n in names),
-                "constexprs": IntAttr(count),
-            },
-            regions=[region],
-        )
+        properties: dict[str, Attribute] = {
+            "sym_name": StringAttr(symbol),
+            "function_type": FunctionType.from_lists([a.type for a in args], []),
+            "arg_names": ArrayAttr(StringAttr(n) for n in names),
+            "constexprs": IntAttr(count),
+        }
+        if given:
+            properties["defaults"] = ArrayAttr(IntegerAttr(int(d), t) for d, t in given)  # type: ignore[arg-type]
+        op = cls.create(properties=properties, regions=[region])
         if attrs is not None:
             op.attributes |= attrs.data
         return op
@@ -194,6 +226,13 @@ class KernelOp(IRDLOperation):
         for a in args[len(args) - n :]:
             if not isinstance(a.type, IntegerType):
                 raise VerifyException("tl.kernel: constexpr parameters are integers")
+        if self.defaults is not None:
+            given = self.defaults.data
+            if len(given) > n:
+                raise VerifyException("tl.kernel: only constexpr parameters have defaults")
+            for attr, a in zip(given, args[len(args) - len(given) :]):
+                if attr.type != a.type:
+                    raise VerifyException(f"tl.kernel: a default of type {attr.type} for a parameter of type {a.type}")
         if self.function_type.outputs.data:
             raise VerifyException("tl.kernel: a Triton kernel returns nothing")
 
@@ -212,6 +251,167 @@ class CallOp(SyntaxOp):
 
     def __init__(self, callee: str, args: Sequence[SSAValue], result_types: Sequence[Attribute] = ()):
         super().__init__(operands=[args], result_types=[result_types], properties={"callee": SymbolRefAttr(callee)})
+
+
+# ============================================================================ the gemm mainloop
+
+# The fixed GEMM mainloop's parameters (`lowering/mainloop.py`'s template refers to them by
+# these names): after the operands A, B and the epilogue's tensors, the problem sizes and
+# strides, then the constexprs, the last of them with their defaults (launch_gemm passes them
+# where it picks the TMA path).
+GEMM_SIZES = ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn")
+GEMM_CONSTEXPRS: tuple[tuple[str, Attribute, int | bool | None], ...] = (
+    ("BM", i32, None), ("BN", i32, None), ("BK", i32, None), ("GROUP_M", i32, None), ("INTERLEAVE", i32, None),
+    ("UPCAST", i1, None), ("USE_TMA", i32, 0), ("A_K_CONTIG", i1, True), ("B_K_CONTIG", i1, True),
+    ("NUM_SMS", i32, 1), ("FLATTEN", i1, False), ("WARP_SPECIALIZE", i1, False), ("L2_PREFETCH", i1, False),
+    ("B_PAIRED", i1, False),
+)
+# what the template binds when the epilogue runs (the epilogue region's arguments, in order)
+GEMM_FRAME = ("acc", "offs_m", "offs_n", "mask_m", "mask_n", "pid_m", "pid_n")
+MAINLOOP_KINDS = ("portable",)
+
+
+def gemm_frame_types() -> list[Attribute]:
+    """The types of `GEMM_FRAME`: the fp32 accumulator tile, the tile's rows and columns and
+    their masks, the tile's indices."""
+    return [dynamic_tensor(f32, 2), dynamic_tensor(i32, 1), dynamic_tensor(i32, 1), dynamic_tensor(i1, 1),
+            dynamic_tensor(i1, 1), i32, i32]
+
+
+@irdl_op_definition
+class MainloopOp(SyntaxOp):
+    """The fixed GEMM mainloop of a gemm kernel (`lowering/mainloop.py`), one templated op: it
+    takes the operands A and B, the problem sizes, strides and tile constexprs (the kernel's
+    parameters of those names, in the order of `GEMM_SIZES` and `GEMM_CONSTEXPRS`), and runs
+    its region, the epilogue, on each output tile with the accumulator and the tile's
+    coordinates as the region's arguments (`GEMM_FRAME`). `kind`: which template
+    (`portable`: the pointer-based loop and, chosen at launch, the persistent TMA loop, the
+    epilogue spliced into both); `ieee`: fp32 operands multiplied in IEEE fp32, not tf32. The
+    printer fills the template and prints the region at each splice point; it decides
+    nothing."""
+
+    name = "tl.mainloop"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("kind", WORD), Operand("a"), Punct(","), Operand("b"),
+                                          Operands("params", "(", "params"), Keyword("ieee", UNIT))
+
+    kind = prop_def(StringAttr)
+    a = operand_def()
+    b = operand_def()
+    params = var_operand_def()
+    ieee = opt_prop_def(UnitAttr)
+    epilogue = region_def("single_block")
+    traits = traits_def(NoTerminator())
+
+    def __init__(self, kind: str, a: SSAValue, b: SSAValue, params: Sequence[SSAValue], ieee: bool):
+        block = Block(arg_types=gemm_frame_types())
+        for arg, name in zip(block.args, GEMM_FRAME):
+            arg.name_hint = name
+        super().__init__(operands=[a, b, params], properties={"kind": StringAttr(kind), **({"ieee": UnitAttr()} if ieee else {})},
+                         regions=[Region(block)])
+
+    def frame(self) -> dict[str, SSAValue]:
+        return dict(zip(GEMM_FRAME, self.epilogue.block.args))
+
+    def verify_(self) -> None:
+        if self.kind.data not in MAINLOOP_KINDS:
+            raise VerifyException(f"tl.mainloop: kind must be one of {MAINLOOP_KINDS}")
+        kernel = self.parent_op()
+        if not isinstance(kernel, KernelOp):
+            raise VerifyException("tl.mainloop: the body of a tl.kernel")
+        names = kernel.param_names()
+        expected = [*GEMM_SIZES, *(n for n, _, _ in GEMM_CONSTEXPRS)]
+        given = [self.a, self.b, *self.params]
+        if len(self.params) != len(expected):
+            raise VerifyException(f"tl.mainloop: {len(expected)} parameters expected ({', '.join(expected)})")
+        args = kernel.body.block.args
+        for value, want in zip(given, ["a_ptr", "b_ptr", *expected]):
+            if not (isinstance(value.owner, Block) and value.owner is kernel.body.block and names[value.index] == want):
+                raise VerifyException(f"tl.mainloop: the template's {want} must be the kernel's parameter {want}")
+        constexprs = args[len(args) - kernel.constexprs.data :]
+        if any(v not in constexprs for v in self.params[len(GEMM_SIZES) :]):
+            raise VerifyException("tl.mainloop: the tile parameters are constexprs of the kernel")
+        defaults = kernel.default_values()
+        for value, (want, ty, default) in zip(self.params[len(GEMM_SIZES) :], GEMM_CONSTEXPRS):
+            if value.type != ty or defaults[value.index] != default:
+                raise VerifyException(f"tl.mainloop: {want} is an {ty} constexpr with default {default}")
+        for arg, ty, name in zip(self.epilogue.block.args, gemm_frame_types(), GEMM_FRAME):
+            if arg.type != ty:
+                raise VerifyException(f"tl.mainloop: the epilogue's argument {name} is a {ty}")
+        if len(self.epilogue.block.args) != len(GEMM_FRAME):
+            raise VerifyException(f"tl.mainloop: the epilogue takes {', '.join(GEMM_FRAME)}")
+
+
+@irdl_op_definition
+class YieldOp(SyntaxOp):
+    """The end of a `tl.constexpr_if` branch (the values it yields are the if's results) or of a
+    Gluon mainloop's epilogue (the column partials it carries to the next row sub-tile)."""
+
+    name = "tl.yield"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operands("values"),)
+
+    values = var_operand_def()
+    traits = traits_def(IsTerminator())
+
+    def __init__(self, *values: SSAValue):
+        super().__init__(operands=[values])
+
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op(), (ConstexprIfOp, MainloopOp)):
+            raise VerifyException("tl.yield: ends a tl.constexpr_if branch or a tl.mainloop epilogue")
+
+
+def _is_constexpr(value: SSAValue) -> bool:
+    """Whether a scalar is known when Triton traces the kernel: a constant, a constexpr parameter
+    of its kernel, or integer arithmetic and comparisons of those."""
+    owner = value.owner
+    if isinstance(owner, Block):
+        kernel = owner.parent_op()
+        if not isinstance(kernel, KernelOp) or owner is not kernel.body.block:
+            return False
+        return value.index >= len(owner.args) - kernel.constexprs.data  # type: ignore[attr-defined]
+    if rank_of(value.type):
+        return False
+    if isinstance(owner, arith.ConstantOp):
+        return True
+    if isinstance(owner, (CmpIOp, *_CONSTEXPR_ARITH)):
+        return all(_is_constexpr(o) for o in owner.operands)
+    return False
+
+
+@irdl_op_definition
+class ConstexprIfOp(SyntaxOp):
+    """`if cond:` ... `else:` ... on a condition Triton evaluates when it traces the kernel
+    (verified: constants and constexpr parameters only), so only the branch taken is compiled
+    and it may rely on the condition (a tile that lies inside one interleave group). Its
+    results are the values each branch yields (`tl.yield`), assigned in both branches."""
+
+    name = "tl.constexpr_if"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("cond"),)
+
+    cond = operand_def(i1)
+    res = var_result_def()
+    then_region = region_def("single_block")
+    else_region = region_def()
+
+    def __init__(self, cond: SSAValue, result_types: Sequence[Attribute], then_block: Block, else_block: Block | None):
+        super().__init__(operands=[cond], result_types=[result_types],
+                         regions=[Region(then_block), Region(else_block) if else_block is not None else Region()])
+
+    def verify_(self) -> None:
+        if not _is_constexpr(self.cond):
+            raise VerifyException("tl.constexpr_if: the condition must be computed from constants and constexpr "
+                                  "parameters only")
+        types = [r.type for r in self.res]
+        if self.res and not self.else_region.blocks:
+            raise VerifyException("tl.constexpr_if: an if with results has an else branch")
+        for region in (self.then_region, self.else_region):
+            if not region.blocks:
+                continue
+            term = region.block.last_op
+            if not isinstance(term, YieldOp) or [o.type for o in term.operands] != types:
+                raise VerifyException("tl.constexpr_if: each branch ends in tl.yield of the results' types")
+            if region.block.args:
+                raise VerifyException("tl.constexpr_if: the branches take no arguments")
 
 
 # ============================================================================ values
@@ -791,6 +991,9 @@ TL = Dialect(
     "tl",
     [
         KernelOp,
+        MainloopOp,
+        ConstexprIfOp,
+        YieldOp,
         CallOp,
         ProgramIdOp,
         ArangeOp,

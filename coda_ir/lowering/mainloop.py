@@ -52,6 +52,8 @@ import inspect
 from collections.abc import Sequence
 from functools import lru_cache
 
+from coda_ir.dialects.triton_lang import GEMM_CONSTEXPRS, GEMM_SIZES
+
 INDENT = "    "
 
 
@@ -269,6 +271,29 @@ def _tma_body(precision: str, epilogue: Sequence[str], prologue: Sequence[str]) 
     return _indent(body, 1) + _indent(epilogue, 1)
 
 
+def gemm_body(epilogue: Sequence[str], *, float32_operands: bool, prologue: Sequence[str] = ()) -> list[str]:
+    """The body of a GEMM kernel (function-body indentation) with `epilogue` (already indented by
+    one level) spliced in: once after the portable loop and once inside the persistent TMA tile
+    loop (re-indented); the constexpr `USE_TMA` keeps one of them."""
+    precision = ', input_precision="ieee"' if float32_operands else ""
+    return [
+        "    if USE_TMA:",
+        *_indent(_tma_body(precision, epilogue, prologue), 1),
+        "    else:",
+        *_indent(_portable_body(precision, prologue), 1),
+        *_indent(epilogue, 1),
+    ]
+
+
+def gemm_parameters(extra_params: Sequence[str]) -> list[str]:
+    """The parameter list of a GEMM kernel: `a_ptr, b_ptr`, the epilogue's, then the template's
+    (`triton_lang.GEMM_SIZES`, `GEMM_CONSTEXPRS` with their defaults)."""
+    out = ["a_ptr", "b_ptr", *extra_params, *GEMM_SIZES]
+    for name, _, default in GEMM_CONSTEXPRS:
+        out.append(f"{name}: tl.constexpr" + ("" if default is None else f" = {default}"))
+    return out
+
+
 def emit_gemm_kernel(
     name: str,
     extra_params: Sequence[str],
@@ -277,47 +302,11 @@ def emit_gemm_kernel(
     float32_operands: bool,
     prologue: Sequence[str] = (),
 ) -> list[str]:
-    """Source lines of a GEMM kernel with `epilogue` (already indented by one level) spliced in.
-
-    The epilogue appears twice in the source: once after the portable loop and once inside
-    the persistent TMA tile loop (re-indented); the constexpr `USE_TMA` keeps one of them.
-    """
-    precision = ', input_precision="ieee"' if float32_operands else ""
-    params = ", ".join(
-        [
-            "a_ptr",
-            "b_ptr",
-            *extra_params,
-            "M",
-            "N",
-            "K",
-            "stride_am",
-            "stride_ak",
-            "stride_bk",
-            "stride_bn",
-            "BM: tl.constexpr",
-            "BN: tl.constexpr",
-            "BK: tl.constexpr",
-            "GROUP_M: tl.constexpr",
-            "INTERLEAVE: tl.constexpr",
-            "UPCAST: tl.constexpr",
-            "USE_TMA: tl.constexpr = 0",
-            "A_K_CONTIG: tl.constexpr = True",
-            "B_K_CONTIG: tl.constexpr = True",
-            "NUM_SMS: tl.constexpr = 1",
-            "FLATTEN: tl.constexpr = False",
-            "WARP_SPECIALIZE: tl.constexpr = False",
-            "L2_PREFETCH: tl.constexpr = False",
-            "B_PAIRED: tl.constexpr = False",
-        ]
-    )
-    lines = [
+    """Source lines of a GEMM kernel with `epilogue` (already indented by one level) spliced in
+    (`gemm_body`): the template with a hand-written epilogue (tests, bench). The compiler's gemm
+    kernels are `tl.kernel`s whose `tl.mainloop` the tl printer fills the same template with."""
+    return [
         "@triton.jit",
-        f"def {name}({params}):",
-        "    if USE_TMA:",
-        *_indent(_tma_body(precision, epilogue, prologue), 1),
-        "    else:",
-        *_indent(_portable_body(precision, prologue), 1),
-        *_indent(epilogue, 1),
+        f"def {name}({', '.join(gemm_parameters(extra_params))}):",
+        *gemm_body(epilogue, float32_operands=float32_operands, prologue=prologue),
     ]
-    return lines

@@ -81,6 +81,8 @@ from coda_ir.transforms.coda_to_host import ConvertCodaToHostPass, host_function
 from coda_ir.transforms.coda_to_tl import KERNEL_SCOPE, ConvertCodaToTLPass, KernelNames, kernel_symbol, param_names
 
 from coda_ir.tiling import MIN_BN
+from coda_ir.transforms.tl_epilogue import MIN_TILE_COLS
+from coda_ir.transforms.tl_gemm import SUBTILE_HEAVY_TILES, SUBTILE_MIN_BN_DEFAULT, check_subtile, epilogue_tile_pressure  # noqa: F401
 
 IND = "    "
 
@@ -953,32 +955,8 @@ class _EpilogueEmitter:
         return self.lines
 
 
-# Half-tile stores and loads (`_EpilogueEmitter.split_halves`): a tile in an interleaved
-# column space whose tensor is in the user's layout is written as its even and its odd columns,
-# two contiguous [BM, TW / 2] blocks h apart, instead of a scatter to perm(c) where adjacent lanes
-# are h columns apart (uncoalesced: the LLaMA gate/up GEMM took 3.0x the plain GEMM's time on an
-# H100, 1.24x with the split by hand). On by default; `TritonOptions.half_tile_io=False` keeps the
-# scatter everywhere (to A/B it on a GPU; the values are bitwise the same).
-
-
-# tl.dot needs N >= 16, so whole column tiles are at least 16 wide (2N-wide tiles 32). When the
-# largest power of two dividing 2h is below this, no tile fits inside one interleave group and
-# the half-tile branch would be dead code: it is not emitted (a narrower sub-tiled slice then
-# keeps the scatter, which stores the same values).
-MIN_TILE_COLS = 16
-
-
-# Sub-tiled gemm epilogues (`_EpilogueEmitter.emit_sliced_region`): a heavy epilogue runs once
-# per column half of the accumulator when the tile is at least this wide (a constexpr branch
-# on BN, so the autotuner's narrower tiles keep the whole-tile epilogue). Off by default: with
-# Triton's layout propagation both halves are converted out of the MMA layout up front, and the
-# sliced LLaMA out-proj/down-proj epilogues compiled for sm_90a spilled more than the whole
-# tile with early stores (bench/RESULTS.md, "Epilogue liveness"). `TritonOptions.epilogue_subtile`:
-# the minimum BN (a power of two) to turn it on, or 0 (the default: off).
-SUBTILE_MIN_BN_DEFAULT = 0
-# an epilogue is heavy when some op needs this many [BM, BN] fp32 tiles at once (values live
-# across it, its tile operands and results, matrix tiles it loads)
-SUBTILE_HEAVY_TILES = 3
+# The option defaults and the sub-tiling rule live with the gemm kernels' builder
+# (`transforms/tl_gemm.py`); the half-tile rule with the epilogue builder's column space.
 
 
 @dataclass(frozen=True)
@@ -996,42 +974,7 @@ class TritonOptions:
     half_tile_io: bool = True
 
     def __post_init__(self) -> None:
-        value = self.epilogue_subtile
-        if not isinstance(value, int) or value < 0 or value == 1 or value & (value - 1):
-            raise ValueError(f"epilogue_subtile must be 0 (off) or a power of two >= 2, got {value!r}")
-
-
-def epilogue_tile_pressure(block: Block, n: int) -> Fraction:
-    """Peak [BM, BN]-tile equivalents an epilogue needs at once, with each store right after its value.
-
-    A W-wide tile counts W / N; broadcast and index tiles count 0 (one value per row or column);
-    `coda.load` and `coda.accumulate` count the matrix tile they read.
-    """
-
-    def weight(v: SSAValue) -> Fraction:
-        ty = v.type
-        if not isinstance(ty, coda.TileType):
-            return Fraction(0)
-        if isinstance(v.owner, (coda.BroadcastOp, coda.IndexOp)):
-            return Fraction(0)
-        return Fraction(ty.cols, n)
-
-    ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
-    last: dict[SSAValue, int] = {}
-    for i, op in enumerate(ops):
-        for v in op.operands:
-            last[v] = i
-    defined: list[SSAValue] = list(block.args)
-    peak = Fraction(0)
-    for i, op in enumerate(ops):
-        operands = set(op.operands)
-        across = sum((weight(v) for v in defined if v not in operands and last.get(v, -1) > i), Fraction(0))
-        here = sum((weight(v) for v in operands), Fraction(0)) + sum((weight(r) for r in op.results), Fraction(0))
-        if isinstance(op, coda.AccumulateOp):
-            here += weight(op.result)
-        peak = max(peak, across + here)
-        defined.extend(op.results)
-    return peak
+        check_subtile(self.epilogue_subtile)
 
 
 # ============================================================================ kernels
@@ -1054,36 +997,6 @@ class KernelInfo:
 
 
 _param_names = param_names
-
-
-def emit_gemm(op: coda.GemmOp, name: str, options: TritonOptions | None = None) -> KernelInfo:
-    options = options if options is not None else TritonOptions()
-    names = _Names(KERNEL_SCOPE)
-    block = op.epilogue.blocks[0]
-    in_params = _param_names(names, block.args[1:], "in")
-    out_params = _param_names(names, op.outputs, "out")
-    m, n, _ = op.problem_shape()
-    h = op.interleave.value.data if op.interleave is not None else 0
-    hw = op.interleave_wide.value.data if op.interleave_wide is not None else 0
-    params = dict(zip(block.args[1:], in_params))
-    outputs = list(zip(op.outputs, out_params))
-    em = _EpilogueEmitter(op, n, h, params, names, hw, options)
-    em.emit_region(block, ["acc", *in_params], outputs)
-    lines = [IND + "# ---- epilogue ----"]
-    min_bn = options.epilogue_subtile
-    if min_bn and epilogue_tile_pressure(block, n) >= SUBTILE_HEAVY_TILES:
-        # heavy epilogue: on tiles at least `threshold` wide (each half still a multiple of
-        # what the primitives need), run it once per column half; the whole tile otherwise
-        sub = _EpilogueEmitter(op, n, h, params, names, hw, options)
-        sub.emit_sliced_region(block, ["acc", *in_params], outputs)
-        threshold = max(min_bn, 2 * em.bn_multiple_of)
-        lines += [IND + f"if BN >= {threshold}:", *[IND + line for line in sub.lines], IND + "else:"]
-        lines += [IND + line for line in em.lines]
-    else:
-        lines += em.lines
-    elt = op.a.type.get_element_type()  # type: ignore[union-attr]
-    src = emit_gemm_kernel(name, [*in_params, *out_params], lines, float32_operands=isinstance(elt, Float32Type))
-    return KernelInfo(op, name, "gemm", em.bn_multiple_of, src)
 
 
 class GluonEpilogueEmitter(_EpilogueEmitter):
@@ -1172,7 +1085,7 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
     # The passes of the lowering run on a copy: the caller's module stays the coda program.
     module = module.clone()
     ctx = make_context()
-    ConvertCodaToTLPass().apply(ctx, module)
+    ConvertCodaToTLPass(options.epilogue_subtile, options.half_tile_io).apply(ctx, module)
     ConvertCodaToHostPass().apply(ctx, module)
     tl_kernels = coda_to_tl.tl_kernels(module)
     out: list[str] = [
@@ -1194,7 +1107,7 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
             if isinstance(k, coda.GemmOp):
                 if member:
                     raise CompilerError(k, "a coda.gemm cannot be a member of a coda.launch_group")
-                info = emit_gemm(k, name, options)
+                info = printed_kernel_info(k, tl_kernels[name], "gemm", False)
                 if coda.recorded_mainloop(k) is not None:
                     gluon_source += emit_gluon_gemm(k, name, options)
                     gluon_kernels.append(gluon_entry_name(name))

@@ -23,6 +23,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.dialects.element_types import TRITON_DTYPE_NAMES, element_name
 from coda_ir.diagnostics import InternalCompilerBug
+from coda_ir.lowering.mainloop import TEMPLATE_NAMES, gemm_body
 from coda_ir.transforms.tl_build import Fragment, KernelNames
 
 IND = "    "
@@ -355,7 +356,7 @@ class BlockPrinter:
 
     def statements_of(self, block: Block) -> list[Operation]:
         return [op for op in block.ops if not (len(op.results) == 1 and op.results[0] in self.inline)
-                and not (isinstance(op, scf.YieldOp) and not op.operands)]
+                and not (isinstance(op, (scf.YieldOp, tl.YieldOp)) and not op.operands)]
 
     def statement(self, op: Operation, indent: str) -> None:
         if len(op.results) == 1 and op.results[0] in self.inline:
@@ -380,6 +381,10 @@ class BlockPrinter:
             self.for_loop(op, indent)
         elif isinstance(op, scf.IfOp):
             self.if_chain(op, indent, "if")
+        elif isinstance(op, tl.ConstexprIfOp):
+            self.constexpr_if(op, indent)
+        elif isinstance(op, tl.MainloopOp):
+            self.mainloop(op, indent)
         elif isinstance(op, scf.YieldOp) and not op.operands:
             return  # the end of an `if` branch
         elif isinstance(op, scf.YieldOp):
@@ -467,6 +472,46 @@ class BlockPrinter:
             self.block(rest, indent + IND)
 
 
+    def constexpr_if(self, op: tl.ConstexprIfOp, indent: str) -> None:
+        """`if cond:` / `else:`, each branch ending in the assignment of its yielded values to the
+        results' names."""
+        names = [self.name(r, "v") for r in op.res]
+        self.emit(indent, f"if {_strip(self.get(op.cond))}:")
+        self.branch(op.then_region.block, names, indent + IND)
+        if op.else_region.blocks and (op.res or self.statements_of(op.else_region.block)):
+            self.emit(indent, "else:")
+            self.branch(op.else_region.block, names, indent + IND)
+
+    def branch(self, block: Block, names: Sequence[str], indent: str) -> None:
+        start = len(self.lines)
+        yielded: Sequence[SSAValue] = ()
+        for inner in block.ops:
+            if isinstance(inner, tl.YieldOp):
+                yielded = inner.operands
+            else:
+                self.statement(inner, indent)
+        for name, value in zip(names, yielded):
+            self.emit(indent, f"{name} = {_strip(self.get(value))}")
+        if len(self.lines) == start:
+            self.emit(indent, "pass")
+
+    def mainloop(self, op: tl.MainloopOp, indent: str) -> None:
+        """The mainloop template (`lowering/mainloop.py`) with the epilogue region printed once and
+        spliced at each of the template's splice points."""
+        if indent != IND:
+            raise InternalCompilerBug(op, "tl.mainloop is the body of its kernel")
+        expected = ["a_ptr", "b_ptr", *tl.GEMM_SIZES, *(n for n, _, _ in tl.GEMM_CONSTEXPRS)]
+        for value, name in zip([op.a, op.b, *op.params], expected):
+            if self.get(value) != name:
+                raise InternalCompilerBug(op, f"the template's {name} is printed as {self.get(value)}")
+        block = op.epilogue.block
+        for arg, name in zip(block.args, tl.GEMM_FRAME):
+            self.exprs[arg] = name
+        outer, self.lines = self.lines, []
+        self.block(block, IND)
+        epilogue, self.lines = self.lines, outer
+        self.lines += gemm_body(epilogue, float32_operands=op.ieee is not None)
+
 
 # names a value of a kernel must not take: the modules and builtins printed kernels refer to
 RESERVED = ("tl", "triton", "libdevice", "torch", "os", "float", "range", "int", "min", "max")
@@ -475,8 +520,10 @@ RESERVED = ("tl", "triton", "libdevice", "torch", "os", "float", "range", "int",
 class KernelPrinter(BlockPrinter):
     def __init__(self, kernel: tl.KernelOp):
         args = kernel.body.block.args
-        super().__init__(KernelNames([*RESERVED, *kernel.param_names()]), args[len(args) - kernel.constexprs.data :],
-                         minimal_parentheses=True)
+        reserved = [*RESERVED, *kernel.param_names()]
+        if any(isinstance(op, tl.MainloopOp) for op in kernel.body.block.ops):
+            reserved += sorted(TEMPLATE_NAMES)  # the template's locals
+        super().__init__(KernelNames(reserved), args[len(args) - kernel.constexprs.data :], minimal_parentheses=True)
         self.kernel = kernel
 
     def print(self) -> list[str]:
@@ -486,7 +533,9 @@ class KernelPrinter(BlockPrinter):
         n_rt = len(params) - k.constexprs.data
         for arg, name in zip(body.args, params):
             self.exprs[arg] = name
-        heads = [*params[:n_rt], *[f"{p}: tl.constexpr" for p in params[n_rt:]]]
+        heads = [*params[:n_rt]]
+        for p, default in zip(params[n_rt:], k.default_values()[n_rt:]):
+            heads.append(f"{p}: tl.constexpr" + ("" if default is None else f" = {default}"))
         self.emit("", "@triton.jit")
         self.emit("", f"def {k.sym_name.data}({', '.join(heads)}):")
         self.analyse(body)

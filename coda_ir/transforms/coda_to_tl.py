@@ -38,6 +38,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.diagnostics import CompilerError
+from coda_ir.errors import ArgumentError
 # the shared building blocks (re-exported: the gemm emitter and the printer use them from here)
 from coda_ir.transforms.tl_build import (  # noqa: F401
     KERNEL_SCOPE,
@@ -54,6 +55,7 @@ from coda_ir.transforms.tl_build import (  # noqa: F401
 )
 from coda_ir.transforms.legalize import LEGALIZED
 from coda_ir.transforms.tl_epilogue import lower_elementwise
+from coda_ir.transforms.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile, lower_gemm
 
 KERNEL_NAME_ATTR = "tl.kernel"
 """The discardable attribute naming a coda kernel's Triton kernel (a symbol reference)."""
@@ -253,15 +255,28 @@ def lower_launch_group(op: coda.LaunchGroupOp, name: str, members: Sequence[tupl
 
 @dataclass(frozen=True)
 class ConvertCodaToTLPass(ModulePass):
-    """Name every coda kernel's Triton kernel and build the `tl.kernel`s of `coda.fold`s,
-    `coda.elementwise`s and `coda.launch_group`s."""
+    """Name every coda kernel's Triton kernel and build its `tl.kernel` (`coda.gemm`,
+    `coda.elementwise`, `coda.fold`, `coda.launch_group`).
+
+    Options (what production uses by default; the others exist to A/B code shapes on a GPU, the
+    values computed are the same): `epilogue_subtile`, heavy gemm epilogues per column half of
+    tiles at least this wide (a power of two >= 2), or 0: never; `half_tile_io`, N-wide loads and
+    stores of interleaved gemms as two contiguous half tiles (true) or one scatter (false)."""
 
     name = "convert-coda-to-tl"
 
+    epilogue_subtile: int = SUBTILE_MIN_BN_DEFAULT
+    half_tile_io: bool = True
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        try:
+            check_subtile(self.epilogue_subtile)
+        except ValueError as error:
+            raise ArgumentError(f"convert-coda-to-tl: {error}") from None
         functions = [f for f in op.walk() if isinstance(f, func.FuncOp) and f.body.blocks]
         if LEGALIZED not in op.attributes:
-            unproved = next((k for f in functions for k in coda.kernels(f) if isinstance(k, coda.ElementwiseOp)), None)
+            unproved = next((k for f in functions for k in coda.kernels(f)
+                             if isinstance(k, (coda.ElementwiseOp, coda.GemmOp))), None)
             if unproved is not None:
                 # the epilogue builder obeys the tile constraints and pair / segment forms
                 # coda-legalize records, and re-derives none of them
@@ -274,7 +289,9 @@ class ConvertCodaToTLPass(ModulePass):
                 name = kernel_names(f"_{fn.sym_name.data}_k{i}_{kind}")
                 k.attributes[KERNEL_NAME_ATTR] = SymbolRefAttr(name)
                 member = isinstance(k.parent_op(), coda.LaunchGroupOp)
-                if isinstance(k, coda.FoldOp):
+                if isinstance(k, coda.GemmOp):
+                    built.append(lower_gemm(k, name, self.epilogue_subtile, self.half_tile_io))
+                elif isinstance(k, coda.FoldOp):
                     built.append(lower_fold(k, name, member))
                 elif isinstance(k, coda.ElementwiseOp):
                     built.append(lower_elementwise(k, name, member))

@@ -65,7 +65,8 @@ def _pow2_ratio(width: int, n: int) -> bool:
     return r.numerator & (r.numerator - 1) == 0 and r.denominator & (r.denominator - 1) == 0
 
 
-def _pointee(value: SSAValue) -> Attribute:
+def pointee(value: SSAValue) -> Attribute:
+    """The element type a kernel parameter for `value` points to (partials: fp32)."""
     ty = value.type
     if isinstance(ty, coda.PartialsType):
         return f32
@@ -80,8 +81,8 @@ def elementwise_params(op: coda.ElementwiseOp) -> tuple[list[tuple[str, Attribut
     block = op.body.blocks[0]
     ins = param_names(names, block.args, "in")
     outs = param_names(names, op.outputs, "out")
-    params = [(p, tl.PointerType(_pointee(v))) for p, v in zip(ins, block.args)]
-    params += [(p, tl.PointerType(_pointee(v))) for p, v in zip(outs, op.outputs)]
+    params = [(p, tl.PointerType(pointee(v))) for p, v in zip(ins, block.args)]
+    params += [(p, tl.PointerType(pointee(v))) for p, v in zip(outs, op.outputs)]
     return params + [("M", i32), ("N", i32), ("BM", i32), ("BN", i32)], 2
 
 
@@ -172,6 +173,40 @@ class _BodyClone:
         return self.mapping.get(value, value)
 
 
+@dataclass(frozen=True)
+class ColumnSpace:
+    """How a gemm's accumulator columns map to its tensors' columns: `interleave` h (N-wide
+    tensors are read and written at perm(c), `coda.gemm`'s interleave), `interleave_wide` h (the
+    same for 2N-wide ones), and whether such tiles are accessed as two contiguous half tiles
+    where the tile lies inside one interleave group (`half_tile_io`, `EpilogueBuilder.halves`).
+    An elementwise kernel's columns are the plain ones."""
+
+    interleave: int = 0
+    interleave_wide: int = 0
+    half_tile_io: bool = True
+    in_gemm: bool = False
+
+
+# tl.dot needs N >= 16, so whole column tiles are at least 16 wide (2N-wide tiles 32). When the
+# largest power of two dividing 2h is below this, no tile fits inside one interleave group and
+# the half-tile branch would be dead code: it is not built (a narrower sub-tiled slice then
+# keeps the scatter, which stores the same values).
+MIN_TILE_COLS = 16
+
+
+@dataclass
+class Halves:
+    """A tile in an interleaved column space as two contiguous half tiles of the user's layout,
+    valid where `cond` holds (a constexpr test on the tile width TW): `setup()` builds, in that
+    branch (the builder's block), the user columns of the tile's even columns and the element mask of both halves; the
+    odd columns are the same block `half` columns further on."""
+
+    cond: SSAValue
+    setup: Callable[[], tuple[SSAValue, SSAValue]]
+    half: int
+    tw: SSAValue
+
+
 # ============================================================================ the builder
 
 
@@ -181,12 +216,24 @@ class EpilogueBuilder:
     `params`: the region's tensor arguments -> their pointer parameters; `n`: the kernel's
     column count (a W-wide tile spans BN * W / N columns)."""
 
-    def __init__(self, kernel: Operation, b: Builder, frame: TileFrame, n: int, params: dict[SSAValue, SSAValue]):
+    def __init__(self, kernel: Operation, b: Builder, frame: TileFrame, n: int, params: dict[SSAValue, SSAValue],
+                 columns: ColumnSpace | None = None):
         self.kernel = kernel
         self.b = b
         self.frame = frame
+        self.whole_frame = frame  # the whole tile's (`frame` is a column slice's in `build_sliced_body`)
         self.n = n
         self.params = params
+        # a gemm's column space (elementwise kernels: the plain one)
+        self.columns = columns if columns is not None else ColumnSpace()
+        self.h = self.columns.interleave
+        self.hw = self.columns.interleave_wide
+        # sub-tiled gemm epilogues (`build_sliced_body`): the slice being built (None: the whole
+        # tile), row vectors loaded once for all slices, and the slices' row partials per output
+        # index (combined in slice order after the last slice)
+        self.slice: tuple[int, int] | None = None
+        self.row_vectors: dict[tuple[str, SSAValue], SSAValue] | None = None
+        self.row_partials: dict[int, tuple[coda.PartialsType, SSAValue, list[SSAValue]]] | None = None
         self.values: dict[SSAValue, SSAValue] = {}  # coda value -> its tl value
         self.col_cache: dict[int, Cols] = {}
         self.body_clones: dict[Operation, _BodyClone] = {}  # maps made in several steps
@@ -264,15 +311,125 @@ class EpilogueBuilder:
         if r.denominator > 1:
             self.need_bn(op, r.denominator)
         b, f = self.b, self.frame
+        tag = "" if self.slice is None else f"_s{self.slice[0]}"  # a column slice's columns
         if width == n:
-            c = Cols(f.offs_n, f.mask_n, self.element_mask(f.mask_n, "mask_mn"), f.bn)
+            cols = f.offs_n
+            if self.h:  # accumulator column c holds the tensors' column perm(c)
+                cols = b.value(tl.CallOp("_coda_interleave_rows", [f.offs_n, self.i32(self.h)], [f.offs_n.type]),
+                               f"cols_n{tag}")
+            c = Cols(cols, f.mask_n, self.element_mask(f.mask_n, f"mask_mn{tag}"), f.bn)
         else:
             tw = tile_width(b, f.bn, width, n)
-            cols = b.ibin(arith.AddiOp, b.ibin(arith.MuliOp, f.pid_n, tw), b.value(tl.ArangeOp(tw)), f"cols_w{width}")
-            mask = b.cmpi("slt", cols, self.i32(width), f"mask_w{width}")
-            c = Cols(cols, mask, self.element_mask(mask, f"mask_mw{width}"), tw)
+            cols = b.ibin(arith.AddiOp, b.ibin(arith.MuliOp, self.pid_n(), tw), self.column_arange(tw),
+                          f"cols_w{width}{tag}")
+            mask = b.cmpi("slt", cols, self.i32(width), f"mask_w{width}{tag}")
+            c = Cols(cols, mask, self.element_mask(mask, f"mask_mw{width}{tag}"), tw)
+            if width == 2 * n and self.hw:
+                # interleave_wide: 2N-wide tensors are read and written at perm(c)
+                c.cols = b.value(tl.CallOp("_coda_interleave_rows", [cols, self.i32(self.hw)], [cols.type]),
+                                 f"perm_w{width}{tag}")
         self.col_cache[width] = c
         return c
+
+    def column_arange(self, tw: SSAValue) -> SSAValue:
+        """`[0, tw)` as a column index vector."""
+        return self.b.value(tl.ArangeOp(tw))
+
+    def pid_n(self) -> SSAValue:
+        """The index of the column tile being built: the frame's, or in a column slice j of
+        `parts` (`build_sliced_body`) pid_n * parts + j, written where it is used."""
+        if self.slice is None:
+            return self.frame.pid_n
+        j, parts = self.slice
+        b = self.b
+        return b.ibin(arith.AddiOp, b.ibin(arith.MuliOp, self.whole_frame.pid_n, self.i32(parts)), self.i32(j))
+
+    def perm_half(self, width: int) -> int:
+        """h when W-wide tensors are read and written at perm(c) (interleave h), else 0."""
+        if self.h and width == self.n:
+            return self.h
+        if self.hw and width == 2 * self.n:
+            return self.hw
+        return 0
+
+    def halves(self, op: Operation, width: int) -> Halves | None:
+        """The two contiguous halves of a `width`-wide tile in an interleaved column space, or None.
+
+        perm sends column c = g + 2i + j of the interleave group starting at g (2h columns) to
+        g + i + j h. The tile's TW columns start at c0 = pid_n TW; when TW divides 2h (the
+        constexpr `cond`; TW is a power of two) the tile lies inside one group, so its even
+        columns land on the contiguous block g + (c0 - g) / 2 + [0, TW / 2) and its odd columns on
+        the same block h further. The user columns are built as (tile's group) * 2h + (tile within
+        the group) * TW / 2 + arange, not through perm, so Triton's axis analysis sees a
+        contiguous, TW/2-aligned run and vectorizes the accesses. The verifier makes W a multiple
+        of 2h, so perm maps each group onto itself and `ucol < W` is exactly the scatter's
+        `c < W`: ragged rows are masked by mask_m, and columns past W only occur in a sub-tiled
+        column slice.
+
+        Otherwise the scatter stays: a tile wider than 2h holds several groups whose halves are
+        runs of only h columns (no longer one block each), and a tile that straddles a group edge
+        (2h not a multiple of TW, e.g. h = 12 with 32-wide tiles) has halves that wrap to the next
+        group. Neither happens at LLaMA shapes (h = F >> BN). Half-tile stores: the LLaMA gate/up
+        GEMM took 3.0x the plain GEMM's time on an H100 with the scatter, 1.24x with the split by
+        hand (`half_tile_io=False` keeps the scatter everywhere, to A/B it; the values are
+        bitwise the same).
+        """
+        half = self.perm_half(width)
+        if not half or not self.columns.half_tile_io:
+            return None
+        group = 2 * half
+        largest = group & -group  # the widest power-of-two tile inside one group
+        if largest < MIN_TILE_COLS:
+            return None
+        c = self.cols(op, width)
+        tw = c.tw
+
+        def setup() -> tuple[SSAValue, SSAValue]:
+            b = self.b  # the branch's
+            tiles = b.ibin(arith.DivSIOp, self.i32(group), tw)  # tiles per group
+            pid_n = self.pid_n()
+            start = b.ibin(arith.AddiOp, b.ibin(arith.MuliOp, b.ibin(arith.DivSIOp, pid_n, tiles), self.i32(group)),
+                           b.ibin(arith.MuliOp, b.ibin(arith.RemSIOp, self.pid_n(), tiles), b.ibin(arith.DivSIOp, tw, self.i32(2))))
+            ucol = b.ibin(arith.AddiOp, start, b.value(tl.ArangeOp(b.ibin(arith.DivSIOp, tw, self.i32(2)))), "half_cols")
+            inside = b.value(tl.ExpandDimsOp(b.cmpi("slt", ucol, self.i32(width)), 0))
+            umask = b.ibin(arith.AndIOp, b.value(tl.ExpandDimsOp(self.frame.mask_m, 1)), inside, "half_mask")
+            return ucol, umask
+
+        self.comment(f"half tiles when the tile is inside one interleave group ({self.width_text(width)} divides "
+                     f"{group}), else perm(c)")
+        # `tw <= largest`, not `group % tw == 0`: the same test for a power-of-two tw
+        return Halves(self.b.cmpi("sle", tw, self.i32(largest)), setup, half, tw)
+
+    def width_text(self, width: int) -> str:
+        """The constexpr width of a W-wide tile as the kernel writes it (for comments)."""
+        bn = "BN" if self.slice is None else f"(BN // {self.slice[1]})"
+        r = Fraction(width, self.n)
+        if r == 1:
+            return bn
+        if r.denominator == 1:
+            return f"({bn} * {r.numerator})"
+        if r.numerator == 1:
+            return f"({bn} // {r.denominator})"
+        return f"({bn} * {r.numerator} // {r.denominator})"
+
+    def if_constexpr(self, cond: SSAValue, then: Callable[[Builder], Sequence[SSAValue]],
+                     otherwise: Callable[[Builder], Sequence[SSAValue]], result_types: Sequence[Attribute] = (),
+                     hint: str | None = None) -> Sequence[SSAValue]:
+        """`tl.constexpr_if cond`: each branch built by its function into its own block (which it
+        may yield values from, of `result_types`)."""
+        blocks = []
+        for make in (then, otherwise):
+            block = Block()
+            inner = Builder(block)
+            with self.building_into(inner):
+                yielded = make(inner)
+            block.add_op(tl.YieldOp(*yielded))
+            blocks.append(block)
+        op = self.b.add(tl.ConstexprIfOp(cond, result_types, blocks[0], blocks[1]))
+        if hint is not None:
+            for r in op.results:
+                r.name_hint = hint
+        return op.results
 
     def tile_shape(self, op: Operation, ty: Attribute) -> list[SSAValue]:
         assert isinstance(ty, coda.TileType)
@@ -333,7 +490,25 @@ class EpilogueBuilder:
         _, width = ty.get_shape()
         c = self.cols(op, width)
         self.row_offsets()
-        return self.load(self.matrix_ptr(self.ptr(op, matrix), width, c.cols), c.mask2, 0, ty.get_element_type())
+        ptr, elt = self.ptr(op, matrix), ty.get_element_type()
+        hv = self.halves(op, width)
+        if hv is None:
+            return self.load(self.matrix_ptr(ptr, width, c.cols), c.mask2, 0, elt)
+
+        def halves(b: Builder) -> list[SSAValue]:
+            # the scatter's gather is as uncoalesced as its store: read the two contiguous halves and
+            # interleave them in registers (join puts half 0 at even, half 1 at odd columns)
+            ucol, umask = hv.setup()
+            lo = b.value(tl.LoadOp(self.matrix_ptr(ptr, width, ucol), umask, self.i32(0)))
+            hi_ptr = b.value(tl.AddPtrOp(self.matrix_ptr(ptr, width, ucol), self.i32(hv.half)))
+            hi = b.value(tl.LoadOp(hi_ptr, umask, self.i32(0)))
+            return [b.compute_cast(b.value(tl.ReshapeOp(b.value(tl.JoinOp(lo, hi)), [self.frame.bm, hv.tw])))]
+
+        def scatter(b: Builder) -> list[SSAValue]:
+            return [self.load(self.matrix_ptr(ptr, width, c.cols), c.mask2, 0, elt)]
+
+        (value,) = self.if_constexpr(hv.cond, halves, scatter, [tl.dynamic_tensor(f32, 2)], "ld_halves")
+        return value
 
     def load_periodic(self, op: coda.LoadOp) -> SSAValue:
         """`T[m, c mod P]` for the tile's W-wide columns c, from an [M, P] table: a masked
@@ -360,12 +535,21 @@ class EpilogueBuilder:
         if axis == coda.Axis.SCALAR:
             return b.compute_cast(b.value(tl.LoadOp(p)))
         if axis == coda.Axis.ROWS:
-            rows = self.load(b.value(tl.AddPtrOp(p, self.frame.offs_m)), self.frame.mask_m, 0, elt)
-            return b.value(tl.ExpandDimsOp(rows, 1))
+            return b.value(tl.ExpandDimsOp(self.row_vector(("vector", p), lambda: self.load(
+                b.value(tl.AddPtrOp(p, self.frame.offs_m)), self.frame.mask_m, 0, elt), "rv"), 1))
         c = self.cols(op, width)
         (length,) = ty.get_shape()
         idx = c.cols if length == width else b.ibin(arith.RemSIOp, c.cols, self.i32(length))
         return b.value(tl.ExpandDimsOp(self.load(b.value(tl.AddPtrOp(p, idx)), c.mask, 0, elt), 0))
+
+    def row_vector(self, key: tuple[str, SSAValue], load: Callable[[], SSAValue], hint: str) -> SSAValue:
+        """A [BM] row vector read through `key`: made where it is used on a whole tile; loaded
+        once, before the first column slice, when sub-tiled (`build_sliced_body`)."""
+        if self.row_vectors is None:
+            return load()
+        if key not in self.row_vectors:
+            self.row_vectors[key] = self.name(load(), hint)
+        return self.row_vectors[key]
 
     # -------------------------------------------------------------- primitives
     def build_op(self, op: Operation) -> None:
@@ -469,10 +653,14 @@ class EpilogueBuilder:
         self.check_gatherable(op)
         return True
 
-    def check_gatherable(self, op: Operation) -> None:
-        """A recorded `coda.gathered` this builder cannot honour is a bug, not bad input."""
+    def check_gatherable(self, op: Operation, record: str = "coda.gathered") -> None:
+        """A recorded `coda.gathered` / `coda.pair_halves` this builder cannot honour is a bug, not
+        bad input: coda-legalize records them only in standalone elementwise kernels."""
+        if self.columns.in_gemm:
+            raise InternalCompilerBug(op, f"is marked {record} in a gemm epilogue (only elementwise kernels read "
+                                          "from memory)")
         if self.whole is not None:
-            raise InternalCompilerBug(op, "is marked coda.gathered in a whole-row epilogue")
+            raise InternalCompilerBug(op, f"is marked {record} in a whole-row epilogue")
 
     def pair_first(self, op: Operation, stride: int, pairs: int) -> tuple[SSAValue, Cols]:
         """The first column of each pair of the tile's pair indices p (the second is `stride`
@@ -496,7 +684,7 @@ class EpilogueBuilder:
         """An op coda-legalize marked `coda.pair_halves`: it handles a gathered pair_map's wide
         tiles as their two halves at the tile's pair-index columns (load both from memory, map
         each, reduce both into one row partial)."""
-        self.check_gatherable(op)
+        self.check_gatherable(op, "coda.pair_halves")
         stride = coda.pair_halves_stride(op)
         assert stride is not None
         b = self.b
@@ -718,6 +906,13 @@ class EpilogueBuilder:
         assert isinstance(ty, coda.TileType)
         kind = op.kind.data
         w = op.width.value.data
+        group = self.perm_half(ty.cols)
+        if group and w % (2 * group):
+            raise CompilerError(
+                op,
+                f"segment width {w} is not a multiple of the interleave group {2 * group}: segments "
+                "would mix interleaved columns",
+            )
         c = self.cols(op, ty.cols)
         if self.gathers_segments(op):
             self.build_gathered_segment_reduce(op, c)
@@ -815,8 +1010,11 @@ class EpilogueBuilder:
         x = self.get(op, op.tile)
         b = self.b
         self.comment(op.name)
-        idx = b.value(tl.LoadOp(b.value(tl.AddPtrOp(self.ptr(op, op.indices), self.frame.offs_m)), self.frame.mask_m,
-                                self.i32(-1)), "sel_idx")
+        ptr = self.ptr(op, op.indices)
+        idx = self.row_vector(("indices", ptr), lambda: b.value(tl.LoadOp(b.value(tl.AddPtrOp(ptr, self.frame.offs_m)),
+                                                             self.frame.mask_m, self.i32(-1))), "sel_idx")
+        if self.row_vectors is None:
+            idx = self.name(idx, "sel_idx")
         hit = b.ibin(arith.AndIOp, c.mask2, b.cmpi("eq", b.value(tl.ExpandDimsOp(c.cols, 0)), b.value(tl.ExpandDimsOp(idx, 1))))
         self.assign(op.result, b.value(tl.ReduceOp("sum", b.where(hit, x, b.const(0.0, f32)), 1)), "p")
 
@@ -834,6 +1032,10 @@ class EpilogueBuilder:
                 self.combine_running(index, pty, x, src)
                 return
             if pty.axis == coda.Axis.ROWS:
+                if self.row_partials is not None:
+                    # a column slice's partial: combined with the other slices' after the last one
+                    self.row_partials.setdefault(index, (pty, ptr, []))[2].append(x)
+                    return
                 self.comment("store partials [M, tiles_n] at [m, pid_n]")
                 tiles = b.value(arith.ExtSIOp(b.value(tl.CdivOp(f.n, f.bn)), i64))
                 at = b.value(tl.AddPtrOp(ptr, b.ibin(arith.MuliOp, self.row_offsets(), tiles)))
@@ -867,8 +1069,32 @@ class EpilogueBuilder:
             assert isinstance(ty, coda.TileType) and isinstance(rty, TensorType)
             c = self.cols(op, ty.cols)
             self.row_offsets()
-            stored = b.store_cast(x, rty.get_element_type())
-            b.add(tl.StoreOp(self.matrix_ptr(ptr, ty.cols, c.cols), stored, c.mask2))
+            elt = rty.get_element_type()
+            hv = self.halves(op, ty.cols)
+
+            def scatter(inner: Builder) -> list[SSAValue]:
+                stored = inner.store_cast(x, elt)
+                inner.add(tl.StoreOp(self.matrix_ptr(ptr, ty.cols, c.cols), stored, c.mask2))
+                return []
+
+            if hv is None:
+                scatter(b)
+                return
+
+            def halves(inner: Builder) -> list[SSAValue]:
+                # interleaved columns -> the user's layout: the even columns (first half, e.g. gate)
+                # and the odd ones (second half, up) each as one contiguous block, not a scatter whose
+                # adjacent lanes write h columns apart
+                ucol, umask = hv.setup()
+                shape = [self.frame.bm, inner.ibin(arith.DivSIOp, hv.tw, self.i32(2)), self.i32(2)]
+                split = inner.add(tl.SplitOp(inner.value(tl.ReshapeOp(inner.store_cast(x, elt), shape))))
+                split.results[0].name_hint, split.results[1].name_hint = "st_lo", "st_hi"
+                inner.add(tl.StoreOp(self.matrix_ptr(ptr, ty.cols, ucol), split.results[0], umask))
+                hi = inner.value(tl.AddPtrOp(self.matrix_ptr(ptr, ty.cols, ucol), self.i32(hv.half)))
+                inner.add(tl.StoreOp(hi, split.results[1], umask))
+                return []
+
+            self.if_constexpr(hv.cond, halves, scatter)
 
     def combine_running(self, index: int, pty: coda.PartialsType, x: SSAValue, src: Operation) -> None:
         """Whole rows/cols: combine this tile's partial into the program's running value, in
@@ -923,6 +1149,67 @@ class EpilogueBuilder:
                 store(step.op.results[i])
         for value in list(stores):  # defined outside the region (not expected), stored at the end
             store(value)
+
+
+    # -------------------------------------------------------------- column slices
+    def build_sliced_body(self, block: Block, args: Sequence[SSAValue], outputs: Sequence[tuple[SSAValue, SSAValue]],
+                          parts: int = 2) -> None:
+        """The whole region once per column slice of the accumulator (args[0]), `parts` of them,
+        each on its own frame: columns [j BN / parts, (j + 1) BN / parts) of the tile.
+
+        Elementwise work, tile stores and cols partials are per column, so each slice gives the
+        same values as the whole tile; row vectors are loaded once, before the first slice, and
+        row partials of the slices are combined in slice order (sum: p0 + p1, max, log-sum-exp)
+        and stored once per tile.
+        """
+        b, f = self.b, self.frame
+        self.row_vectors = {}
+        self.row_partials = {}
+        self.comment(f"sub-tiled epilogue: {parts} column slices of BN // {parts}")
+        width = b.ibin(arith.DivSIOp, f.bn, self.i32(parts))
+        grouped = b.value(tl.PermuteOp(b.value(tl.ReshapeOp(args[0], [f.bm, self.i32(parts), width])), (0, 2, 1)))
+        assert parts == 2, "tl.split halves the last axis"
+        split = b.add(tl.SplitOp(grouped))
+        accs = list(split.results)
+        for j, part in enumerate(accs):
+            part.name_hint = f"acc_s{j}"
+        for j in range(parts):
+            self.comment(f"-- column slice {j} of {parts}")
+            start = b.ibin(arith.MuliOp, f.pid_n, f.bn)
+            if j:
+                start = b.ibin(arith.AddiOp, start, b.ibin(arith.MuliOp, self.i32(j), b.ibin(arith.DivSIOp, f.bn, self.i32(parts))))
+            slice_bn = b.ibin(arith.DivSIOp, f.bn, self.i32(parts))
+            offs_n = b.ibin(arith.AddiOp, start, b.value(tl.ArangeOp(slice_bn)), f"offs_n_s{j}")
+            mask_n = b.cmpi("slt", offs_n, f.n, f"mask_n_s{j}")
+            self.frame = TileFrame(f.bm, slice_bn, f.m, f.n, f.pid_m, f.pid_n, f.offs_m, f.mask_m, offs_n, mask_n)
+            self.slice = (j, parts)
+            self.values.clear()
+            self.col_cache.clear()
+            self.body_clones.clear()
+            self.build_body(block, [accs[j], *args[1:]], outputs)
+        self.frame, self.slice = f, None
+        if self.row_partials:
+            self.comment("-- row partials of the slices, combined in slice order")
+        for index in sorted(self.row_partials):
+            pty, ptr, xs = self.row_partials[index]
+            combine = pty.combine_kind
+            acc = xs[0]
+            for x in xs[1:]:
+                if combine == coda.Combine.SUM:
+                    acc = b.fbin(arith.AddfOp, acc, x, "pc")
+                elif combine == coda.Combine.MAX:
+                    acc = b.fbin(arith.MaximumfOp, acc, x, "pc")
+                else:
+                    mx = b.fbin(arith.MaximumfOp, acc, x, "pc_max")
+                    ref = b.where(b.cmpf("oeq", mx, b.const(float("-inf"), f32)), b.const(0.0, f32), mx, "pc_ref")
+                    spread = b.fbin(arith.AddfOp, b.unary(math.ExpOp, b.fbin(arith.SubfOp, acc, ref)),
+                                    b.unary(math.ExpOp, b.fbin(arith.SubfOp, x, ref)))
+                    acc = b.fbin(arith.AddfOp, ref, b.unary(math.LogOp, spread), "pc")
+            self.comment("store partials [M, tiles_n] at [m, pid_n]")
+            tiles = b.value(arith.ExtSIOp(b.value(tl.CdivOp(f.n, f.bn)), i64))
+            at = b.value(tl.AddPtrOp(ptr, b.ibin(arith.MuliOp, self.row_offsets(), tiles)))
+            b.add(tl.StoreOp(b.value(tl.AddPtrOp(at, f.pid_n)), acc, f.mask_m))
+        self.row_vectors = self.row_partials = None
 
 
 # ============================================================================ coda.elementwise

@@ -1,4 +1,5 @@
-"""`epilogue_schedule` (coda_ir/lowering/triton.py): each output of a multi-output `coda.map` is
+"""`epilogue_schedule` (coda_ir/analysis/epilogue_schedule.py, obeyed by the epilogue builder,
+coda_ir/transforms/tl_epilogue.py): each output of a multi-output `coda.map` is
 made at its first reader, and a column partial of such an output runs after the stores it does
 not feed (issue 11; bench/RESULTS.md 2026-11-25 session 9).
 
@@ -22,6 +23,7 @@ from coda_ir import testing
 from coda_ir.analysis.epilogue_schedule import partials_after_last_use
 from coda_ir.dialects import coda
 from coda_ir.lowering import triton as lowering
+from coda_ir.transforms import tl_epilogue
 
 from .helpers import check
 from .test_primitives import gemm_program
@@ -89,7 +91,7 @@ def run_both(monkeypatch, text: str, seed: int = 0, int_high=None):
     """The kernel with the library's schedule and with `previous_schedule`: both against the
     reference; every output bitwise equal between the two."""
     cm_new, inputs, new = check(text, seed=seed, int_high=int_high)
-    monkeypatch.setattr(lowering, "epilogue_schedule", previous_schedule)
+    monkeypatch.setattr(tl_epilogue, "epilogue_schedule", previous_schedule)
     cm_old, _, old = check(text, inputs=inputs, int_high=int_high)
     monkeypatch.undo()
     assert cm_new.source != cm_old.source  # the order did change
@@ -123,10 +125,10 @@ def test_norm_backward_residual_stored_before_column_partials(monkeypatch):
              "t_wg = ", "tl.sum(rm, axis=0)", "# store partials [L, tiles_m]"]
     at = [epi.index(mark) for mark in marks]
     assert at == sorted(at), epi
-    # the weight-gradient product is the one scalar op after the store
-    after = epi[epi.index("_coda_round_bf16(t_dx)"):]
-    scalar_ops = re.findall(r"^\s*(s\d+) = (.*)$", after, re.M)
-    assert len(scalar_ops) == 1 and scalar_ops[0][1].startswith("acc * "), after
+    # the weight-gradient product is the one op between the store and the reduction
+    between = epi[epi.index("_coda_round_bf16(t_dx)"):epi.index("# coda.reduce")]
+    assigned = re.findall(r"^\s*(\w+) = (.*)$", between, re.M)
+    assert len(assigned) == 1 and assigned[0][0] == "t_wg" and assigned[0][1].startswith("acc * "), between
 
 
 # A 3-output map (LayerNorm backward statistics, GPT-2): two outputs reduced over rows, one

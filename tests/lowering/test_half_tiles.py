@@ -111,5 +111,5 @@ def test_interleave_wide_half_tiles(monkeypatch, hw, n, bn):
         tb=True, m=M, n=n, k=K,
     ).replace(" transpose_b", f" transpose_b interleave_wide {hw}" + _config(bn), 1)
     source, (d, _) = _run_both(monkeypatch, text, seed=hw + n)
-    assert f"if (BN * 2) <= {(2 * hw) & -(2 * hw)}:" in source
+    assert f"if BN * 2 <= {(2 * hw) & -(2 * hw)}:" in source
     assert d.shape == (M, w)

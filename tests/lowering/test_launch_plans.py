@@ -85,8 +85,10 @@ def test_tuning_groups_are_decided_by_the_compiler():
     from coda_ir.lowering.triton import emit_module
     from coda_ir.transforms.coda_to_host import ConvertCodaToHostPass, host_functions
     from coda_ir.transforms.coda_to_tl import ConvertCodaToTLPass
+    from coda_ir.transforms.legalize import ensure_legalized
 
     module = coda_ir.parse(GROUPS)
+    ensure_legalized(module)  # convert-coda-to-tl obeys coda-legalize's records
     ctx = make_context()
     ConvertCodaToTLPass().apply(ctx, module)
     ConvertCodaToHostPass().apply(ctx, module)

@@ -44,14 +44,12 @@ func.func @norm_bwd(%dy: tensor<37x96xbf16>, %w: tensor<70x96xbf16>, %x: tensor<
 // CHECK-NEXT: s1 = t_db * 0.015625
 // CHECK-NEXT: s2 = s0 * s1
 // CHECK-NEXT: s3 = s - s2
-// CHECK-NEXT: s4 = t_rb * s3
-// CHECK-NEXT: t_dn = s4
+// CHECK-NEXT: t_dn = t_rb * s3
 // CHECK-NEXT: # coda.accumulate
 // CHECK-NEXT: t_dx = t_dn + tl.load(rest_ptr + rows64[:, None] * 70 + offs_n[None, :], mask=mask_mn, other=0).to(tl.float32)
 // CHECK-NEXT: tl.store(r_ptr0 + rows64[:, None] * 70 + offs_n[None, :], _coda_round_bf16(t_dx), mask=mask_mn)
 // CHECK-NEXT: # coda.map results 1
-// CHECK-NEXT: s5 = acc * s0
-// CHECK-NEXT: t_wg = s5
+// CHECK-NEXT: t_wg = acc * s0
 // CHECK-NEXT: # coda.reduce sum dim 0
 // CHECK-NEXT: rm = tl.where(mask_mn, t_wg, 0.0)
 // CHECK-NEXT: p_dw = tl.sum(rm, axis=0)

@@ -48,7 +48,7 @@ func.func @epi(%a: tensor<37x40xbf16>, %b: tensor<48x40xbf16>, %c: tensor<37x48x
 // SUB:      # -- column slice 1 of 2
 // SUB-NEXT: offs_n_s1 = pid_n * BN + 1 * (BN // 2) + tl.arange(0, BN // 2)
 // SUB:      t_t0{{[0-9]*}} = acc_s1 + tl.load(ci_ptr + rows64[:, None] * 48 + offs_n_s1[None, :], mask=mask_mn_s1, other=0).to(tl.float32)
-// SUB:      t_i{{[0-9]*}} = tl.broadcast_to((offs_n_s1[None, :]).to(tl.int32), (BM, (BN // 2)))
+// SUB:      t_i{{[0-9]*}} = tl.broadcast_to(offs_n_s1[None, :].to(tl.int32), (BM, BN // 2))
 // SUB-NEXT: tl.store(j_ptr + rows64[:, None] * 48 + offs_n_s1[None, :], t_i{{[0-9]*}}.to(tl.int32), mask=mask_mn_s1)
 // SUB-NEXT: else:
 // SUB-NEXT: # coda.load
@@ -71,7 +71,7 @@ func.func @epi(%a: tensor<37x40xbf16>, %b: tensor<48x40xbf16>, %c: tensor<37x48x
 // CHECK:      # coda.broadcast rows
 // CHECK-NEXT: t_br = tl.broadcast_to(tl.load(ri_ptr + offs_m, mask=mask_m, other=0)[:, None], (BM, BN))
 // CHECK:      # coda.index cols
-// CHECK-NEXT: t_i = tl.broadcast_to((offs_n[None, :]).to(tl.int32), (BM, BN))
+// CHECK-NEXT: t_i = tl.broadcast_to(offs_n[None, :].to(tl.int32), (BM, BN))
 // CHECK-NEXT: tl.store(j_ptr + rows64[:, None] * 48 + offs_n[None, :], t_i.to(tl.int32), mask=mask_mn)
 
 // The host function: same name, tensors in argument order, checks, allocation, one launch.

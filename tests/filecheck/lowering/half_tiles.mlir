@@ -24,7 +24,7 @@ func.func @il(%a: tensor<37x40xbf16>, %w: tensor<96x40xbf16>, %r: tensor<37x96xb
 // CHECK-NEXT: rows64 = offs_m.to(tl.int64)
 // CHECK-NEXT: # half tiles when the tile is inside one interleave group (BN divides 96), else perm(c)
 // CHECK-NEXT: if BN <= 32:
-// CHECK-NEXT:     half_cols = (pid_n // (96 // BN)) * 96 + (pid_n % (96 // BN)) * (BN // 2) + tl.arange(0, BN // 2)
+// CHECK-NEXT:     half_cols = pid_n // (96 // BN) * 96 + pid_n % (96 // BN) * (BN // 2) + tl.arange(0, BN // 2)
 // CHECK-NEXT:     half_mask = mask_m[:, None] & (half_cols < 96)[None, :]
 // CHECK-NEXT:     ld_halves = tl.reshape(tl.join(tl.load(ri_ptr + rows64[:, None] * 96 + half_cols[None, :], mask=half_mask, other=0), tl.load(ri_ptr + rows64[:, None] * 96 + half_cols[None, :] + 48, mask=half_mask, other=0)), (BM, BN)).to(tl.float32)
 // CHECK-NEXT: else:
@@ -32,7 +32,7 @@ func.func @il(%a: tensor<37x40xbf16>, %w: tensor<96x40xbf16>, %r: tensor<37x96xb
 // CHECK-NEXT: t_x = acc + ld_halves
 // CHECK-NEXT: # half tiles when the tile is inside one interleave group (BN divides 96), else perm(c)
 // CHECK-NEXT: if BN <= 32:
-// CHECK-NEXT:     half_cols0 = (pid_n // (96 // BN)) * 96 + (pid_n % (96 // BN)) * (BN // 2) + tl.arange(0, BN // 2)
+// CHECK-NEXT:     half_cols0 = pid_n // (96 // BN) * 96 + pid_n % (96 // BN) * (BN // 2) + tl.arange(0, BN // 2)
 // CHECK-NEXT:     half_mask0 = mask_m[:, None] & (half_cols0 < 96)[None, :]
 // CHECK-NEXT:     st_lo, st_hi = tl.split(tl.reshape(_coda_round_bf16(t_x), (BM, BN // 2, 2)))
 // CHECK-NEXT:     tl.store(y_ptr + rows64[:, None] * 96 + half_cols0[None, :], st_lo, mask=half_mask0)
@@ -60,19 +60,19 @@ func.func @wide(%a: tensor<37x40xbf16>, %w: tensor<48x40xbf16>, %z: tensor<37x96
 // The 2N-wide tile is 2 BN columns of [gate | up]: halves BN wide, 48 columns apart.
 // CHECK-LABEL: def _wide_k0_gemm(
 // CHECK:      # coda.load
-// CHECK-NEXT: cols_w96 = pid_n * (BN * 2) + tl.arange(0, (BN * 2))
-// CHECK:      cols_w96 = _coda_interleave_rows(cols_w96, 48)
-// CHECK:      if (BN * 2) <= 32:
-// CHECK-NEXT:     half_cols = (pid_n // (96 // (BN * 2))) * 96 + (pid_n % (96 // (BN * 2))) * ((BN * 2) // 2) + tl.arange(0, (BN * 2) // 2)
+// CHECK-NEXT: cols_w96 = pid_n * (BN * 2) + tl.arange(0, BN * 2)
+// CHECK:      perm_w96 = _coda_interleave_rows(cols_w96, 48)
+// CHECK:      if BN * 2 <= 32:
+// CHECK-NEXT:     half_cols = pid_n // (96 // (BN * 2)) * 96 + pid_n % (96 // (BN * 2)) * (BN * 2 // 2) + tl.arange(0, BN * 2 // 2)
 // CHECK-NEXT:     half_mask = mask_m[:, None] & (half_cols < 96)[None, :]
-// CHECK-NEXT:     ld_halves = tl.reshape(tl.join(tl.load(zi_ptr + rows64[:, None] * 96 + half_cols[None, :], mask=half_mask, other=0), tl.load(zi_ptr + rows64[:, None] * 96 + half_cols[None, :] + 48, mask=half_mask, other=0)), (BM, (BN * 2))).to(tl.float32)
+// CHECK-NEXT:     ld_halves = tl.reshape(tl.join(tl.load(zi_ptr + rows64[:, None] * 96 + half_cols[None, :], mask=half_mask, other=0), tl.load(zi_ptr + rows64[:, None] * 96 + half_cols[None, :] + 48, mask=half_mask, other=0)), (BM, BN * 2)).to(tl.float32)
 // CHECK:      t_dz = tl.reshape(tl.permute(tl.join(
-// CHECK:      if (BN * 2) <= 32:
-// CHECK:          st_lo, st_hi = tl.split(tl.reshape(_coda_round_bf16(t_dz), (BM, (BN * 2) // 2, 2)))
+// CHECK:      if BN * 2 <= 32:
+// CHECK:          st_lo, st_hi = tl.split(tl.reshape(_coda_round_bf16(t_dz), (BM, BN * 2 // 2, 2)))
 // CHECK-NEXT:     tl.store(d_ptr + rows64[:, None] * 96 + half_cols0[None, :], st_lo, mask=half_mask0)
 // CHECK-NEXT:     tl.store(d_ptr + rows64[:, None] * 96 + half_cols0[None, :] + 48, st_hi, mask=half_mask0)
 // CHECK-NEXT: else:
-// CHECK-NEXT:     tl.store(d_ptr + rows64[:, None] * 96 + cols_w96[None, :], _coda_round_bf16(t_dz), mask=mask_mw96)
+// CHECK-NEXT:     tl.store(d_ptr + rows64[:, None] * 96 + perm_w96[None, :], _coda_round_bf16(t_dz), mask=mask_mw96)
 
 // -----
 

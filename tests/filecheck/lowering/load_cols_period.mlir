@@ -25,7 +25,7 @@ func.func @rope_table(%a: tensor<37x40xbf16>, %w: tensor<64x40xbf16>, %cos: tens
 
 // CHECK-LABEL: def _rope_table_k0_gemm(
 // CHECK:      # coda.load cols_period 8
-// CHECK-NEXT: cols_w32 = pid_n * (BN // 2) + tl.arange(0, (BN // 2))
+// CHECK-NEXT: cols_w32 = pid_n * (BN // 2) + tl.arange(0, BN // 2)
 // CHECK-NEXT: mask_w32 = cols_w32 < 32
 // CHECK-NEXT: mask_mw32 = mask_m[:, None] & mask_w32[None, :]
 // CHECK-NEXT: rows64 = offs_m.to(tl.int64)
@@ -33,5 +33,5 @@ func.func @rope_table(%a: tensor<37x40xbf16>, %w: tensor<64x40xbf16>, %cos: tens
 // CHECK-NEXT: # coda.load cols_period 8
 // CHECK-NEXT: t_s = tl.load(s__ptr + rows64[:, None] * 8 + (cols_w32 % 8)[None, :], mask=mask_mw32, other=0)
 // CHECK:      # coda.pair_map stride 8
-// CHECK:      pn = tl.reshape(t_c, (BM, (BN // 16), 8))
-// CHECK-NEXT: pn0 = tl.reshape(t_s, (BM, (BN // 16), 8))
+// CHECK:      pn = tl.reshape(t_c, (BM, BN // 16, 8))
+// CHECK-NEXT: pn0 = tl.reshape(t_s, (BM, BN // 16, 8))

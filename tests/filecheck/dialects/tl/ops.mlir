@@ -116,3 +116,41 @@ tl.kernel @renamed(%a_ptr as a_ptr: !tl.ptr<f32>, %L as length: i32) {
 // CHECK-LABEL: tl.kernel @renamed(%a_ptr: !tl.ptr<f32>, %L as length: i32) {
 
 // CHECK-GENERIC-LABEL: "tl.kernel"() <{sym_name = "renamed", function_type = (!tl.ptr<f32>, i32) -> (), arg_names = ["a_ptr", "length"], constexprs = #builtin.int<0>}>
+
+// -----
+
+// A gemm kernel: the template's parameters, the last constexprs with defaults (i1 ones print as
+// true / false), its body one tl.mainloop whose region is the epilogue on the tile it hands over;
+// a tl.constexpr_if on constexprs only, each branch ending in tl.yield of its results.
+tl.kernel @gemm(%a_ptr: !tl.ptr<f32>, %b_ptr: !tl.ptr<f32>, %y_ptr: !tl.ptr<f32>, %M: i32, %N: i32, %K: i32, %stride_am: i32, %stride_ak: i32, %stride_bk: i32, %stride_bn: i32, %BM: i32 constexpr, %BN: i32 constexpr, %BK: i32 constexpr, %GROUP_M: i32 constexpr, %INTERLEAVE: i32 constexpr, %UPCAST: i1 constexpr, %USE_TMA: i32 constexpr = 0, %A_K_CONTIG: i1 constexpr = true, %B_K_CONTIG: i1 constexpr = true, %NUM_SMS: i32 constexpr = 1, %FLATTEN: i1 constexpr = false, %WARP_SPECIALIZE: i1 constexpr = false, %L2_PREFETCH: i1 constexpr = false, %B_PAIRED: i1 constexpr = false) {
+  tl.mainloop portable %a_ptr, %b_ptr params(%M, %N, %K, %stride_am, %stride_ak, %stride_bk, %stride_bn, %BM, %BN, %BK, %GROUP_M, %INTERLEAVE, %UPCAST, %USE_TMA, %A_K_CONTIG, %B_K_CONTIG, %NUM_SMS, %FLATTEN, %WARP_SPECIALIZE, %L2_PREFETCH, %B_PAIRED) ieee : !tl.ptr<f32>, !tl.ptr<f32>, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i1, i32, i1, i1, i32, i1, i1, i1, i1 {
+  ^bb0(%acc: tensor<?x?xf32>, %offs_m: tensor<?xi32>, %offs_n: tensor<?xi32>, %mask_m: tensor<?xi1>, %mask_n: tensor<?xi1>, %pid_m: i32, %pid_n: i32):
+    %c32 = arith.constant 32 : i32
+    %narrow = tl.cmpi sle %BN, %c32 : i32, i32 -> i1
+    %v = tl.constexpr_if %narrow : i1 -> tensor<?x?xf32> {
+      tl.yield %acc : tensor<?x?xf32>
+    } {
+      %twice = arith.addf %acc, %acc : tensor<?x?xf32>
+      tl.yield %twice : tensor<?x?xf32>
+    }
+    %ptrs = tl.addptr %y_ptr, %offs_n : !tl.ptr<f32>, tensor<?xi32> -> tensor<?x!tl.ptr<f32>>
+    %row = tl.reduce sum %v axis 0 : tensor<?x?xf32> -> tensor<?xf32>
+    tl.store %ptrs, %row mask %mask_n : tensor<?x!tl.ptr<f32>>, tensor<?xf32>, tensor<?xi1>
+  }
+}
+
+// CHECK-LABEL: tl.kernel @gemm({{.*}}, %UPCAST: i1 constexpr, %USE_TMA: i32 constexpr = 0, %A_K_CONTIG: i1 constexpr = true, %B_K_CONTIG: i1 constexpr = true, %NUM_SMS: i32 constexpr = 1, %FLATTEN: i1 constexpr = false, %WARP_SPECIALIZE: i1 constexpr = false, %L2_PREFETCH: i1 constexpr = false, %B_PAIRED: i1 constexpr = false) {
+// CHECK-NEXT:    tl.mainloop portable %a_ptr, %b_ptr params(%M, {{.*}}, %B_PAIRED) ieee : !tl.ptr<f32>, !tl.ptr<f32>, {{.*}} {
+// CHECK-NEXT:    ^bb0(%acc: tensor<?x?xf32>, %offs_m: tensor<?xi32>, %offs_n: tensor<?xi32>, %mask_m: tensor<?xi1>, %mask_n: tensor<?xi1>, %pid_m: i32, %pid_n: i32):
+// CHECK:           %v = tl.constexpr_if %narrow : i1 -> tensor<?x?xf32> {
+// CHECK-NEXT:        tl.yield %acc : tensor<?x?xf32>
+// CHECK-NEXT:      } {
+// CHECK-NEXT:        %twice = arith.addf %acc, %acc : tensor<?x?xf32>
+// CHECK-NEXT:        tl.yield %twice : tensor<?x?xf32>
+// CHECK-NEXT:      }
+
+// CHECK-GENERIC-LABEL: "tl.kernel"() <{sym_name = "gemm",
+// CHECK-GENERIC-SAME:    defaults = [0 : i32, true, true, 1 : i32, false, false, false, false]
+// CHECK-GENERIC:         "tl.mainloop"(%a_ptr, %b_ptr, %M,
+// CHECK-GENERIC-SAME:    <{kind = "portable", ieee}>
+// CHECK-GENERIC:         "tl.constexpr_if"(%narrow) ({

@@ -86,3 +86,52 @@ tl.kernel @k(%p: tensor<?x!tl.ptr<f32>>, %m: tensor<?xi1>, %o: tensor<?xf32>) {
 tl.kernel @k(%BM: i32 constexpr, %x: i32) {
 }
 // CHECK: error: tl.kernel: the constexpr parameters come last
+
+// -----
+
+tl.kernel @k(%M: i32, %BN: i32 constexpr) {
+  %c = arith.constant 32 : i32
+  %runtime = tl.cmpi slt %M, %c : i32, i32 -> i1
+  tl.constexpr_if %runtime : i1 {
+    tl.yield
+  } {
+    tl.yield
+  }
+}
+// CHECK: error: 'tl.constexpr_if' op tl.constexpr_if: the condition must be computed from constants and constexpr parameters only
+
+// -----
+
+tl.kernel @k(%x: tensor<?xf32>, %BN: i32 constexpr) {
+  %c = arith.constant 32 : i32
+  %narrow = tl.cmpi sle %BN, %c : i32, i32 -> i1
+  %v = tl.constexpr_if %narrow : i1 -> tensor<?xf32> {
+    tl.yield %x : tensor<?xf32>
+  } {
+    tl.yield
+  }
+}
+// CHECK: error: 'tl.constexpr_if' op tl.constexpr_if: each branch ends in tl.yield of the results' types
+
+// -----
+
+tl.kernel @k(%x: tensor<?xf32>) {
+  tl.yield %x : tensor<?xf32>
+}
+// CHECK: error: 'tl.yield' op tl.yield: ends a tl.constexpr_if branch or a tl.mainloop epilogue
+
+// -----
+
+"tl.kernel"() <{sym_name = "k", function_type = (i32) -> (), arg_names = ["BM"], constexprs = #builtin.int<1>, defaults = [true]}> ({
+^bb0(%BM: i32):
+}) : () -> ()
+// CHECK: error: 'tl.kernel' op tl.kernel: a default of type i1 for a parameter of type i32
+
+// -----
+
+tl.kernel @k(%a_ptr: !tl.ptr<f32>, %b_ptr: !tl.ptr<f32>, %M: i32) {
+  tl.mainloop portable %a_ptr, %b_ptr params(%M) : !tl.ptr<f32>, !tl.ptr<f32>, i32 {
+  ^bb0(%acc: tensor<?x?xf32>, %offs_m: tensor<?xi32>, %offs_n: tensor<?xi32>, %mask_m: tensor<?xi1>, %mask_n: tensor<?xi1>, %pid_m: i32, %pid_n: i32):
+  }
+}
+// CHECK: error: 'tl.mainloop' op tl.mainloop: 21 parameters expected (M, N, K, stride_am, stride_ak, stride_bk, stride_bn, BM, BN, BK, GROUP_M, INTERLEAVE, UPCAST, USE_TMA, A_K_CONTIG, B_K_CONTIG, NUM_SMS, FLATTEN, WARP_SPECIALIZE, L2_PREFETCH, B_PAIRED)
