@@ -23,7 +23,9 @@ digest of main's before the move, after a normalization that changes no semantic
 * `x += y` as `x = x + y` (Triton's code generator treats them alike; tl tensors have no
   `__iadd__`), and `tl.zeros(s, dtype=d)` as `tl.full(s, 0.0, d)` (what `tl.zeros` is);
 * a launch's autotune key `key='kernel:digest'` without the digest of the kernel's printed
-  source (parentheses and names change it; the kernel itself is compared by its own digest).
+  source (parentheses and names change it; the kernel itself is compared by its own digest);
+* functions defined inside module-level code (the Gluon kernels, under `if _CODA_GLUON:`)
+  normalized and compared one by one, like the module's own.
 
 A function whose digest differs is named in the failure. When a change to the emitted code
 is intended, record the digests anew (`.venv/bin/python -m tests.lowering.test_emitted_identity
@@ -361,16 +363,30 @@ def normalized(source: str) -> dict[str, str]:
     tree = _Spellings().visit(ast.parse(source))
     out: dict[str, str] = {}
     rest: list[ast.stmt] = []
+
+    def function(node: ast.FunctionDef) -> str:
+        _split_rebindings(node)
+        _split_branch_locals(node)
+        _remove_aliases(node)
+        _remove_branch_aliases(node)
+        _rename_locals(node)
+        return hashlib.sha256(ast.dump(node).encode()).hexdigest()[:16]
+
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
-            _split_rebindings(node)
-            _split_branch_locals(node)
-            _remove_aliases(node)
-            _remove_branch_aliases(node)
-            _rename_locals(node)
-            out[node.name] = hashlib.sha256(ast.dump(node).encode()).hexdigest()[:16]
-        else:
-            rest.append(node)
+            out[node.name] = function(node)
+            continue
+        # functions defined inside module-level code (the Gluon kernels, under `if _CODA_GLUON:`)
+        # are compared one by one, as the module's own functions are
+        for inner in ast.walk(node):
+            for field in ("body", "orelse"):
+                body = getattr(inner, field, None)
+                if isinstance(body, list) and any(isinstance(f, ast.FunctionDef) for f in body):
+                    for f in body:
+                        if isinstance(f, ast.FunctionDef):
+                            out[f"{f.name} (nested)"] = function(f)
+                    setattr(inner, field, [f for f in body if not isinstance(f, ast.FunctionDef)])
+        rest.append(node)
     out["<module>"] = hashlib.sha256(ast.dump(ast.Module(rest, [])).encode()).hexdigest()[:16]
     return out
 
