@@ -58,11 +58,13 @@ class Operand:
 @dataclass(frozen=True)
 class Operands:
     """A variadic operand: `%a, %b`; with `delim` "[": `[%a, %b]` (nothing when empty); with "(":
-    `(%a, %b)`, after `keyword` when given: `inputs(%a, %b)`."""
+    `(%a, %b)`, after `keyword` when given: `inputs(%a, %b)` (with `optional`, nothing at all when
+    empty)."""
 
     name: str
     delim: str = ""
     keyword: str = ""
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -208,8 +210,8 @@ class SyntaxOp(IRDLOperation):
                 printer.print_operand(getattr(self, item.name))
             elif isinstance(item, Operands):
                 values = list(getattr(self, item.name))
-                if item.delim == "[" and not values:
-                    continue  # an empty bracket list is omitted
+                if (item.delim == "[" or item.optional) and not values:
+                    continue  # an empty bracket list (or optional keyword list) is omitted
                 if item.delim:
                     # `@f(%a)` right after a callee; ` [%a]`, ` inputs(%a)` elsewhere
                     space = " " if item.keyword or item.delim == "[" else ""
@@ -263,7 +265,10 @@ class SyntaxOp(IRDLOperation):
                     groups[item.name] = parser.parse_optional_comma_separated_list(
                         parser.Delimiter.SQUARE, parser.parse_unresolved_operand) or []
                 elif item.delim:
-                    if item.keyword:
+                    if item.optional and parser.parse_optional_keyword(item.keyword) is None:
+                        groups[item.name] = []
+                        continue
+                    if item.keyword and not item.optional:
                         parser.parse_keyword(item.keyword)
                     groups[item.name] = parser.parse_comma_separated_list(parser.Delimiter.PAREN,
                                                                           parser.parse_unresolved_operand)

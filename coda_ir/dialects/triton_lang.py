@@ -38,6 +38,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, ParametrizedAttribute, Region, SSAValue, TypeAttribute
+from xdsl.parser import AttrParser
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -59,6 +60,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from coda_ir.dialects.op_syntax import (
+    ATTR,
     I64S,
     INT,
     STR,
@@ -95,6 +97,41 @@ class PointerType(ParametrizedAttribute, TypeAttribute):
 
     def __init__(self, pointee: Attribute):
         super().__init__(pointee)
+
+
+@irdl_attr_definition
+class LayoutAttr(ParametrizedAttribute):
+    """A Gluon distributed layout, stated where Gluon states one (a range's or a conversion's;
+    Triton infers every other value's layout from these): `#tl.layout<epilogue>`, the one
+    blocked layout of a Gluon epilogue partition (its mainloop op's record fixes it; the printed
+    kernel names it EPI_LAYOUT), or `#tl.layout<slice 0>` / `#tl.layout<slice 1>`, its slice along
+    dimension 0 (a vector along the columns: column indices) or 1 (along the rows)."""
+
+    name = "tl.layout"
+
+    slice_dim: IntAttr  # -1: the epilogue layout itself
+
+    def __init__(self, slice_dim: int = -1):
+        super().__init__(IntAttr(slice_dim))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        parser.parse_punctuation("<")
+        if parser.parse_optional_keyword("epilogue") is not None:
+            dim = -1
+        else:
+            parser.parse_keyword("slice")
+            dim = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        parser.parse_punctuation(">")
+        return (IntAttr(dim),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        dim = self.slice_dim.data
+        printer.print_string("<epilogue>" if dim < 0 else f"<slice {dim}>")
+
+    def verify(self) -> None:
+        if self.slice_dim.data not in (-1, 0, 1):
+            raise VerifyException("#tl.layout: the epilogue layout or its slice along dimension 0 or 1")
 
 
 def dynamic_tensor(element: Attribute, rank: int) -> Attribute:
@@ -268,7 +305,10 @@ GEMM_CONSTEXPRS: tuple[tuple[str, Attribute, int | bool | None], ...] = (
 )
 # what the template binds when the epilogue runs (the epilogue region's arguments, in order)
 GEMM_FRAME = ("acc", "offs_m", "offs_n", "mask_m", "mask_n", "pid_m", "pid_n")
-MAINLOOP_KINDS = ("portable",)
+MAINLOOP_KINDS = ("portable", "gluon_ws")
+# what the Gluon epilogue partition binds besides GEMM_FRAME: the sub-tile's rows and the tile's
+# columns as constexprs (the region's next arguments; then one per carried column partial)
+GLUON_FRAME = ("BM", "BN")
 
 
 def gemm_frame_types() -> list[Attribute]:
@@ -280,65 +320,137 @@ def gemm_frame_types() -> list[Attribute]:
 
 @irdl_op_definition
 class MainloopOp(SyntaxOp):
-    """The fixed GEMM mainloop of a gemm kernel (`lowering/mainloop.py`), one templated op: it
-    takes the operands A and B, the problem sizes, strides and tile constexprs (the kernel's
-    parameters of those names, in the order of `GEMM_SIZES` and `GEMM_CONSTEXPRS`), and runs
-    its region, the epilogue, on each output tile with the accumulator and the tile's
-    coordinates as the region's arguments (`GEMM_FRAME`). `kind`: which template
-    (`portable`: the pointer-based loop and, chosen at launch, the persistent TMA loop, the
-    epilogue spliced into both); `ieee`: fp32 operands multiplied in IEEE fp32, not tf32. The
-    printer fills the template and prints the region at each splice point; it decides
-    nothing."""
+    """The fixed GEMM mainloop of a gemm kernel, one templated op: it takes the operands A and B
+    and the sizes (and strides, constexprs) its template names, and runs its region, the
+    epilogue, on each output tile with the accumulator and the tile's coordinates as the region's
+    arguments (`GEMM_FRAME`). The printer fills the template and prints the region at each
+    splice point; it decides nothing.
+
+    `portable` (`lowering/mainloop.py`): the pointer-based loop and, chosen at launch, the
+    persistent TMA loop, the epilogue spliced into both; `params` are the kernel's parameters
+    `GEMM_SIZES` and `GEMM_CONSTEXPRS`; `ieee`: fp32 operands multiplied in IEEE fp32, not tf32.
+
+    `gluon_ws` (`lowering/gluon.py`, the kernel of a gemm with a `#coda.mainloop` record, which
+    it carries as `record`): the warp-specialized Gluon kernel; A and B are TMA descriptors,
+    `params` are M, N, K (and the accumulated input's descriptor `r_desc` when the record's
+    `accumulate_first` >= 0). The region is the epilogue partition's work on one row sub-tile of
+    the hand-off buffer: it also takes the constexprs BM (the sub-tile's rows) and BN
+    (`GLUON_FRAME`) and, carried from sub-tile to sub-tile in order, one running column partial
+    per output in `carried` (initial value by its combine in `combines`: 0 for sum, -inf for
+    max), which it yields (`tl.yield`); the template stores them once per tile. The layout of the
+    partition's tensors is `#tl.layout<epilogue>`, `column_lanes` lanes of a warp along the
+    columns; `transpose_b`: B is read as stored [N, K]."""
 
     name = "tl.mainloop"
     SYNTAX: ClassVar[tuple[Item, ...]] = (Word("kind", WORD), Operand("a"), Punct(","), Operand("b"),
-                                          Operands("params", "(", "params"), Keyword("ieee", UNIT))
+                                          Operands("params", "(", "params"), Operands("carried", "(", "carry", optional=True),
+                                          Keyword("ieee", UNIT), Keyword("transpose_b", UNIT),
+                                          Keyword("record", ATTR), Keyword("column_lanes", INT),
+                                          Keyword("combines", ATTR))
 
     kind = prop_def(StringAttr)
     a = operand_def()
     b = operand_def()
     params = var_operand_def()
+    carried = var_operand_def()
     ieee = opt_prop_def(UnitAttr)
+    transpose_b = opt_prop_def(UnitAttr)
+    record = opt_prop_def(Attribute)
+    column_lanes = opt_prop_def(IntAttr)
+    combines = opt_prop_def(ArrayAttr[StringAttr])
     epilogue = region_def("single_block")
     traits = traits_def(NoTerminator())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(self, kind: str, a: SSAValue, b: SSAValue, params: Sequence[SSAValue], ieee: bool):
-        block = Block(arg_types=gemm_frame_types())
-        for arg, name in zip(block.args, GEMM_FRAME):
+    def __init__(self, kind: str, a: SSAValue, b: SSAValue, params: Sequence[SSAValue], ieee: bool = False, *,
+                 record: Attribute | None = None, column_lanes: int = 0, transpose_b: bool = False,
+                 carried: Sequence[tuple[SSAValue, str]] = ()):
+        types = gemm_frame_types()
+        names = list(GEMM_FRAME)
+        properties: dict[str, Attribute] = {"kind": StringAttr(kind)}
+        if ieee:
+            properties["ieee"] = UnitAttr()
+        if kind == "gluon_ws":
+            types += [i32, i32, *(dynamic_tensor(f32, 1) for _ in carried)]
+            names += [*GLUON_FRAME, *(None for _ in carried)]
+            assert record is not None
+            properties["record"] = record
+            properties["column_lanes"] = IntAttr(column_lanes)
+            properties["combines"] = ArrayAttr(StringAttr(c) for _, c in carried)
+            if transpose_b:
+                properties["transpose_b"] = UnitAttr()
+        block = Block(arg_types=types)
+        for arg, name in zip(block.args, names):
             arg.name_hint = name
-        super().__init__(operands=[a, b, params], properties={"kind": StringAttr(kind), **({"ieee": UnitAttr()} if ieee else {})},
-                         regions=[Region(block)])
+        super().__init__(operands=[a, b, params, [p for p, _ in carried]], properties=properties, regions=[Region(block)])
 
     def frame(self) -> dict[str, SSAValue]:
-        return dict(zip(GEMM_FRAME, self.epilogue.block.args))
+        names = [*GEMM_FRAME, *(GLUON_FRAME if self.kind.data == "gluon_ws" else ())]
+        return dict(zip(names, self.epilogue.block.args))
+
+    def carried_args(self) -> Sequence[SSAValue]:
+        """The region's running column partials (gluon_ws)."""
+        return self.epilogue.block.args[len(GEMM_FRAME) + len(GLUON_FRAME):] if self.kind.data == "gluon_ws" else ()
+
+    def template_params(self) -> list[str]:
+        """The kernel parameters `params` must be, by name."""
+        if self.kind.data == "portable":
+            return [*GEMM_SIZES, *(n for n, _, _ in GEMM_CONSTEXPRS)]
+        first = self.record.accumulate_first.data if self.record is not None else -1  # type: ignore[attr-defined]
+        return ["M", "N", "K", *(["r_desc"] if first >= 0 else [])]
 
     def verify_(self) -> None:
-        if self.kind.data not in MAINLOOP_KINDS:
+        kind = self.kind.data
+        if kind not in MAINLOOP_KINDS:
             raise VerifyException(f"tl.mainloop: kind must be one of {MAINLOOP_KINDS}")
         kernel = self.parent_op()
         if not isinstance(kernel, KernelOp):
             raise VerifyException("tl.mainloop: the body of a tl.kernel")
+        gluon = kind == "gluon_ws"
+        for prop in ("record", "column_lanes", "combines", "transpose_b"):
+            if not gluon and self.properties.get(prop) is not None:
+                raise VerifyException(f"tl.mainloop: {prop} is a gluon_ws property")
+        if gluon and (self.record is None or self.column_lanes is None or self.combines is None):
+            raise VerifyException("tl.mainloop: a gluon_ws mainloop has its record, column_lanes and combines")
+        if gluon and self.ieee is not None:
+            raise VerifyException("tl.mainloop: the gluon_ws mainloop multiplies 16-bit operands")
+        if gluon and self.record.name != "coda.mainloop":  # type: ignore[union-attr]
+            raise VerifyException("tl.mainloop: record is a #coda.mainloop")
+        if not gluon and self.carried:
+            raise VerifyException("tl.mainloop: only a gluon_ws epilogue carries column partials")
         names = kernel.param_names()
-        expected = [*GEMM_SIZES, *(n for n, _, _ in GEMM_CONSTEXPRS)]
-        given = [self.a, self.b, *self.params]
+        expected = self.template_params()
         if len(self.params) != len(expected):
             raise VerifyException(f"tl.mainloop: {len(expected)} parameters expected ({', '.join(expected)})")
         args = kernel.body.block.args
-        for value, want in zip(given, ["a_ptr", "b_ptr", *expected]):
+        a_name, b_name = ("a_desc", "b_desc") if gluon else ("a_ptr", "b_ptr")
+        for value, want in zip([self.a, self.b, *self.params], [a_name, b_name, *expected]):
             if not (isinstance(value.owner, Block) and value.owner is kernel.body.block and names[value.index] == want):
                 raise VerifyException(f"tl.mainloop: the template's {want} must be the kernel's parameter {want}")
-        constexprs = args[len(args) - kernel.constexprs.data :]
-        if any(v not in constexprs for v in self.params[len(GEMM_SIZES) :]):
-            raise VerifyException("tl.mainloop: the tile parameters are constexprs of the kernel")
-        defaults = kernel.default_values()
-        for value, (want, ty, default) in zip(self.params[len(GEMM_SIZES) :], GEMM_CONSTEXPRS):
-            if value.type != ty or defaults[value.index] != default:
-                raise VerifyException(f"tl.mainloop: {want} is an {ty} constexpr with default {default}")
-        for arg, ty, name in zip(self.epilogue.block.args, gemm_frame_types(), GEMM_FRAME):
-            if arg.type != ty:
-                raise VerifyException(f"tl.mainloop: the epilogue's argument {name} is a {ty}")
-        if len(self.epilogue.block.args) != len(GEMM_FRAME):
-            raise VerifyException(f"tl.mainloop: the epilogue takes {', '.join(GEMM_FRAME)}")
+        for value in self.carried:
+            if not (isinstance(value.owner, Block) and value.owner is kernel.body.block
+                    and isinstance(value.type, PointerType) and value.type.pointee == f32):
+                raise VerifyException("tl.mainloop: a carried column partial is stored through an fp32 pointer parameter")
+        if not gluon:
+            constexprs = args[len(args) - kernel.constexprs.data :]
+            if any(v not in constexprs for v in self.params[len(GEMM_SIZES) :]):
+                raise VerifyException("tl.mainloop: the tile parameters are constexprs of the kernel")
+            defaults = kernel.default_values()
+            for value, (want, ty, default) in zip(self.params[len(GEMM_SIZES) :], GEMM_CONSTEXPRS):
+                if value.type != ty or defaults[value.index] != default:
+                    raise VerifyException(f"tl.mainloop: {want} is an {ty} constexpr with default {default}")
+        types = gemm_frame_types() + ([i32, i32, *(dynamic_tensor(f32, 1) for _ in self.carried)] if gluon else [])
+        frame = [*GEMM_FRAME, *(GLUON_FRAME if gluon else ()), *("carried partial" for _ in self.carried)]
+        block = self.epilogue.block
+        if [a.type for a in block.args] != types:
+            raise VerifyException(f"tl.mainloop: the epilogue takes {', '.join(frame)} ({', '.join(map(str, types))})")
+        if gluon:
+            if len(self.combines.data) != len(self.carried) or any(  # type: ignore[union-attr]
+                    c.data not in ("sum", "max") for c in self.combines.data):  # type: ignore[union-attr]
+                raise VerifyException("tl.mainloop: one combine (sum or max) per carried column partial")
+            term = block.last_op
+            if not isinstance(term, YieldOp) or [v.type for v in term.values] != types[len(types) - len(self.carried):]:
+                raise VerifyException("tl.mainloop: a gluon_ws epilogue ends in tl.yield of its carried column partials")
 
 
 @irdl_op_definition
@@ -365,10 +477,12 @@ def _is_constexpr(value: SSAValue) -> bool:
     of its kernel, or integer arithmetic and comparisons of those."""
     owner = value.owner
     if isinstance(owner, Block):
-        kernel = owner.parent_op()
-        if not isinstance(kernel, KernelOp) or owner is not kernel.body.block:
+        parent = owner.parent_op()
+        if isinstance(parent, MainloopOp) and parent.kind.data == "gluon_ws":  # BM, BN of the partition
+            return value in [parent.frame()[n] for n in GLUON_FRAME]
+        if not isinstance(parent, KernelOp) or owner is not parent.body.block:
             return False
-        return value.index >= len(owner.args) - kernel.constexprs.data  # type: ignore[attr-defined]
+        return value.index >= len(owner.args) - parent.constexprs.data  # type: ignore[attr-defined]
     if rank_of(value.type):
         return False
     if isinstance(owner, arith.ConstantOp):
@@ -438,22 +552,57 @@ class ProgramIdOp(SyntaxOp):
 
 @irdl_op_definition
 class ArangeOp(SyntaxOp):
-    """`tl.arange(start, end)`: `end` a constexpr (a power of two), `start` a literal."""
+    """`tl.arange(start, end)`: `end` a constexpr (a power of two), `start` a literal; with a
+    `layout`, Gluon's `gl.arange(start, end, layout=...)`."""
 
     name = "tl.arange"
-    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("start", INT), Literal("to"), Operand("end"))
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("start", INT), Literal("to"), Operand("end"), Keyword("layout", ATTR))
 
     start = prop_def(IntAttr)
     end = operand_def(i32)
+    layout = opt_prop_def(LayoutAttr)
     result = result_def(TensorType)
     traits = traits_def(NoMemoryEffect())
 
-    def __init__(self, end: SSAValue, start: int = 0):
-        super().__init__(operands=[end], result_types=[dynamic_tensor(i32, 1)], properties={"start": IntAttr(start)})
+    def __init__(self, end: SSAValue, start: int = 0, layout: LayoutAttr | None = None):
+        super().__init__(operands=[end], result_types=[dynamic_tensor(i32, 1)],
+                         properties={"start": IntAttr(start), **({"layout": layout} if layout is not None else {})})
 
     def verify_(self) -> None:
         if self.result.type != dynamic_tensor(i32, 1):
             raise VerifyException("tl.arange: the result is a tensor<?xi32>")
+        if self.layout is not None and self.layout.slice_dim.data < 0:
+            raise VerifyException("tl.arange: a range's layout is a slice of a 2-D layout")
+
+
+@irdl_op_definition
+class ConvertLayoutOp(SyntaxOp):
+    """Gluon's `gl.convert_layout(x, layout)`: the same tensor in `layout`, or (`like`) in the
+    layout Triton gave another tensor (`gl.convert_layout(x, y.type.layout)`)."""
+
+    name = "tl.convert_layout"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("value"), OptOperand("like", "like"), Keyword("layout", ATTR))
+
+    value = operand_def(TensorType)
+    like = opt_operand_def(TensorType)
+    layout = opt_prop_def(LayoutAttr)
+    result = result_def(TensorType)
+    traits = traits_def(NoMemoryEffect())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(self, value: SSAValue, layout: LayoutAttr | None = None, like: SSAValue | None = None):
+        super().__init__(operands=[value, [like] if like is not None else []], result_types=[value.type],
+                         properties={"layout": layout} if layout is not None else {})
+
+    def verify_(self) -> None:
+        if (self.layout is None) == (self.like is None):
+            raise VerifyException("tl.convert_layout: to a layout or like another tensor, one of them")
+        if self.result.type != self.value.type:
+            raise VerifyException("tl.convert_layout: the result has the operand's type")
+        if self.like is not None and rank_of(self.like.type) != rank_of(self.value.type):
+            raise VerifyException("tl.convert_layout: like a tensor of the same rank")
+        if self.layout is not None and rank_of(self.value.type) != (2 if self.layout.slice_dim.data < 0 else 1):
+            raise VerifyException("tl.convert_layout: the layout's rank is the tensor's")
 
 
 @irdl_op_definition
@@ -997,6 +1146,7 @@ TL = Dialect(
         CallOp,
         ProgramIdOp,
         ArangeOp,
+        ConvertLayoutOp,
         FullOp,
         SplatOp,
         ExpandDimsOp,
@@ -1019,5 +1169,5 @@ TL = Dialect(
         DebugBarrierOp,
         CommentOp,
     ],
-    [PointerType],
+    [PointerType, LayoutAttr],
 )

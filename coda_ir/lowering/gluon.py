@@ -15,19 +15,24 @@ A persistent Hopper kernel, one program per SM walking the tiles in grouped orde
   of `sub_rows` rows (`acc` = a sub-tile load of the buffer), then arrives on `acc_empty`. So tile
   i's epilogue runs under tile i + 1's MMAs (bench/RESULTS.md, session 10).
 
-The epilogue body is printed by the same `_EpilogueEmitter` as the `tl` kernel, from the same
-`epilogue_schedule`, with the few hooks the layout-explicit Gluon kernel needs
-(`triton.GluonEpilogueEmitter`, `triton.emit_gluon_gemm`; this module holds the fixed templates): column index vectors made in the epilogue layout, pair-map results
-converted back to it, and column partials carried across the row sub-tiles (added in sub-tile
-order, stored once per tile); row partials complete per sub-tile. Triton's `tl.*` builtins work
-on Gluon tensors, so the printed body is the `tl` kernel's text with BM = the sub-tile's rows.
+The kernel is a `tl.kernel` whose body is one `tl.mainloop gluon_ws` (built by
+`transforms/tl_gemm.lower_gluon_gemm`); this module holds its fixed templates, which the printer
+(`triton_printer`) fills, printing the op's region, the epilogue on one row sub-tile, where the
+epilogue partition runs it. The region is built by the same epilogue builder as the `tl`
+kernel's, from the same `epilogue_schedule`, in the partition's layout: column index vectors in
+the epilogue layout's column slice, a pair map's narrow operands in its split operands' layout
+and its results converted back (`tl.convert_layout`, the layouts `#tl.layout` attributes), and
+column partials carried across the row sub-tiles (the region's arguments, added in sub-tile
+order and yielded; the template stores them once per tile); row partials complete per sub-tile.
+Triton's `tl.*` builtins work on Gluon tensors, so the printed body is the `tl` kernel's text
+with BM = the sub-tile's rows, `gl.*` only where a layout is stated.
 
 `accumulate_first = i`: the epilogue starts with `coda.accumulate` of input i (a bf16 [M, N]
 tile, e.g. the residual stream), whose sum it rounds to bf16 before any other use. The epilogue
 partition then loads that input's next tile into the hand-off buffer by TMA (arming `acc_empty`
 with its byte count) as soon as it has read the buffer; the MMA warpgroups add it to their
 accumulator in f32 and hand the rounded sum over in bf16, which is exactly the value the epilogue
-would have rounded. The accumulate op itself is not printed (its result is `acc`).
+would have rounded. The region has no accumulate op (its result is `acc`).
 
 Tile sizes are printed as literals: values passed through `warp_specialize` lose constexpr-ness.
 Triton API differences (3.6 on the lent H100, 3.9 in CI) are resolved when the module is
@@ -38,16 +43,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from coda_ir.diagnostics import InternalCompilerBug
 from coda_ir.dialects import coda
-from coda_ir.lowering.mainloop import gluon_entry_name
-from coda_ir.transforms.plan_mainloop import epilogue_column_lanes
+from coda_ir.transforms.tl_build import GLUON_SCOPE
 
-# names the Gluon kernel's partitions bind besides the tl kernel's (coda_to_tl.KERNEL_SCOPE)
-GLUON_SCOPE = (
-    "a_bufs b_bufs c_smem ready empty acc_ready acc_empty a_desc b_desc r_desc nprog num_tiles tile j sub "
-    "EPI_LAYOUT HANDOFF_LAYOUT first_m first_n next_m next_n args gl gluon mbarrier tma i"
-).split()
+# Every name the templates bind where the epilogue region is printed (the partition's locals and
+# the frame it hands the region): a value of the region must not take one.
+TEMPLATE_NAMES: frozenset[str] = frozenset(
+    [*GLUON_SCOPE, "pid", "num_pid_m", "num_pid_n", "pid_m", "pid_n", "offs_n", "mask_n", "offs_m", "mask_m", "acc",
+     "BM", "BN", "M", "N", "K"])
 
 IND = "    "
 
@@ -164,26 +167,24 @@ def epilogue_layout(warps: int, column_lanes: int) -> str:
     return f"gl.BlockedLayout([1, 8], [{32 // column_lanes}, {column_lanes}], [{warps}, 1], [1, 0])"
 
 
-def emit_gluon_kernel(op: coda.GemmOp, name: str, in_params: Sequence[str], out_params: Sequence[str],
-                      body: Sequence[str], carried: Sequence[tuple[str, str, coda.Combine]]) -> list[str]:
+def emit_gluon_kernel(entry: str, record: coda.MainloopAttr, column_lanes: int, transpose_b: bool,
+                      tensors: Sequence[str], body: Sequence[str], carried: Sequence[tuple[str, str, str]]) -> list[str]:
     """Source lines (module level, inside the `if _CODA_GLUON:` block, indented one level) of the
-    Gluon kernel `gluon_entry_name(name)` and its partitions.
+    Gluon kernel `entry` and its partitions, for a `tl.mainloop gluon_ws` (the printer's call).
 
-    `body`: the epilogue emitter's lines for one sub-tile (one indentation level); `carried`: the
-    column partials it carries, (variable, output pointer, combine)."""
-    ml = coda.recorded_mainloop(op)
-    if ml is None:
-        raise InternalCompilerBug(op, "emit_gluon_kernel on a gemm without a coda.mainloop record")
+    `tensors`: the epilogue's input and output pointer parameters; `body`: the printed epilogue
+    region, for one sub-tile (one indentation level); `carried`: the column partials it carries,
+    (variable, output pointer, combine: sum or max)."""
+    ml = record
     d = ml.as_dict()
     bm, bn, bk, stages = d["bm"], d["bn"], d["bk"], d["stages"]
     sub, warps = d["sub_rows"], d["epilogue_warps"]
     mma_regs, producer_regs, epi_regs = d["regs"]  # type: ignore[misc]
     first = d["accumulate_first"]
-    b_t = op.transpose_b is not None
-    entry = gluon_entry_name(name)
+    b_t = transpose_b
     r_desc = ["r_desc"] if first >= 0 else []  # type: ignore[operator]
     shared = ["a_bufs", "b_bufs", "c_smem", "ready", "empty", "acc_ready", "acc_empty", "a_desc", "b_desc", *r_desc]
-    params = [*shared, *in_params, *out_params, "M", "N", "K"]
+    params = [*shared, *tensors, "M", "N", "K"]
     sig = ", ".join(params)
     out: list[str] = []
 
@@ -199,7 +200,7 @@ def emit_gluon_kernel(op: coda.GemmOp, name: str, in_params: Sequence[str], out_
         f"{IND}_coda_gl_producer(a_bufs, b_bufs, ready, empty, a_desc, b_desc, M, N, K, {consts})"])
 
     # ---- the epilogue partition
-    layout = epilogue_layout(warps, epilogue_column_lanes(op))
+    layout = epilogue_layout(warps, column_lanes)
     e = [
         "@gluon.jit",
         f"def {entry}_epilogue({sig}):",
@@ -229,7 +230,7 @@ def emit_gluon_kernel(op: coda.GemmOp, name: str, in_params: Sequence[str], out_
         "        mask_n = offs_n < N",
     ]
     for var, _, combine in carried:
-        init = '-float("inf")' if combine == coda.Combine.MAX else "0.0"
+        init = '-float("inf")' if combine == "max" else "0.0"
         e.append(f"        {var} = gl.full([BN], {init}, gl.float32, layout=gl.SliceLayout(0, EPI_LAYOUT))")
     e += [
         "        mbarrier.wait(acc_ready, j & 1)",
@@ -262,7 +263,7 @@ def emit_gluon_kernel(op: coda.GemmOp, name: str, in_params: Sequence[str], out_
     # ---- the entry point: shared memory, barriers, partitions
     operand = "a_desc.dtype"
     handoff = "gl.float32" if d["handoff"] == "f32" else "gl.bfloat16"
-    ins = ", ".join([*in_params, *out_params])
+    ins = ", ".join(tensors)
     fn([
         "@gluon.jit",
         f"def {entry}(a_desc, b_desc, {'r_desc, ' if r_desc else ''}{ins}, M, N, K, HANDOFF_LAYOUT: gl.constexpr):",

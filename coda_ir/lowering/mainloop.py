@@ -1,12 +1,16 @@
 """The fixed GEMM mainloop that every coda.gemm kernel shares; epilogues are spliced in.
 
-Contract with the epilogue code generator (coda_ir/lowering/triton.py):
+The compiler's gemm kernels are `tl.kernel`s whose body is one `tl.mainloop portable` op
+(`transforms/tl_gemm.py`); the printer (`triton_printer`) fills this template (`gemm_body`) with
+the op's region, the epilogue. Contract:
 
-* `emit_gemm_kernel(name, extra_params, epilogue, ...)` returns the source of one
-  `@triton.jit` function. Its parameters are `a_ptr, b_ptr`, then `extra_params` (the
-  epilogue's inputs and outputs, in order), then the problem sizes, strides and constexprs
-  that `gemm_launch.launch_gemm` passes.
-* When the epilogue runs, these names are in scope: `acc` (fp32 [BM, BN] accumulator),
+* A gemm kernel's parameters are `a_ptr, b_ptr`, then the epilogue's inputs and outputs, in
+  order, then the problem sizes, strides and constexprs that `gemm_launch.launch_gemm` passes
+  (`gemm_parameters`; `triton_lang.GEMM_SIZES`, `GEMM_CONSTEXPRS`). `emit_gemm_kernel(name,
+  extra_params, epilogue, ...)` returns the source of one with a hand-written epilogue (tests,
+  bench).
+* When the epilogue runs, these names are in scope (`triton_lang.GEMM_FRAME` the region's
+  arguments): `acc` (fp32 [BM, BN] accumulator),
   `offs_m` ([BM] global row indices), `offs_n` ([BN] global accumulator column indices, in
   the GEMM's own -- possibly interleaved -- column space), `mask_m = offs_m < M`,
   `mask_n = offs_n < N`, `pid_m`, `pid_n` (tile coordinates), `M`, `N`, `K`, and the
@@ -55,12 +59,6 @@ from functools import lru_cache
 from coda_ir.dialects.triton_lang import GEMM_CONSTEXPRS, GEMM_SIZES
 
 INDENT = "    "
-
-
-def gluon_entry_name(kernel_name: str) -> str:
-    """The entry point of a gemm's warp-specialized Gluon kernel (`lowering/gluon.py`), emitted
-    beside the tl kernel `kernel_name` when the gemm carries a `#coda.mainloop`."""
-    return f"{kernel_name}_ws"
 
 
 def interleave_rows_source() -> list[str]:

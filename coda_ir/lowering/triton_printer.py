@@ -23,8 +23,10 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.dialects.element_types import TRITON_DTYPE_NAMES, element_name
 from coda_ir.diagnostics import InternalCompilerBug
+from coda_ir.dialects import coda
+from coda_ir.lowering.gluon import TEMPLATE_NAMES as GLUON_TEMPLATE_NAMES, emit_gluon_kernel
 from coda_ir.lowering.mainloop import TEMPLATE_NAMES, gemm_body
-from coda_ir.transforms.tl_build import Fragment, KernelNames
+from coda_ir.transforms.tl_build import KernelNames
 
 IND = "    "
 
@@ -77,6 +79,12 @@ def dtype(elt: Attribute) -> str:
         raise InternalCompilerBug(None, f"no Triton dtype for {elt}") from None
 
 
+def layout(attr: tl.LayoutAttr) -> str:
+    """A Gluon epilogue partition's layout: its own (the template's EPI_LAYOUT) or a slice of it."""
+    dim = attr.slice_dim.data
+    return "EPI_LAYOUT" if dim < 0 else f"gl.SliceLayout({dim}, EPI_LAYOUT)"
+
+
 def float_literal(value: float) -> str:
     if math.isnan(value):
         return 'float("nan")'
@@ -91,7 +99,7 @@ def _pure(op: Operation) -> bool:
         return True
     if isinstance(op, tl.CallOp):
         return op.callee.root_reference.data.startswith("_coda_") and bool(op.results)
-    return isinstance(op, (tl.ProgramIdOp, tl.ArangeOp, tl.FullOp, tl.SplatOp, tl.ExpandDimsOp, tl.AddPtrOp, tl.CastOp,
+    return isinstance(op, (tl.ProgramIdOp, tl.ArangeOp, tl.ConvertLayoutOp, tl.FullOp, tl.SplatOp, tl.ExpandDimsOp, tl.AddPtrOp, tl.CastOp,
                            tl.ReduceOp, tl.CmpFOp, tl.CmpIOp, tl.WhereOp, tl.CdivOp, tl.BroadcastToOp, tl.ReshapeOp,
                            tl.PermuteOp, tl.JoinOp, tl.GatherOp))
 
@@ -294,8 +302,13 @@ class BlockPrinter:
             return CMPF[op.predicate.data].format(a=a[0], b=a[1])
         if isinstance(op, tl.ProgramIdOp):
             return f"tl.program_id({op.axis.data})"
+        if isinstance(op, tl.ArangeOp) and op.layout is not None:
+            return f"gl.arange({op.start.data}, {_strip(a[0])}, layout={layout(op.layout)})"
         if isinstance(op, tl.ArangeOp):
             return f"tl.arange({op.start.data}, {a[0]})"
+        if isinstance(op, tl.ConvertLayoutOp):
+            to = layout(op.layout) if op.layout is not None else f"{self.atom(op.like)}.type.layout"  # type: ignore[arg-type]
+            return f"gl.convert_layout({_strip(a[0])}, {to})"
         if isinstance(op, tl.FullOp):
             shape = a[:-1]
             tup = "()" if not shape else f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"
@@ -423,15 +436,16 @@ class BlockPrinter:
         if pairs:
             self.emit(inner, f"{', '.join(n for n, _ in pairs)} = {', '.join(v for _, v in pairs)}")
 
-    def carry_in_place(self, body: Block, names: Sequence[str]) -> None:
+    def carry_in_place(self, body: Block, names: Sequence[str], carried: Sequence[SSAValue] | None = None) -> None:
         """A value the loop body yields is assigned to its carried variable where it is made (not
-        at the end of the body) when every read of the carried value is written before it."""
+        at the end of the body) when every read of the carried value is written before it.
+        `carried`: the body's carried arguments (an scf.for's: all but the induction variable)."""
         term = body.last_op
-        if not isinstance(term, scf.YieldOp):
+        if not isinstance(term, (scf.YieldOp, tl.YieldOp)):
             return
         order = {o: i for i, o in enumerate(body.ops)}
         claimed: set[SSAValue] = set()
-        for arg, v, name in zip(body.args[1:], term.operands, names):
+        for arg, v, name in zip(body.args[1:] if carried is None else carried, term.operands, names):
             owner = v.owner
             if not isinstance(owner, Operation) or owner.parent_block() is not body or len(owner.results) != 1 \
                     or v in claimed or v in self.consts or v in self.constexprs:
@@ -496,21 +510,58 @@ class BlockPrinter:
             self.emit(indent, "pass")
 
     def mainloop(self, op: tl.MainloopOp, indent: str) -> None:
-        """The mainloop template (`lowering/mainloop.py`) with the epilogue region printed once and
-        spliced at each of the template's splice points."""
-        if indent != IND:
-            raise InternalCompilerBug(op, "tl.mainloop is the body of its kernel")
-        expected = ["a_ptr", "b_ptr", *tl.GEMM_SIZES, *(n for n, _, _ in tl.GEMM_CONSTEXPRS)]
-        for value, name in zip([op.a, op.b, *op.params], expected):
-            if self.get(value) != name:
-                raise InternalCompilerBug(op, f"the template's {name} is printed as {self.get(value)}")
+        """The portable mainloop template (`lowering/mainloop.py`) with the epilogue region printed
+        once and spliced at each of the template's splice points."""
+        if indent != IND or op.kind.data != "portable":
+            raise InternalCompilerBug(op, "a portable tl.mainloop is the body of its kernel")
+        self.check_template(op, ["a_ptr", "b_ptr"])
         block = op.epilogue.block
         for arg, name in zip(block.args, tl.GEMM_FRAME):
             self.exprs[arg] = name
+        self.lines += gemm_body(self.region(block), float32_operands=op.ieee is not None)
+
+    def check_template(self, op: tl.MainloopOp, operands: Sequence[str]) -> None:
+        """The template names its parameters itself: they must print as those names."""
+        for value, name in zip([op.a, op.b, *op.params], [*operands, *op.template_params()]):
+            if self.get(value) != name:
+                raise InternalCompilerBug(op, f"the template's {name} is printed as {self.get(value)}")
+
+    def region(self, block: Block) -> list[str]:
+        """The lines of an epilogue region at one indentation level (a carried value assigned to
+        its variable where it is made, or after the last statement)."""
         outer, self.lines = self.lines, []
-        self.block(block, IND)
-        epilogue, self.lines = self.lines, outer
-        self.lines += gemm_body(epilogue, float32_operands=op.ieee is not None)
+        yielded: Sequence[SSAValue] = ()
+        for inner in block.ops:
+            if isinstance(inner, tl.YieldOp):
+                yielded = inner.values
+            else:
+                self.statement(inner, IND)
+        carried = [self.exprs[a] for a in block.args[len(block.args) - len(yielded):]] if yielded else []
+        pairs = [(n, _strip(self.get(v))) for n, v in zip(carried, yielded)]
+        pairs = [(n, v) for n, v in pairs if n != v]
+        if pairs:
+            self.emit(IND, f"{', '.join(n for n, _ in pairs)} = {', '.join(v for _, v in pairs)}")
+        lines, self.lines = self.lines, outer
+        return lines
+
+    def gluon(self, kernel: tl.KernelOp, op: tl.MainloopOp) -> list[str]:
+        """The Gluon kernel family of a `tl.mainloop gluon_ws` (`lowering/gluon.py`'s template): its
+        epilogue partition runs the region printed here."""
+        self.check_template(op, ["a_desc", "b_desc"])
+        block = op.epilogue.block
+        for name, arg in op.frame().items():
+            self.exprs[arg] = name
+        carried = list(op.carried_args())
+        names = [self.name(a, "colp") for a in carried]
+        self.carry_in_place(block, names, carried)
+        body = self.region(block)
+        fixed = {"a_desc", "b_desc", *op.template_params()}
+        tensors = [p for p in kernel.param_names() if p not in fixed]
+        record = op.record
+        assert isinstance(record, coda.MainloopAttr) and op.column_lanes is not None and op.combines is not None
+        stores = [(n, self.get(p), c.data) for n, p, c in zip(names, op.carried, op.combines.data)]
+        return emit_gluon_kernel(kernel.sym_name.data, record, op.column_lanes.data, op.transpose_b is not None,
+                                 tensors, body, stores)
 
 
 # names a value of a kernel must not take: the modules and builtins printed kernels refer to
@@ -521,9 +572,16 @@ class KernelPrinter(BlockPrinter):
     def __init__(self, kernel: tl.KernelOp):
         args = kernel.body.block.args
         reserved = [*RESERVED, *kernel.param_names()]
-        if any(isinstance(op, tl.MainloopOp) for op in kernel.body.block.ops):
-            reserved += sorted(TEMPLATE_NAMES)  # the template's locals
-        super().__init__(KernelNames(reserved), args[len(args) - kernel.constexprs.data :], minimal_parentheses=True)
+        constexprs = list(args[len(args) - kernel.constexprs.data :])
+        self.gluon_mainloop: tl.MainloopOp | None = None
+        for op in kernel.body.block.ops:
+            if isinstance(op, tl.MainloopOp) and op.kind.data == "gluon_ws":
+                self.gluon_mainloop = op
+                reserved += sorted(GLUON_TEMPLATE_NAMES)  # the partitions' locals
+                constexprs += [op.frame()[n] for n in tl.GLUON_FRAME]  # the partition's BM, BN
+            elif isinstance(op, tl.MainloopOp):
+                reserved += sorted(TEMPLATE_NAMES)  # the template's locals
+        super().__init__(KernelNames(reserved), constexprs, minimal_parentheses=True)
         self.kernel = kernel
 
     def print(self) -> list[str]:
@@ -533,6 +591,11 @@ class KernelPrinter(BlockPrinter):
         n_rt = len(params) - k.constexprs.data
         for arg, name in zip(body.args, params):
             self.exprs[arg] = name
+        if self.gluon_mainloop is not None:
+            if len(body.ops) != 1:
+                raise InternalCompilerBug(self.gluon_mainloop, "a gluon_ws tl.mainloop is its kernel's only op")
+            self.analyse(body)
+            return self.gluon(k, self.gluon_mainloop)
         heads = [*params[:n_rt]]
         for p, default in zip(params[n_rt:], k.default_values()[n_rt:]):
             heads.append(f"{p}: tl.constexpr" + ("" if default is None else f" = {default}"))
@@ -549,37 +612,3 @@ class KernelPrinter(BlockPrinter):
 def print_kernel(kernel: tl.KernelOp) -> list[str]:
     """The `@triton.jit` source lines of one `tl.kernel`."""
     return KernelPrinter(kernel).print()
-
-
-class FragmentPrinter(BlockPrinter):
-    """Prints a `coda_to_tl.Fragment` into the text of `lowering/triton.py`'s gemm / elementwise
-    emitter: its arguments are the emitter's expressions `bound`, its values take fresh names
-    from the emitter's `names`. `print_ops` prints some of its ops (in the order given: a
-    `coda.map` made in several steps prints each step's ops when it is emitted); `value` is a
-    printed value's expression."""
-
-    def __init__(self, fragment: Fragment, bound: Sequence[str], names: KernelNames):
-        super().__init__(names)
-        block = fragment.block
-        if len(bound) != len(block.args):
-            raise InternalCompilerBug(None, f"a fragment of {len(block.args)} arguments bound to {len(bound)} expressions")
-        self.exprs.update(zip(block.args, bound))
-        self.analyse(block)
-
-    def print_ops(self, ops: Sequence[Operation]) -> list[str]:
-        start = len(self.lines)
-        for op in ops:
-            self.statement(op, "")
-        return self.lines[start:]
-
-    def value(self, v: SSAValue) -> str:
-        return self.get(v)
-
-
-def print_expression(fragment: Fragment, bound: Sequence[str]) -> str:
-    """The expression of a one-result fragment whose ops are all written in place (a conversion)."""
-    printer = FragmentPrinter(fragment, bound, KernelNames())
-    if printer.print_ops([op for op in fragment.block.ops if op is not fragment.block.last_op]):
-        raise InternalCompilerBug(None, "a conversion fragment printed statements")
-    (result,) = fragment.results
-    return printer.value(result)

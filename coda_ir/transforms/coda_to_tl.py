@@ -15,12 +15,13 @@ result and decides nothing. The pass
 * builds one `tl.kernel` per `coda.elementwise` (`tl_epilogue.lower_elementwise`: the
   kernel head, the region's primitives in `epilogue_schedule` order with their stores, the
   tile loop of `whole rows / cols` kernels);
+* builds one `tl.kernel` per `coda.gemm` (`tl_gemm.lower_gemm`: the fixed mainloop as one
+  templated `tl.mainloop` op whose region is the epilogue, built by the same builder), and for
+  a gemm with a `#coda.mainloop` record also its Gluon kernel (`tl_gemm.lower_gluon_gemm`);
 * builds the group kernel of each `coda.launch_group`: program id ranges [END_{i-1}, END_i)
   call member i with its program index and its own (suffixed) parameters.
 
-`coda.gemm` kernels are named here but still emitted by `lowering/triton.py`'s string emitter
-around the mainloop template; their scalar bodies and element conversions come from the same
-lowering (`tl_build.lower_tile_body`, `load_conversion`, `store_conversion`).
+Options: `epilogue_subtile`, `half_tile_io` (`ConvertCodaToTLPass`).
 """
 
 from __future__ import annotations
@@ -43,19 +44,16 @@ from coda_ir.errors import ArgumentError
 from coda_ir.transforms.tl_build import (  # noqa: F401
     KERNEL_SCOPE,
     Builder,
-    Fragment,
     KernelNames,
     ScalarLowering,
     TileBody,
     is_float,
-    load_conversion,
     lower_tile_body,
     param_names,
-    store_conversion,
 )
 from coda_ir.transforms.legalize import LEGALIZED
 from coda_ir.transforms.tl_epilogue import lower_elementwise
-from coda_ir.transforms.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile, lower_gemm
+from coda_ir.transforms.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile, lower_gemm, lower_gluon_gemm
 
 KERNEL_NAME_ATTR = "tl.kernel"
 """The discardable attribute naming a coda kernel's Triton kernel (a symbol reference)."""
@@ -291,6 +289,8 @@ class ConvertCodaToTLPass(ModulePass):
                 member = isinstance(k.parent_op(), coda.LaunchGroupOp)
                 if isinstance(k, coda.GemmOp):
                     built.append(lower_gemm(k, name, self.epilogue_subtile, self.half_tile_io))
+                    if coda.recorded_mainloop(k) is not None:  # its Gluon kernel beside (coda-plan-mainloop)
+                        built.append(lower_gluon_gemm(k, name))
                 elif isinstance(k, coda.FoldOp):
                     built.append(lower_fold(k, name, member))
                 elif isinstance(k, coda.ElementwiseOp):

@@ -1,14 +1,12 @@
 """The shared building blocks of the `tl` lowering (issue 13): fresh Python names, a builder of
 tl / arith / math ops that follows Triton's implicit broadcasting, and the one lowering of coda
 scalar bodies (`ScalarLowering`) to ops on Triton values, used by every kernel kind: fold
-kernels (`coda_to_tl.lower_fold`), elementwise kernels (`tl_epilogue`), and the scalar bodies
-and element conversions of gemm epilogues (`lower_tile_body`, `load_conversion`,
-`store_conversion`: `Fragment`s that `lowering/triton.py`'s emitter binds to its values).
+kernels (`coda_to_tl.lower_fold`) and every epilogue of gemm and elementwise kernels
+(`tl_epilogue`, whose `coda.map` / `coda.pair_map` bodies `lower_tile_body` lowers).
 """
 
 from __future__ import annotations
 
-import functools
 import keyword
 import re
 from collections.abc import Sequence
@@ -65,6 +63,13 @@ KERNEL_SCOPE = (
     "lanes t0 BT PB WORK TICKET NPROG ticket blocks "
     "USE_TMA A_K_CONTIG B_K_CONTIG NUM_SMS FLATTEN WARP_SPECIALIZE start_pid num_tiles k_tiles tile_id off_m off_n "
     "off_k ki b_row acc_lo acc_hi b_lo b_hi min max range float int"
+).split()
+
+
+# Names the partitions of a Gluon gemm kernel bind besides those (lowering/gluon.py's templates).
+GLUON_SCOPE = (
+    "a_bufs b_bufs c_smem ready empty acc_ready acc_empty a_desc b_desc r_desc nprog num_tiles tile j sub "
+    "EPI_LAYOUT HANDOFF_LAYOUT first_m first_n next_m next_n args gl gluon mbarrier tma i"
 ).split()
 
 
@@ -338,33 +343,24 @@ class ScalarLowering:
 
 
 @dataclass
-class Fragment:
-    """Straight-line tl / arith / math ops on values that `lowering/triton.py`'s emitter of gemm
-    and elementwise kernels holds as text (until those kernels are `tl.kernel`s too): the
-    block's arguments stand for the emitter's values, its `scf.yield` lists the results. The
-    emitter prints it with `triton_printer.FragmentPrinter`, which decides nothing."""
+class TileBody:
+    """A `coda.map` / `coda.pair_map` body on whole tiles (`lower_tile_body`): the block takes
+    the body's arguments as rank-`rank` tiles, then the tile's `rank` extents (i32), and yields
+    (`scf.yield`) one tile per yielded value, a constant filled to the extents. `spans[op]`: the
+    ops that lower body op `op` (`spans[None]`: scalars used from the region around the body);
+    `fills[i]`: those that make result i a tile (empty unless it is a constant). The epilogue
+    builder copies them into a kernel, a map made in several steps (`EpilogueStep`) the spans of
+    each step's body ops and the fills of its results."""
 
     block: Block
+    spans: dict[Operation | None, list[Operation]]
+    fills: list[list[Operation]]
 
     @property
     def results(self) -> Sequence[SSAValue]:
         term = self.block.last_op
         assert isinstance(term, scf.YieldOp)
         return term.operands
-
-
-@dataclass
-class TileBody(Fragment):
-    """A `coda.map` / `coda.pair_map` body on whole tiles (`lower_tile_body`): the block takes
-    the body's arguments as rank-`rank` tiles, then the tile's `rank` extents (i32), and yields
-    one tile per yielded value, a constant filled to the extents. `spans[op]`: the ops that
-    lower body op `op` (`spans[None]`: scalars used from the region around the body);
-    `fills[i]`: those that make result i a tile (empty unless it is a constant). An emitter
-    that makes a map's results in several steps (`EpilogueStep`) prints the spans of each
-    step's body ops and the fills of its results."""
-
-    spans: dict[Operation | None, list[Operation]]
-    fills: list[list[Operation]]
 
 
 def lower_tile_body(body: Block, rank: int) -> TileBody:
@@ -390,19 +386,3 @@ def lower_tile_body(body: Block, rank: int) -> TileBody:
         results.append(y)
     block.add_op(scf.YieldOp(*results))
     return TileBody(block, spans, fills)
-
-
-@functools.cache
-def load_conversion(element: Attribute, rank: int) -> Fragment:
-    """A loaded [rank] tensor of `element`s in the kernels' arithmetic type (`Builder.compute_cast`)."""
-    block = Block(arg_types=[tl.dynamic_tensor(element, rank)])
-    block.add_op(scf.YieldOp(Builder(block).compute_cast(block.args[0])))
-    return Fragment(block)
-
-
-@functools.cache
-def store_conversion(computed: Attribute, element: Attribute, rank: int) -> Fragment:
-    """A computed [rank] tensor (fp32 or i32) as stored in a tensor of `element`s (`Builder.store_cast`)."""
-    block = Block(arg_types=[tl.dynamic_tensor(computed, rank)])
-    block.add_op(scf.YieldOp(Builder(block).store_cast(block.args[0], element)))
-    return Fragment(block)

@@ -1,18 +1,22 @@
 """The epilogue builder: a coda epilogue region as `tl` ops on one [BM, BN] tile.
 
-`convert-coda-to-tl` builds every `coda.elementwise` kernel with it (`lower_elementwise`):
-the kernel head (program id -> tile), the region's primitives in `epilogue_schedule` order,
-each yielded value stored right after the step that makes it, and for `whole rows` / `whole
-cols` kernels an `scf.for` over the tiles along the walked axis whose carried values are the
-running reductions, stored after the loop. Every decision is made here (what is loaded from
-where, masks, the layout of pairs and segments, which recorded constraint a primitive needs);
-`lowering/triton_printer.py` prints the result op by op.
+Every epilogue of the Triton lowering is built here, in `epilogue_schedule` order, each
+yielded value stored right after the step that makes it. `convert-coda-to-tl` builds each
+`coda.elementwise` kernel with it (`lower_elementwise`: the kernel head, program id -> tile,
+and for `whole rows` / `whole cols` kernels an `scf.for` over the tiles along the walked axis
+whose carried values are the running reductions, stored after the loop), and each gemm's
+epilogue (`tl_gemm`: the region of the `tl.mainloop` op, on the tile the mainloop hands it).
+Every decision is made here (what is loaded from where, masks, the layout of pairs and
+segments, which recorded constraint a primitive needs); `lowering/triton_printer.py` prints
+the result op by op.
 
-The builder takes the tile it works on as a `TileFrame` (the values a kernel head defines), so
-that a gemm epilogue can be built by the same primitives after a mainloop op that yields the
-accumulator and its tile (the plan for that is in issue 13's session 11 note); the
-gemm-only features of `lowering/triton.py`'s `_EpilogueEmitter` (interleaved column spaces and
-their half-tile loads and stores, column-sliced epilogues) are not here yet.
+The builder takes the tile it works on as a `TileFrame` (the values a kernel head or a
+mainloop defines). The gemm-only features: a gemm's column space (`ColumnSpace`: interleaved
+accumulator columns, read and written as two contiguous half tiles where a tile lies inside one
+interleave group, a `tl.constexpr_if` on the tile width), sub-tiled epilogues
+(`build_sliced_body`: the region once per column slice, each on its own frame), and the Gluon
+epilogue partition (`gluon_partition`: ranges and pair maps in explicit Gluon layouts, column
+partials carried across row sub-tiles, the accumulate its mainloop applies before the hand-off).
 
 Value names: the builder gives a value a name hint where the printed kernel should name it
 (`t_x` for coda value `%x`, `p` for partials, `rm` for masked tiles, ...); the printer writes
@@ -217,7 +221,7 @@ class EpilogueBuilder:
     column count (a W-wide tile spans BN * W / N columns)."""
 
     def __init__(self, kernel: Operation, b: Builder, frame: TileFrame, n: int, params: dict[SSAValue, SSAValue],
-                 columns: ColumnSpace | None = None):
+                 columns: ColumnSpace | None = None, gluon_partition: bool = False):
         self.kernel = kernel
         self.b = b
         self.frame = frame
@@ -234,6 +238,13 @@ class EpilogueBuilder:
         self.slice: tuple[int, int] | None = None
         self.row_vectors: dict[tuple[str, SSAValue], SSAValue] | None = None
         self.row_partials: dict[int, tuple[coda.PartialsType, SSAValue, list[SSAValue]]] | None = None
+        # the Gluon epilogue partition (`tl_gemm.lower_gluon_gemm`): ranges and pair maps in
+        # explicit layouts (`#tl.layout`), column partials carried from row sub-tile to row
+        # sub-tile (output index -> running value; the region's arguments to begin with), ops a
+        # mainloop computed before the epilogue (op -> the value of its one result)
+        self.gluon_partition = gluon_partition
+        self.carried: dict[int, SSAValue] = {}
+        self.prebound: dict[Operation, SSAValue] = {}
         self.values: dict[SSAValue, SSAValue] = {}  # coda value -> its tl value
         self.col_cache: dict[int, Cols] = {}
         self.body_clones: dict[Operation, _BodyClone] = {}  # maps made in several steps
@@ -332,8 +343,9 @@ class EpilogueBuilder:
         return c
 
     def column_arange(self, tw: SSAValue) -> SSAValue:
-        """`[0, tw)` as a column index vector."""
-        return self.b.value(tl.ArangeOp(tw))
+        """`[0, tw)` as a column index vector (in the Gluon partition: in the epilogue layout's
+        column slice)."""
+        return self.b.value(tl.ArangeOp(tw, layout=tl.LayoutAttr(0) if self.gluon_partition else None))
 
     def pid_n(self) -> SSAValue:
         """The index of the column tile being built: the frame's, or in a column slice j of
@@ -841,6 +853,8 @@ class EpilogueBuilder:
         groups = b.ibin(arith.DivSIOp, wide_cols.tw, self.i32(2 * stride))
         self.comment(f"{op.name} stride {stride}")
         args: list[SSAValue] = []
+        like: SSAValue | None = None  # the first split wide operand (the narrow ones take its layout)
+        narrows: list[SSAValue] = []
         for value in op.inputs:
             src = self.get(op, value)
             if op.is_wide(value):
@@ -849,8 +863,11 @@ class EpilogueBuilder:
                 split = b.add(tl.SplitOp(grouped))
                 split.results[0].name_hint, split.results[1].name_hint = "pa", "pb"
                 args += list(split.results)
+                if like is None:
+                    like = split.results[0]
             else:
-                args.append(b.value(tl.ReshapeOp(src, [bm, groups, s]), "pn"))
+                narrows.append(b.value(tl.ReshapeOp(src, [bm, groups, s]), "pn"))
+                args.append(narrows[-1])
         body = self.body_clone(op, args, 3, lambda: [bm, groups, s])
         body.ops(None)
         i = 0
@@ -862,11 +879,32 @@ class EpilogueBuilder:
                 a, second = body.result(i), body.result(i + 1)
                 i += 2
                 joined = b.value(tl.PermuteOp(b.value(tl.JoinOp(a, second)), (0, 1, 3, 2)))
-                self.assign(result, b.value(tl.ReshapeOp(joined, shape)))
+                self.assign(result, self.relayout(b.value(tl.ReshapeOp(joined, shape))))
             else:
                 a = body.result(i)
                 i += 1
-                self.assign(result, b.value(tl.ReshapeOp(a, shape)))
+                self.assign(result, self.relayout(b.value(tl.ReshapeOp(a, shape))))
+        if self.gluon_partition and like is not None:
+            self.narrows_like(b, narrows, like)
+
+    def relayout(self, v: SSAValue) -> SSAValue:
+        """A tile a pair map made by reshaping its pairs back: in the Gluon partition, converted to
+        the epilogue layout (the reshape's own layout is Triton's to infer)."""
+        if not self.gluon_partition:
+            return v
+        return self.b.value(tl.ConvertLayoutOp(v, tl.LayoutAttr()))
+
+    def narrows_like(self, b: Builder, narrows: Sequence[SSAValue], like: SSAValue) -> None:
+        """In the Gluon partition, a pair map's narrow operands take the layout of its split wide
+        ones (`gl.convert_layout(n, like.type.layout)`; free: the epilogue layout keeps each pair
+        in one thread, `plan_mainloop.epilogue_column_lanes`), converted at each use, as the
+        kernels measured on the H100 were written."""
+        for narrow in narrows:
+            for use in list(narrow.uses):
+                user = use.operation
+                convert = tl.ConvertLayoutOp(narrow, like=like)
+                b.block.insert_op_before(convert, user)
+                user.operands[use.index] = convert.result
 
     # -------------------------------------------------------------- reductions
     def masked(self, op: Operation, x: SSAValue, ty: coda.TileType, kind: coda.ReduceKind) -> SSAValue:
@@ -1040,6 +1078,10 @@ class EpilogueBuilder:
                 tiles = b.value(arith.ExtSIOp(b.value(tl.CdivOp(f.n, f.bn)), i64))
                 at = b.value(tl.AddPtrOp(ptr, b.ibin(arith.MuliOp, self.row_offsets(), tiles)))
                 b.add(tl.StoreOp(b.value(tl.AddPtrOp(at, f.pid_n)), x, f.mask_m))
+            elif self.gluon_partition:
+                tile = src.operands[0].type
+                assert isinstance(tile, coda.TileType)
+                self.carry_column_partials(index, pty, x, self.cols(op, tile.cols))
             else:
                 tile = src.operands[0].type
                 assert isinstance(tile, coda.TileType)
@@ -1096,6 +1138,25 @@ class EpilogueBuilder:
 
             self.if_constexpr(hv.cond, halves, scatter)
 
+    def carry_column_partials(self, index: int, pty: coda.PartialsType, x: SSAValue, c: Cols) -> None:
+        """The Gluon partition: this row sub-tile's column partials added to (max: combined with)
+        the running ones of output `index`, in sub-tile order; the template stores them once per
+        tile."""
+        if c.cols is not self.frame.offs_n:
+            raise InternalCompilerBug(self.kernel, "column partials of a tile that is not N wide in a Gluon epilogue "
+                                                   "(coda-plan-mainloop admits N-wide ones only)")
+        if index not in self.carried:
+            raise InternalCompilerBug(self.kernel, f"output #{index}'s column partials are not carried by the Gluon "
+                                                   "epilogue's region")
+        b = self.b
+        self.comment("column partials: carried across the row sub-tiles (in sub-tile order)")
+        if pty.combine_kind == coda.Combine.MAX:
+            self.carried[index] = b.fbin(arith.MaximumfOp, self.carried[index], x)
+        elif pty.combine_kind == coda.Combine.SUM:
+            self.carried[index] = b.fbin(arith.AddfOp, self.carried[index], x)
+        else:
+            raise InternalCompilerBug(self.kernel, f"{pty.combine_kind.value} column partials in a Gluon epilogue")
+
     def combine_running(self, index: int, pty: coda.PartialsType, x: SSAValue, src: Operation) -> None:
         """Whole rows/cols: combine this tile's partial into the program's running value, in
         tile order (the loop order), as a fold would combine the stored partials."""
@@ -1141,7 +1202,10 @@ class EpilogueBuilder:
         for arg in block.args:
             store(arg)
         for step in epilogue_schedule(block):
-            if isinstance(step.op, coda.MapOp) and coda.pair_halves_stride(step.op) is None:
+            if step.op in self.prebound:  # computed before the epilogue (the Gluon mainloop's accumulate_first)
+                for result in step.op.results:
+                    self.values[result] = self.prebound[step.op]
+            elif isinstance(step.op, coda.MapOp) and coda.pair_halves_stride(step.op) is None:
                 self.build_map(step.op, step)
             else:
                 self.build_op(step.op)

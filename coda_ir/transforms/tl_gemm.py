@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from xdsl.dialects.builtin import Float32Type, i32
+from xdsl.dialects.builtin import Float32Type, TensorType, i32
 from xdsl.ir import Block, SSAValue
 
-from coda_ir.diagnostics import CompilerError
+from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
-from coda_ir.transforms.tl_build import KERNEL_SCOPE, Builder, KernelNames, param_names
+from coda_ir.transforms.plan_mainloop import epilogue_column_lanes
+from coda_ir.transforms.tl_build import GLUON_SCOPE, KERNEL_SCOPE, Builder, KernelNames, param_names
 from coda_ir.transforms.tl_epilogue import ColumnSpace, EpilogueBuilder, TileFrame, pointee
 
 # `epilogue_subtile`: the minimum BN (a power of two >= 2) at which heavy epilogues run per column
@@ -134,4 +135,74 @@ def lower_gemm(op: coda.GemmOp, name: str, epilogue_subtile: int = SUBTILE_MIN_B
         return []
 
     whole.if_constexpr(b.cmpi("sge", arg["BN"], b.const(threshold, i32)), sliced, unsliced)
+    return kernel
+
+
+def gluon_entry_name(kernel_name: str) -> str:
+    """The entry point of a gemm's warp-specialized Gluon kernel, built beside the tl kernel
+    `kernel_name` when the gemm carries a `#coda.mainloop`."""
+    return f"{kernel_name}_ws"
+
+
+def lower_gluon_gemm(op: coda.GemmOp, name: str) -> tl.KernelOp:
+    """The Gluon kernel of a gemm with a `#coda.mainloop` record: a `tl.kernel` whose body is a
+    `tl.mainloop gluon_ws` (`lowering/gluon.py`'s template: the MMA and producer partitions, the
+    epilogue partition's loops), its region the epilogue on one row sub-tile of the hand-off
+    buffer, built by the same builder in the partition's layout (`#tl.layout<epilogue>`, with
+    `epilogue_column_lanes` lanes along the columns): column ranges in its column slice, a pair
+    map's narrow operands in its split operands' layout and its results back in the epilogue
+    layout, column partials carried across the sub-tiles (the region's arguments and what it
+    yields). With `accumulate_first` = i the MMA warpgroups apply the epilogue's first op,
+    `coda.accumulate` of input i, before the hand-off: its result is the accumulator."""
+    record = coda.recorded_mainloop(op)
+    if record is None:
+        raise InternalCompilerBug(op, "lower_gluon_gemm on a gemm without a coda.mainloop record")
+    names = KernelNames([*KERNEL_SCOPE, *GLUON_SCOPE])
+    block = op.epilogue.blocks[0]
+    in_params = param_names(names, block.args[1:], "in")
+    out_params = param_names(names, op.outputs, "out")
+    first = record.accumulate_first.data
+    params = [("a_desc", tl.PointerType(op.a.type.get_element_type())),  # type: ignore[union-attr]
+              ("b_desc", tl.PointerType(op.b.type.get_element_type()))]  # type: ignore[union-attr]
+    if first >= 0:
+        accumulated = block.args[1 + first].type
+        assert isinstance(accumulated, TensorType)
+        params.append(("r_desc", tl.PointerType(accumulated.get_element_type())))
+    params += [(p, tl.PointerType(pointee(v))) for p, v in zip(in_params, block.args[1:])]
+    params += [(p, tl.PointerType(pointee(v))) for p, v in zip(out_params, op.outputs)]
+    params += [(s, i32) for s in ("M", "N", "K")]
+    kernel = tl.KernelOp(gluon_entry_name(name), params, 0)
+    arg = {p: a for (p, _), a in zip(params, kernel.body.block.args)}
+
+    term = block.last_op
+    assert isinstance(term, coda.YieldOp)
+    # every column-partials output is carried from sub-tile to sub-tile (coda-plan-mainloop admits
+    # sums and maxima of N-wide tiles only)
+    carried = [(i, v.type) for i, v in enumerate(term.values)
+               if isinstance(v.type, coda.PartialsType) and v.type.axis == coda.Axis.COLS]
+    mainloop = tl.MainloopOp(
+        "gluon_ws", arg["a_desc"], arg["b_desc"], [arg[p] for p in ("M", "N", "K", *(["r_desc"] if first >= 0 else []))],
+        record=record, column_lanes=epilogue_column_lanes(op), transpose_b=op.transpose_b is not None,
+        carried=[(arg[out_params[i]], pty.combine_kind.value) for i, pty in carried])
+    kernel.body.block.add_op(mainloop)
+    at = mainloop.frame()
+    frame = TileFrame(at["BM"], at["BN"], arg["M"], arg["N"], at["pid_m"], at["pid_n"], at["offs_m"], at["mask_m"],
+                      at["offs_n"], at["mask_n"])
+    _, n, _ = op.problem_shape()
+    b = Builder(mainloop.epilogue.block)
+    builder = EpilogueBuilder(op, b, frame, n, {v: arg[p] for v, p in zip(block.args[1:], in_params)},
+                              ColumnSpace(in_gemm=True), gluon_partition=True)
+    for (i, _), running in zip(carried, mainloop.carried_args()):
+        running.name_hint = f"colp{i}"
+        builder.carried[i] = running
+    if first >= 0:
+        uses = list(block.args[0].uses)
+        if len(uses) != 1 or not isinstance(uses[0].operation, coda.AccumulateOp) \
+                or uses[0].operation.matrix is not block.args[1 + first]:
+            raise InternalCompilerBug(op, f"coda.mainloop accumulate_first = {first}, but the accumulator's only use "
+                                          "is not coda.accumulate of that input")
+        builder.prebound[uses[0].operation] = at["acc"]
+    builder.build_body(block, [at["acc"], *(arg[p] for p in in_params)],
+                       [(r, arg[p]) for r, p in zip(op.outputs, out_params)])
+    b.add(tl.YieldOp(*(builder.carried[i] for i, _ in carried)))
     return kernel

@@ -1,11 +1,16 @@
 """Compile the generated Gluon kernels for sm_90 without a GPU (Triton's own compiler for
 `cuda:90`), for tests/lowering/test_gluon_mainloop.py, which runs this in a child process without
-TRITON_INTERPRET. Prints one JSON line last: {"compiled", "failed", "kinds", "shared"}.
+TRITON_INTERPRET. Prints one JSON line last: {"compiled", "failed", "kinds", "shared",
+"resources"}; `resources` (with `--resources`): per kernel its shared memory, and per function of
+the cubin (the entry and its partitions) the registers, spill stack bytes and local-memory
+instructions (LDL/STL) that the cuobjdump shipped with Triton reads from it.
 
-    python tests/lowering/gluon_sm90.py [--all]
+    python tests/lowering/gluon_sm90.py [--all] [--resources]
 
 Default: the LLaMA block at a small shape (RoPE tables forced, so its QKV kernel has a pair map
 over loaded tiles), one kernel of each kind; `--all`: every Gluon kernel of every example.
+To compare two trees or Tritons, run it in each (a Triton first on PYTHONPATH in a child
+process) with `--all --resources` and compare the JSON.
 """
 
 from __future__ import annotations
@@ -76,12 +81,38 @@ def compile_sm90(fn_name: str, index: int, gemm, module):
     src = GluonASTSource(kernel, signature=sig, constexprs={(names.index("HANDOFF_LAYOUT"),): handoff})
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
     assert "cubin" in compiled.asm
-    return compiled.metadata.shared
+    return compiled
+
+
+def resources(compiled) -> dict:
+    """Shared memory, and per function of the cubin its registers, spill stack and LDL/STL count."""
+    import re
+    import subprocess
+
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        usage = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
+    functions = {}
+    for m in re.finditer(r"Function (\S+):\n\s*(.*)", usage):
+        fields = dict(re.findall(r"(\w+):(\d+)", m.group(2)))
+        functions[m.group(1)] = {"regs": int(fields.get("REG", -1)), "stack": int(fields.get("STACK", -1))}
+    local = {}
+    for name, body in re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S):
+        local[name] = len(re.findall(r"\b(?:LDL|STL)\b", body))
+    for name, row in functions.items():
+        row["ldl_stl"] = local.get(name, -1)
+    return {"shared": compiled.metadata.shared, "functions": functions}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true")
+    ap.add_argument("--resources", action="store_true", help="registers, spills and shared memory per kernel")
     args = ap.parse_args()
     assert "TRITON_INTERPRET" not in os.environ, "compile for sm_90 without the interpreter"
     # Triton's language first: coda_ir's runtime would otherwise ask for the interpreter on a
@@ -94,9 +125,9 @@ def main() -> int:
     from generate import Llama, nn_llama_block
 
     small = Llama("small", m=96, d=64, f=96, hd=16, hq=2, hkv=1, eps=1e-5, theta=500000.0)
-    sources = [("llama_block", (ROOT / "examples" / f"{n}.mlir").read_text()) for n in
+    sources = [(n, (ROOT / "examples" / f"{n}.mlir").read_text()) for n in
                ("llama_block", "qwen3_block", "gpt2_block", "lm_head")] if args.all else [("small", nn_llama_block(small))]
-    report = {"compiled": 0, "failed": {}, "kinds": [], "shared": {}}
+    report = {"compiled": 0, "failed": {}, "kinds": [], "shared": {}, "resources": {}}
     tmp = Path(tempfile.mkdtemp())
     for tag, text in sources:
         # norm-grad=epilogue: the default plan runs the RMSNorm backward as a separate pass at
@@ -119,7 +150,10 @@ def main() -> int:
                     continue
                 name = f"{tag}:{fn.sym_name.data}:k{i}"
                 try:
-                    report["shared"][name] = compile_sm90(fn.sym_name.data, i, k, module)
+                    compiled = compile_sm90(fn.sym_name.data, i, k, module)
+                    report["shared"][name] = compiled.metadata.shared
+                    if args.resources:
+                        report["resources"][name] = resources(compiled)
                     report["compiled"] += 1
                     if what not in report["kinds"]:
                         report["kinds"].append(what)

@@ -1,8 +1,8 @@
-"""Half-tile loads and stores of interleaved tiles (`_EpilogueEmitter.split_halves`).
+"""Half-tile loads and stores of interleaved tiles (`EpilogueBuilder.halves`).
 
 Under `interleave h` (N-wide tensors) and `interleave_wide h` (2N-wide tensors) a tile whose TW
 columns lie inside one interleave group of 2h is written as its even and its odd columns, two
-contiguous blocks h apart, and read the same way; otherwise the emitter keeps the perm(c)
+contiguous blocks h apart, and read the same way; otherwise the kernel keeps the perm(c)
 scatter. Each case runs against the float64 reference (odd M, several h, tiles per group, groups
 per tensor) and must be bitwise equal to the scatter (`TritonOptions(half_tile_io=False)`) and to itself.
 """

@@ -1,8 +1,7 @@
 """One scalar-body lowering (issue 13 item 2): the `coda.map` / `coda.pair_map` bodies of gemm and
 elementwise epilogues are lowered by the pass layer (`tl_build.lower_tile_body`, the
-`ScalarLowering` that fold bodies use) to tl / arith / math ops on tiles; the epilogue builder of
-elementwise kernels (`tl_epilogue`) copies them into the kernel, the gemm emitter of
-`lowering/triton.py` prints them with `triton_printer.FragmentPrinter`, binding their arguments.
+`ScalarLowering` that fold bodies use) to tl / arith / math ops on tiles; the epilogue builder
+(`tl_epilogue`) copies them into the kernel, whose ops `triton_printer` prints one by one.
 
 Checked here: what the pass layer decides (constants folded in place, Triton functions of
 constants on 0-d tensors, tanh / pow by the prelude helpers, a bf16 rounding step by
@@ -18,7 +17,7 @@ import pytest
 import coda_ir
 from coda_ir import CompileError
 from coda_ir.dialects import coda
-from coda_ir.lowering.triton_printer import FragmentPrinter
+from coda_ir.lowering.triton_printer import BlockPrinter
 from coda_ir.transforms.tl_build import KernelNames, lower_tile_body
 
 from .helpers import check
@@ -67,10 +66,14 @@ def test_tile_body_is_the_pass_layers_lowering_printed_as_is():
     assert list(body.spans)[0] is None and [o.name for o in body.spans[None]] == ["arith.constant", "tl.full", "math.exp"]
     assert [o for o in body.spans if o is not None] == [o for o in op.body.blocks[0].ops if not isinstance(o, coda.YieldOp)]
     assert [len(f) for f in body.fills] == [0, 1]
-    names = KernelNames(["x"])
-    printer = FragmentPrinter(body, ["x", "BM", "BN"], names)
+    # printed as the kernel printer prints the copy of it in a kernel, its arguments bound to names
+    printer = BlockPrinter(KernelNames(["x"]), minimal_parentheses=True)
+    printer.exprs.update(zip(body.block.args, ["x", "BM", "BN"]))
+    printer.analyse(body.block)
     ops = [o for span in body.spans.values() for o in span] + [o for f in body.fills for o in f]
-    assert printer.print_ops(ops) == [
+    for inner in ops:
+        printer.statement(inner, "")
+    assert printer.lines == [
         "s = tl.exp(tl.full((), 2.0, tl.float32))",  # a Triton function of constants: a 0-d tensor
         "s0 = tl.maximum(tl.full((), 0.5, tl.float32), tl.full((), 3.0, tl.float32))",
         "s1 = _coda_tanh(x)",
@@ -83,7 +86,7 @@ def test_tile_body_is_the_pass_layers_lowering_printed_as_is():
         "s8 = s7 + s3",
         "s9 = s8 * s",
     ]
-    assert [printer.value(r) for r in body.results] == ["s9", "tl.full((BM, BN), 0.5, tl.float32)"]
+    assert [printer.get(r) for r in body.results] == ["s9", "tl.full((BM, BN), 0.5, tl.float32)"]
 
 
 def test_epilogue_bodies_run_within_the_bar():

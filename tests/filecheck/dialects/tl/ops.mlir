@@ -152,5 +152,33 @@ tl.kernel @gemm(%a_ptr: !tl.ptr<f32>, %b_ptr: !tl.ptr<f32>, %y_ptr: !tl.ptr<f32>
 // CHECK-GENERIC-LABEL: "tl.kernel"() <{sym_name = "gemm",
 // CHECK-GENERIC-SAME:    defaults = [0 : i32, true, true, 1 : i32, false, false, false, false]
 // CHECK-GENERIC:         "tl.mainloop"(%a_ptr, %b_ptr, %M,
-// CHECK-GENERIC-SAME:    <{kind = "portable", ieee}>
+// CHECK-GENERIC-SAME:    <{kind = "portable", ieee, operandSegmentSizes = array<i32: 1, 1, 21, 0>}>
 // CHECK-GENERIC:         "tl.constexpr_if"(%narrow) ({
+
+// -----
+
+// A Gluon gemm kernel: tl.mainloop gluon_ws with its #coda.mainloop record; the region takes the
+// sub-tile's BM and the tile's BN and the carried column partials, which it yields; layouts are
+// stated on ranges and conversions only (#tl.layout).
+tl.kernel @gluon_ws(%a_desc: !tl.ptr<bf16>, %b_desc: !tl.ptr<bf16>, %x_ptr: !tl.ptr<f32>, %p_ptr: !tl.ptr<f32>, %M: i32, %N: i32, %K: i32) {
+  tl.mainloop gluon_ws %a_desc, %b_desc params(%M, %N, %K) carry(%p_ptr) transpose_b record #coda.mainloop<gluon_ws, bm = 128, bn = 256, bk = 32, stages = 4, handoff = f32, accumulate_first = -1, epilogue_warps = 2, sub_rows = 8, regs = [168, 24, 176]> column_lanes 32 combines ["max"] : !tl.ptr<bf16>, !tl.ptr<bf16>, i32, i32, i32, !tl.ptr<f32> {
+  ^bb0(%acc: tensor<?x?xf32>, %offs_m: tensor<?xi32>, %offs_n: tensor<?xi32>, %mask_m: tensor<?xi1>, %mask_n: tensor<?xi1>, %pid_m: i32, %pid_n: i32, %BM: i32, %BN: i32, %colp: tensor<?xf32>):
+    %cols = tl.arange 0 to %BN layout #tl.layout<slice 0> : i32 -> tensor<?xi32>
+    %back = tl.convert_layout %acc layout #tl.layout<epilogue> : tensor<?x?xf32> -> tensor<?x?xf32>
+    %same = tl.convert_layout %back like %acc : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32>
+    %col = tl.reduce max %same axis 0 : tensor<?x?xf32> -> tensor<?xf32>
+    %run = arith.maximumf %colp, %col : tensor<?xf32>
+    tl.yield %run : tensor<?xf32>
+  }
+}
+
+// CHECK-LABEL: tl.kernel @gluon_ws(
+// CHECK-NEXT:    tl.mainloop gluon_ws %a_desc, %b_desc params(%M, %N, %K) carry(%p_ptr) transpose_b record #coda.mainloop<gluon_ws, bm = 128, bn = 256, bk = 32, stages = 4, handoff = f32, accumulate_first = -1, epilogue_warps = 2, sub_rows = 8, regs = [168, 24, 176]> column_lanes 32 combines ["max"] : !tl.ptr<bf16>, !tl.ptr<bf16>, i32, i32, i32, !tl.ptr<f32> {
+// CHECK-NEXT:    ^bb0(%acc: tensor<?x?xf32>, {{.*}}, %BM: i32, %BN: i32, %colp: tensor<?xf32>):
+// CHECK-NEXT:      %cols = tl.arange 0 to %BN layout #tl.layout<slice 0> : i32 -> tensor<?xi32>
+// CHECK-NEXT:      %back = tl.convert_layout %acc layout #tl.layout<epilogue> : tensor<?x?xf32> -> tensor<?x?xf32>
+// CHECK-NEXT:      %same = tl.convert_layout %back like %acc : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32>
+// CHECK:           tl.yield %run : tensor<?xf32>
+
+// CHECK-GENERIC-LABEL: "tl.kernel"() <{sym_name = "gluon_ws",
+// CHECK-GENERIC:         "tl.arange"(%BN) <{start = #builtin.int<0>, layout = #tl.layout<slice 0>}>

@@ -135,3 +135,27 @@ tl.kernel @k(%a_ptr: !tl.ptr<f32>, %b_ptr: !tl.ptr<f32>, %M: i32) {
   }
 }
 // CHECK: error: 'tl.mainloop' op tl.mainloop: 21 parameters expected (M, N, K, stride_am, stride_ak, stride_bk, stride_bn, BM, BN, BK, GROUP_M, INTERLEAVE, UPCAST, USE_TMA, A_K_CONTIG, B_K_CONTIG, NUM_SMS, FLATTEN, WARP_SPECIALIZE, L2_PREFETCH, B_PAIRED)
+
+// -----
+
+tl.kernel @k(%x: tensor<?x?xf32>) {
+  %y = tl.convert_layout %x like %x layout #tl.layout<epilogue> : tensor<?x?xf32>, tensor<?x?xf32> -> tensor<?x?xf32>
+}
+// CHECK: error: 'tl.convert_layout' op tl.convert_layout: to a layout or like another tensor, one of them
+
+// -----
+
+tl.kernel @k(%BN: i32 constexpr) {
+  %r = tl.arange 0 to %BN layout #tl.layout<epilogue> : i32 -> tensor<?xi32>
+}
+// CHECK: error: 'tl.arange' op tl.arange: a range's layout is a slice of a 2-D layout
+
+// -----
+
+tl.kernel @k(%a_desc: !tl.ptr<bf16>, %b_desc: !tl.ptr<bf16>, %p_ptr: !tl.ptr<f32>, %M: i32, %N: i32, %K: i32) {
+  tl.mainloop gluon_ws %a_desc, %b_desc params(%M, %N, %K) carry(%p_ptr) record #coda.mainloop<gluon_ws, bm = 128, bn = 256, bk = 32, stages = 4, handoff = f32, accumulate_first = -1, epilogue_warps = 2, sub_rows = 8, regs = [168, 24, 176]> column_lanes 32 combines ["sum"] : !tl.ptr<bf16>, !tl.ptr<bf16>, i32, i32, i32, !tl.ptr<f32> {
+  ^bb0(%acc: tensor<?x?xf32>, %offs_m: tensor<?xi32>, %offs_n: tensor<?xi32>, %mask_m: tensor<?xi1>, %mask_n: tensor<?xi1>, %pid_m: i32, %pid_n: i32, %BM: i32, %BN: i32, %colp: tensor<?xf32>):
+    tl.yield
+  }
+}
+// CHECK: error: 'tl.mainloop' op tl.mainloop: a gluon_ws epilogue ends in tl.yield of its carried column partials
