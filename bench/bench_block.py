@@ -814,6 +814,17 @@ def main() -> int:
         (out_dir / "bench_block.json").write_text(json.dumps(report, indent=1, default=str))
 
     log(json.dumps({k: report[k] for k in ("date", "gpu", "torch", "triton", "liger_kernel")}))
+    if args.budget_s:
+        # Each shape gets budget / shapes for its builds (less 60 s of timing rounds): say up front
+        # which groups cannot start even on the first shape, instead of only skipping them later.
+        share = args.budget_s / len(keys) - 60
+        scale = 0.2 if report["tuning"]["cache_entries_before"] else 1.0
+        starved = [g for g in groups if MIN_LEFT.get(g, 0) * scale > share]
+        if starved:
+            need = 60 + max(MIN_LEFT[g] for g in starved) * scale
+            log(f"warning: --budget-s {args.budget_s:g} over {len(keys)} shape(s) leaves {share:.0f} s of builds per "
+                f"shape; {', '.join(starved)} need(s) up to {need - 60:.0f} s (cold caches): they will be skipped. "
+                f"Give at least {need * len(keys):.0f} s, or one shape per call.")
     failed = False
     for i, key in enumerate(keys):
         s = SHAPES[key]

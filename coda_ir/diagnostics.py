@@ -204,13 +204,15 @@ class Diagnostic:
 
 def _origin_op_name(op: Operation | None) -> str | None:
     """The nn op a coda kernel was lowered from (its `coda.origin`, e.g. "nn.cross_entropy.lse"
-    -> "nn.cross_entropy"); used only to name the op in messages."""
+    -> "nn.cross_entropy"; a fused kernel's origin names its ops joined by "+", the first being
+    the op at the kernel's location: "nn.linear+nn.add+nn.rms_norm.stats" -> "nn.linear"); used
+    only to name the op in messages."""
     if op is None or not op.name.startswith("coda."):
         return None
     origin = op.attributes.get("coda.origin")
     if not isinstance(origin, StringAttr) or not origin.data.startswith("nn."):
         return None
-    return ".".join(origin.data.split(".")[:2])
+    return ".".join(origin.data.split("+")[0].split(".")[:2])
 
 
 def _clean(error: Exception) -> str:

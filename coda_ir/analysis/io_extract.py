@@ -55,7 +55,6 @@ from coda_ir.dialects.element_types import element_name
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    DictionaryAttr,
     Float64Type,
     IntegerAttr,
     IntegerType,

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, UnitAttr, f32, i32
-from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass

@@ -199,3 +199,12 @@ def test_constraint_attribute_format():
     assert attr is not None
     assert attr.bn_multiple_of.data == 128
     assert "coda.pair_map stride 64" in attr.reasons.data[0].data
+
+
+def test_remarks_on_fused_kernels_name_the_op_at_their_line(capsys):
+    """A fused kernel's coda.origin joins its ops with "+" ("nn.linear+nn.add+..."): a remark
+    about it names the first, the nn op written at the kernel's location, not a cut of the chain."""
+    run((EXAMPLES / "llama_block.mlir").read_text())
+    err = capsys.readouterr().err
+    assert "'nn.linear' op (lowered to 'coda.gemm') runs the Gluon warp-specialized mainloop" in err
+    assert "+nn' op" not in err
