@@ -527,7 +527,13 @@ class CompiledModule:
             ) from None
 
     def module(self, interpret: bool) -> ModuleType:
-        return load_module(self.source, interpret)
+        # Kept per instance: `load_module` hashes the whole source (~0.15 ms for a block's module),
+        # which every call would otherwise pay on the host before its first launch.
+        loaded = self.__dict__.setdefault("_loaded", {})
+        module = loaded.get(interpret)
+        if module is None:
+            module = loaded[interpret] = load_module(self.source, interpret)
+        return module
 
     def __getattr__(self, name: str):
         if name.startswith("__") or name not in self.__dict__.get("_kernel_counts", {}):
