@@ -816,7 +816,7 @@ class EpilogueBuilder:
             elt = op.source.type.get_element_type()  # type: ignore[attr-defined]
             self.comment(f"{op.name}, interleaved 2N-wide: halves at columns n0 and N + n0")
             a = self.assign(op.result, self.pair_load(ptr, 2 * n, c.cols, 0, c, elt), "pa")
-            second = self.name(self.pair_load(ptr, 2 * n, c.cols, n, c, elt), "pb")
+            second = self.name(self.pair_load(ptr, 2 * n, c.cols, n, c, elt), self.hint_for(op.result, "pb"))
             self.gathered[op.result] = Gathered(a, second, c.cols, n, c)
         elif isinstance(op, coda.PairMapOp) and op.stride.value.data == 1 and all(
                 op.is_wide(v) for v in [*op.inputs, *op.outputs] if self.half_tiled(v)):
@@ -832,8 +832,8 @@ class EpilogueBuilder:
             i = 0
             for result in op.outputs:
                 if op.is_wide(result):
-                    a = self.assign(result, body.result(i), "pw")
-                    second = self.name(body.result(i + 1), "pw")
+                    a = self.assign(result, body.result(i), "pa")
+                    second = self.name(body.result(i + 1), self.hint_for(result, "pb"))
                     self.gathered[result] = Gathered(a, second, c.cols, n, c)
                     i += 2
                 else:
@@ -871,8 +871,8 @@ class EpilogueBuilder:
             for body in clones:
                 body.ops(step.body)
         for j in indices:
-            a = self.assign(op.outputs[j], clones[0].result(j), "pw")
-            second = self.name(clones[1].result(j), "pw")
+            a = self.assign(op.outputs[j], clones[0].result(j), "pa")
+            second = self.name(clones[1].result(j), self.hint_for(op.outputs[j], "pb"))
             self.gathered[op.outputs[j]] = Gathered(a, second, halves[0].first, halves[0].stride, c)
 
     def regathers(self, op: Operation) -> bool:
