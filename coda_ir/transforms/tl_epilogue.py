@@ -717,7 +717,6 @@ class EpilogueBuilder:
         self.check_gatherable(op, "coda.pair_halves")
         stride = coda.pair_halves_stride(op)
         assert stride is not None
-        b = self.b
         if isinstance(op, coda.LoadOp):
             ty = op.result.type
             assert isinstance(ty, coda.TileType)
