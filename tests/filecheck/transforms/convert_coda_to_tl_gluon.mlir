@@ -96,3 +96,59 @@ func.func @rope(%a: tensor<64x128xbf16>, %w: tensor<256x128xbf16>, %cos: tensor<
 // CHECK:           %[[BACK:.*]] = tl.reshape %{{.*}} [%BM, %BN]
 // CHECK-NEXT:      %t_r = tl.convert_layout %[[BACK]] layout #tl.layout<epilogue> : tensor<?x?xf32> -> tensor<?x?xf32>
 // CHECK:           tl.yield
+
+// -----
+
+// interleave_wide = N (the SwiGLU backward in a dgrad's epilogue): the 2N-wide z and dz as their
+// two N-wide halves, the [BM, BN] blocks at columns offs_n and N + offs_n in the epilogue layout
+// like the accumulator: the pair map takes pair c from element c of each half (no split, no
+// layout conversion), the map runs once per half, the row sum adds both halves' sums, and dz is
+// stored as two half tiles.
+func.func @swiglu_grad(%dy: tensor<64x128xbf16>, %wd: tensor<256x128xbf16>, %z: tensor<64x512xbf16>) -> (tensor<64x512xbf16>, !coda.partials<rows, 64, sum>) {
+  %dz, %p = coda.gemm %dy, %wd transpose_b interleave_wide 256 ins(%z : tensor<64x512xbf16>) : tensor<64x128xbf16>, tensor<256x128xbf16> -> (tensor<64x512xbf16>, !coda.partials<rows, 64, sum>) {
+  ^bb0(%acc: !coda.tile<64x256xf32>, %zi: tensor<64x512xbf16>):
+    %zt = coda.load %zi : tensor<64x512xbf16> -> !coda.tile<64x512xf32>
+    %d = coda.pair_map stride 1 %acc, %zt : (!coda.tile<64x256xf32>, !coda.tile<64x512xf32>) -> !coda.tile<64x512xf32> {
+    ^bb0(%g: f32, %gate: f32, %up: f32):
+      %a = arith.mulf %g, %up : f32
+      %b = arith.mulf %g, %gate : f32
+      coda.yield %a, %b : f32, f32
+    }
+    %zd = coda.map %zt, %d : (!coda.tile<64x512xf32>, !coda.tile<64x512xf32>) -> !coda.tile<64x512xf32> {
+    ^bb0(%u: f32, %w: f32):
+      %m = arith.mulf %u, %w : f32
+      coda.yield %m : f32
+    }
+    %s = coda.reduce sum %zd dim 1 : !coda.tile<64x512xf32> -> !coda.partials<rows, 64, sum>
+    coda.yield %d, %s : !coda.tile<64x512xf32>, !coda.partials<rows, 64, sum>
+  }
+  func.return %dz, %p : tensor<64x512xbf16>, !coda.partials<rows, 64, sum>
+}
+
+// CHECK-LABEL: tl.kernel @_swiglu_grad_k0_gemm_ws(
+// CHECK:           column_lanes 32 combines [] :
+// CHECK:           tl.comment "coda.load, interleaved 2N-wide: halves at columns n0 and N + n0"
+// CHECK:           %[[LO:.*]] = tl.expand_dims %offs_n axis 0
+// CHECK-NEXT:      %{{.*}} = tl.addptr %{{.*}}, %[[LO]]
+// CHECK:           %pa_zt = tl.cast
+// CHECK:           %[[HALF:.*]] = arith.constant 256 : i32
+// CHECK-NEXT:      %[[HS:.*]] = tl.splat %[[HALF]]
+// CHECK-NEXT:      %[[HI:.*]] = arith.addi %offs_n, %[[HS]]
+// CHECK:           %pb_zt = tl.cast
+// CHECK-NEXT:      tl.comment "coda.pair_map stride 1 on interleaved 2N-wide halves (pair c: element c of each half)"
+// CHECK-NOT:       tl.split
+// CHECK-NOT:       tl.convert_layout
+// CHECK-NEXT:      %pa_d = arith.mulf %acc, %pb_zt
+// CHECK-NEXT:      %pb_d = arith.mulf %acc, %pa_zt
+// CHECK:           tl.store %{{.*}}, %{{.*}} mask %mask_mn
+// CHECK:           arith.addi %offs_n, %{{.*}}
+// CHECK:           tl.store %{{.*}}, %{{.*}} mask %mask_mn
+// CHECK-NEXT:      tl.comment "coda.map, once per half"
+// CHECK-NEXT:      %pa_zd = arith.mulf %pa_zt, %pa_d
+// CHECK-NEXT:      %pb_zd = arith.mulf %pb_zt, %pb_d
+// CHECK-NEXT:      tl.comment "coda.reduce sum dim 1 over both pair halves"
+// CHECK:           %[[S0:.*]] = tl.reduce sum %{{.*}} axis 1
+// CHECK:           %[[S1:.*]] = tl.reduce sum %{{.*}} axis 1
+// CHECK-NEXT:      %p_s = arith.addf %[[S0]], %[[S1]]
+// CHECK:           tl.store %{{.*}}, %p_s mask %mask_m
+// CHECK-NEXT:      tl.yield
