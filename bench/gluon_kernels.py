@@ -3,13 +3,11 @@
 kernel, as its tl kernel (the TMA path at 128x256x64 w8 s3 and 128x128x64 w8 s4, the Hopper
 candidates that won every earlier run), and the plain cuBLAS GEMM of the same operands.
 
-    python bench/gluon_kernels.py --shapes 1b,8b [--rounds 3] [--pipeline-options OPTS] --out DIR
+    python bench/gluon_kernels.py --shapes 1b,8b [--rounds 3] --out DIR
 
-Compiles `nn-autodiff,nn-to-coda` at the shape (`nn-to-coda{OPTS}` with `--pipeline-options`,
-e.g. `gated-grad=epilogue`: the SwiGLU backward in the down-projection dgrad's epilogue, whose
-Gluon kernel holds z and dz as their [gate | up] halves; the JSON names the pipeline), runs
-`llama_block_fwd` and `llama_block_bwd` once while recording every `launch_gemm` call that
-carries a mainloop, then per recorded kernel: checks the Gluon kernel's outputs against the tl kernel's at the same 128x256 tile (same-shaped
+Compiles `nn-autodiff,nn-to-coda` at the shape, runs `llama_block_fwd` and `llama_block_bwd` once
+while recording every `launch_gemm` call that carries a mainloop, then per recorded kernel:
+checks the Gluon kernel's outputs against the tl kernel's at the same 128x256 tile (same-shaped
 outputs: stored tiles and partials; max |diff| / max |tl|, and whether the Gluon path really
 ran), reads the compiled kernels' registers, spills and shared memory, and times cuBLAS, Gluon
 and both tl tiles with `do_bench` (warmup 25, rep 100) in `--rounds` rounds of rotating order.
@@ -89,12 +87,7 @@ def compare(ref, got) -> float | None:
     return worst
 
 
-def pipeline(options: str) -> str:
-    """The compiled pipeline: nn-to-coda with `options` (none: the default plan)."""
-    return f"nn-autodiff,nn-to-coda{{{options}}}" if options else "nn-autodiff,nn-to-coda"
-
-
-def one_shape(key: str, rounds: int, log, options: str = "") -> dict:
+def one_shape(key: str, rounds: int, log) -> dict:
     import coda_ir
     from coda_ir.testing import random_inputs, random_upstream
 
@@ -103,12 +96,12 @@ def one_shape(key: str, rounds: int, log, options: str = "") -> dict:
     inputs = random_inputs(text, seed=1, device="cuda")
     ups = random_upstream(text, seed=1, device="cuda")
     t0 = time.perf_counter()
-    prog = coda_ir.compile(text, pipeline=pipeline(options))
+    prog = coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda")
     RECORD.clear()
     fo = prog.llama_block_fwd(*inputs)
     prog.llama_block_bwd(*fo[2:], *ups)
     torch.cuda.synchronize()
-    out = {"pipeline": pipeline(options), "first_calls_s": time.perf_counter() - t0, "kernels": []}
+    out = {"first_calls_s": time.perf_counter() - t0, "kernels": []}
     seen = set()
     for rec in list(RECORD):
         kw = rec["kw"]
@@ -163,14 +156,10 @@ def main() -> int:
     ap.add_argument("--shapes", default="1b,8b")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--pipeline-options", default="",
-                    help="nn-to-coda pass options of the compiled block, e.g. gated-grad=epilogue (default: none)")
     args = ap.parse_args()
-    options = args.pipeline_options.strip()
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "gluon_supported": gl.gluon_supported(), "pipeline_options": options, "pipeline": pipeline(options),
-              "shapes": {}}
-    print(json.dumps({k: report[k] for k in ("gpu", "torch", "triton", "gluon_supported", "pipeline")}), flush=True)
+              "gluon_supported": gl.gluon_supported(), "shapes": {}}
+    print(json.dumps({k: report[k] for k in ("gpu", "torch", "triton", "gluon_supported")}), flush=True)
 
     def log(msg):
         print(msg, flush=True)
@@ -178,13 +167,13 @@ def main() -> int:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     for key in args.shapes.split(","):
         try:
-            report["shapes"][key] = one_shape(key, args.rounds, log, options)
+            report["shapes"][key] = one_shape(key, args.rounds, log)
         except Exception as exc:  # noqa: BLE001
             report["shapes"][key] = {"error": "".join(traceback.format_exception(exc))[-3000:]}
             log(report["shapes"][key]["error"])
         (Path(args.out) / "gluon_kernels.json").write_text(json.dumps(report, indent=1, default=str))
         torch.cuda.empty_cache()
-    print(f"\n{report['gpu']}, torch {report['torch']}, triton {report['triton']}, {report['pipeline']}")
+    print(f"\n{report['gpu']}, torch {report['torch']}, triton {report['triton']}")
     for key, row in report["shapes"].items():
         for k in row.get("kernels", []):
             x = k.get("x_cublas", {})

@@ -12,10 +12,7 @@ epilogues 1.02-1.08x at the LLaMA-8B shapes).
 Decided here, from the IR alone (the machine is the runtime's business: `launch_gemm` falls back
 to the `tl` kernel where no Hopper GPU or no Gluon is present):
 
-* eligibility: 16-bit operands, A not transposed, no interleaved accumulator columns (`interleave`:
-  the gate/up GEMM's paired-B loads are tl-only; `interleave_wide = N`, which only permutes the
-  2N-wide tensors the epilogue reads and writes, is built on their two N-wide halves:
-  `wide_halves`), no fixed `#coda.config`,
+* eligibility: 16-bit operands, A not transposed, no interleaved columns, no fixed `#coda.config`,
   N and K multiples of 8 (16-byte TMA strides), an epilogue that reads a matrix tile or writes
   more than the accumulator (a plain epilogue already runs at cuBLAS speed in the TMA `tl`
   kernel), and every epilogue op one the Gluon epilogue emitter supports (`gluon_obstacle`);
@@ -29,8 +26,8 @@ to the `tl` kernel where no Hopper GPU or no Gluon is present):
   64-wide K steps, an f32 one (128 KB) for 4 stages of 32 (session 10: 2 stages of 64 starve the
   mainloop); 2 epilogue warps (11 warps in all: ptxas then allows 168 registers a thread, which
   the 64 x 256 wgmma accumulator needs); epilogue sub-tiles of 16 rows, 8 when the epilogue
-  holds more than one loaded matrix tile (a 2N-wide one held as halves counts two) or carries
-  column partials (session 10: 16-row sub-tiles of the RMSNorm backward spilled).
+  holds more than one loaded matrix tile or carries column partials (session 10: 16-row
+  sub-tiles of the RMSNorm backward spilled).
 
 Options: `mainloop=auto` (default: the Gluon mainloop wherever eligible) or `tl` (never).
 """
@@ -69,7 +66,7 @@ def gluon_obstacle(op: coda.GemmOp) -> str | None:
         return f"its operands are {elt} (the Gluon mainloop runs 16-bit wgmma)"
     if op.transpose_a is not None:
         return "A is read transposed (the Gluon mainloop loads A as [M, K] tiles)"
-    if op.interleave is not None:
+    if op.interleave is not None or op.interleave_wide is not None:
         return "its columns are interleaved (paired-B loads and half-tile stores are tl-only)"
     if op.config is not None:
         return "a fixed #coda.config tile was requested"
@@ -77,19 +74,14 @@ def gluon_obstacle(op: coda.GemmOp) -> str | None:
     odd = [f"{d} = {v}" for d, v in (("N", n), ("K", k)) if v % 8]
     if odd:
         return f"{' and '.join(odd)} not a multiple of 8 (TMA needs 16-byte strides)"
-    if op.interleave_wide is not None and op.interleave_wide.value.data != n:
-        return (f"its 2N-wide tiles are interleaved with h = {op.interleave_wide.value.data}, not N = {n} (the Gluon "
-                "epilogue reads and writes them as their two N-wide halves, columns n0 and N + n0)")
     block = op.epilogue.blocks[0]
     for inner in block.ops:
-        reason = _wide_obstacle(inner, n) if wide_halves(op) else None
-        if reason is None and not _in_halves(op, inner):
-            reason = _op_obstacle(inner)
+        reason = _op_obstacle(inner)
         if reason is not None:
             return reason
         if isinstance(inner, coda.ReduceOp) and inner.dim.value.data == 0 and inner.tile.type.cols != n:  # type: ignore[attr-defined]
             return "its column partials are of a tile narrower or wider than N (carried only for N-wide tiles)"
-    strides = {o.stride.value.data for o in block.ops if isinstance(o, coda.PairMapOp) and not _in_halves(op, o)}
+    strides = {o.stride.value.data for o in block.ops if isinstance(o, coda.PairMapOp)}
     if len(strides) > 1:
         return f"its pair maps have strides {sorted(strides)} (the Gluon epilogue layout holds one)"
     return None
@@ -101,61 +93,8 @@ def epilogue_column_lanes(op: coda.GemmOp) -> int:
     partner, s columns on, is one of the thread's own registers (the pair map then reshapes and
     splits in registers; with 32 lanes it moved every pair through shared memory: QKV + RoPE
     1.6-2.7x cuBLAS on the H100, session 11). The rest of the lanes go along the rows."""
-    strides = [o.stride.value.data for o in op.epilogue.blocks[0].ops
-               if isinstance(o, coda.PairMapOp) and not _in_halves(op, o)]
+    strides = [o.stride.value.data for o in op.epilogue.blocks[0].ops if isinstance(o, coda.PairMapOp)]
     return min(32, strides[0] // 8) if strides else 32
-
-
-def wide_halves(op: coda.GemmOp) -> bool:
-    """Whether the Gluon epilogue holds the gemm's 2N-wide tiles as their two N-wide halves: with
-    `interleave_wide = N` (coda-plan-mainloop admits no other h), the wide tile's adjacent pair
-    (2c, 2c + 1) lives at the tensors' columns c and N + c (e.g. the [gate | up] halves of the
-    SwiGLU pre-activation z and of its gradient dz), so for the tile's accumulator columns
-    [n0, n0 + BN) the two halves are the contiguous [BM, BN] blocks at n0 and N + n0, each in
-    the epilogue layout like the accumulator. A stride-1 pair map over them then needs no
-    exchange at all (each pair is one element of each half), elementwise maps run once per half,
-    a row reduction adds (combines) the halves', and the stores are two contiguous half tiles,
-    as the tl kernel's `half_tile_io` does for such tiles."""
-    return op.interleave_wide is not None
-
-
-def _wide(value: SSAValue, n: int) -> bool:
-    return isinstance(value.type, coda.TileType) and value.type.cols == 2 * n
-
-
-def _in_halves(gemm: coda.GemmOp, op: Operation) -> bool:
-    """An epilogue op the Gluon epilogue builds on the two halves of 2N-wide tiles (`wide_halves`):
-    then its own Gluon constraints (pair strides in registers) do not apply."""
-    _, n, _ = gemm.problem_shape()
-    return wide_halves(gemm) and any(_wide(v, n) for v in [*op.operands, *op.results])
-
-
-def _wide_obstacle(op: Operation, n: int) -> str | None:
-    """Why the Gluon epilogue cannot build `op` on the halves of 2N-wide tiles (`wide_halves`;
-    None: it can, or `op` has no 2N-wide tile). Supported: a plain load of a 2N-wide matrix, a
-    pair map of stride 1 whose 2N-wide tiles are its wide side, a map of 2N-wide tiles only, a
-    row sum / sum of squares / maximum of one, and storing one."""
-    wide = [v for v in [*op.operands, *op.results] if _wide(v, n)]
-    if not wide or isinstance(op, coda.YieldOp):
-        return None
-    if isinstance(op, coda.LoadOp) and op.period is None:
-        return None
-    if isinstance(op, coda.PairMapOp):
-        if coda.is_gathered(op) or coda.is_row_exchanged(op):
-            return f"its {op.name} exchanges pairs across a whole row (tl.gather)"
-        if op.stride.value.data != 1 or not all(op.is_wide(v) for v in wide):
-            return (f"its {op.name} on interleaved 2N-wide tiles is not a stride-1 map of their pairs (the Gluon "
-                    "epilogue holds such tiles as their two N-wide halves)")
-        return None
-    if isinstance(op, coda.MapOp):
-        if all(_wide(v, n) for v in [*op.inputs, *op.outputs]):
-            return None
-        return f"its {op.name} mixes interleaved 2N-wide tiles with others (the Gluon epilogue holds them as halves)"
-    if isinstance(op, coda.ReduceOp) and op.dim.value.data == 1 and op.kind.data in (
-            coda.ReduceKind.SUM, coda.ReduceKind.SUMSQ, coda.ReduceKind.MAX):
-        return None
-    return (f"its {op.name} on an interleaved 2N-wide tile (the Gluon epilogue builds only loads, maps, stride-1 "
-            "pair maps, row sums / maxima and stores on their two N-wide halves)")
 
 
 def _op_obstacle(op: Operation) -> str | None:
@@ -234,10 +173,7 @@ def handoff_plan(op: coda.GemmOp) -> tuple[str, int, str]:
 
 def _sub_rows(op: coda.GemmOp) -> int:
     block = op.epilogue.blocks[0]
-    _, n, _ = op.problem_shape()
-    # a 2N-wide tile held as its two halves (`wide_halves`) is two loaded [BM, BN] tiles
-    loads = sum(2 if wide_halves(op) and _wide(o.results[0], n) else 1
-                for o in block.ops if isinstance(o, (coda.LoadOp, coda.AccumulateOp)))
+    loads = sum(isinstance(o, (coda.LoadOp, coda.AccumulateOp)) for o in block.ops)
     columns = any(isinstance(o, coda.ReduceOp) and o.dim.value.data == 0 for o in block.ops)
     rows = 8 if loads > 1 or columns else 16
     # at least the rows the epilogue layout covers (no thread holds a copy of another's element)

@@ -245,15 +245,6 @@ class EpilogueBuilder:
         self.gluon_partition = gluon_partition
         self.carried: dict[int, SSAValue] = {}
         self.prebound: dict[Operation, SSAValue] = {}
-        # ... and with `interleave_wide` = N, 2N-wide tiles held as their two N-wide halves
-        # (`plan_mainloop.wide_halves`; in `gathered`, first = the tile's columns, stride N): N, else 0
-        self.wide_halves = 0
-        if gluon_partition and self.hw:
-            if self.hw != n:
-                raise InternalCompilerBug(kernel, f"interleave_wide {self.hw} != N = {n} in a Gluon epilogue "
-                                                  "(coda-plan-mainloop admits h = N only)")
-            self.wide_halves = n
-        self.half_clones: dict[Operation, tuple[_BodyClone, _BodyClone]] = {}  # maps on halves, in steps
         self.values: dict[SSAValue, SSAValue] = {}  # coda value -> its tl value
         self.col_cache: dict[int, Cols] = {}
         self.body_clones: dict[Operation, _BodyClone] = {}  # maps made in several steps
@@ -339,9 +330,6 @@ class EpilogueBuilder:
                                f"cols_n{tag}")
             c = Cols(cols, f.mask_n, self.element_mask(f.mask_n, f"mask_mn{tag}"), f.bn)
         else:
-            if self.wide_halves and width == 2 * n:
-                raise InternalCompilerBug(op, "a 2N-wide tile of a Gluon epilogue outside its two halves "
-                                              "(coda-plan-mainloop admits only ops built on the halves)")
             tw = tile_width(b, f.bn, width, n)
             cols = b.ibin(arith.AddiOp, b.ibin(arith.MuliOp, self.pid_n(), tw), self.column_arange(tw),
                           f"cols_w{width}{tag}")
@@ -578,10 +566,7 @@ class EpilogueBuilder:
     # -------------------------------------------------------------- primitives
     def build_op(self, op: Operation) -> None:
         b = self.b
-        if self.wide_halves and not isinstance(op, coda.MapOp) and any(
-                self.half_tiled(v) for v in [*op.operands, *op.results]):
-            self.build_wide_halves(op)
-        elif isinstance(op, coda.LoadOp) and op.period is not None:
+        if isinstance(op, coda.LoadOp) and op.period is not None:
             self.comment(f"{op.name} cols_period {op.period}")
             self.assign(op.result, self.load_periodic(op))
         elif isinstance(op, (coda.LoadOp, coda.MapOp, coda.ReduceOp)) and coda.pair_halves_stride(op) is not None:
@@ -646,9 +631,6 @@ class EpilogueBuilder:
 
     def build_map(self, op: coda.MapOp, step: EpilogueStep | None = None) -> None:
         """The map's outputs: all of them, or those of one step of a split map (`epilogue_schedule`)."""
-        if self.wide_halves and self.half_tiled(op.outputs[0]):
-            self.build_map_halves(op, step)
-            return
         args = [self.get(op, v) for v in op.inputs]
         ty = op.outputs[0].type
         assert isinstance(ty, coda.TileType)
@@ -717,6 +699,7 @@ class EpilogueBuilder:
         self.check_gatherable(op, "coda.pair_halves")
         stride = coda.pair_halves_stride(op)
         assert stride is not None
+        b = self.b
         if isinstance(op, coda.LoadOp):
             ty = op.result.type
             assert isinstance(ty, coda.TileType)
@@ -743,25 +726,21 @@ class EpilogueBuilder:
                 self.gathered[result] = Gathered(a, second, halves[0].first, stride, c)
         else:
             assert isinstance(op, coda.ReduceOp)
-            self.reduce_pair_halves(op, self.gathered[op.tile])
+            g = self.gathered[op.tile]
+            kind = op.kind.data
+            self.comment(f"{op.name} {kind.value} dim 1 over both pair halves")
+            if kind == coda.ReduceKind.MAX:
+                neg_inf = b.const(float("-inf"), f32)
+                lo = b.value(tl.ReduceOp("max", b.where(g.cols.mask2, g.a, neg_inf), 1))
+                hi = b.value(tl.ReduceOp("max", b.where(g.cols.mask2, g.b, neg_inf), 1))
+                self.assign(op.result, b.fbin(arith.MaximumfOp, lo, hi), "p")
+            else:
+                def sq(x: SSAValue) -> SSAValue:
+                    return b.fbin(arith.MulfOp, x, x) if kind == coda.ReduceKind.SUMSQ else x
 
-    def reduce_pair_halves(self, op: coda.ReduceOp, g: Gathered) -> None:
-        """A row reduction (dim 1) of a tile held as its two pair halves: one partial from both."""
-        b = self.b
-        kind = op.kind.data
-        self.comment(f"{op.name} {kind.value} dim 1 over both pair halves")
-        if kind == coda.ReduceKind.MAX:
-            neg_inf = b.const(float("-inf"), f32)
-            lo = b.value(tl.ReduceOp("max", b.where(g.cols.mask2, g.a, neg_inf), 1))
-            hi = b.value(tl.ReduceOp("max", b.where(g.cols.mask2, g.b, neg_inf), 1))
-            self.assign(op.result, b.fbin(arith.MaximumfOp, lo, hi), "p")
-        else:
-            def sq(x: SSAValue) -> SSAValue:
-                return b.fbin(arith.MulfOp, x, x) if kind == coda.ReduceKind.SUMSQ else x
-
-            lo = b.value(tl.ReduceOp("sum", b.where(g.cols.mask2, sq(g.a), b.const(0.0, f32)), 1))
-            hi = b.value(tl.ReduceOp("sum", b.where(g.cols.mask2, sq(g.b), b.const(0.0, f32)), 1))
-            self.assign(op.result, b.fbin(arith.AddfOp, lo, hi), "p")
+                lo = b.value(tl.ReduceOp("sum", b.where(g.cols.mask2, sq(g.a), b.const(0.0, f32)), 1))
+                hi = b.value(tl.ReduceOp("sum", b.where(g.cols.mask2, sq(g.b), b.const(0.0, f32)), 1))
+                self.assign(op.result, b.fbin(arith.AddfOp, lo, hi), "p")
 
     def build_gathered_pair_map(self, op: coda.PairMapOp) -> None:
         stride, pairs = op.stride.value.data, op.pair_count()
@@ -794,85 +773,6 @@ class EpilogueBuilder:
                 self.gathered[result] = Gathered(a, second, first, stride, c)
             else:
                 self.assign(result, values[0])
-
-    # -------------------------------------------------------------- 2N-wide tiles as halves (Gluon)
-    def half_tiled(self, value: SSAValue) -> bool:
-        """A 2N-wide tile the Gluon epilogue holds as its two N-wide halves (`wide_halves`)."""
-        return bool(self.wide_halves) and isinstance(value.type, coda.TileType) and value.type.cols == 2 * self.n
-
-    def build_wide_halves(self, op: Operation) -> None:
-        """The Gluon partition with `interleave_wide` = N: an op on 2N-wide tiles, each held as its
-        halves at the tensors' columns c and N + c for the tile's columns c (`Gathered` with
-        first = c, stride N), both [BM, BN] in the epilogue layout like the accumulator, so
-        nothing changes layout: a load reads the two contiguous blocks, a stride-1 pair map takes
-        pair c's elements from the halves' element c, a row reduction combines both halves (maps
-        and stores: `build_map_halves`, `build_store`). coda-plan-mainloop admits no other op."""
-        n = self.n
-        c = self.cols(op, n)
-        if isinstance(op, coda.LoadOp) and op.period is None:
-            ptr = self.ptr(op, op.source)
-            self.row_offsets()
-            elt = op.source.type.get_element_type()  # type: ignore[attr-defined]
-            self.comment(f"{op.name}, interleaved 2N-wide: halves at columns n0 and N + n0")
-            a = self.assign(op.result, self.pair_load(ptr, 2 * n, c.cols, 0, c, elt), "pa")
-            second = self.name(self.pair_load(ptr, 2 * n, c.cols, n, c, elt), self.hint_for(op.result, "pb"))
-            self.gathered[op.result] = Gathered(a, second, c.cols, n, c)
-        elif isinstance(op, coda.PairMapOp) and op.stride.value.data == 1 and all(
-                op.is_wide(v) for v in [*op.inputs, *op.outputs] if self.half_tiled(v)):
-            self.comment(f"{op.name} stride 1 on interleaved 2N-wide halves (pair c: element c of each half)")
-            args: list[SSAValue] = []
-            for value in op.inputs:
-                if op.is_wide(value):
-                    args += [self.gathered[value].a, self.gathered[value].b]
-                else:
-                    args.append(self.get(op, value))
-            body = self.body_clone(op, args, 2, lambda: [self.frame.bm, c.tw])
-            body.ops(None)
-            i = 0
-            for result in op.outputs:
-                if op.is_wide(result):
-                    a = self.assign(result, body.result(i), "pa")
-                    second = self.name(body.result(i + 1), self.hint_for(result, "pb"))
-                    self.gathered[result] = Gathered(a, second, c.cols, n, c)
-                    i += 2
-                else:
-                    self.assign(result, body.result(i))
-                    i += 1
-        elif isinstance(op, coda.ReduceOp) and op.dim.value.data == 1 and op.kind.data != coda.ReduceKind.LSE:
-            self.reduce_pair_halves(op, self.gathered[op.tile])
-        else:
-            raise InternalCompilerBug(op, "on an interleaved 2N-wide tile, which the Gluon epilogue holds as halves "
-                                          "(coda-plan-mainloop admits no such op)")
-
-    def build_map_halves(self, op: coda.MapOp, step: EpilogueStep | None) -> None:
-        """A map of 2N-wide tiles held as halves (`build_wide_halves`): once per half, all its
-        results or those of one step of a split map."""
-        if not all(v in self.gathered for v in op.inputs):
-            raise InternalCompilerBug(op, "maps 2N-wide tiles that are not held as halves in a Gluon epilogue")
-        halves = [self.gathered[v] for v in op.inputs]
-        c = halves[0].cols
-
-        def clone(k: int) -> _BodyClone:
-            return self.body_clone(op, [h.a if k == 0 else h.b for h in halves], 2, lambda: [self.frame.bm, c.tw])
-
-        if step is None or step.body is None:
-            self.comment(f"{op.name}, once per half")
-            indices: Sequence[int] = range(len(op.outputs))
-            clones = (clone(0), clone(1))
-            for body in clones:
-                body.ops(None)
-        else:
-            self.comment(f"{op.name} results {', '.join(map(str, step.results))}, once per half")
-            indices = step.results
-            if op not in self.half_clones:
-                self.half_clones[op] = (clone(0), clone(1))
-            clones = self.half_clones[op]
-            for body in clones:
-                body.ops(step.body)
-        for j in indices:
-            a = self.assign(op.outputs[j], clones[0].result(j), "pa")
-            second = self.name(clones[1].result(j), self.hint_for(op.outputs[j], "pb"))
-            self.gathered[op.outputs[j]] = Gathered(a, second, halves[0].first, halves[0].stride, c)
 
     def regathers(self, op: Operation) -> bool:
         """Whether `op` exchanges its pairs / segments inside one tile covering the whole row:
@@ -1197,9 +1097,6 @@ class EpilogueBuilder:
             self.row_offsets()
             elt = rty.get_element_type()
             over = writes_over(self.kernel)
-            if over is not None and over[index] >= 0 and self.gluon_partition:
-                raise InternalCompilerBug(op, "an output written over an input in a Gluon epilogue (coda-plan-in-place "
-                                              "records writes_over on elementwise kernels only)")
             if over is not None and over[index] >= 0:
                 # stored over the input it reads in pair halves: each half's store waits for every
                 # thread's loads of this program (analysis/in_place.py's pair-halves rule, point 2)

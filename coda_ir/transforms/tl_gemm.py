@@ -153,9 +153,7 @@ def lower_gluon_gemm(op: coda.GemmOp, name: str) -> tl.KernelOp:
     map's narrow operands in its split operands' layout and its results back in the epilogue
     layout, column partials carried across the sub-tiles (the region's arguments and what it
     yields). With `accumulate_first` = i the MMA warpgroups apply the epilogue's first op,
-    `coda.accumulate` of input i, before the hand-off: its result is the accumulator. With
-    `interleave_wide` = N the 2N-wide tiles are held as their two N-wide halves
-    (`plan_mainloop.wide_halves`)."""
+    `coda.accumulate` of input i, before the hand-off: its result is the accumulator."""
     record = coda.recorded_mainloop(op)
     if record is None:
         raise InternalCompilerBug(op, "lower_gluon_gemm on a gemm without a coda.mainloop record")
@@ -193,8 +191,7 @@ def lower_gluon_gemm(op: coda.GemmOp, name: str) -> tl.KernelOp:
     _, n, _ = op.problem_shape()
     b = Builder(mainloop.epilogue.block)
     builder = EpilogueBuilder(op, b, frame, n, {v: arg[p] for v, p in zip(block.args[1:], in_params)},
-                              ColumnSpace(interleave_wide=op.interleave_wide.value.data if op.interleave_wide is not None else 0,
-                                          in_gemm=True), gluon_partition=True)
+                              ColumnSpace(in_gemm=True), gluon_partition=True)
     for (i, _), running in zip(carried, mainloop.carried_args()):
         running.name_hint = f"colp{i}"
         builder.carried[i] = running

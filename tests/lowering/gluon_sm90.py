@@ -8,7 +8,7 @@ instructions (LDL/STL) that the cuobjdump shipped with Triton reads from it.
     python tests/lowering/gluon_sm90.py [--all] [--resources]
 
 Default: the LLaMA block at a small shape (RoPE tables forced, so its QKV kernel has a pair map
-over loaded tiles; the norm and SwiGLU backwards in the dgrads' epilogues), one kernel of each kind; `--all`: every Gluon kernel of every example.
+over loaded tiles), one kernel of each kind; `--all`: every Gluon kernel of every example.
 To compare two trees or Tritons, run it in each (a Triton first on PYTHONPATH in a child
 process) with `--all --resources` and compare the JSON.
 """
@@ -44,8 +44,6 @@ def kind(k) -> str:
     ops = list(k.epilogue.walk())
     if ml.accumulate_first.data >= 0:
         return f"{ml.handoff.data} accumulate_first"
-    if k.interleave_wide is not None:
-        return f"{ml.handoff.data} interleave_wide"
     if any(isinstance(o, coda.PairMapOp) for o in ops):
         return f"{ml.handoff.data} pair_map"
     if any(isinstance(o, coda.ReduceOp) and o.dim.value.data == 0 for o in ops):
@@ -134,11 +132,9 @@ def main() -> int:
     for tag, text in sources:
         # norm-grad=epilogue: the default plan runs the RMSNorm backward as a separate pass at
         # these shapes, leaving the dgrads plain; the epilogue form is the Gluon kernel with carried
-        # column partials, which must keep compiling. gated-grad=epilogue likewise: the SwiGLU
-        # backward in the down-projection dgrad's epilogue, its z and dz 2N wide (interleave_wide).
+        # column partials, which must keep compiling.
         with remarks.printed_remarks(False):
-            cm = coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{rope-table=always norm-grad=epilogue "
-                                                "gated-grad=epilogue}")
+            cm = coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{rope-table=always norm-grad=epilogue}")
         path = tmp / f"coda_gluon_sm90_{report['compiled']}.py"
         path.write_text(cm.source)
         spec = importlib.util.spec_from_file_location(path.stem, path)

@@ -24,7 +24,7 @@ from coda_ir.context import make_context
 from coda_ir.dialects import coda
 from coda_ir.errors import ArgumentError
 from coda_ir.lowering import gemm_launch
-from coda_ir.testing import random_inputs, random_upstream
+from coda_ir.testing import random_inputs
 from coda_ir.transforms.plan_mainloop import PlanMainloopPass
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,23 +130,6 @@ def test_plan_on_the_llama_block(norm_grad):
     assert any("keeps the tl mainloop: its columns are interleaved" in r for r in remarks.EMITTED)
 
 
-def test_plan_of_the_swiglu_backward_in_the_dgrad_epilogue():
-    """gated-grad=epilogue: the down-projection dgrad's epilogue reads z and writes dz, both 2N
-    wide (interleave_wide = N): it runs the Gluon mainloop with an f32 hand-off (the SwiGLU
-    backward uses the accumulator unrounded) and 8-row sub-tiles (z's two halves are two loaded
-    tiles); the forward gate/up GEMM (interleave: paired-B loads) keeps tl."""
-    remarks.EMITTED.clear()
-    with remarks.printed_remarks(False):
-        cm = coda_ir.compile(nn_llama_block(SMALL), pipeline="nn-autodiff,nn-to-coda{gated-grad=epilogue}")
-    gemms = {k: v for k, v in mainloops(cm).items() if k.startswith("llama_block_")}
-    wide = [v for k, v in gemms.items() if "nn.swiglu_grad" in k]
-    assert len(wide) == 1 and wide[0] is not None, gemms
-    assert (wide[0].handoff.data, wide[0].bk.data, wide[0].stages.data, wide[0].sub_rows.data) == ("f32", 32, 4, 8)
-    assert all(v is None for k, v in gemms.items() if k.endswith(":nn.linear+nn.swiglu"))
-    assert any("keeps the tl mainloop: its columns are interleaved" in r for r in remarks.EMITTED)
-    assert "_gemm_ws_epilogue" in cm.source and "interleaved 2N-wide: halves at columns n0 and N + n0" in cm.source
-
-
 def test_plan_option_tl_and_bad_mode():
     with remarks.printed_remarks(False):
         cm = coda_ir.compile(nn_llama_block(SMALL), pipeline="nn-to-coda{mainloop=tl}")
@@ -172,23 +155,6 @@ def test_cpu_runs_the_tl_kernel_with_the_same_results():
     assert gemm_launch.LAST_LAUNCH["path"] != "gluon_ws"
 
 
-def test_cpu_runs_the_tl_kernel_of_the_wide_dgrad():
-    """The same for the backward with the SwiGLU backward in the dgrad's epilogue (a Gluon record
-    on an interleave_wide gemm): its tl kernel runs, unchanged by the record."""
-    text = nn_llama_block(SMALL)
-    with remarks.printed_remarks(False):
-        with_record = coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{gated-grad=epilogue}")
-        without = coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{gated-grad=epilogue mainloop=tl}")
-    assert "_gemm_ws_epilogue" in with_record.source and "_gemm_ws_epilogue" not in without.source
-    args = random_inputs(text, seed=5)
-    ups = random_upstream(text, seed=5)
-    got_fwd, want_fwd = with_record.llama_block_fwd(*args), without.llama_block_fwd(*args)
-    for got, want in zip(got_fwd, want_fwd):
-        assert torch.equal(got, want)
-    for got, want in zip(with_record.llama_block_bwd(*got_fwd[2:], *ups), without.llama_block_bwd(*want_fwd[2:], *ups)):
-        assert torch.equal(got, want)
-
-
 def test_gluon_plan_needs_a_hopper_gpu():
     a = torch.zeros(128, 64, dtype=torch.bfloat16)
     b = torch.zeros(256, 64, dtype=torch.bfloat16)
@@ -211,8 +177,7 @@ def test_tuning_key_names_the_mainloop_kind():
 @pytest.mark.skipif(not gemm_launch.gluon_supported(), reason="the installed Triton has no Gluon for Hopper")
 def test_generated_gluon_kernels_compile_for_sm90(request):
     """One Gluon kernel of each kind of the LLaMA block (the residual added by the MMA warpgroups,
-    f32 with a RoPE pair map, f32 with carried column partials, f32 with the SwiGLU backward's
-    2N-wide tiles as halves) compiles for sm_90 within the
+    f32 with a RoPE pair map, f32 with carried column partials) compiles for sm_90 within the
     H100's shared memory; `--gluon-compile-all`: every Gluon kernel of every example. In a child
     process: Triton's own library functions (tl.sum, ...) are interpreter functions in this one."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -223,8 +188,7 @@ def test_generated_gluon_kernels_compile_for_sm90(request):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["compiled"] >= 3 and not report["failed"], report
-    assert {"bf16 accumulate_first", "f32 pair_map", "f32 column partials", "f32 interleave_wide"} <= set(
-        report["kinds"]), report
+    assert {"bf16 accumulate_first", "f32 pair_map", "f32 column partials"} <= set(report["kinds"]), report
     assert all(shared <= 232448 for shared in report["shared"].values()), report  # an H100 block's shared memory
 
 

@@ -36,9 +36,7 @@
 
 // EPI-NOT:     remark: 'nn.swiglu_grad
 // EPI-LABEL:   func.func @down_dgrad_1b
-// The epilogue form's z and dz are 2N wide (interleave_wide = N): coda-plan-mainloop gives it the
-// Gluon mainloop, whose epilogue partition holds them as their two N-wide halves.
-// EPI:         coda.gemm %d, %wd interleave_wide 8192 ins(%z : {{.*}}) {{.*}} attributes {coda.origin = "nn.matmul+nn.swiglu_grad+nn.row_dot.partials", coda.mainloop = #coda.mainloop<gluon_ws, {{.*}}handoff = f32, {{.*}}sub_rows = 8, {{.*}}>}
+// EPI:         coda.gemm %d, %wd interleave_wide 8192 ins(%z : {{.*}}) {{.*}} attributes {coda.origin = "nn.matmul+nn.swiglu_grad+nn.row_dot.partials"}
 // EPI:           coda.pair_map stride 1
 // EPI-NOT:     coda.separate
 // EPI-NOT:     coda.pair_halves
