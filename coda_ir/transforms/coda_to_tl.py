@@ -40,15 +40,12 @@ from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.diagnostics import CompilerError
 from coda_ir.errors import ArgumentError
-# the shared building blocks (re-exported: the gemm emitter and the printer use them from here)
-from coda_ir.transforms.tl_build import (  # noqa: F401
+from coda_ir.transforms.tl_build import (
     KERNEL_SCOPE,
     Builder,
     KernelNames,
     ScalarLowering,
-    TileBody,
     is_float,
-    lower_tile_body,
     param_names,
 )
 from coda_ir.transforms.legalize import LEGALIZED

@@ -134,7 +134,7 @@ class Gathered:
 
 
 class _BodyClone:
-    """One lowering of a scalar body (`coda_to_tl.lower_tile_body`) copied into the kernel: its
+    """One lowering of a scalar body (`tl_build.lower_tile_body`) copied into the kernel: its
     arguments bound to the builder's tiles; `extents()` (the tile shape a constant result
     fills) is asked only when a constant result is needed, so that what it builds comes where
     it is first needed."""
@@ -618,14 +618,14 @@ class EpilogueBuilder:
             self.build_select(op)
         elif op.name.split(".")[0] in ("arith", "math"):
             # a scalar of the region (a function of constants): lowered into each body that uses
-            # it (`coda_to_tl.ScalarLowering`); lowered here only to report an op that has none
+            # it (`tl_build.ScalarLowering`); lowered here only to report an op that has none
             ScalarLowering(Builder(Block()), set()).lower_outside(op.results[0], {}, op)
         else:
             raise CompilerError(op, "is not an epilogue primitive with a Triton lowering")
 
     def body_clone(self, op: Operation, args: Sequence[SSAValue], rank: int,
                    extents: Callable[[], Sequence[SSAValue]]) -> _BodyClone:
-        """The op's scalar body lowered on rank-`rank` tiles (`coda_to_tl.lower_tile_body`), bound
+        """The op's scalar body lowered on rank-`rank` tiles (`tl_build.lower_tile_body`), bound
         to `args`; `extents()`: the tile shape constant results fill."""
         return _BodyClone(lower_tile_body(op.body.blocks[0], rank), args, extents, self.b)  # type: ignore[attr-defined]
 
