@@ -110,6 +110,13 @@ def _op_obstacle(op: Operation) -> str | None:
             return f"its {op.name} pairs columns {stride} apart (the Gluon epilogue keeps pairs 8..128 apart in registers)"
         return None
     if isinstance(op, coda.ReduceOp):
+        if op.kind.data == coda.ReduceKind.LSE:
+            # Measured, not modelled: the LM head's cross-entropy epilogue (K = 2048, row LSE and
+            # target-logit partials, logits stored) took 22.4 ms on the Gluon mainloop against
+            # 5.5 ms for each backward GEMM of that size (H100, bench_model.py --profile,
+            # session 12): the 2-warp epilogue partition, not the MMAs, set the pace.
+            return ("its row log-sum-exp partials (the 2-warp Gluon epilogue ran the LM head's cross-entropy epilogue "
+                    "at 4x its GEMM on the H100)")
         if op.dim.value.data == 0 and op.kind.data not in (coda.ReduceKind.SUM, coda.ReduceKind.SUMSQ,
                                                             coda.ReduceKind.MAX):
             return f"its column {op.kind.data.value} partials are not carried across row sub-tiles"

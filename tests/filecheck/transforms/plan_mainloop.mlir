@@ -10,6 +10,7 @@
 // CHECK: remark: 'coda.gemm' op runs the Gluon warp-specialized mainloop on Hopper (128x256x64, 3 stages, bf16 hand-off: the epilogue rounds the accumulator to bf16 before any other use)
 // CHECK: remark: 'coda.gemm' op runs the Gluon warp-specialized mainloop on Hopper (128x256x32, 4 stages, f32 hand-off: the epilogue uses the accumulator unrounded
 // CHECK: remark: 'coda.gemm' op keeps the tl mainloop: N = 100 not a multiple of 8 (TMA needs 16-byte strides)
+// CHECK: remark: 'coda.gemm' op keeps the tl mainloop: its row log-sum-exp partials (the 2-warp Gluon epilogue ran the LM head's cross-entropy epilogue at 4x its GEMM on the H100)
 // CHECK-NOT: remark
 // CHECK: func.func @residual
 // CHECK: coda.gemm %a, %b transpose_b ins(%c : tensor<64x256xbf16>)
@@ -20,9 +21,11 @@
 // CHECK: handoff = f32, accumulate_first = -1, epilogue_warps = 2, sub_rows = 8
 // CHECK: func.func @narrow
 // CHECK-NOT: coda.mainloop =
+// CHECK: func.func @logits_lse
+// CHECK-NOT: coda.mainloop =
 // CHECK: func.return
 
-// TL-COUNT-4: remark: 'coda.gemm' op keeps the tl mainloop: mainloop=tl
+// TL-COUNT-5: remark: 'coda.gemm' op keeps the tl mainloop: mainloop=tl
 // TL-NOT: coda.mainloop =
 
 // The residual add first, its sum only rounded: bf16 hand-off, input 0 accumulated by the MMAs.
@@ -86,4 +89,16 @@ func.func @narrow(%a: tensor<64x128xbf16>, %b: tensor<100x128xbf16>, %c: tensor<
     coda.yield %acc : !coda.tile<64x64xf32>
   }
   func.return %y, %z : tensor<64x100xbf16>, tensor<64x64xbf16>
+}
+
+// -----
+
+// Row log-sum-exp partials (the LM head's cross-entropy epilogue): the tl mainloop, by measurement.
+func.func @logits_lse(%a: tensor<64x128xbf16>, %b: tensor<256x128xbf16>) -> (tensor<64x256xbf16>, !coda.partials<rows, 64, lse>) {
+  %y, %p = coda.gemm %a, %b transpose_b : tensor<64x128xbf16>, tensor<256x128xbf16> -> (tensor<64x256xbf16>, !coda.partials<rows, 64, lse>) {
+  ^bb0(%acc: !coda.tile<64x256xf32>):
+    %l = coda.reduce lse %acc dim 1 : !coda.tile<64x256xf32> -> !coda.partials<rows, 64, lse>
+    coda.yield %acc, %l : !coda.tile<64x256xf32>, !coda.partials<rows, 64, lse>
+  }
+  func.return %y, %p : tensor<64x256xbf16>, !coda.partials<rows, 64, lse>
 }
