@@ -458,9 +458,10 @@ def _quiet_numpy(interpret: bool) -> Iterator[None]:
 _MODULES: dict[tuple[str, bool], ModuleType] = {}
 
 
-def load_module(source: str, interpret: bool) -> ModuleType:
-    """Import generated source (cached by content hash and mode)."""
-    key = (source_hash(source), interpret)
+def load_module(source: str, interpret: bool, digest: str | None = None) -> ModuleType:
+    """Import generated source (cached by content hash and mode); `digest` is `source_hash(source)`
+    where the caller already has it."""
+    key = (digest or source_hash(source), interpret)
     with _LOCK:
         module = _MODULES.get(key)
         if module is not None:
@@ -504,6 +505,9 @@ class CompiledModule:
     ):
         self.source = source
         self._kernel_counts = dict(kernel_counts)
+        # the source's hash, taken once: hashing a block's module costs ~0.15 ms, which every call
+        # would otherwise pay on the host before its first launch (a string, so the object still copies)
+        self._source_digest = source_hash(source)
         self.ir = ir  # the coda-level xDSL ModuleOp that was lowered (for inspection)
         self.index_checks = dict(index_checks or {})  # per function: integer inputs checked before launch
 
@@ -527,13 +531,7 @@ class CompiledModule:
             ) from None
 
     def module(self, interpret: bool) -> ModuleType:
-        # Kept per instance: `load_module` hashes the whole source (~0.15 ms for a block's module),
-        # which every call would otherwise pay on the host before its first launch.
-        loaded = self.__dict__.setdefault("_loaded", {})
-        module = loaded.get(interpret)
-        if module is None:
-            module = loaded[interpret] = load_module(self.source, interpret)
-        return module
+        return load_module(self.source, interpret, digest=self._source_digest)
 
     def __getattr__(self, name: str):
         if name.startswith("__") or name not in self.__dict__.get("_kernel_counts", {}):

@@ -371,6 +371,16 @@ class BlockPrinter:
         return [op for op in block.ops if not (len(op.results) == 1 and op.results[0] in self.inline)
                 and not (isinstance(op, (scf.YieldOp, tl.YieldOp)) and not op.operands)]
 
+    def block_yielding(self, block: Block, indent: str) -> Sequence[SSAValue]:
+        """Print a region's statements; return what its terminator (scf or tl yield) yields."""
+        yielded: Sequence[SSAValue] = ()
+        for inner in block.ops:
+            if isinstance(inner, (scf.YieldOp, tl.YieldOp)):
+                yielded = inner.operands
+            else:
+                self.statement(inner, indent)
+        return yielded
+
     def statement(self, op: Operation, indent: str) -> None:
         if len(op.results) == 1 and op.results[0] in self.inline:
             self.exprs[op.results[0]] = self.expr(op)
@@ -425,12 +435,7 @@ class BlockPrinter:
             bounds.append(_strip(self.get(op.step)))
         self.emit(indent, f"for {self.exprs[iv]} in range({', '.join(bounds)}):")
         inner = indent + IND
-        yielded: Sequence[SSAValue] = ()
-        for inner_op in body.ops:
-            if isinstance(inner_op, scf.YieldOp):
-                yielded = inner_op.operands
-            else:
-                self.statement(inner_op, inner)
+        yielded = self.block_yielding(body, inner)
         pairs = [(n, _strip(self.get(v))) for n, v in zip(names, yielded)]
         pairs = [(n, v) for n, v in pairs if n != v]
         if pairs:
@@ -498,12 +503,7 @@ class BlockPrinter:
 
     def branch(self, block: Block, names: Sequence[str], indent: str) -> None:
         start = len(self.lines)
-        yielded: Sequence[SSAValue] = ()
-        for inner in block.ops:
-            if isinstance(inner, tl.YieldOp):
-                yielded = inner.operands
-            else:
-                self.statement(inner, indent)
+        yielded = self.block_yielding(block, indent)
         for name, value in zip(names, yielded):
             self.emit(indent, f"{name} = {_strip(self.get(value))}")
         if len(self.lines) == start:

@@ -145,6 +145,16 @@ def _statements(body: list[ast.stmt], in_if: bool = False):
             yield from _statements(stmt.body + stmt.orelse, True)
 
 
+def _drop_assignment(fn: ast.AST, stmt: ast.Assign) -> None:
+    """Remove the assignment `stmt` from `fn` (its reads were renamed to the value it copied)."""
+
+    class Drop(ast.NodeTransformer):
+        def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
+            return None if node is stmt else node
+
+    Drop().visit(fn)
+
+
 def _remove_aliases(fn: ast.FunctionDef) -> None:
     params = {a.arg for a in fn.args.args}
     while True:
@@ -168,11 +178,7 @@ def _remove_aliases(fn: ast.FunctionDef) -> None:
             for n in loads:
                 n.id = y
 
-            class Drop(ast.NodeTransformer):
-                def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
-                    return None if node is stmt else node
-
-            Drop().visit(fn)
+            _drop_assignment(fn, stmt)
             break
         else:
             return
@@ -244,11 +250,7 @@ def _remove_branch_aliases(fn: ast.FunctionDef) -> None:
             for n in reads:
                 n.id = y
 
-            class Drop(ast.NodeTransformer):
-                def visit_Assign(self, node: ast.Assign) -> ast.AST | None:
-                    return None if node is stmt else node
-
-            Drop().visit(fn)
+            _drop_assignment(fn, stmt)
             break
         else:
             return

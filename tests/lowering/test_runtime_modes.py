@@ -9,6 +9,7 @@ interpreted call side-effect free, which this checks on CPU by identity of every
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import torch
@@ -71,8 +72,10 @@ def test_concurrent_interpreted_calls_agree():
 
 
 def test_calls_reuse_the_loaded_module_without_hashing_the_source(monkeypatch):
-    """A call finds its module on the CompiledModule: hashing the generated source (what
-    `load_module` keys its cache by) cost ~0.15 ms of host time per call before the first launch."""
+    """A call finds its module by the digest the CompiledModule took once: hashing the generated
+    source (what `load_module` keys its cache by) cost ~0.15 ms of host time per call before the
+    first launch. The module object stays copyable after a call (a from_hf model is deep-copied
+    for EMA weights and the like)."""
     program = coda_ir.compile(PROGRAM)
     x, w = torch.randn(24, 40), torch.randn(48, 40)
     first = program.f(x, w)
@@ -84,3 +87,5 @@ def test_calls_reuse_the_loaded_module_without_hashing_the_source(monkeypatch):
     assert torch.equal(first, again)
     assert program.module(True) is runtime.load_module(program.source, True)
     assert len(hashed) == 1  # the direct load_module call above hashed; the module is the cached one
+    twin = copy.deepcopy(program)
+    assert torch.equal(twin.f(x, w), first)
