@@ -4,8 +4,12 @@ kernel, as its tl kernel (the TMA path at 128x256x64 w8 s3 and 128x128x64 w8 s4,
 candidates that won every earlier run), and the plain cuBLAS GEMM of the same operands.
 
     python bench/gluon_kernels.py --shapes 1b,8b [--rounds 3] --out DIR
+    python bench/gluon_kernels.py --shapes none --examples gpt2_block,qwen3_block,lm_head --out DIR
 
-Compiles `nn-autodiff,nn-to-coda` at the shape, runs `llama_block_fwd` and `llama_block_bwd` once
+`--examples` adds the programs of examples/NAME.mlir at their real shapes (the GPT-2 block's
+LayerNorm / GELU epilogues, the Qwen3 block's QK-norm, the LM head), compiled the same way.
+
+Compiles `nn-autodiff,nn-to-coda` at the shape, runs `f_fwd` and `f_bwd` once
 while recording every `launch_gemm` call that carries a mainloop, then per recorded kernel:
 checks the Gluon kernel's outputs against the tl kernel's at the same 128x256 tile (same-shaped
 outputs: stored tiles and partials; max |diff| / max |tl|, and whether the Gluon path really
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -88,18 +93,30 @@ def compare(ref, got) -> float | None:
 
 
 def one_shape(key: str, rounds: int, log) -> dict:
+    """The LLaMA block at a `bench_block.SHAPES` shape."""
+    return one_program(key, nn_llama_block(SHAPES[key], fname="llama_block"), "llama_block", rounds, log)
+
+
+def one_example(name: str, rounds: int, log) -> dict:
+    """examples/NAME.mlir (its one function) at its own shapes."""
+    text = (ROOT / "examples" / f"{name}.mlir").read_text()
+    fname = re.search(r"func\.func @([\w.]+)", text).group(1)
+    return one_program(name, text, fname, rounds, log)
+
+
+def one_program(key: str, text: str, fname: str, rounds: int, log) -> dict:
     import coda_ir
     from coda_ir.testing import random_inputs, random_upstream
 
-    s = SHAPES[key]
-    text = nn_llama_block(s, fname="llama_block")
     inputs = random_inputs(text, seed=1, device="cuda")
-    ups = random_upstream(text, seed=1, device="cuda")
+    ups = random_upstream(text, seed=1, device="cuda")  # one per result of @fname
     t0 = time.perf_counter()
     prog = coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda")
     RECORD.clear()
-    fo = prog.llama_block_fwd(*inputs)
-    prog.llama_block_bwd(*fo[2:], *ups)
+    fo = getattr(prog, f"{fname}_fwd")(*inputs)
+    fo = list(fo) if isinstance(fo, (tuple, list)) else [fo]
+    getattr(prog, f"{fname}_bwd")(*fo[len(ups):], *ups)
+    del fo
     torch.cuda.synchronize()
     out = {"first_calls_s": time.perf_counter() - t0, "kernels": []}
     seen = set()
@@ -146,14 +163,15 @@ def one_shape(key: str, rounds: int, log) -> dict:
         row["ms"] = med
         row["rounds_ms"] = times
         row["x_cublas"] = {k: med[k] / med["cublas"] for k in med}
-        log(f"   x cuBLAS: " + ", ".join(f"{k} {v:.3f}" for k, v in row["x_cublas"].items()))
+        log("   x cuBLAS: " + ", ".join(f"{k} {v:.3f}" for k, v in row["x_cublas"].items()))
         out["kernels"].append(row)
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", default="1b,8b")
+    ap.add_argument("--shapes", default="1b,8b", help="LLaMA block shapes (bench_block.SHAPES), or none")
+    ap.add_argument("--examples", default="", help="comma-separated examples/*.mlir names, e.g. gpt2_block")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
@@ -165,9 +183,11 @@ def main() -> int:
         print(msg, flush=True)
 
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    for key in args.shapes.split(","):
+    jobs = [(k, one_shape) for k in args.shapes.split(",") if k and k != "none"]
+    jobs += [(k, one_example) for k in args.examples.split(",") if k]
+    for key, run in jobs:
         try:
-            report["shapes"][key] = one_shape(key, args.rounds, log)
+            report["shapes"][key] = run(key, args.rounds, log)
         except Exception as exc:  # noqa: BLE001
             report["shapes"][key] = {"error": "".join(traceback.format_exception(exc))[-3000:]}
             log(report["shapes"][key]["error"])
@@ -178,7 +198,7 @@ def main() -> int:
         for k in row.get("kernels", []):
             x = k.get("x_cublas", {})
             g = k.get("gluon", {})
-            print(f"{key:3s} {k['kernel']:32s} {k['M']}x{k['N']}x{k['K']:<6} ran {k['path_ran']:9s} "
+            print(f"{key:11s} {k['kernel']:32s} {k['M']}x{k['N']}x{k['K']:<6} ran {k['path_ran']:9s} "
                   + " ".join(f"{n} {v:.3f}" for n, v in x.items() if n != "cublas")
                   + f"  regs {g.get('n_regs')} spills {g.get('n_spills')} diff {k.get('gluon_vs_tl_rel_diff')}")
     return 0
