@@ -544,11 +544,23 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
     """What the decision API of io_model says for the choices this nn function offers:
     `stats_plan` per RMSNorm, `qk_norm_tile_width` per head RMSNorm fed by a GEMM, and
     `store_or_recompute` (for backward) per gated activation, `gated_grad_plan` per gated
-    backward and `norm_grad_plan` per RMSNorm backward with hdh whose dy a GEMM produces. Each entry: (call, decision)."""
+    backward, `norm_grad_plan` per RMSNorm backward with hdh whose dy a GEMM produces and
+    `cross_entropy_plan` per cross-entropy whose logits a GEMM produces. Each entry: (call, decision)."""
     gpu = m.as_gpu(gpu)
     names = _Names()
     out: list[tuple[str, m.Decision]] = []
     for op in fn.body.ops if fn.body.blocks else []:
+        if op.name in ("nn.cross_entropy", "nn.cross_entropy_fwd"):
+            logits = op.operands[0]
+            k, through_add = _gemm_producer(logits)
+            if k is None or through_add:  # nn-plan asks only when a GEMM produces the logits itself
+                continue
+            rows, cols = logits.type.get_shape()  # type: ignore[attr-defined]
+            stored = any(u.operation is not op for u in logits.uses)  # nn-plan's test
+            d = m.cross_entropy_plan(rows, cols, K=k, dtype=dtype_name(logits.type.get_element_type()),  # type: ignore[attr-defined]
+                                     gpu=gpu, logits_stored=stored)
+            out.append((f"cross_entropy_plan({names(logits)}: M={rows}, V={cols}, K={k}, logits_stored={stored})", d))
+            continue
         result = op.results[0] if op.results else None
         ty = result.type if result is not None else None
         if not isinstance(ty, TensorType) or len(ty.get_shape()) != 2:

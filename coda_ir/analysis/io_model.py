@@ -1028,14 +1028,15 @@ def spill_s(tile: GemmConfig, regs: int, waves: int, gpu: GPU) -> float:
 
 def _epilogue_or_pass(fused_at: Callable[[GemmConfig], tuple[Kernel, float]], plain: Kernel, pass_: Kernel,
                       gpu: GPU, tile: GemmConfig | None, separate_note: str, *, plain_extra_bytes: float = 0.0,
-                      epilogue_also: tuple[Kernel, ...] = ()) -> Decision:
+                      pass_extra_bytes: float = 0.0, epilogue_also: tuple[Kernel, ...] = ()) -> Decision:
     """The choice between an elementwise consumer in the epilogue of the GEMM producing its input
     ("epilogue") and the plain GEMM storing that input plus one elementwise pass at full bandwidth
     ("separate"). `fused_at(t)` is the fused kernel at tile t and the bytes its epilogue stores
     beyond the plain GEMM's output; with one CTA per SM those drain before the SM's next tile
     starts, as do the spills (`spill_s`) of a kernel needing more than `regs_per_thread`, and the
     `plain_extra_bytes` the plain GEMM stores beyond an output of the program's element type (dy
-    in f32 for a pass that reads it unrounded). `epilogue_also`: kernels only the epilogue plan
+    in f32 for a pass that reads it unrounded); `pass_extra_bytes`: the pass's time beyond its bytes
+    at the copy bandwidth, as bytes (measured). `epilogue_also`: kernels only the epilogue plan
     runs (work the pass does on the side). Each plan runs at its cheapest tile, spilling or not (an
     autotuner picks a spilling tile when it is fastest), or at `tile` when pinned."""
     fused_costs = []
@@ -1050,11 +1051,14 @@ def _epilogue_or_pass(fused_at: Callable[[GemmConfig], tuple[Kernel, float]], pl
     plain_cost = _best_tile_cost(replace(plain, tile=tile), gpu)
     if plain_extra_bytes:
         plain_cost = replace(plain_cost, exposed_s=plain_cost.exposed_s + plain_extra_bytes / gpu.hbm_bw)
+    pass_cost = kernel_cost(pass_, gpu)
+    if pass_extra_bytes:
+        pass_cost = replace(pass_cost, exposed_s=pass_cost.exposed_s + pass_extra_bytes / gpu.hbm_bw)
     costs = {
         "epilogue": PlanCost((fused, *(kernel_cost(k, gpu) for k in epilogue_also)),
                              f"tile {fused.tile.describe() if fused.tile else '-'}, "
                              f"{fused.regs_per_thread} registers per thread"),
-        "separate": PlanCost((plain_cost, kernel_cost(pass_, gpu)),
+        "separate": PlanCost((plain_cost, pass_cost),
                              f"plain GEMM tile {plain_cost.tile.describe() if plain_cost.tile else '-'}{separate_note}"),
     }
     choice = min(costs, key=lambda k: (costs[k].time_s, list(costs).index(k)))
@@ -1176,6 +1180,80 @@ def norm_grad_plan(M: int, D: int, *, K: int, dtype: str = "bf16", gpu: GPU | st
     return _epilogue_or_pass(fused_at, plain, pass_, gpu, tile, note,
                              plain_extra_bytes=float(M * D * (dtype_bytes("f32") - dtype_bytes(dtype))),
                              epilogue_also=rebuild)
+
+
+CE_FLOPS_PER_ELEMENT = 6.0
+"""Cross-entropy forward per logit besides its exp: the running row max, the shift, the sum of
+exponentials, and the compare / select of the target logit."""
+
+CE_EPILOGUE_WAVE_S = 3.9e-6
+"""Per wave of tiles, the part of a cross-entropy epilogue (row log-sum-exp and target-logit
+partials) that the arithmetic and SFU terms do not explain: the row reductions across the CTA's
+warps (shared memory, barriers) and the partials' stores after each tile's mainloop at one CTA
+per SM, for a 128x256 tile (scaled by the tile's elements for others). Fitted to the LLaMA-1B LM
+head on the H100 (bench/RESULTS.md, session 13: at
+8192x128256x2048 with the logits stored, 7.65 ms with the epilogue, 6.33 ms for the plain GEMM:
+1.32 ms = 0.36 exposed arithmetic + 249 waves x 3.9 us)."""
+
+CE_PASS_SLOWDOWN = 1.65
+"""The separate cross-entropy pass's time over its bytes at the copy bandwidth, measured: 1.19 ms
+for the 2.1 GB of LLaMA-1B logits on the H100 (session 13; its 64x128 tiles write 1002 partial
+columns per row, folded after). Not explained yet: a lead, not a law."""
+
+
+def cross_entropy_plan(M: int, V: int, *, K: int, dtype: str = "bf16", gpu: GPU | str | None = None,
+                       tile: GemmConfig | None = None, logits_stored: bool = True) -> Decision:
+    """Where the cross-entropy forward (`nn.cross_entropy` / `nn.cross_entropy_fwd`: per row the
+    log-sum-exp of the logits and the target's logit, as per-tile partials that one fold turns
+    into the loss) runs, when logits = h @ W is a GEMM [M, V] with contraction K. Choice in
+    {"epilogue", "separate"}:
+
+    "epilogue": the GEMM's epilogue computes the partials from the accumulator: an exp per logit
+    and two row reductions after each tile's mainloop at one CTA per SM (exposed, with
+    `CE_EPILOGUE_WAVE_S` per wave); it stores the logits only where something else reads them
+    (`logits_stored`: the saved logits of a differentiated forward), and that store drains
+    after each tile.
+    "separate": the plain GEMM stores the logits, which drain after each tile too, then one
+    elementwise pass reads them and writes the partials (`CE_PASS_SLOWDOWN` its bytes' time).
+
+    So the pass pays where the logits are stored anyway (a differentiated forward saves them:
+    LLaMA-1B LM head 7.52 vs 7.65 ms on the H100), and the epilogue where they are not (it then
+    stores nothing but partials: the 8B LM head forward 12.77 vs 13.32 ms, session 13).
+    """
+    gpu = as_gpu(gpu)
+    a = Tensor("h", (M, K), dtype)
+    w = Tensor("w_vocab", (K, V), dtype, "weight")
+    logits = Tensor("logits", (M, V), dtype)
+    targets = Tensor("targets", (M,), "i32")
+    elements = float(M * V)
+    flops = CE_FLOPS_PER_ELEMENT * elements
+    # the exps run after the mainloop too: priced as the fp32 operations they displace
+    exposed = flops + elements * gpu.simt_flops / gpu.sfu_rate
+
+    def partials(bn: int) -> tuple[Tensor, Tensor]:
+        return (Tensor("lse_partials", (M, math.ceil(V / bn)), "f32", "partials"),
+                Tensor("target_partials", (M, math.ceil(V / bn)), "f32", "partials"))
+
+    def fused_at(t: GemmConfig) -> tuple[Kernel, float]:
+        k = Kernel("gemm_cross_entropy", "gemm", (targets,), ((logits,) if logits_stored else ()) + partials(t.bn),
+                   gemm=GemmSpec(M, V, K, a, w), tile=t, exposed_flops=exposed, sfu_ops=elements)
+        waves = math.ceil(math.ceil(M / t.bm) * math.ceil(V / t.bn) / gpu.sms)
+        # the logits' store drains after each tile (one CTA per SM); the per-wave remainder as bytes
+        # (the fitted per-wave remainder scales with the tile's elements: it was a 128x256 tile's)
+        remainder = waves * CE_EPILOGUE_WAVE_S * (t.bm * t.bn) / (128 * 256)
+        return k, (logits.nbytes if logits_stored else 0) + remainder * gpu.hbm_bw
+
+    et = elementwise_tile(M, V)
+    parts = partials(et.bn)
+    pass_ = Kernel("cross_entropy", "elementwise", (logits, targets), parts, tile=et,
+                   epilogue_flops=flops, sfu_ops=elements)
+    plain = Kernel("gemm_logits", "gemm", (), (logits,), gemm=GemmSpec(M, V, K, a, w))
+    pass_bytes = logits.nbytes + targets.nbytes + sum(p.nbytes for p in parts)
+    # the plain GEMM's logits store drains after each tile as well (session 13: 6.33 ms against
+    # 5.45-5.54 ms for the same-size GEMMs of the LM head's backward, whose outputs are small)
+    return _epilogue_or_pass(fused_at, plain, pass_, gpu, tile, ", then one pass over the logits",
+                             plain_extra_bytes=float(logits.nbytes),
+                             pass_extra_bytes=(CE_PASS_SLOWDOWN - 1.0) * pass_bytes)
 
 
 # ============================================================================ calibration files

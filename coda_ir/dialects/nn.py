@@ -500,6 +500,9 @@ dy (a plain GEMM storing dy, then one elementwise pass over dy and z), and on nn
 keep the norm backward (dx, the dw column partials and a residual add that joins them) out of
 the epilogue of the GEMM producing dy (a plain GEMM storing dy in f32, then one elementwise pass
 reading it unrounded);
+and on nn.cross_entropy / nn.cross_entropy_fwd: keep the row log-sum-exp and target-logit partials
+out of the epilogue of the GEMM producing the logits (a plain GEMM storing them, then one
+elementwise pass over them);
 `stats_in_producer_epilogue = false` on nn.rms_norm: take the
 row statistics in a row kernel, not as partials in the producing GEMM's epilogue (coda-defer-norms
 leaves the norm alone). Absent: no plan, the default construction."""
@@ -634,6 +637,7 @@ class CrossEntropyOp(NNOperation):
     result = result_def(TensorType)
     ignore_index = prop_def(IntegerAttr)
     reduction = prop_def(StringAttr)
+    in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
     def __init__(
@@ -672,6 +676,7 @@ class CrossEntropyFwdOp(NNOperation):
     lse = result_def(TensorType)
     ignore_index = prop_def(IntegerAttr)
     reduction = prop_def(StringAttr)
+    in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
     def __init__(self, logits: SSAValue, targets: SSAValue, properties: dict[str, Attribute]):

@@ -538,6 +538,8 @@ def lower_cross_entropy(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp) -> tuple[l
         return [e.reduce(ReduceKind.LSE, t, 1), e.select(t, targets)]
 
     parts = elementwise(shape_of(op.logits), [op.logits, op.targets], build, [None, None])
+    if nn.planned(op, "in_producer_epilogue") is False:  # nn-plan: plain GEMM + this pass is cheaper here
+        parts.attributes[coda.SEPARATE] = UnitAttr()
     ops, results = ce_fold(op, parts.results[0], parts.results[1])
     return [stamp_origin(parts, op, "lse"), *ops], results
 

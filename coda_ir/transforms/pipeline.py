@@ -28,9 +28,12 @@ GEMM produces to `convert-nn-to-coda` (a row kernel, or statistics + fold + appl
 one `whole rows` statistics kernel and the row scale in the consuming GEMMs; `rope-table=always|never` forces the RoPE choice
 (`auto`, the default, asks the model); `gated-grad=epilogue|separate` forces where a SwiGLU /
 GeGLU backward runs (in the epilogue of the GEMM producing dy, or a separate pass), `norm-grad=epilogue|separate`
-the same for an RMSNorm backward (dx and the dw partials; the separate pass reads dy in f32); both
-default to `auto`, the IO model's choice; `mainloop=tl` keeps every gemm on the portable tl
-mainloop (`auto`, the default: `coda-plan-mainloop` decides); `remarks-as-errors`
+the same for an RMSNorm backward (dx and the dw partials; the separate pass reads dy in f32),
+`cross-entropy=epilogue|separate` for a cross-entropy forward (its log-sum-exp and target
+partials in the logits GEMM's epilogue, or a pass over the stored logits); all default to `auto`,
+the IO model's choice; `mainloop=tl` keeps every gemm on the portable tl
+mainloop, `mainloop=gluon` gives the Gluon one to every eligible gemm at any size (`auto`, the
+default: `coda-plan-mainloop` decides, eligible gemms large enough to hide the epilogue); `remarks-as-errors`
 turns every "did not fuse" remark into an error.
 """
 
@@ -70,8 +73,11 @@ class NNToCodaPass(ModulePass):
     """`auto` asks the IO model; the separate pass reads dy in f32 (what the epilogue form reads
     from the accumulator: rounded to bf16 first, the tiny Qwen3 bf16 whole-model gradients missed
     the float64 bar, bench/RESULTS.md session 10)."""
+    cross_entropy: str = "auto"
+    """Where a cross-entropy forward whose logits a GEMM produces runs (`auto`: the IO model)."""
     mainloop: str = "auto"
-    """`coda-plan-mainloop`'s mode: `auto` (the Gluon mainloop where eligible) or `tl`."""
+    """`coda-plan-mainloop`'s mode: `auto` (the Gluon mainloop where eligible and large enough),
+    `gluon` (where eligible, at any size) or `tl`."""
     remarks_as_errors: bool = False
 
     def stages(self) -> list[ModulePass]:
@@ -85,7 +91,7 @@ class NNToCodaPass(ModulePass):
 
             stages.append(NNPlanPass(cost_model=self.cost_model, rope_table=self.rope_table, interleave=self.interleave,
                                      epilogues=self.fuse, norm_stats=self.defer_norms, gated_grad=self.gated_grad,
-                                     norm_grad=self.norm_grad))
+                                     norm_grad=self.norm_grad, cross_entropy=self.cross_entropy))
         if self.defer_norms:
             stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors, whole_rows_stats=self.whole_rows_stats))
         stages.append(ConvertNNToCodaPass())

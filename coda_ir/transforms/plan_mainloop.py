@@ -29,7 +29,16 @@ to the `tl` kernel where no Hopper GPU or no Gluon is present):
   holds more than one loaded matrix tile or carries column partials (session 10: 16-row
   sub-tiles of the RMSNorm backward spilled).
 
-Options: `mainloop=auto` (default: the Gluon mainloop wherever eligible) or `tl` (never).
+* size: the epilogue partition overlaps tile i's epilogue with tile i + 1's mainloop, so it needs
+  a mainloop long enough to cover a tile's epilogue and several tiles per SM (`size_obstacle`:
+  K >= `MIN_K`, at least `MIN_TILES_PER_SM` 128x256 tiles per SM of a 132-SM H100). Measured
+  (H100, bench/RESULTS.md session 13): GPT-2 medium's K = 1024 epilogues ran 2.9-9.3x their
+  cuBLAS GEMM on the Gluon mainloop (1.6-2.9x on tl), its N = 1024 gemms (256 tiles, ~2 per SM)
+  1.5-2.3x (tl 1.2-1.6x); every LLaMA / Qwen3 gemm given the record (K >= 2048, >= 7.8 tiles per
+  SM) ran 0-16% faster than its tl kernel.
+
+Options: `mainloop=auto` (default: the Gluon mainloop wherever eligible and large enough),
+`gluon` (wherever eligible, at any size: tests and experiments at small shapes) or `tl` (never).
 """
 
 from __future__ import annotations
@@ -46,7 +55,21 @@ from coda_ir.dialects import coda
 from coda_ir.errors import ArgumentError
 from coda_ir.remarks import emit_remark
 
-MODES = ("auto", "tl")
+MODES = ("auto", "gluon", "tl")
+
+MIN_K = 2048
+"""The shortest contraction given the Gluon mainloop: a 128x256 tile's mainloop at K = 2048 takes
+~25 us on an H100, about what the 2-warp epilogue partition needs for a residual + norm-statistics
+epilogue (LLaMA-1B out-projection, K = 2048: Gluon 1.18-1.23x cuBLAS, tl 1.28-1.35x); at K = 1024
+every GPT-2 epilogue lost to tl, by 1.8-3.5x."""
+
+MIN_TILES_PER_SM = 3
+"""The fewest 128x256 tiles per SM (of `HOPPER_SMS`) given the Gluon mainloop: the first tile's
+mainloop and the last tile's epilogue are never overlapped, which at ~2 tiles per SM (GPT-2's
+N = 1024 gemms, 256 tiles) left the Gluon kernel 1.2-1.4x slower than tl. 3 keeps the record on
+the whole-model LLaMA-1B layers (8192 tokens x 2048: 512 tiles, 3.9 per SM)."""
+
+HOPPER_SMS = 132  # an H100 SXM, the lent GPU (the PCIe part has 114)
 
 # 11 warps (4 + 4 MMA, 1 producer, 2 epilogue): ptxas caps the kernel at 168 registers a thread;
 # setmaxnreg moves them between partitions (session 10: (168, 24, 176) measured best).
@@ -84,6 +107,19 @@ def gluon_obstacle(op: coda.GemmOp) -> str | None:
     strides = {o.stride.value.data for o in block.ops if isinstance(o, coda.PairMapOp)}
     if len(strides) > 1:
         return f"its pair maps have strides {sorted(strides)} (the Gluon epilogue layout holds one)"
+    return None
+
+
+def size_obstacle(op: coda.GemmOp) -> str | None:
+    """Why this gemm is too small for the Gluon mainloop to pay (None: large enough)."""
+    m, n, k = op.problem_shape()
+    if k < MIN_K:
+        return (f"K = {k} < {MIN_K}: a tile's mainloop is too short to hide the 2-warp epilogue partition "
+                "(GPT-2 medium's K = 1024 epilogues ran 2.9-9.3x their GEMM on the Gluon mainloop on the H100)")
+    tiles = -(-m // 128) * -(-n // 256)
+    if tiles < MIN_TILES_PER_SM * HOPPER_SMS:
+        return (f"{tiles} tiles of 128x256, fewer than {MIN_TILES_PER_SM} per SM of an H100: the first mainloop and "
+                "the last epilogue are not overlapped (GPT-2's 256-tile gemms ran 1.2-1.4x slower than on tl)")
     return None
 
 
@@ -218,6 +254,9 @@ class PlanMainloopPass(ModulePass):
                     emit_remark(k, "keeps the tl mainloop: mainloop=tl", informational=True)
                     continue
                 attr, why = plan_mainloop(k)
+                small = size_obstacle(k) if attr is not None and self.mainloop == "auto" else None
+                if small is not None:
+                    attr, why = None, small
                 if attr is None:
                     emit_remark(k, f"keeps the tl mainloop: {why}", informational=True)
                     continue

@@ -134,7 +134,7 @@ def main() -> int:
         # these shapes, leaving the dgrads plain; the epilogue form is the Gluon kernel with carried
         # column partials, which must keep compiling.
         with remarks.printed_remarks(False):
-            cm = coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{rope-table=always norm-grad=epilogue}")
+            cm = coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda{rope-table=always norm-grad=epilogue mainloop=gluon}")
         path = tmp / f"coda_gluon_sm90_{report['compiled']}.py"
         path.write_text(cm.source)
         spec = importlib.util.spec_from_file_location(path.stem, path)

@@ -106,11 +106,11 @@ def test_plan_on_the_llama_block(norm_grad):
     the columns); the interleaved gate/up keeps tl. Backward: with the RMSNorm backward in the
     dgrads' epilogues, both dgrads f32 with 8-row sub-tiles (column partials); with the default
     plan (`auto`: the norm backward a separate pass at these shapes) the dgrads are plain gemms;
-    plain gemms get no record."""
+    plain gemms get no record. (`mainloop=gluon`: at these small shapes `auto` gives no record.)"""
     remarks.EMITTED.clear()
     with remarks.printed_remarks(False):
         cm = coda_ir.compile(nn_llama_block(SMALL),
-                             pipeline=f"nn-autodiff,nn-to-coda{{rope-table=always norm-grad={norm_grad}}}")
+                             pipeline=f"nn-autodiff,nn-to-coda{{rope-table=always norm-grad={norm_grad} mainloop=gluon}}")
     got = {k: v for k, v in mainloops(cm).items() if k.startswith("llama_block_")}
     fwd = {k.split(":")[2]: v for k, v in got.items() if k.startswith("llama_block_fwd:")}
     residual = "nn.linear+nn.add+nn.rms_norm.stats+nn.rms_norm.prescale"
@@ -134,8 +134,38 @@ def test_plan_option_tl_and_bad_mode():
     with remarks.printed_remarks(False):
         cm = coda_ir.compile(nn_llama_block(SMALL), pipeline="nn-to-coda{mainloop=tl}")
     assert not any(mainloops(cm).values())
-    with pytest.raises(ArgumentError, match="mainloop must be one of auto, tl"):
-        PlanMainloopPass(mainloop="gluon").apply(make_context(), cm.ir)
+    with pytest.raises(ArgumentError, match="mainloop must be one of auto, gluon, tl"):
+        PlanMainloopPass(mainloop="cutlass").apply(make_context(), cm.ir)
+
+
+def test_auto_leaves_small_gemms_on_tl():
+    """`auto` keeps the tl mainloop where a tile's mainloop is too short (K < MIN_K) or there are
+    too few tiles per SM to overlap epilogues with mainloops; at the LLaMA-8B shape it gives the
+    record to the same gemms as `gluon`. The GPT-2 medium example (K = 1024 and N = 1024 gemms,
+    measured slower on Gluon) gets none."""
+    from types import SimpleNamespace
+
+    def planned(text: str, pipeline: str) -> dict:
+        return mainloops(SimpleNamespace(ir=coda_ir.lower(coda_ir.parse(text), pipeline)))
+
+    remarks.EMITTED.clear()
+    with remarks.printed_remarks(False):
+        small = coda_ir.compile(nn_llama_block(SMALL), pipeline="nn-to-coda")
+    assert not any(mainloops(small).values())
+    assert any(f"K = {SMALL.d} < 2048" in r for r in remarks.EMITTED)
+    big = nn_llama_block(Llama("8b", m=8192, d=4096, f=14336, hd=128, hq=32, hkv=8, eps=1e-5, theta=500000.0))
+    with remarks.printed_remarks(False):
+        auto = planned(big, "nn-autodiff,nn-to-coda")
+        every = planned(big, "nn-autodiff,nn-to-coda{mainloop=gluon}")
+    assert {k: v is not None for k, v in auto.items()} == {k: v is not None for k, v in every.items()}
+    # out-, down-projection and QKV + RoPE, in @llama_block and in @llama_block_fwd
+    assert sorted(k.split(":")[0] for k, v in auto.items() if v is not None) == ["llama_block"] * 3 + ["llama_block_fwd"] * 3
+    remarks.EMITTED.clear()
+    with remarks.printed_remarks(False):
+        gpt2 = planned((ROOT / "examples" / "gpt2_block.mlir").read_text(), "nn-autodiff,nn-to-coda")
+    assert not any(gpt2.values())
+    assert any("K = 1024 < 2048" in r for r in remarks.EMITTED)
+    assert any("256 tiles of 128x256, fewer than 3 per SM" in r for r in remarks.EMITTED)
 
 
 # ---------------------------------------------------------------------------------------- runtime
@@ -146,7 +176,7 @@ def test_cpu_runs_the_tl_kernel_with_the_same_results():
     those of the program compiled without records (same kernels, same math)."""
     text = nn_llama_block(SMALL)
     with remarks.printed_remarks(False):
-        with_record = coda_ir.compile(text, pipeline="nn-to-coda")
+        with_record = coda_ir.compile(text, pipeline="nn-to-coda{mainloop=gluon}")
         without = coda_ir.compile(text, pipeline="nn-to-coda{mainloop=tl}")
     assert "mainloop=_rt.GluonMainloop(" in with_record.source
     args = random_inputs(text, seed=3)
@@ -201,4 +231,5 @@ def test_readme_gluon_snippet_runs(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("#coda.mainloop<gluon_ws, bm = 128, bn = 256, bk = 64") and "accumulate_first = 0" in out[0]
     assert "runs the Gluon warp-specialized mainloop on Hopper" in out[1] and "MMA warpgroups add" in out[1]
-    assert out[2] == "True False"
+    assert "keeps the tl mainloop: K = 512 < 2048" in out[2]
+    assert out[3] == "True False"

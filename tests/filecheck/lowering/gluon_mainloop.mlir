@@ -1,4 +1,4 @@
-// RUN: coda-opt %s -p coda-plan-mainloop -t triton 2>/dev/null | filecheck %s
+// RUN: coda-opt %s -p "coda-plan-mainloop{mainloop=gluon}" -t triton 2>/dev/null | filecheck %s
 // The Gluon kernel of a gemm with a #coda.mainloop (lowering/gluon.py), emitted beside its tl
 // kernel: fixed producer / MMA partitions, the epilogue partition printed by the tl kernel's
 // epilogue emitter on row sub-tiles of the hand-off buffer, and the launch that names both.

@@ -1,7 +1,8 @@
-// RUN: coda-opt %s -p coda-plan-mainloop --split-input-file 2>&1 | filecheck %s
+// RUN: coda-opt %s -p 'coda-plan-mainloop{mainloop=gluon}' --split-input-file 2>&1 | filecheck %s
 // RUN: coda-opt %s -p 'coda-plan-mainloop{mainloop=tl}' --split-input-file 2>&1 | filecheck %s --check-prefix=TL
+// RUN: coda-opt %s -p coda-plan-mainloop --split-input-file 2>&1 | filecheck %s --check-prefix=AUTO
 // coda-plan-mainloop records #coda.mainloop on the gemms whose epilogue reads or writes tiles
-// (transforms/plan_mainloop.py): the hand-off is bf16 only where the value handed over is
+// (transforms/plan_mainloop.py; `mainloop=gluon` here: at any size): the hand-off is bf16 only where the value handed over is
 // rounded to bf16 before any other use; a leading residual add of a bf16 tile is done by the MMA
 // warpgroups (accumulate_first); everything else gets an f32 hand-off (BK 32, 4 stages).
 
@@ -11,6 +12,7 @@
 // CHECK: remark: 'coda.gemm' op runs the Gluon warp-specialized mainloop on Hopper (128x256x32, 4 stages, f32 hand-off: the epilogue uses the accumulator unrounded
 // CHECK: remark: 'coda.gemm' op keeps the tl mainloop: N = 100 not a multiple of 8 (TMA needs 16-byte strides)
 // CHECK: remark: 'coda.gemm' op keeps the tl mainloop: its row log-sum-exp partials (the 2-warp Gluon epilogue ran the LM head's cross-entropy epilogue at 4x its GEMM on the H100)
+// CHECK-COUNT-2: remark: 'coda.gemm' op runs the Gluon warp-specialized mainloop on Hopper (128x256x64, 3 stages, bf16 hand-off: the MMA warpgroups add
 // CHECK-NOT: remark
 // CHECK: func.func @residual
 // CHECK: coda.gemm %a, %b transpose_b ins(%c : tensor<64x256xbf16>)
@@ -25,8 +27,24 @@
 // CHECK-NOT: coda.mainloop =
 // CHECK: func.return
 
-// TL-COUNT-5: remark: 'coda.gemm' op keeps the tl mainloop: mainloop=tl
+// TL-COUNT-7: remark: 'coda.gemm' op keeps the tl mainloop: mainloop=tl
 // TL-NOT: coda.mainloop =
+
+// `auto` (the default) also keeps gemms too small to hide the epilogue on tl: K < 2048, or fewer
+// than 3 tiles of 128x256 per SM of an H100 (396); the large residual gemm gets the record.
+// AUTO: remark: 'coda.gemm' op keeps the tl mainloop: K = 128 < 2048: a tile's mainloop is too short to hide the 2-warp epilogue partition
+// AUTO-COUNT-2: keeps the tl mainloop: K = 128 < 2048
+// AUTO: keeps the tl mainloop: N = 100 not a multiple of 8
+// AUTO: keeps the tl mainloop: its row log-sum-exp partials
+// AUTO: remark: 'coda.gemm' op runs the Gluon warp-specialized mainloop on Hopper (128x256x64, 3 stages, bf16 hand-off: the MMA warpgroups add
+// AUTO: remark: 'coda.gemm' op keeps the tl mainloop: 256 tiles of 128x256, fewer than 3 per SM of an H100
+// AUTO-NOT: remark
+// AUTO: func.func @residual
+// AUTO-NOT: coda.mainloop =
+// AUTO: func.func @large
+// AUTO: coda.mainloop = #coda.mainloop<gluon_ws, bm = 128, bn = 256, bk = 64, stages = 3, handoff = bf16, accumulate_first = 0
+// AUTO: func.func @few_tiles
+// AUTO-NOT: coda.mainloop =
 
 // The residual add first, its sum only rounded: bf16 hand-off, input 0 accumulated by the MMAs.
 func.func @residual(%a: tensor<64x128xbf16>, %b: tensor<256x128xbf16>, %c: tensor<64x256xbf16>) -> tensor<64x256xbf16> {
@@ -101,4 +119,28 @@ func.func @logits_lse(%a: tensor<64x128xbf16>, %b: tensor<256x128xbf16>) -> (ten
     coda.yield %acc, %l : !coda.tile<64x256xf32>, !coda.partials<rows, 64, lse>
   }
   func.return %y, %p : tensor<64x256xbf16>, !coda.partials<rows, 64, lse>
+}
+
+// -----
+
+// LLaMA-8B's out-projection shape: K = 4096, 1024 tiles (7.8 per SM): large enough for `auto`.
+func.func @large(%a: tensor<8192x4096xbf16>, %b: tensor<4096x4096xbf16>, %c: tensor<8192x4096xbf16>) -> tensor<8192x4096xbf16> {
+  %y = coda.gemm %a, %b transpose_b ins(%c : tensor<8192x4096xbf16>) : tensor<8192x4096xbf16>, tensor<4096x4096xbf16> -> tensor<8192x4096xbf16> {
+  ^bb0(%acc: !coda.tile<8192x4096xf32>, %ci: tensor<8192x4096xbf16>):
+    %t = coda.accumulate %acc, %ci : !coda.tile<8192x4096xf32>, tensor<8192x4096xbf16>
+    coda.yield %t : !coda.tile<8192x4096xf32>
+  }
+  func.return %y : tensor<8192x4096xbf16>
+}
+
+// -----
+
+// GPT-2 medium's down-projection shape: K = 4096 but N = 1024, 256 tiles (1.9 per SM).
+func.func @few_tiles(%a: tensor<8192x4096xbf16>, %b: tensor<1024x4096xbf16>, %c: tensor<8192x1024xbf16>) -> tensor<8192x1024xbf16> {
+  %y = coda.gemm %a, %b transpose_b ins(%c : tensor<8192x1024xbf16>) : tensor<8192x4096xbf16>, tensor<1024x4096xbf16> -> tensor<8192x1024xbf16> {
+  ^bb0(%acc: !coda.tile<8192x1024xf32>, %ci: tensor<8192x1024xbf16>):
+    %t = coda.accumulate %acc, %ci : !coda.tile<8192x1024xf32>, tensor<8192x1024xbf16>
+    coda.yield %t : !coda.tile<8192x1024xf32>
+  }
+  func.return %y : tensor<8192x1024xbf16>
 }
