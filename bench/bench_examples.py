@@ -11,6 +11,9 @@ with `do_bench` (median) in `--rounds` rounds of rotating order, so that pipelin
 are compared under the same clocks. Prints a table (example, pipeline, launches, ms, check) and
 writes JSON.
 
+`--profile`: afterwards, one call of each under torch.profiler: its GPU kernels by time (where a
+pipeline's difference comes from).
+
 `--autodiff`: compile `nn-autodiff,PIPELINE` and time `@f_fwd` followed by `@f_bwd` (a
 training step's part of the example), checking f's results and every gradient against float64
 autograd (`check_gradients`) first.
@@ -93,12 +96,31 @@ def build(path: Path, pipeline: str, autodiff: bool) -> tuple[dict, object]:
     return row, lambda: f(*inputs)
 
 
+def profile(fn) -> list[tuple[str, float]]:
+    """(kernel, ms) of one call's GPU kernels, costliest first."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    fn()
+    torch.cuda.synchronize()
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        if ev.device_type.name == "CUDA" and ev.count:
+            total = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0.0)
+            rows.append((ev.key[:60], total / 1000.0))
+    return sorted(rows, key=lambda r: -r[1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=None)
     ap.add_argument("--pipelines", default="nn-to-coda;nn-to-coda{group-launches=false}")
     ap.add_argument("--autodiff", action="store_true", help="time @f_fwd + @f_bwd of nn-autodiff,PIPELINE")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="then profile one call of each: GPU kernels by time")
     ap.add_argument("examples", nargs="*")
     args = ap.parse_args()
     import triton
@@ -127,6 +149,10 @@ def main() -> None:
             if row["example"] == path.name and row["pipeline"] in samples:
                 row["rounds_ms"] = samples[row["pipeline"]]
                 row["ms"] = statistics.median(samples[row["pipeline"]])
+                if args.profile:
+                    row["kernels"] = profile(fns[row["pipeline"]])
+                    print(f"{path.name} {row['pipeline']}: " + ", ".join(f"{k} {ms:.3f}" for k, ms in row["kernels"][:12]),
+                          flush=True)
         del fns
         torch.cuda.empty_cache()
     print(f"\n{torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}, "
