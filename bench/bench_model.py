@@ -277,6 +277,46 @@ def profile_step(name: str, step, iters: int) -> list:
     return rows
 
 
+def step_gaps(name: str, step) -> dict:
+    """Where one step's GPU waits: the step under the profiler (CUDA kernels and the host-side
+    calls that launch them), its span from the first kernel's start to the last one's end, the
+    time in kernels, and the longest idle gaps with the kernels around them and what the host
+    was doing when the GPU went idle (the innermost host event spanning the gap's start)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    events = prof.events()
+    kernels = sorted((ev for ev in events if ev.device_type.name == "CUDA"), key=lambda ev: ev.time_range.start)
+    host = [ev for ev in events if ev.device_type.name == "CPU"]
+    gaps, prev_end, prev_name, busy = [], None, None, 0.0
+    for ev in kernels:
+        start, end = ev.time_range.start, ev.time_range.end
+        busy += end - start
+        if prev_end is not None and start > prev_end:
+            gaps.append((start - prev_end, prev_name, ev.name, prev_end))
+        if prev_end is None or end > prev_end:
+            prev_end, prev_name = end, ev.name
+    span = (prev_end - kernels[0].time_range.start) if kernels else 0.0
+    gaps.sort(key=lambda g: -g[0])
+    top = []
+    for us, before, after, at in gaps[:15]:
+        # host events are on the host clock the profiler aligns with the GPU's; the innermost one
+        # open when the GPU went idle says what the host was busy with
+        open_then = [ev for ev in host if ev.time_range.start <= at <= ev.time_range.end]
+        inner = min(open_then, key=lambda ev: ev.time_range.end - ev.time_range.start, default=None)
+        top.append({"idle_us": us, "after": before[:80], "before": after[:80],
+                    "host_busy_with": inner.name[:80] if inner is not None else None})
+    idle = sum(g[0] for g in gaps)
+    print(f"\n[{name}] one step: kernels {busy / 1e3:.2f} ms in a span of {span / 1e3:.2f} ms, idle {idle / 1e3:.2f} ms "
+          f"in {len(gaps)} gaps; the longest:")
+    for g in top:
+        print(f"  {g['idle_us']:8.1f} us  after {g['after'][:40]:40s} before {g['before'][:40]:40s} host: {g['host_busy_with']}")
+    return {"kernels_ms": busy / 1e3, "span_ms": span / 1e3, "idle_ms": idle / 1e3, "gaps": len(gaps), "longest": top}
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shape", choices=sorted(SHAPES), default="llama1b")
@@ -289,7 +329,8 @@ def main(argv=None) -> dict:
     p.add_argument("--out", default=None, help="JSON path (default: $OUT/model-<shape>.json when $OUT is set)")
     p.add_argument("--smoke", action="store_true", help="tiny CPU run through the Triton interpreter")
     p.add_argument("--profile", action="store_true",
-                   help="after timing, profile one step of each variant (torch.profiler, GPU kernels by total time)")
+                   help="after timing, profile one step of each variant (torch.profiler, GPU kernels by total "
+                        "time) and where its GPU waits (idle gaps between kernels, what the host was doing)")
     args = p.parse_args(argv)
     if args.smoke:
         args.shape, args.layers, args.batch, args.seq, args.rounds, args.iters = "smoke", 2, 2, 16, 1, 1
@@ -370,6 +411,7 @@ def main(argv=None) -> dict:
         for name, (step, ctx) in steps.items():
             with ctx():
                 results[name]["kernels"] = profile_step(name, step, args.iters)
+                results[name]["gaps"] = step_gaps(name, step)
     limit = statistics.median(results["limit"]["ms"]) if results.get("limit", {}).get("ms") else None
     eager_loss = results.get("eager", {}).get("loss")
     for name, entry in results.items():
