@@ -110,16 +110,17 @@ def gluon_obstacle(op: coda.GemmOp) -> str | None:
     return None
 
 
-def size_obstacle(op: coda.GemmOp) -> str | None:
-    """Why this gemm is too small for the Gluon mainloop to pay (None: large enough)."""
+def size_obstacle(op: coda.GemmOp, record: coda.MainloopAttr) -> str | None:
+    """Why this gemm is too small for the Gluon mainloop of `record` to pay (None: large enough)."""
     m, n, k = op.problem_shape()
     if k < MIN_K:
         return (f"K = {k} < {MIN_K}: a tile's mainloop is too short to hide the 2-warp epilogue partition "
                 "(GPT-2 medium's K = 1024 epilogues ran 2.9-9.3x their GEMM on the Gluon mainloop on the H100)")
-    tiles = -(-m // 128) * -(-n // 256)
+    bm, bn = record.as_dict()["bm"], record.as_dict()["bn"]
+    tiles = -(-m // bm) * -(-n // bn)  # type: ignore[operator]
     if tiles < MIN_TILES_PER_SM * HOPPER_SMS:
-        return (f"{tiles} tiles of 128x256, fewer than {MIN_TILES_PER_SM} per SM of an H100: the first mainloop and "
-                "the last epilogue are not overlapped (GPT-2's 256-tile gemms ran 1.2-1.4x slower than on tl)")
+        return (f"{tiles} tiles of {bm}x{bn}, fewer than {MIN_TILES_PER_SM} per SM of an H100: the first mainloop "
+                "and the last epilogue are not overlapped (GPT-2's 256-tile gemms ran 1.2-1.4x slower than on tl)")
     return None
 
 
@@ -254,7 +255,7 @@ class PlanMainloopPass(ModulePass):
                     emit_remark(k, "keeps the tl mainloop: mainloop=tl", informational=True)
                     continue
                 attr, why = plan_mainloop(k)
-                small = size_obstacle(k) if attr is not None and self.mainloop == "auto" else None
+                small = size_obstacle(k, attr) if attr is not None and self.mainloop == "auto" else None
                 if small is not None:
                     attr, why = None, small
                 if attr is None:

@@ -29,6 +29,10 @@ def kernels(program, fn: str) -> list[str]:
             for op in func.walk() if op.name in ("coda.gemm", "coda.elementwise", "coda.fold")]
 
 
+def op_is_func(op) -> bool:
+    return op.name == "func.func" and bool(op.body.blocks)
+
+
 @pytest.mark.parametrize("form", ["epilogue", "separate"])
 @pytest.mark.parametrize("m,d,v,dtype", [(37, 40, 301, "bf16"), (19, 24, 130, "f32")])
 def test_both_forms_match_float64(form, m, d, v, dtype):
@@ -64,10 +68,6 @@ def test_plan_follows_whether_the_logits_are_stored():
     with remarks.printed_remarks(False):
         small = coda_ir.compile(lm_head(37, 40, 301), pipeline="nn-autodiff,nn-to-coda")
     assert not any(k.endswith("separate") for k in kernels(small, "lm_head_fwd"))
-
-
-def op_is_func(op) -> bool:
-    return op.name == "func.func" and bool(op.body.blocks)
 
 
 def test_only_auto_asks_the_model(monkeypatch):
