@@ -9,11 +9,16 @@ module as `_lib`.
 
 from __future__ import annotations
 
+import os
+
 import torch
+import triton
+import triton.language as tl
 
 from coda_ir.lowering.attention import attention_backward, attention_forward
 
-__all__ = ["attention_forward", "attention_backward", "embedding", "embedding_grad", "concat", "adjacent_view", "slice_copy"]
+__all__ = ["attention_forward", "attention_backward", "embedding", "embedding_grad", "embedding_grad_into", "concat",
+           "adjacent_view", "slice_copy"]
 
 
 def embedding(ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -36,6 +41,82 @@ def embedding_grad(dy: torch.Tensor, ids: torch.Tensor, num_rows: int, dtype: to
         grad = torch.zeros((num_rows, dy.shape[1]), dtype=torch.float32)
         return grad.index_add_(0, ids.long(), dy.float()).to(dtype)
     return torch.ops.aten.embedding_dense_backward(dy, ids.long(), num_rows, -1, False).to(dtype)
+
+
+ROW_RUN_CHUNK = 16
+"""Rows of one id summed per step of `_add_row_runs`: a frequent token (hundreds of repeats in a
+step's 8192 ids) takes a few dozen steps, each loading 16 rows at once, not hundreds of serial loads."""
+ROW_RUN_COLUMNS = 256
+ROW_RUN_WARPS = 1
+"""Measured on the H100 (bench/RESULTS.md, session 14; LLaMA-1B's [128256, 2048] weight, 8192 ids,
+the sort included): 256 columns, chunks of 16 rows, 1 warp: 164 us for uniform ids and 236 us for
+Zipf-distributed ones (one id 1121 times); 4 warps 699 / 484 us (most programs start no run and
+exit, and a small program a warp wide packs more of them per SM); PyTorch's dense embedding
+backward plus the add of the two dense gradients: 1029 / 933 us."""
+
+
+@triton.jit
+def _add_row_runs(dst_ptr, rows_ptr, sorted_ids_ptr, order_ptr, n, d, stride_dst, stride_rows,
+                  BLOCK_D: tl.constexpr, CHUNK: tl.constexpr):
+    """Program (p, c): if sorted position p starts a run of equal ids v, columns block c of
+    dst[v] += the rows of that run, in sorted (stable: original) order, in fp32, rounded once."""
+    p = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    in_row = cols < d
+    v = tl.load(sorted_ids_ptr + p)
+    before = tl.load(sorted_ids_ptr + tl.maximum(p - 1, 0))
+    if (p == 0) | (before != v):
+        acc = tl.load(dst_ptr + v * stride_dst + cols, mask=in_row, other=0.0).to(tl.float32)
+        q = p
+        more = v == v
+        while more:
+            at = q + tl.arange(0, CHUNK)
+            ids = tl.load(sorted_ids_ptr + at, mask=at < n, other=-1)
+            mine = ids == v
+            src = tl.load(order_ptr + at, mask=mine, other=0)
+            vals = tl.load(rows_ptr + src[:, None] * stride_rows + cols[None, :], mask=mine[:, None] & in_row[None, :],
+                           other=0.0)
+            acc += tl.sum(vals.to(tl.float32), axis=0)
+            q += CHUNK
+            more = tl.sum(mine.to(tl.int32), axis=0) == CHUNK
+        tl.store(dst_ptr + v * stride_dst + cols, acc.to(dst_ptr.dtype.element_ty), mask=in_row)
+
+
+def _triton_runs(t: torch.Tensor) -> bool:
+    """Whether `_add_row_runs` can run on `t`'s device in this process: compiled on a GPU, or
+    through Triton's interpreter in a process that interprets (CPU-only machines, CI)."""
+    if t.device.type == "cuda":
+        return os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def embedding_grad_into(dst: torch.Tensor, dy: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """`dst[v] += sum of dy[m] over ids[m] = v`, in place, and returns `dst`: the embedding's
+    gradient added into an existing gradient of the same (tied) weight without a dense
+    [V, D] embedding gradient (coda_ir.torch.hf's tied-weight path, issue 11).
+
+    Deterministic, no float atomics: the ids are sorted (stably), and the program at the start
+    of each run of equal ids adds the run's rows to dst's row, in sorted order, in fp32, rounded
+    once. No host sync. `ids` must be in [0, V) (the caller checked them)."""
+    if dst.dim() != 2 or dy.dim() != 2 or ids.dim() != 1 or dy.shape != (ids.shape[0], dst.shape[1]):
+        raise ValueError(f"embedding_grad_into: dst [V, D], dy [N, D], ids [N]; got {list(dst.shape)}, "
+                         f"{list(dy.shape)}, {list(ids.shape)}")
+    if ids.numel() == 0:
+        return dst
+    if not _triton_runs(dst):
+        # a CPU tensor in a process that compiles for a GPU: index_add_ on the CPU sums in order
+        summed = dst.float().index_add_(0, ids.long(), dy.float())
+        return dst.copy_(summed)
+    dst_c = dst if dst.is_contiguous() else dst.contiguous()
+    dy = dy.contiguous()
+    sorted_ids, order = torch.sort(ids.long(), stable=True)
+    n, d = dy.shape
+    grid = (n, triton.cdiv(d, ROW_RUN_COLUMNS))
+    _add_row_runs[grid](dst_c, dy, sorted_ids, order, n, d, dst_c.stride(0), dy.stride(0),
+                        BLOCK_D=ROW_RUN_COLUMNS, CHUNK=ROW_RUN_CHUNK, num_warps=ROW_RUN_WARPS)
+    if dst_c is not dst:
+        dst.copy_(dst_c)
+    return dst
 
 
 def concat(tensors: list[torch.Tensor], axis: int) -> torch.Tensor:

@@ -51,3 +51,73 @@ def test_embedding_never_reads_out_of_bounds():
     out = library.embedding(ids, w)
     torch.testing.assert_close(out[:2], w[[0, 4]], rtol=0, atol=0)
     torch.testing.assert_close(out[2:], w[[4, 0]], rtol=0, atol=0)
+
+
+# ------------------------------------------------ embedding_grad_into (the tied weight's rows)
+
+import pytest  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _rows_case(V: int, D: int, N: int, seed: int, dst_dtype=torch.float32, repeat: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, V, (N,), generator=g)
+    if repeat:
+        ids[torch.randperm(N, generator=g)[:repeat]] = V // 2  # one run longer than a chunk
+    dst = torch.randn(V, D, generator=g).to(dst_dtype)
+    dy = torch.randn(N, D, generator=g).to(torch.bfloat16)
+    return dst, dy, ids, dst.double().index_add(0, ids, dy.double())
+
+
+@pytest.mark.parametrize("V,D,N,repeat", [(50, 300, 77, 40), (7, 33, 5, 0), (130, 257, 64, 64), (3, 1, 19, 19)])
+def test_embedding_grad_into_sums_every_run_of_ids_in_fp32(V, D, N, repeat):
+    # odd widths (not a multiple of the 256-column block), runs longer than the 16-row chunk,
+    # a run of exactly one chunk's multiple, every id the same
+    dst, dy, ids, ref = _rows_case(V, D, N, seed=V + D, repeat=repeat)
+    out = library.embedding_grad_into(dst, dy, ids)
+    assert out is dst  # in place
+    # f32 sums of bf16 rows: within a few f32 ulps of the float64 sum
+    torch.testing.assert_close(out.double(), ref, rtol=1e-6, atol=1e-5)
+    untouched = torch.ones(V, dtype=torch.bool)
+    untouched[ids] = False
+    assert torch.equal(out[untouched].double(), ref[untouched])
+
+
+def test_embedding_grad_into_bf16_rounds_the_fp32_sum_once():
+    dst, dy, ids, ref = _rows_case(40, 96, 120, seed=3, dst_dtype=torch.bfloat16, repeat=50)
+    out = library.embedding_grad_into(dst, dy, ids)
+    # one rounding to bf16 (the interpreter rounds toward zero, the GPU to nearest): < 1 ulp
+    ulp = ref.abs().clamp_min(2.0**-126) * 2.0**-7
+    assert ((out.double() - ref).abs() <= ulp).all()
+
+
+def test_embedding_grad_into_is_deterministic_and_matches_the_cpu_fallback(monkeypatch):
+    dst, dy, ids, _ = _rows_case(60, 130, 200, seed=5, repeat=90)
+    first = library.embedding_grad_into(dst.clone(), dy, ids)
+    assert torch.equal(first, library.embedding_grad_into(dst.clone(), dy, ids))
+    monkeypatch.setattr(library, "_triton_runs", lambda t: False)  # index_add_ on the CPU
+    fallback = library.embedding_grad_into(dst.clone(), dy, ids)
+    torch.testing.assert_close(fallback, first, rtol=1e-6, atol=1e-5)
+
+
+def test_embedding_grad_into_takes_a_non_contiguous_destination():
+    dst, dy, ids, ref = _rows_case(20, 48, 30, seed=9, repeat=20)
+    wide = torch.zeros(20, 96)
+    view = wide[:, ::2]
+    view.copy_(dst)
+    library.embedding_grad_into(view, dy, ids)
+    torch.testing.assert_close(view.double(), ref, rtol=1e-6, atol=1e-5)
+    assert torch.count_nonzero(wide[:, 1::2]) == 0
+
+
+def test_embedding_grad_into_refuses_mismatched_shapes():
+    with pytest.raises(ValueError, match="dst \\[V, D\\], dy \\[N, D\\], ids \\[N\\]"):
+        library.embedding_grad_into(torch.zeros(4, 3), torch.zeros(2, 5), torch.zeros(2, dtype=torch.long))
+
+
+@settings(max_examples=12, deadline=None)
+@given(V=st.integers(1, 40), D=st.integers(1, 70), N=st.integers(0, 60), seed=st.integers(0, 2**16))
+def test_embedding_grad_into_equals_index_add_for_all_small_cases(V, D, N, seed):
+    dst, dy, ids, ref = _rows_case(V, D, N, seed=seed)
+    torch.testing.assert_close(library.embedding_grad_into(dst, dy, ids).double(), ref, rtol=1e-6, atol=1e-5)

@@ -98,8 +98,9 @@ def test_logits_without_labels_match_float64():
     assert_matches([out.logits.detach()], [ref64.detach()], [refT.detach()], ["logits"])
 
 
-def test_tied_embeddings_and_position_ids():
-    model = tiny_model("llama", tie_word_embeddings=True)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tied_embeddings_and_position_ids(dtype):
+    model = tiny_model("llama", dtype, tie_word_embeddings=True)
     assert model.lm_head.weight is model.model.embed_tokens.weight
     ids, labels = batch()
     positions = torch.arange(3, 3 + SEQ).unsqueeze(0)
@@ -115,7 +116,74 @@ def test_tied_embeddings_and_position_ids():
     loss = cmodel(ids, labels=labels, position_ids=positions).loss
     loss.backward()
     w, w64, wT = (m.model.embed_tokens.weight.grad for m in (model, model64, modelT))
-    assert_matches([loss.detach(), w], [loss64.detach(), w64], [lossT.detach(), wT], ["loss", "tied embedding grad"])
+    assert_matches([loss.detach(), w], [loss64.detach(), w64], [lossT.detach(), wT], ["loss", "tied embedding grad"],
+                   loss=(dtype, BATCH * SEQ))
+
+
+def _tied_grads(cmodel, model, batches, tied_path: bool, monkeypatch):
+    """The tied weight's gradient of one backward over the summed losses of `batches`, through
+    the TiedWeight path or (`tied_path=False`) autograd's sum of two dense gradients."""
+    from coda_ir.torch.hf import CodaCausalLM
+
+    with monkeypatch.context() as m:
+        if not tied_path:
+            m.setattr(CodaCausalLM, "_tied_weights", lambda self: None)
+        model.zero_grad(set_to_none=True)
+        sum(cmodel(ids, labels=labels).loss for ids, labels in batches).backward()
+    return model.model.embed_tokens.weight.grad.clone()
+
+
+def test_tied_weight_takes_the_embedding_rows_into_the_heads_gradient(monkeypatch):
+    from coda_ir.lowering import library
+
+    model = tiny_model("llama", tie_word_embeddings=True)
+    cmodel = from_hf(model, progress=False)
+    calls = []
+    real = library.embedding_grad_into
+    monkeypatch.setattr(library, "embedding_grad_into", lambda *a: calls.append(a[0].shape) or real(*a))
+    dense = []
+    real_dense = library.embedding_grad
+    monkeypatch.setattr(library, "embedding_grad", lambda *a, **k: dense.append(1) or real_dense(*a, **k))
+    ids, labels = batch()
+    ids[0, :4] = 5  # a repeated id
+    tied = _tied_grads(cmodel, model, [(ids, labels)], True, monkeypatch)
+    assert calls == [(VOCAB, 64)] and not dense  # no dense [V, D] embedding gradient
+    summed = _tied_grads(cmodel, model, [(ids, labels)], False, monkeypatch)
+    assert dense  # the other path does take it
+    torch.testing.assert_close(tied, summed, rtol=1e-5, atol=1e-6)
+
+
+def test_tied_weight_gradient_of_two_forwards_in_one_backward(monkeypatch):
+    # gradient accumulation in one backward: each forward's aliases meet their own gradients
+    model = tiny_model("llama", tie_word_embeddings=True)
+    cmodel = from_hf(model, progress=False)
+    b1, b2 = batch(seed=1), batch(seed=2)
+    both = _tied_grads(cmodel, model, [b1, b2], True, monkeypatch)
+    one = _tied_grads(cmodel, model, [b1], True, monkeypatch)
+    two = _tied_grads(cmodel, model, [b2], True, monkeypatch)
+    torch.testing.assert_close(both, one + two, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(both, _tied_grads(cmodel, model, [b1, b2], False, monkeypatch), rtol=1e-5, atol=1e-6)
+
+
+def test_tied_padding_row_gets_only_the_heads_gradient_like_hugging_face():
+    model = tiny_model("llama", tie_word_embeddings=True, pad_token_id=3)
+    ids, labels = batch()
+    ids[0, :3] = 3
+    model64 = copy.deepcopy(model).double()
+    model64(input_ids=ids, labels=labels).loss.backward()
+    from_hf(model, progress=False)(ids, labels=labels).loss.backward()
+    grad, grad64 = model.model.embed_tokens.weight.grad, model64.model.embed_tokens.weight.grad
+    assert torch.count_nonzero(grad64[3]) > 0  # the LM head's share
+    torch.testing.assert_close(grad.double(), grad64, rtol=1e-4, atol=1e-5)
+
+
+def test_frozen_tied_weight_gets_no_gradient():
+    model = tiny_model("llama", tie_word_embeddings=True)
+    model.model.embed_tokens.weight.requires_grad_(False)
+    ids, labels = batch()
+    from_hf(model, progress=False)(ids, labels=labels).loss.backward()
+    assert model.model.embed_tokens.weight.grad is None
+    assert model.model.norm.weight.grad is not None
 
 
 def test_padding_token_row_gets_no_gradient_like_hugging_face():
@@ -355,3 +423,26 @@ def test_cuda_bf16_loss_and_gradients_match_float64(family):
     names = sorted(grads64)
     assert_matches([loss.cpu()] + [grads[n].cpu() for n in names], [loss64.cpu()] + [grads64[n].cpu() for n in names],
                    [lossT.cpu()] + [gradsT[n].cpu() for n in names], ["loss"] + names, loss=(torch.bfloat16, 2 * 256))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_cuda_bf16_tied_weight_gradient_matches_float64(family):
+    # the TiedWeight path on the GPU: the compiled row-run kernel adds the embedding's rows into
+    # the head's gradient. (Every gradient of this tied model: layer 0's q_proj gradient lands at
+    # 1.05x the bar in both the TiedWeight and the dense-sum path, session 14: not this path's.)
+    overrides = dict(hidden_size=256, intermediate_size=640, num_attention_heads=4, num_key_value_heads=2,
+                     head_dim=64, vocab_size=1000, tie_word_embeddings=True)
+    modelT = tiny_model(family, torch.bfloat16, **overrides).cuda()
+    model64 = copy.deepcopy(modelT).double()
+    torch.manual_seed(3)
+    ids = torch.randint(0, 1000, (2, 256), device="cuda")
+    ids[0, :40] = 7  # a run longer than the kernel's 16-row chunk
+    labels = ids.clone()
+    labels[:, :5] = -100
+    name = "model.embed_tokens.weight"
+    loss64, grads64 = hf_loss_and_grads(model64, ids, labels)
+    lossT, gradsT = hf_loss_and_grads(copy.deepcopy(modelT), ids, labels)
+    loss, grads = coda_loss_and_grads(modelT, from_hf(modelT, progress=False), ids, labels)
+    assert_matches([loss.cpu(), grads[name].cpu()], [loss64.cpu(), grads64[name].cpu()], [lossT.cpu(), gradsT[name].cpu()],
+                   ["loss", name], loss=(torch.bfloat16, 2 * 256))
