@@ -2,8 +2,10 @@
 HF eager (sdpa), HF + torch.compile and HF + Liger, with the step's limit measured in the same
 rounds (its GEMMs via cuBLAS plus its attention via SDPA, PERFORMANCE.md).
 
-Per variant: median step time, ratio to the limit, tokens/s, peak memory above the resident
-model, first-step time (compile / autotune), the loss against eager's. Variants run in rounds
+Per variant: median step time (each step from an idle GPU, synced) and its ratio to the limit;
+the same for steps run back to back ("pipelined": the host enqueues the next step while the GPU
+finishes this one, as a loop that does not read the loss every step); tokens/s, peak memory above
+the resident model, first-step time (compile / autotune), the loss against eager's. Variants run in rounds
 whose order rotates; a failing variant is recorded with its error and the others go on.
 
 GPU (carry [".whl", ".devcache"]; the device has transformers, torch, Triton):
@@ -255,6 +257,25 @@ def timed(fn, device, iters: int) -> float:
     return statistics.median(times)
 
 
+def pipelined(fn, device, iters: int) -> float:
+    """ms a step of `iters` steps run back to back, one sync at the end: as a training loop that
+    does not read the loss every step runs them (the host enqueues the next step while the GPU
+    finishes this one), where `timed` starts every step from an idle GPU."""
+    sync(device)
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / iters
+    t = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t) * 1e3 / iters
+
+
 def profile_step(name: str, step, iters: int) -> list:
     """[kernel name, launches per step, ms per step] of the GPU kernels of `iters` steps, costliest
     first: where a variant's step goes beyond its limit."""
@@ -404,6 +425,7 @@ def main(argv=None) -> dict:
             step, ctx = steps[name]
             with ctx():
                 results[name]["ms"].append(timed(step, device, args.iters))
+                results[name].setdefault("pipelined_ms", []).append(pipelined(step, device, args.iters))
                 if name == "limit":
                     for part, fn in step.parts.items():
                         results[name].setdefault(f"{part}_ms", []).append(timed(fn, device, args.iters))
@@ -413,13 +435,17 @@ def main(argv=None) -> dict:
                 results[name]["kernels"] = profile_step(name, step, args.iters)
                 results[name]["gaps"] = step_gaps(name, step)
     limit = statistics.median(results["limit"]["ms"]) if results.get("limit", {}).get("ms") else None
+    limit_pipelined = statistics.median(results["limit"]["pipelined_ms"]) if limit else None
     eager_loss = results.get("eager", {}).get("loss")
     for name, entry in results.items():
         if entry.get("ms"):
             entry["median_ms"] = statistics.median(entry["ms"])
             entry["tokens_per_s"] = tokens / (entry["median_ms"] / 1e3)
+            entry["pipelined_median_ms"] = statistics.median(entry["pipelined_ms"])
             if limit:
                 entry["x_limit"] = entry["median_ms"] / limit
+            if limit_pipelined:
+                entry["x_limit_pipelined"] = entry["pipelined_median_ms"] / limit_pipelined
         if eager_loss is not None and "loss" in entry:
             entry["loss_minus_eager"] = entry["loss"] - eager_loss
     report = {"info": info, "resident_gib": resident / 2**30, "results": results}
@@ -430,12 +456,14 @@ def main(argv=None) -> dict:
         if os.environ.get("OUT") and cache.is_file():  # bring the tuning back for the next run
             shutil.copy(cache, Path(os.environ["OUT"]) / f"autotune-{args.shape}.json")
     print(f"\n{args.shape}: {args.layers} layers, {args.batch} x {args.seq} tokens, {info['device']}, torch {info['torch']}")
-    print(f"{'variant':10} {'ms':>9} {'x limit':>8} {'tok/s':>10} {'peak GiB':>9} {'first s':>8} {'loss-eager':>11}")
+    print(f"{'variant':10} {'ms':>9} {'x limit':>8} {'pipelined':>10} {'x limit':>8} {'tok/s':>10} {'peak GiB':>9} "
+          f"{'first s':>8} {'loss-eager':>11}")
     for name, e in results.items():
         if "error" in e:
             print(f"{name:10} error: {e['error'][:100]}")
             continue
         print(f"{name:10} {e.get('median_ms', float('nan')):9.2f} {e.get('x_limit', float('nan')):8.3f} "
+              f"{e.get('pipelined_median_ms', float('nan')):10.2f} {e.get('x_limit_pipelined', float('nan')):8.3f} "
               f"{e.get('tokens_per_s', float('nan')):10.0f} {e.get('peak_gib_above_model', float('nan')):9.2f} "
               f"{e.get('first_step_s', float('nan')):8.1f} {e.get('loss_minus_eager', float('nan')):11.2e}")
     if limit and "gemms_ms" in results["limit"]:
