@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from coda_ir.errors import ArgumentError
 from coda_ir.lowering.attention import attention_backward, attention_forward
 
 __all__ = ["attention_forward", "attention_backward", "embedding", "embedding_grad", "embedding_grad_into", "concat",
@@ -98,15 +99,17 @@ def embedding_grad_into(dst: torch.Tensor, dy: torch.Tensor, ids: torch.Tensor) 
     Deterministic, no float atomics: the ids are sorted (stably), and the program at the start
     of each run of equal ids adds the run's rows to dst's row, in sorted order, in fp32, rounded
     once. No host sync. `ids` must be in [0, V) (the caller checked them)."""
-    if dst.dim() != 2 or dy.dim() != 2 or ids.dim() != 1 or dy.shape != (ids.shape[0], dst.shape[1]):
-        raise ValueError(f"embedding_grad_into: dst [V, D], dy [N, D], ids [N]; got {list(dst.shape)}, "
-                         f"{list(dy.shape)}, {list(ids.shape)}")
+    if dst.dim() != 2 or dy.dim() != 2 or ids.dim() != 1 or tuple(dy.shape) != (ids.shape[0], dst.shape[1]):
+        raise ArgumentError(f"embedding_grad_into(): dst [V, D], dy [N, D], ids [N]; got dst {list(dst.shape)}, "
+                            f"dy {list(dy.shape)}, ids {list(ids.shape)}", "dy")
     if ids.numel() == 0:
         return dst
     if not _triton_runs(dst):
-        # a CPU tensor in a process that compiles for a GPU: index_add_ on the CPU sums in order
-        summed = dst.float().index_add_(0, ids.long(), dy.float())
-        return dst.copy_(summed)
+        # the kernel cannot run here (a CPU tensor in a process that compiles for a GPU, or the
+        # reverse): PyTorch's dense embedding backward in fp32, also deterministic (sorted on
+        # CUDA, in order on the CPU), at the cost of a [V, D] f32 temporary
+        dense = torch.ops.aten.embedding_dense_backward(dy.float(), ids.long(), dst.shape[0], -1, False)
+        return dst.copy_(dense.add_(dst))
     dst_c = dst if dst.is_contiguous() else dst.contiguous()
     dy = dy.contiguous()
     sorted_ids, order = torch.sort(ids.long(), stable=True)

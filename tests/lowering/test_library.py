@@ -112,7 +112,9 @@ def test_embedding_grad_into_takes_a_non_contiguous_destination():
 
 
 def test_embedding_grad_into_refuses_mismatched_shapes():
-    with pytest.raises(ValueError, match="dst \\[V, D\\], dy \\[N, D\\], ids \\[N\\]"):
+    from coda_ir.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="dst \\[V, D\\], dy \\[N, D\\], ids \\[N\\]; got dst \\[4, 3\\]"):
         library.embedding_grad_into(torch.zeros(4, 3), torch.zeros(2, 5), torch.zeros(2, dtype=torch.long))
 
 
