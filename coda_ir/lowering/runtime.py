@@ -412,6 +412,68 @@ def restored_language() -> Iterator[None]:
                         setattr(obj, name, value)
 
 
+def _range_probe(n):
+    # an interpreted kernel's loop over a runtime bound: Python's range() asks the bound's
+    # __index__, as the generated whole-row kernels do (`range(0, tl.cdiv(N, BN))`)
+    import triton.language as tl
+
+    total = 0
+    for i in range(0, tl.cdiv(n, 1)):
+        total += i
+
+
+def _index_of_one_element(t) -> int:
+    """An interpreted scalar's index: `.item()` of its numpy data (one element, any rank)."""
+    return int(t.handle.data.item())
+
+
+_INDEX_COMPAT: list[bool] = []
+"""Empty until the first interpreted call checks; then [True] where the interpreter's scalar
+`__index__` was replaced (see `interpreter_index_compat`), else [False]."""
+
+
+def _range_probe_fails() -> bool:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    try:
+        InterpretedFunction(_range_probe)[(1,)](3)
+    except Exception as error:  # the interpreter wraps the TypeError in its InterpreterError
+        return "0-dimensional arrays" in repr(error) or "0-dimensional arrays" in repr(error.__cause__)
+    return False
+
+
+def interpreter_index_compat() -> bool:
+    """Make `range()` over a runtime scalar work in Triton's interpreter under NumPy >= 2.4.
+
+    Triton's interpreter up to 3.6 converts a scalar to an index with `int()` of its 1-element
+    numpy array, which NumPy >= 2.4 refuses ("only 0-dimensional arrays can be converted to
+    Python scalars", triton-lang/triton#9171; later Triton squeezes the array first): every
+    interpreted kernel with a loop over a runtime bound then fails -- on the lent GPU machine
+    (Triton 3.6, NumPy 2.5) any CPU tensor run through a compiled program did. Checked once per
+    process, with a probe kernel, under the caller's `_LOCK`: where the probe fails that way, the
+    `__index__` the interpreter installs on `tl.tensor` for each kernel run becomes
+    `.item()`-based (the same conversion on the one-element arrays it is meant for), and the
+    probe must then pass. Returns whether the replacement is in place."""
+    if _INDEX_COMPAT:
+        return _INDEX_COMPAT[0]
+    from triton.runtime import interpreter
+
+    scope = getattr(interpreter, "_LangPatchScope", None)
+    fixed = False
+    if scope is not None and _range_probe_fails():
+        original = scope.set_attr
+
+        def set_attr(self, obj, name, value):
+            original(self, obj, name, _index_of_one_element if name == "__index__" else value)
+
+        scope.set_attr = set_attr
+        fixed = not _range_probe_fails()
+        if not fixed:
+            scope.set_attr = original
+    _INDEX_COMPAT.append(fixed)
+    return fixed
+
+
 def _stdlib_is_interpreted() -> bool:
     import triton.language as tl
     from triton.runtime.interpreter import InterpretedFunction
@@ -437,6 +499,7 @@ def triton_mode(interpret: bool) -> Iterator[None]:
         with interpret_mode(interpret), stdlib_mode(interpret):
             if interpret:
                 with restored_language():
+                    interpreter_index_compat()
                     yield
             else:
                 yield

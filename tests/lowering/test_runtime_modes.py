@@ -89,3 +89,62 @@ def test_calls_reuse_the_loaded_module_without_hashing_the_source(monkeypatch):
     assert len(hashed) == 1  # the direct load_module call above hashed; the module is the cached one
     twin = copy.deepcopy(program)
     assert torch.equal(twin.f(x, w), first)
+
+
+ROW_PROGRAM = """
+func.func @f(%x: tensor<14x64xf32>, %w: tensor<64xf32>, %wq: tensor<24x64xf32>) -> tensor<14x24xf32> {
+  %h = nn.rms_norm %x, %w {eps = 1.0e-06 : f32} : tensor<14x64xf32>, tensor<64xf32> -> tensor<14x64xf32>
+  %y = nn.linear %h, %wq : tensor<14x64xf32>, tensor<24x64xf32> -> tensor<14x24xf32>
+  func.return %y : tensor<14x24xf32>
+}
+"""
+
+
+def _interpreter_of_triton_36_under_numpy_24(monkeypatch):
+    """Triton 3.6's interpreter as NumPy >= 2.4 sees it (the lent GPU machine: Triton 3.6, NumPy
+    2.5): its scalar `__index__` is `int()` of a 1-element array, which NumPy refuses."""
+    from triton.runtime import interpreter
+
+    def strict_index(t):
+        data = t.handle.data
+        if getattr(data, "ndim", 0):
+            raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
+        return int(data)
+
+    patch_tensor = interpreter._patch_lang_tensor
+
+    def patch_like_triton_36(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: strict_index(self))
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", patch_like_triton_36)
+    monkeypatch.setattr(interpreter._LangPatchScope, "set_attr", interpreter._LangPatchScope.set_attr)
+
+
+def test_loops_over_runtime_bounds_run_under_triton_36_and_numpy_24(monkeypatch):
+    # the whole-row kernel of an RMSNorm loops `range(0, tl.cdiv(N, BN))`: on the GPU machine every
+    # CPU call of such a program failed ("only 0-dimensional arrays ..."), until the compat check
+    _interpreter_of_triton_36_under_numpy_24(monkeypatch)
+    module = coda_ir.compile(ROW_PROGRAM)
+    assert "range(0, tl.cdiv(" in module.source
+    x, w, wq = torch.randn(14, 64), torch.randn(64), torch.randn(24, 64)
+    monkeypatch.setattr(runtime, "_INDEX_COMPAT", [False])  # as if checked and left alone
+    try:
+        module.f(x, w, wq)
+        raise AssertionError("the simulated interpreter did not fail: the test checks nothing")
+    except coda_ir.CodaError as error:
+        assert "0-dimensional arrays" in str(error)
+    monkeypatch.setattr(runtime, "_INDEX_COMPAT", [])  # the first interpreted call checks
+    out = module.f(x, w, wq)
+    assert runtime._INDEX_COMPAT == [True]
+    ref = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w) @ wq.T
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_index_compat_leaves_a_working_interpreter_alone(monkeypatch):
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(runtime, "_INDEX_COMPAT", [])
+    set_attr = interpreter._LangPatchScope.set_attr
+    assert runtime.interpreter_index_compat() is False
+    assert interpreter._LangPatchScope.set_attr is set_attr
