@@ -39,6 +39,8 @@ def test_bench_model_smoke(tmp_path):
     for name in ("limit", "eager", "coda"):
         assert "error" not in results[name], results[name]
         assert results[name]["median_ms"] > 0
+        assert results[name]["pipelined_median_ms"] > 0  # steps back to back, beside the synced ones
+    assert results["limit"]["x_limit_pipelined"] == 1.0
     assert abs(results["coda"]["loss_minus_eager"]) < 1e-4
 
 
