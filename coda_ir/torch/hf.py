@@ -484,8 +484,11 @@ class TiedWeight(torch.autograd.Function):
 
         if grad_embedding is None:
             return grad_head
-        if not grad_embedding.is_sparse:  # some other use of the embedding's alias: plain sum
-            return grad_embedding if grad_head is None else grad_head + grad_embedding
+        if not grad_embedding.is_sparse or torch.is_grad_enabled():
+            # some other use of the embedding's alias, or a backward that records a graph
+            # (create_graph=True: no in-place update of a recorded gradient): the plain sum
+            dense = grad_embedding.to_dense() if grad_embedding.is_sparse else grad_embedding
+            return dense if grad_head is None else grad_head + dense
         if grad_head is None:
             grad = torch.zeros(grad_embedding.shape, dtype=grad_embedding.dtype, device=grad_embedding.device)
         elif grad_head.is_contiguous() and grad_head._base is None and not grad_head.is_sparse:

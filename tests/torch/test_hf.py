@@ -165,6 +165,20 @@ def test_tied_weight_gradient_of_two_forwards_in_one_backward(monkeypatch):
     torch.testing.assert_close(both, _tied_grads(cmodel, model, [b1, b2], False, monkeypatch), rtol=1e-5, atol=1e-6)
 
 
+def test_tied_weight_under_create_graph_sums_out_of_place(monkeypatch):
+    # a backward that records its own graph must not see gradients updated in place
+    from coda_ir.lowering import library
+
+    model = tiny_model("llama", tie_word_embeddings=True)
+    cmodel = from_hf(model, progress=False)
+    ids, labels = batch()
+    reference = _tied_grads(cmodel, model, [(ids, labels)], True, monkeypatch)
+    monkeypatch.setattr(library, "embedding_grad_into", lambda *a: (_ for _ in ()).throw(AssertionError("in place")))
+    weight = model.model.embed_tokens.weight
+    (grad,) = torch.autograd.grad(cmodel(ids, labels=labels).loss, [weight], create_graph=True)
+    torch.testing.assert_close(grad.detach(), reference, rtol=1e-5, atol=1e-6)
+
+
 def test_tied_padding_row_gets_only_the_heads_gradient_like_hugging_face():
     model = tiny_model("llama", tie_word_embeddings=True, pad_token_id=3)
     ids, labels = batch()
