@@ -1,8 +1,12 @@
-"""coda_ir.lowering.library: the host steps that are not GEMM epilogues (concat, slice)."""
+"""coda_ir.lowering.library: the host steps that are not GEMM epilogues (concat, slice, the tied
+weight's embedding rows added into the LM head's gradient)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coda_ir.lowering import library
 
@@ -54,10 +58,6 @@ def test_embedding_never_reads_out_of_bounds():
 
 
 # ------------------------------------------------ embedding_grad_into (the tied weight's rows)
-
-import pytest  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 def _rows_case(V: int, D: int, N: int, seed: int, dst_dtype=torch.float32, repeat: int = 0):
