@@ -472,7 +472,12 @@ class TiedWeight(torch.autograd.Function):
     0.51 ms add, a 0.16 ms zero fill and PyTorch's dense embedding backward, ~0.85 ms of a step).
     The embedding's gradient arrives as its rows (a sparse COO tensor from
     `_RowGradientEmbedding`); the head's dense gradient takes them in place
-    (`library.embedding_grad_into`: sorted runs, fp32, no atomics, no host sync)."""
+    (`library.embedding_grad_into`: sorted runs, fp32, no atomics, no host sync).
+
+    Internal to `CodaCausalLM`: the in-place update relies on the head alias's gradient being a
+    tensor nobody else holds -- the head unit's compiled backward returns a fresh one. A
+    caller that passed its own gradient tensor through, e.g. `backward(..., grad_tensors=)` of
+    `head_alias.clone()`, would see it updated."""
 
     @staticmethod
     def forward(ctx, weight: torch.Tensor):
@@ -857,7 +862,9 @@ class CodaCausalLM(torch.nn.Module):
         """The embedding's and the head's aliases of their shared weight (`TiedWeight`), where
         this step trains one plain tensor through both: else None, and each unit reads the
         parameter itself (autograd sums their dense gradients). Not under `torch.compile` (the
-        traced graph keeps the units' custom ops), FSDP2 or tensor parallelism (DTensors)."""
+        traced graph keeps the units' custom ops) nor where the weight is a DTensor (tensor
+        parallelism); under FSDP2 the root unit's forward sees the unsharded weight, a plain
+        tensor, and takes this path (`tests/torch/test_distributed.py`, tied FSDP2)."""
         weight = self.embed.embed_tokens.weight
         if (not self.spec.tied or self.head.lm_head.weight is not weight or not weight.requires_grad
                 or not torch.is_grad_enabled() or torch.compiler.is_compiling() or tp.is_dtensor(weight)):

@@ -141,10 +141,16 @@ def test_loops_over_runtime_bounds_run_under_triton_36_and_numpy_24(monkeypatch)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
 
 
-def test_index_compat_leaves_a_working_interpreter_alone(monkeypatch):
+def test_index_compat_is_in_place_exactly_where_the_interpreter_needs_it(monkeypatch):
+    # here (Triton 3.9) the probe passes and nothing is replaced; on the GPU machine (Triton 3.6,
+    # NumPy 2.5) it fails and the replacement must make it pass
     from triton.runtime import interpreter
 
+    monkeypatch.setattr(interpreter._LangPatchScope, "set_attr", interpreter._LangPatchScope.set_attr)  # restored after
     monkeypatch.setattr(runtime, "_INDEX_COMPAT", [])
     set_attr = interpreter._LangPatchScope.set_attr
-    assert runtime.interpreter_index_compat() is False
-    assert interpreter._LangPatchScope.set_attr is set_attr
+    with runtime._LOCK, runtime.interpret_mode(True), runtime.stdlib_mode(True), runtime.restored_language():
+        needed = runtime._range_probe_fails()
+        assert runtime.interpreter_index_compat() is needed
+        assert (interpreter._LangPatchScope.set_attr is set_attr) is not needed
+        assert not runtime._range_probe_fails()

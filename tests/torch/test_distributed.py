@@ -77,10 +77,10 @@ def _mean_over_ranks(loss: torch.Tensor) -> torch.Tensor:
     return torch.stack(losses).mean()
 
 
-def _fsdp(mesh, *, bf16: bool = False, checkpoint: bool = False):
+def _fsdp(mesh, *, bf16: bool = False, checkpoint: bool = False, tied: bool = False):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    model = tiny_model("llama")
+    model = tiny_model("llama", tie_word_embeddings=tied)
     cmodel = from_hf(model, progress=False)
     if checkpoint:
         cmodel.gradient_checkpointing_enable()
@@ -133,6 +133,21 @@ def _data_parallel(rank: int, world: int) -> dict:
     loss = cmodel(ids[rows], labels=labels[rows]).loss
     loss.backward()
     out["fsdp2_bf16_ac"] = (_mean_over_ranks(loss), _grads(model))
+
+    # tied embeddings: the root unit (embedding and head) sees the unsharded weight, so the
+    # embedding's rows go into the head's gradient there (hf.TiedWeight) before the reduction
+    from coda_ir.lowering import library
+
+    model, cmodel = _fsdp(mesh, tied=True)
+    calls, real = [], library.embedding_grad_into
+    library.embedding_grad_into = lambda *a: calls.append(1) or real(*a)
+    try:
+        loss = cmodel(ids[rows], labels=labels[rows]).loss
+        loss.backward()
+    finally:
+        library.embedding_grad_into = real
+    out["fsdp2_tied"] = (_mean_over_ranks(loss), _grads(model))
+    out["fsdp2_tied_rows_added"] = len(calls)
 
     return out
 
@@ -455,6 +470,17 @@ def test_fsdp2_is_deterministic(two_ranks):
         assert torch.equal(loss1, loss2)
         for name in grads1:
             assert torch.equal(grads1[name], grads2[name]), name
+
+
+def test_fsdp2_tied_embeddings_match_float64(two_ranks):
+    ids, labels = batch(ignored=False)
+    model = tiny_model("llama", tie_word_embeddings=True)
+    ref64 = hf_loss_and_grads(copy.deepcopy(model).double(), ids, labels)
+    refT = hf_loss_and_grads(model, ids, labels)
+    loss, grads = two_ranks[0]["fsdp2_tied"]
+    assert "model.embed_tokens.weight" in grads and "lm_head.weight" not in grads  # one tensor
+    assert all(rank["fsdp2_tied_rows_added"] == 1 for rank in two_ranks)  # the TiedWeight path, once a step
+    _assert_bar((loss, grads), ref64, refT, torch.float32)
 
 
 def test_fsdp2_bf16_mixed_precision_with_activation_checkpointing(two_ranks):
