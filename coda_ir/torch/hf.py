@@ -496,10 +496,10 @@ class TiedWeight(torch.autograd.Function):
             return dense if grad_head is None else grad_head + dense
         if grad_head is None:
             grad = torch.zeros(grad_embedding.shape, dtype=grad_embedding.dtype, device=grad_embedding.device)
-        elif grad_head.is_contiguous() and grad_head._base is None and not grad_head.is_sparse:
+        elif grad_head.is_contiguous() and grad_head._base is None:
             grad = grad_head  # the head backward's own fresh output: nobody else holds it
         else:
-            grad = grad_head.to_dense() if grad_head.is_sparse else grad_head.clone(memory_format=torch.contiguous_format)
+            grad = grad_head.clone(memory_format=torch.contiguous_format)
         rows = grad_embedding._values()
         return embedding_grad_into(grad, rows, grad_embedding._indices()[0])
 
