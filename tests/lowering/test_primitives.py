@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from .helpers import check
+from .helpers import check, fold_partials
 
 M, N, K = 37, 48, 40
 
@@ -294,6 +294,34 @@ def test_select():
     text = gemm_program(epi, [("idx", "tensor<{M}xi32>")], [pty], tb=True, n=70)
     # targets in range, plus out-of-range ones (ignored rows select nothing: 0)
     check(text, int_high={2: (-3, 70)})
+
+
+@pytest.mark.parametrize("whole", ["", " whole rows"])
+def test_select_of_a_load_reads_the_one_element(whole):
+    """A select of a plain load in an elementwise kernel gathers x[m, idx[m]] where the tile holds
+    it instead of comparing every column (tiled: partials; whole rows: completed per row), with
+    targets on tile edges, the last column and out of range on both sides (0 there)."""
+    res = "tensor<37xf32>" if whole else "!coda.partials<rows, 37, sum>"
+    text = f"""
+func.func @f(%x: tensor<37x203xbf16>, %t: tensor<37xi32>) -> ({res}) {{
+  %s = coda.elementwise [37, 203]{whole} ins(%x, %t : tensor<37x203xbf16>, tensor<37xi32>) -> ({res}) {{
+  ^bb0(%xi: tensor<37x203xbf16>, %ti: tensor<37xi32>):
+    %v = coda.load %xi : tensor<37x203xbf16> -> !coda.tile<37x203xf32>
+    %p = coda.select %v, %ti : !coda.tile<37x203xf32>, tensor<37xi32> -> !coda.partials<rows, 37, sum>
+    coda.yield %p : !coda.partials<rows, 37, sum>
+  }}
+  func.return %s : {res}
+}}
+"""
+    cm, _, _ = check(text, int_high={1: (-3, 206)})
+    assert "sel_hit" in cm.source  # the gather, not the [BM, BN] compare
+    edges = torch.tensor([0, 31, 32, 63, 64, 127, 128, 202, 203, -1, -100] * 4, dtype=torch.int32)[:37]
+    x = torch.randn(37, 203).to(torch.bfloat16)
+    _, _, (out,) = check(text, inputs=[x, edges])
+    row = out if whole else fold_partials(out, "sum")
+    inside = (edges >= 0) & (edges < 203)
+    expected = torch.where(inside, x.float()[torch.arange(37), edges.clamp(0, 202).long()], torch.zeros(()))
+    assert torch.equal(row.double(), expected.double())  # the element itself, exactly
 
 
 # ------------------------------------------------------------------ elementwise and fold
