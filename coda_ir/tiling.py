@@ -175,6 +175,11 @@ def elementwise_config(M: int, N: int, bn_multiple_of: int = 1, *, interpreting:
     return ElementwiseConfig(bm, bn, num_warps=4 if bm * bn <= 4096 else 8)
 
 
+LONG_ROWS = 16384
+"""Rows at least this long are walked one per program in `whole rows` kernels (vocabulary-wide
+rows: the cross-entropy pass); shorter ones (norm statistics, GEMVs) in blocks of 16-32 rows."""
+
+
 def whole_elementwise_config(M: int, N: int, whole: str, bn_multiple_of: int = 1, *,
                              interpreting: bool = False) -> ElementwiseConfig:
     """Tiles of a `whole rows` (`whole cols`) kernel: each program walks its rows' (columns')
@@ -188,6 +193,12 @@ def whole_elementwise_config(M: int, N: int, whole: str, bn_multiple_of: int = 1
             return ElementwiseConfig(max(min(pow2_at_least(M), 4096 // bn), 16), bn)
         bm = max(min(pow2_at_least(M), 64), 16)
         return ElementwiseConfig(bm, max(min(pow2_at_least(N), 4096 // bm), bn_multiple_of, MIN_BN))
+    if whole == "rows" and N >= LONG_ROWS:
+        # one row per program, long column tiles: a row walk then streams at the copy bandwidth (the
+        # LLaMA-1B LM head's cross-entropy pass over [8192, 128256] bf16 logits on the H100:
+        # 1x4096 w4 0.704 ms, 1x8192 w8 0.706, 1x2048 w4 0.761, 2x2048 w4 0.761, 4x1024 w4 1.01,
+        # 16x256 w4 1.47, 32x128 w4 (the rule below) 2.23)
+        return ElementwiseConfig(1, max(4096, bn_multiple_of), 4)
     if whole == "rows":
         bn = max(min(pow2_at_least(N), 128), bn_multiple_of, MIN_BN)
         return ElementwiseConfig(max(min(pow2_at_least(M), 32), 16), bn)

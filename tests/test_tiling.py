@@ -72,3 +72,13 @@ def test_one_config_type():
     assert gemm_launch.GemmConfig is tiling.GemmConfig
     assert io_model.default_tile.__annotations__["return"] in ("GemmConfig", tiling.GemmConfig)
     assert runtime.ElementwiseConfig is tiling.ElementwiseConfig
+
+
+@given(st.integers(1, 100000), st.integers(tiling.LONG_ROWS, 300000))
+def test_long_rows_walk_one_row_per_program(m, n):
+    """Vocabulary-wide rows (the cross-entropy pass): one row per program, 4096-wide tiles, on a
+    GPU; the interpreter and shorter rows keep their blocks of rows."""
+    assert tiling.whole_elementwise_config(m, n, "rows") == tiling.ElementwiseConfig(1, 4096, 4)
+    assert tiling.whole_elementwise_config(m, n, "rows", interpreting=True).bm >= 16
+    assert tiling.whole_elementwise_config(m, tiling.LONG_ROWS - 1, "rows").bm >= 16
+    assert tiling.whole_elementwise_config(m, n, "cols").bm >= 16

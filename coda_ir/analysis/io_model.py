@@ -1195,12 +1195,6 @@ head on the H100 (bench/RESULTS.md, session 13: at
 8192x128256x2048 with the logits stored, 7.65 ms with the epilogue, 6.33 ms for the plain GEMM:
 1.32 ms = 0.36 exposed arithmetic + 249 waves x 3.9 us)."""
 
-CE_PASS_SLOWDOWN = 1.65
-"""The separate cross-entropy pass's time over its bytes at the copy bandwidth, measured: 1.19 ms
-for the 2.1 GB of LLaMA-1B logits on the H100 (session 13; its 64x128 tiles write 1002 partial
-columns per row, folded after). Not explained yet: a lead, not a law."""
-
-
 def cross_entropy_plan(M: int, V: int, *, K: int, dtype: str = "bf16", gpu: GPU | str | None = None,
                        tile: GemmConfig | None = None, logits_stored: bool = True) -> Decision:
     """Where the cross-entropy forward (`nn.cross_entropy` / `nn.cross_entropy_fwd`: per row the
@@ -1214,11 +1208,15 @@ def cross_entropy_plan(M: int, V: int, *, K: int, dtype: str = "bf16", gpu: GPU 
     (`logits_stored`: the saved logits of a differentiated forward), and that store drains
     after each tile.
     "separate": the plain GEMM stores the logits, which drain after each tile too, then one
-    elementwise pass reads them and writes the partials (`CE_PASS_SLOWDOWN` its bytes' time).
+    `whole rows` pass, a row per program, reads them and writes each row's lse and target logit
+    (at its bytes' time: 0.704 ms for the 2.1 GB of LLaMA-1B logits on the H100, session 15; the
+    tiled pass before it, writing [M, V / BN] partials and comparing every column with the target,
+    took 1.06-2.26 ms).
 
     So the pass pays where the logits are stored anyway (a differentiated forward saves them:
-    LLaMA-1B LM head 7.52 vs 7.65 ms on the H100), and the epilogue where they are not (it then
-    stores nothing but partials: the 8B LM head forward 12.77 vs 13.32 ms, session 13).
+    LLaMA-1B LM head 7.52 vs 7.65 ms on the H100 with the slower tiled pass), and the epilogue
+    where they are not (it then stores nothing but partials: the 8B LM head forward 12.77 vs
+    13.32 ms with the tiled pass, session 13).
     """
     gpu = as_gpu(gpu)
     a = Tensor("h", (M, K), dtype)
@@ -1244,16 +1242,14 @@ def cross_entropy_plan(M: int, V: int, *, K: int, dtype: str = "bf16", gpu: GPU 
         return k, (logits.nbytes if logits_stored else 0) + remainder * gpu.hbm_bw
 
     et = elementwise_tile(M, V)
-    parts = partials(et.bn)
-    pass_ = Kernel("cross_entropy", "elementwise", (logits, targets), parts, tile=et,
+    rows = (Tensor("lse", (M,), "f32"), Tensor("target_logit", (M,), "f32"))
+    pass_ = Kernel("cross_entropy", "elementwise", (logits, targets), rows, tile=et,
                    epilogue_flops=flops, sfu_ops=elements)
     plain = Kernel("gemm_logits", "gemm", (), (logits,), gemm=GemmSpec(M, V, K, a, w))
-    pass_bytes = logits.nbytes + targets.nbytes + sum(p.nbytes for p in parts)
     # the plain GEMM's logits store drains after each tile as well (session 13: 6.33 ms against
     # 5.45-5.54 ms for the same-size GEMMs of the LM head's backward, whose outputs are small)
     return _epilogue_or_pass(fused_at, plain, pass_, gpu, tile, ", then one pass over the logits",
-                             plain_extra_bytes=float(logits.nbytes),
-                             pass_extra_bytes=(CE_PASS_SLOWDOWN - 1.0) * pass_bytes)
+                             plain_extra_bytes=float(logits.nbytes))
 
 
 # ============================================================================ calibration files

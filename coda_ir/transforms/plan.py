@@ -30,11 +30,11 @@ answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the pl
   follow every tile's mainloop at one CTA per SM;
 * `in_producer_epilogue = false` on `nn.cross_entropy` / `nn.cross_entropy_fwd` whose logits a
   GEMM produces (`io_model.cross_entropy_plan`): the plain GEMM storing the logits plus one
-  elementwise pass (row log-sum-exp and target-logit partials) beats the epilogue, whose exps
+  `whole rows` pass (each row's log-sum-exp and target logit, a row per program) beats the epilogue, whose exps
   and row reductions follow every tile's mainloop at one CTA per SM, where the logits are stored
-  anyway (a differentiated forward saves them: the LLaMA-1B LM head 7.52 vs 7.65 ms on the H100);
-  where nothing else reads them the epilogue, which then stores only partials, stays (the 8B LM
-  head forward 12.77 vs 13.32 ms). (`nn.layer_norm_grad` has no such form: its dx needs mean(q) and
+  anyway (a differentiated forward saves them: the LLaMA-1B LM head's GEMM + pass 6.10 + 0.77 ms
+  vs 7.65 with the epilogue on the H100); where nothing else reads them the epilogue, which then
+  stores only partials, stays (the 8B LM head forward 12.98 vs 14.57 ms timed back to back). (`nn.layer_norm_grad` has no such form: its dx needs mean(q) and
   mean(q n) over whole rows of dy, so only its statistics pass can join the producer's epilogue,
   which keeps storing dy; that is a different trade, not planned here.)
 

@@ -102,18 +102,19 @@ def test_the_record_is_a_typed_property():
         coda_ir.parse(text)
 
 
-# Measured on the H100 (bench/RESULTS.md session 13), ms: the LLaMA-1B LM head's forward GEMM
-# with the epilogue (logits stored) and the plain GEMM + pass; the 8B LM head forward (no logits
-# stored) with the epilogue and with the pass.
+# Measured on the H100 (bench/RESULTS.md sessions 13 and 15), ms: the LLaMA-1B LM head's forward
+# GEMM with the epilogue (logits stored) 7.65, the plain GEMM + the whole-rows pass 6.10 + 0.77; the
+# 8B LM head forward (no logits stored) with the epilogue and with the pass: 12.98 vs 14.57 timed
+# back to back (one profiled call: 11.55 vs 10.94 + 0.70).
 def test_model_agrees_with_the_measurements():
     stored = io_model.cross_entropy_plan(8192, 128256, K=2048, logits_stored=True)
-    assert stored.choice == "separate"  # measured 7.52 vs 7.65 ms
+    assert stored.choice == "separate"
     gain = stored.costs["epilogue"].time_s - stored.costs["separate"].time_s
-    assert 0.0 < gain < 0.5e-3
+    assert 0.3e-3 < gain < 1.2e-3
     alone = io_model.cross_entropy_plan(8192, 128256, K=4096, logits_stored=False)
-    assert alone.choice == "epilogue"  # measured 12.77 vs 13.32 ms (with the norm and the fold)
+    assert alone.choice == "epilogue"
     gain = alone.costs["separate"].time_s - alone.costs["epilogue"].time_s
-    assert 0.3e-3 < gain < 0.9e-3
+    assert 0.0 < gain < 0.9e-3
 
 
 @pytest.mark.parametrize("m,v,k", [(8192, 128256, 2048), (4096, 50257, 1024), (301, 1037, 200), (24, 512, 64)])

@@ -9,12 +9,14 @@
 // io_model.cross_entropy_plan, fitted to the H100 (bench/RESULTS.md session 13): in the logits
 // GEMM's epilogue an exp per logit and two row reductions follow each tile's mainloop at one CTA
 // per SM (+1.3 ms); the plain GEMM's logits store drains after each tile too, and the separate
-// pass over the stored logits took 1.19 ms. So where the logits are stored anyway
-// (@lm_head_fwd, nn-autodiff's forward, saves them) the pass is cheaper (7.52 vs 7.65 ms
-// measured), and where nothing else reads them (@lm_head) the epilogue, which then stores only
-// partials (the 8B LM head: 12.77 vs 13.32 ms). nn-plan records `in_producer_epilogue = false`
-// where the pass wins, convert-nn-to-coda marks the partials kernel coda.separate, coda-fuse
-// keeps it out of the GEMM.
+// pass over the stored logits (a `whole rows` kernel, one row per program, since session 15)
+// streams them at the copy bandwidth (0.70-0.77 ms). So where the logits are stored anyway
+// (@lm_head_fwd, nn-autodiff's forward, saves them) the pass is cheaper, and where nothing else
+// reads them (@lm_head) the epilogue, which then stores only partials (the 8B LM head: 12.98 vs
+// 14.57 ms, session 15). nn-plan records `in_producer_epilogue = false` where the pass wins,
+// convert-nn-to-coda makes the pass a coda.separate whole-rows kernel whose row lse and target
+// logit complete in the program, coda-fuse keeps it out of the GEMM, and the fold only sums
+// the rows' losses.
 
 // CHECK: cross_entropy_plan.mlir:{{[0-9]+}}:3: remark: 'nn.cross_entropy' op nn.cross_entropy in the epilogue of 'nn.linear' (
 // CHECK-SAME: the IO model found it cheaper: separate (plain GEMM storing the logits [8192x128256], then one pass over them) {{[0-9.]+}} us vs in the epilogue (tile {{.*}}) {{[0-9.]+}} us
@@ -28,10 +30,10 @@
 // CHECK:       %[[LOGITS:.*]] = coda.gemm %h, %wlm transpose_b : {{.*}} -> tensor<8192x128256xbf16> attributes {coda.origin = "nn.linear"} {
 // CHECK-NEXT:  ^bb0(%[[A:.*]]: !coda.tile<8192x128256xf32>):
 // CHECK-NEXT:    coda.yield %[[A]]
-// CHECK:       %[[L:.*]], %[[T:.*]] = coda.elementwise [8192, 128256] ins(%[[LOGITS]], %targets : {{.*}}) -> (!coda.partials<rows, 8192, lse>, !coda.partials<rows, 8192, sum>) attributes {coda.separate, coda.origin = "nn.cross_entropy_fwd.lse"} {
+// CHECK:       %[[L:.*]], %[[T:.*]] = coda.elementwise [8192, 128256] whole rows ins(%[[LOGITS]], %targets : {{.*}}) -> (tensor<8192xf32>, tensor<8192xf32>) attributes {coda.separate, coda.origin = "nn.cross_entropy_fwd.lse"} {
 // CHECK:         coda.reduce lse
 // CHECK:         coda.select
-// CHECK:       coda.fold %[[L]], %[[T]]
+// CHECK:       coda.fold ins(%[[L]], %[[T]], %targets : tensor<8192xf32>, tensor<8192xf32>, tensor<8192xi32>)
 
 // EPI-NOT:     remark: 'nn.cross_entropy
 // EPI-LABEL:   func.func @lm_head_fwd
