@@ -33,7 +33,7 @@ from fractions import Fraction
 
 from xdsl.dialects import arith, math, scf
 from xdsl.dialects.builtin import TensorType, f32, i32, i64
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from coda_ir.analysis.epilogue_schedule import EpilogueStep, epilogue_schedule
 from coda_ir.dialects.coda import writes_over
@@ -1041,6 +1041,13 @@ class EpilogueBuilder:
 
         self.assign(op.result, self.segment_loop(kind, c, w, fetch, square=kind == coda.ReduceKind.SUMSQ))
 
+    def written_over(self, source: SSAValue) -> bool:
+        """Whether an output of this kernel is stored into the input `source` (`coda.writes_over`):
+        then only the tile's own load of an element is ordered before its store, not a second
+        read of it from memory."""
+        over = coda.writes_over(self.kernel) or []
+        return isinstance(source, BlockArgument) and source.index in over
+
     def build_select(self, op: coda.SelectOp) -> None:
         ty = op.tile.type
         assert isinstance(ty, coda.TileType)
@@ -1055,7 +1062,7 @@ class EpilogueBuilder:
             idx = self.name(idx, "sel_idx")
         load = op.tile.owner
         if (isinstance(load, coda.LoadOp) and load.period is None and ty.cols == self.n and not self.h
-                and self.slice is None):
+                and self.slice is None and not self.written_over(load.source)):
             # the tile is the plain load of an N-wide matrix at the kernel's own columns: read the one
             # element at idx[m] instead of comparing every column with it and reducing the tile (the
             # compare, select and row sum over each [BM, BN] tile cost the LLaMA-1B LM head's
