@@ -328,7 +328,9 @@ class _Extractor:
         block = op.body.blocks[0]
         reads = [t for t in self.input_roles(block, 0, op.inputs) if t is not None]
         flops, sfu, live, labels = self.epilogue_work(block, nn_)
-        tile = _config(op) or m.elementwise_tile(mm, nn_, _bn_multiple(op))
+        whole = op.whole_axis
+        tile = _config(op) or (m.whole_elementwise_tile(mm, nn_, whole.value, _bn_multiple(op)) if whole is not None
+                               else m.elementwise_tile(mm, nn_, _bn_multiple(op)))
         writes = self.region_outputs(op, tile, mm, nn_)
         return m.Kernel(
             _kernel_name(op, self.names, "elementwise"), "elementwise", tuple(reads), tuple(writes), None, None,

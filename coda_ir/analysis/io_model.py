@@ -131,7 +131,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from coda_ir.tiling import IO_MODEL_TILES, GemmConfig, elementwise_config
+from coda_ir.tiling import IO_MODEL_TILES, GemmConfig, elementwise_config, whole_elementwise_config
 
 # ============================================================================ basic data
 
@@ -179,6 +179,13 @@ def elementwise_tile(M: int, N: int, bn_multiple_of: int = 1) -> GemmConfig:
     """The tile a coda.elementwise kernel runs with on the GPU (`tiling.elementwise_config`, as
     the runtime launches it), as a GemmConfig with no K step."""
     c = elementwise_config(M, N, bn_multiple_of)
+    return GemmConfig(c.bm, c.bn, 0, num_warps=c.num_warps, num_stages=1)
+
+
+def whole_elementwise_tile(M: int, N: int, whole: str, bn_multiple_of: int = 1) -> GemmConfig:
+    """The tile a `whole rows` / `whole cols` coda.elementwise kernel runs with on the GPU
+    (`tiling.whole_elementwise_config`, as the runtime launches it)."""
+    c = whole_elementwise_config(M, N, whole, bn_multiple_of)
     return GemmConfig(c.bm, c.bn, 0, num_warps=c.num_warps, num_stages=1)
 
 

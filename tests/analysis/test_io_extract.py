@@ -173,3 +173,29 @@ def test_launch_group_results_are_their_members_tensors(h100):
     assert all(t.name in written for k in plan.kernels for t in k.all_reads())
     dot = fusion_plan.to_dot([plan], h100)
     assert any("rope_cos" in line and "->" in line for line in dot.splitlines())  # the table -> QKV edge
+
+
+@pytest.mark.parametrize("tokens", [2048, 8192])
+def test_whole_rows_kernels_are_priced_with_the_tile_they_launch_with(h100, tokens):
+    """The separate cross-entropy pass is a `whole rows` kernel walking one vocabulary-wide row per
+    program on the GPU (`tiling.whole_elementwise_config`): the IO model counts M programs and
+    prices it at its bytes, the same time per row at 2048 as at 8192 tokens (not the tiled
+    kernel's program count, which made the 2048-token pass look 4x slower)."""
+    from xdsl.passes import PassPipeline
+
+    v, k = 128256, 2048
+    text = f"""
+func.func @lm_head(%h: tensor<{tokens}x{k}xbf16>, %w: tensor<{v}x{k}xbf16>, %t: tensor<{tokens}xi32>) -> tensor<f32> {{
+  %logits = "nn.linear"(%h, %w) : (tensor<{tokens}x{k}xbf16>, tensor<{v}x{k}xbf16>) -> tensor<{tokens}x{v}xbf16>
+  %loss = "nn.cross_entropy"(%logits, %t) <{{ignore_index = -100 : i64, reduction = "mean"}}> : (tensor<{tokens}x{v}xbf16>, tensor<{tokens}xi32>) -> tensor<f32>
+  func.return %loss : tensor<f32>
+}}
+"""
+    module = parse(text)
+    PassPipeline.parse_spec(coda_passes(), "nn-to-coda{cross-entropy=separate group-launches=false}").apply(make_context(), module)
+    (plan,) = x.extract_module(module, h100)
+    (ce,) = [kernel for kernel in plan.kernels if kernel.kind == "elementwise"]
+    assert ce.programs == tokens
+    seconds_per_row = m.kernel_cost(ce, h100).time_s / tokens
+    logits_bytes_per_row = v * 2
+    assert seconds_per_row == pytest.approx(logits_bytes_per_row / h100.hbm_bw, rel=0.15)
