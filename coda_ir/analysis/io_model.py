@@ -1248,9 +1248,8 @@ def cross_entropy_plan(M: int, V: int, *, K: int, dtype: str = "bf16", gpu: GPU 
         remainder = waves * CE_EPILOGUE_WAVE_S * (t.bm * t.bn) / (128 * 256)
         return k, (logits.nbytes if logits_stored else 0) + remainder * gpu.hbm_bw
 
-    et = elementwise_tile(M, V)
     rows = (Tensor("lse", (M,), "f32"), Tensor("target_logit", (M,), "f32"))
-    pass_ = Kernel("cross_entropy", "elementwise", (logits, targets), rows, tile=et,
+    pass_ = Kernel("cross_entropy", "elementwise", (logits, targets), rows, tile=whole_elementwise_tile(M, V, "rows"),
                    epilogue_flops=flops, sfu_ops=elements)
     plain = Kernel("gemm_logits", "gemm", (), (logits,), gemm=GemmSpec(M, V, K, a, w))
     # the plain GEMM's logits store drains after each tile as well (session 13: 6.33 ms against

@@ -570,8 +570,8 @@ def ce_fold(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp, lse: SSAValue, sel: SS
     scalar = TensorType(f32, [])
     m, _ = shape_of(op.logits)
     types = [scalar, scalar] + ([TensorType(f32, [m])] if keep_rows else [])
-    k = fold([], [lse, sel, op.targets], types, body, finalize) if rows_complete else \
-        fold([lse, sel], [op.targets], types, body, finalize)
+    partials, rows = ([], [lse, sel, op.targets]) if rows_complete else ([lse, sel], [op.targets])
+    k = fold(partials, rows, types, body, finalize)
     return [stamp_origin(k, op, "loss")], [k.results[0]] + ([k.results[2]] if keep_rows else [])
 
 

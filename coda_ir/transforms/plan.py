@@ -30,13 +30,14 @@ answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the pl
   follow every tile's mainloop at one CTA per SM;
 * `in_producer_epilogue = false` on `nn.cross_entropy` / `nn.cross_entropy_fwd` whose logits a
   GEMM produces (`io_model.cross_entropy_plan`): the plain GEMM storing the logits plus one
-  `whole rows` pass (each row's log-sum-exp and target logit, a row per program) beats the epilogue, whose exps
-  and row reductions follow every tile's mainloop at one CTA per SM, where the logits are stored
-  anyway (a differentiated forward saves them: the LLaMA-1B LM head's GEMM + pass 6.10 + 0.77 ms
-  vs 7.65 with the epilogue on the H100); where nothing else reads them the epilogue, which then
-  stores only partials, stays (the 8B LM head forward 12.98 vs 14.57 ms timed back to back). (`nn.layer_norm_grad` has no such form: its dx needs mean(q) and
-  mean(q n) over whole rows of dy, so only its statistics pass can join the producer's epilogue,
-  which keeps storing dy; that is a different trade, not planned here.)
+  `whole rows` pass (each row's log-sum-exp and target logit, a row per program) beats the
+  epilogue, whose exps and row reductions follow every tile's mainloop at one CTA per SM, where
+  the logits are stored anyway (a differentiated forward saves them: the LLaMA-1B LM head's GEMM
+  + pass 6.10 + 0.77 ms vs 7.65 with the epilogue on the H100); where nothing else reads them the
+  epilogue, which then stores only partials, stays (the 8B LM head forward 12.98 vs 14.57 ms
+  timed back to back). (`nn.layer_norm_grad` has no such form: its dx needs mean(q) and mean(q n)
+  over whole rows of dy, so only its statistics pass can join the producer's epilogue, which keeps
+  storing dy; that is a different trade, not planned here.)
 
 Each decision is stated as a remark (informational) with both predicted costs. Options:
 `cost-model=false` records no decision (sin/cos in the epilogue, QK-norm and gated backward fused
