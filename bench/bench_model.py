@@ -55,7 +55,8 @@ VARIANTS = ("limit", "eager", "compile", "liger", "coda")
 # forward saved only for it (dlogits beside the saved logits): the peak-memory A/B of issue 11.
 # liger-compile: Liger's kernels with the rest of the model under torch.compile (Liger's best form,
 # the bar a user who already combines both would hold us to).
-EXTRA_VARIANTS = ("coda-no-plans", "coda-no-donate", "liger-compile")
+# coda-tl-plain: plain gemms on the generated tl kernel instead of cuBLAS (`vendor-gemms=false`).
+EXTRA_VARIANTS = ("coda-no-plans", "coda-no-donate", "coda-tl-plain", "liger-compile")
 
 
 def make_model(shape: dict, layers: int, dtype, device):
@@ -200,10 +201,11 @@ def build_variant(name: str, base, shape, layers, tokens, seq, dtype, device):
         # compiled with the patches installed and always called under them, so dynamo's guards on
         # the patched module globals hold for every step
         fwd = torch.compile(model) if name == "liger-compile" else model
-    elif name in ("coda", "coda-no-plans", "coda-no-donate"):
+    elif name in ("coda", "coda-no-plans", "coda-no-donate", "coda-tl-plain"):
         import coda_ir.torch
 
-        fwd = coda_ir.torch.from_hf(model, progress=True)
+        pipeline = "nn-to-coda{vendor-gemms=false}" if name == "coda-tl-plain" else "nn-to-coda"
+        fwd = coda_ir.torch.from_hf(model, pipeline=pipeline, progress=True)
         if name == "coda-no-plans":
             ctx = plans_off
         elif name == "coda-no-donate":

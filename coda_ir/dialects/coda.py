@@ -445,6 +445,62 @@ def recorded_mainloop(kernel: Operation) -> MainloopAttr | None:
     return attr if isinstance(attr, MainloopAttr) else None
 
 
+VENDOR_GEMM = "coda.vendor_gemm"
+"""Kernel attribute (a `VendorGemmAttr`) that `coda-plan-mainloop` records on a `coda.gemm` whose
+epilogue stores the accumulator and nothing else: on a GPU the GEMM runs the vendor library's
+kernel into the kernel's output (`launch_gemm`); elsewhere, and where the library cannot (a
+PyTorch without `torch.mm(..., out_dtype=)` for a widened output), the tl kernel."""
+
+
+@irdl_attr_definition
+class VendorGemmAttr(ParametrizedAttribute):
+    """`#coda.vendor_gemm<cublas>`: the plain GEMM runs the vendor's library (cuBLAS through
+    `torch.mm`) on the GPU instead of the generated mainloop."""
+
+    name = "coda.vendor_gemm"
+
+    library: StringAttr
+
+    LIBRARIES: ClassVar[tuple[str, ...]] = ("cublas",)
+
+    def __init__(self, library: str):
+        super().__init__(StringAttr(library))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        parser.parse_punctuation("<")
+        library = parser.parse_identifier()
+        parser.parse_punctuation(">")
+        return (StringAttr(library),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<{self.library.data}>")
+
+    def verify(self) -> None:
+        if self.library.data not in self.LIBRARIES:
+            raise VerifyException(f"vendor_gemm library must be one of {', '.join(self.LIBRARIES)}, "
+                                  f"got {self.library.data!r}")
+
+
+def recorded_vendor_gemm(kernel: Operation) -> VendorGemmAttr | None:
+    """The vendor library `coda-plan-mainloop` gave a plain gemm (None: the generated mainloop)."""
+    attr = kernel.attributes.get(VENDOR_GEMM)
+    return attr if isinstance(attr, VendorGemmAttr) else None
+
+
+def is_plain_gemm(op: "GemmOp") -> bool:
+    """A gemm whose epilogue stores the accumulator into its one [M, N] output and does nothing
+    else: no epilogue inputs, no interleaved columns, no fixed tile."""
+    if op.inputs or len(op.outputs) != 1 or op.interleave is not None or op.interleave_wide is not None:
+        return False
+    if op.config is not None:
+        return False
+    block = op.epilogue.blocks[0]
+    ops = list(block.ops)
+    return (len(ops) == 1 and isinstance(ops[0], YieldOp) and len(ops[0].operands) == 1
+            and ops[0].operands[0] is block.args[0])
+
+
 CONSTRAINTS = "coda.constraints"
 """Kernel attribute (a `TileConstraintsAttr`) that `coda-legalize` records: what the tile-locality
 proofs of the kernel's epilogue need from the column tile. The lowering obeys it."""
@@ -641,6 +697,14 @@ def _verify_recorded_decisions(kernel: Operation) -> None:
         first = mainloop.accumulate_first.data
         if first >= len(kernel.inputs):
             raise VerifyException(f"{MAINLOOP} accumulate_first {first} is not an input of the gemm")
+    vendor = kernel.attributes.get(VENDOR_GEMM)
+    if vendor is not None:
+        if not (isinstance(vendor, VendorGemmAttr) and isinstance(kernel, GemmOp)):
+            raise VerifyException(f"{VENDOR_GEMM} is a #coda.vendor_gemm<...> of coda.gemm kernels, got {vendor}")
+        if not is_plain_gemm(kernel):
+            raise VerifyException(f"{VENDOR_GEMM} is only for gemms whose epilogue stores the accumulator alone")
+        if mainloop is not None:
+            raise VerifyException(f"a gemm has either {MAINLOOP} or {VENDOR_GEMM}, not both")
     separate = kernel.attributes.get(SEPARATE)
     if separate is not None and not (isinstance(separate, UnitAttr) and isinstance(kernel, ElementwiseOp)):
         raise VerifyException(f"{SEPARATE} is a unit attribute of coda.elementwise kernels")
@@ -2040,5 +2104,5 @@ CODA = Dialect(
         SelectOp,
         *LIBRARY_STEP_OPS,
     ],
-    [TileType, PartialsType, TileConfigAttr, TileConstraintsAttr, MainloopAttr, AxisAttr, ReduceKindAttr],
+    [TileType, PartialsType, TileConfigAttr, TileConstraintsAttr, MainloopAttr, VendorGemmAttr, AxisAttr, ReduceKindAttr],
 )

@@ -63,7 +63,7 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from coda_ir.dialects.coda import MainloopAttr, TileConfigAttr
+from coda_ir.dialects.coda import MainloopAttr, TileConfigAttr, VendorGemmAttr
 from coda_ir.dialects.op_syntax import (
     ATTR,
     BOOL,
@@ -448,7 +448,7 @@ class LaunchGemmOp(ArgsLambdaLaunch):
     SYNTAX: ClassVar[tuple[Item, ...]] = (Word("kernel", SYMBOL), Operand("a"), Punct(","), Operand("b"), Keyword("m", INT), Keyword("n", INT),
         Keyword("k", INT), Keyword("transpose_a", UNIT), Keyword("transpose_b", UNIT), Keyword("interleave", INT),
         Keyword("bn_multiple_of", INT), Keyword("n_inputs", INT), Keyword("epilogue_half_tiles", INT),
-        Keyword("config", ATTR), Keyword("mainloop", ATTR),
+        Keyword("config", ATTR), Keyword("mainloop", ATTR), Keyword("vendor", ATTR),
     )
 
     kernel = prop_def(SymbolRefAttr)
@@ -466,13 +466,15 @@ class LaunchGemmOp(ArgsLambdaLaunch):
     epilogue_half_tiles = prop_def(IntAttr)
     mainloop = opt_prop_def(MainloopAttr)
     """The gemm's `#coda.mainloop` (coda-plan-mainloop): launch its Gluon kernel where the machine can."""
+    vendor = opt_prop_def(VendorGemmAttr)
+    """The gemm's `#coda.vendor_gemm` (coda-plan-mainloop): on a GPU, the library's GEMM into the one output."""
     args = region_def("single_block")
     result = result_def(TupleType)
 
     def __init__(self, kernel: str, a: SSAValue, b: SSAValue, shape: tuple[int, int, int], *, transpose_a: bool,
                  transpose_b: bool, interleave: int, bn_multiple_of: int, n_inputs: int,
                  config: TileConfigAttr | None, epilogue_half_tiles: int, result_type: TupleType, args: Region,
-                 mainloop: MainloopAttr | None = None):
+                 mainloop: MainloopAttr | None = None, vendor: VendorGemmAttr | None = None):
         props: dict[str, Attribute] = {
             "kernel": SymbolRefAttr(kernel), "m": IntAttr(shape[0]), "n": IntAttr(shape[1]), "k": IntAttr(shape[2]),
             "interleave": IntAttr(interleave), "bn_multiple_of": IntAttr(bn_multiple_of), "n_inputs": IntAttr(n_inputs),
@@ -486,6 +488,8 @@ class LaunchGemmOp(ArgsLambdaLaunch):
             props["config"] = config
         if mainloop is not None:
             props["mainloop"] = mainloop
+        if vendor is not None:
+            props["vendor"] = vendor
         super().__init__(operands=[a, b], result_types=[result_type], properties=props, regions=[args])
 
     def verify_(self) -> None:
@@ -499,6 +503,11 @@ class LaunchGemmOp(ArgsLambdaLaunch):
             raise VerifyException("host.launch_gemm: epilogue_half_tiles must be >= 0")
         if self.mainloop is not None and self.mainloop.accumulate_first.data >= self.n_inputs.data:
             raise VerifyException("host.launch_gemm: the mainloop's accumulate_first is not an input of the kernel")
+        if self.vendor is not None:
+            if self.mainloop is not None or self.config is not None or self.interleave.data:
+                raise VerifyException("host.launch_gemm: a vendor gemm has no mainloop record, fixed tile or interleave")
+            if self.n_inputs.data != 0 or len(self.result.type.elements.data) != 1:
+                raise VerifyException("host.launch_gemm: a vendor gemm's arguments are its one output")
         self.verify_args(self.n_inputs.data, self.bn_multiple_of.data, self.config, self.result.type.elements.data)
 
 

@@ -56,6 +56,7 @@ import torch
 import triton
 
 from coda_ir import tiling
+from coda_ir.errors import InternalError
 from coda_ir.tiling import GemmConfig, interpreter_config, portable_candidates
 
 
@@ -553,6 +554,44 @@ def _autotune(run_with, candidates: list[GemmConfig], extra_args_for, compile_wi
     return best, timings
 
 
+_MM_OUT_DTYPE: dict[torch.device, bool] = {}
+
+
+def _mm_out_dtype_ok(device: torch.device) -> bool:
+    """Whether this PyTorch runs `torch.mm(a, b, out_dtype=torch.float32)` on 16-bit operands on
+    `device` (cuBLAS with an f32 output: added in PyTorch 2.8; CUDA only)."""
+    ok = _MM_OUT_DTYPE.get(device)
+    if ok is None:
+        try:
+            a = torch.ones((16, 16), dtype=torch.bfloat16, device=device)
+            out = torch.empty((16, 16), dtype=torch.float32, device=device)
+            torch.mm(a, a, out_dtype=torch.float32, out=out)
+            ok = bool((out == 16).all())
+        except (RuntimeError, TypeError, NotImplementedError):
+            ok = False
+        _MM_OUT_DTYPE[device] = ok
+    return ok
+
+
+def vendor_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, transpose_a: bool, transpose_b: bool) -> bool:
+    """`out = op(a) @ op(b)` by the vendor library (cuBLAS through `torch.mm`), for a gemm
+    `coda-plan-mainloop` recorded as `#coda.vendor_gemm`. Transposed operands are strided views
+    (no copy). Returns False, having done nothing, where the library cannot: operands and output
+    not on one CUDA device, or an output dtype other than the operands' that this PyTorch's
+    `torch.mm` cannot write; the caller then runs the tl kernel."""
+    if not (a.is_cuda and b.device == a.device and out.device == a.device):
+        return False
+    lhs = a.t() if transpose_a else a
+    rhs = b.t() if transpose_b else b
+    if out.dtype == a.dtype:
+        torch.mm(lhs, rhs, out=out)
+        return True
+    if out.dtype == torch.float32 and _mm_out_dtype_ok(a.device):
+        torch.mm(lhs, rhs, out_dtype=torch.float32, out=out)
+        return True
+    return False
+
+
 def launch_gemm(
     kernel,
     a: torch.Tensor,
@@ -572,6 +611,7 @@ def launch_gemm(
     options: LaunchOptions | None = None,
     tuning_group: str | None = None,
     mainloop: GluonMainloop | None = None,
+    vendor: str | None = None,
 ) -> tuple[GemmConfig, Sequence[object]]:
     """Launch `kernel` for `op(a) @ op(b)`; returns the config and the extra args it used.
 
@@ -584,9 +624,21 @@ def launch_gemm(
     decides it (`host.launch_gemm`'s `epilogue_half_tiles`). None: this kernel tunes alone.
     `mainloop`: the gemm's Gluon kernel and its recorded configuration (`coda-plan-mainloop`),
     launched instead of `kernel` wherever the machine can run it (`_gluon_plan`).
+    `vendor`: the gemm's `#coda.vendor_gemm` library (a plain gemm: its one argument is its
+    output): on a GPU, outside the interpreter and with the default path, `vendor_gemm` runs it
+    (the returned config is then the first candidate's, which sized the output).
     """
     if options is None:
         options = launch_options()
+    if vendor is not None and config is None and options.path == "auto" and a.is_cuda and not interpreting():
+        vconfig = tiling.TMA_CANDIDATES[0]
+        extra = list(extra_args_for(vconfig))
+        if len(extra) != 1 or not isinstance(extra[0], torch.Tensor) or tuple(extra[0].shape) != (M, N):
+            raise InternalError(f"launch_gemm: a vendor gemm's arguments are its one [{M}, {N}] output "
+                                "(this is a bug in coda-ir, not a problem with the input; please report it)")
+        if vendor_gemm(a, b, extra[0], transpose_a=transpose_a, transpose_b=transpose_b):
+            LAST_LAUNCH.update(config=None, path=f"vendor:{vendor}", compiled=None)
+            return vconfig, extra
     plan_key = None
     if _PLANS_ON:
         # Everything the launch's path, layouts, tuning key, configuration and grid depend on,

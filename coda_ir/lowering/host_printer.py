@@ -152,6 +152,8 @@ class HostPrinter:
                 m = op.mainloop.as_dict()
                 fixed += (f"mainloop=_rt.GluonMainloop({gluon_entry_name(kernel)}, {m['bm']}, {m['bn']}, {m['bk']}, "
                           f"{m['stages']}, {m['handoff']!r}, {m['accumulate_first']}), ")
+            if op.vendor is not None:
+                fixed += f"vendor={op.vendor.library.data!r}, "
             self.emit(
                 f"_cfg, _e = launch_gemm({kernel}, {self.get(op.a)}, {self.get(op.b)}, {self.lambda_(op)}, "
                 f"M={op.m.data}, N={op.n.data}, K={op.k.data}, transpose_a={op.transpose_a is not None}, "

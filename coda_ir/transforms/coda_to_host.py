@@ -16,7 +16,8 @@ decision the host code embodies is made here and recorded in the ops:
   of its type is that argument's buffer instead (anything else recorded is a compiler bug);
 * launches: kernel symbol, problem shape, transposes, interleave, the kernel's recorded
   `bn_multiple_of` (coda-legalize's `#coda.tile_constraints`), a gemm's `#coda.mainloop`
-  (coda-plan-mainloop: its Gluon kernel where the machine runs it), a fixed `#coda.config` checked
+  (coda-plan-mainloop: its Gluon kernel where the machine runs it) or `#coda.vendor_gemm` (the
+  library's GEMM on a GPU), a fixed `#coda.config` checked
   against it (a located error), `whole` rows / cols, the inputs-then-outputs argument order;
   launch groups as one spec per member and one launch, outputs read back per member;
 * library steps: which `_lib` function, and its literal arguments (head counts, causality,
@@ -236,7 +237,7 @@ class _FunctionLowering:
             interleave=op.interleave.value.data if op.interleave is not None else 0,
             bn_multiple_of=coda.recorded_bn_multiple_of(op), n_inputs=len(op.inputs),
             config=self.checked_config(op), epilogue_half_tiles=epilogue_half_tiles(op), result_type=ty, args=args,
-            mainloop=coda.recorded_mainloop(op),
+            mainloop=coda.recorded_mainloop(op), vendor=coda.recorded_vendor_gemm(op),
         )
         self.add(launch)
         self.launched = launch.result

@@ -14,7 +14,8 @@
     cse                   xDSL's common subexpression elimination (duplicate loads, column
                           indices, broadcasts left by merging kernels)
     coda-plan-mainloop    gemms whose epilogue reads or writes tiles get the warp-specialized
-                          Gluon mainloop on Hopper (`#coda.mainloop`, obeyed by launch_gemm)
+                          Gluon mainloop on Hopper (`#coda.mainloop`, obeyed by launch_gemm);
+                          plain gemms the vendor library (`#coda.vendor_gemm`: cuBLAS on a GPU)
     coda-sink-results     kernels whose outputs are only returned (weight gradients) run as
                           late as their operands allow: lower peak memory
     coda-group-launches   independent small kernels (folds, GEMVs) share one launch
@@ -33,7 +34,8 @@ the same for an RMSNorm backward (dx and the dw partials; the separate pass read
 partials in the logits GEMM's epilogue, or a pass over the stored logits); all default to `auto`,
 the IO model's choice; `mainloop=tl` keeps every gemm on the portable tl
 mainloop, `mainloop=gluon` gives the Gluon one to every eligible gemm at any size (`auto`, the
-default: `coda-plan-mainloop` decides, eligible gemms large enough to hide the epilogue); `remarks-as-errors`
+default: `coda-plan-mainloop` decides, eligible gemms large enough to hide the epilogue, and plain
+gemms run cuBLAS on a GPU); `vendor-gemms=false` keeps plain gemms on the tl kernel; `remarks-as-errors`
 turns every "did not fuse" remark into an error.
 """
 
@@ -78,6 +80,9 @@ class NNToCodaPass(ModulePass):
     mainloop: str = "auto"
     """`coda-plan-mainloop`'s mode: `auto` (the Gluon mainloop where eligible and large enough),
     `gluon` (where eligible, at any size) or `tl`."""
+    vendor_gemms: bool = True
+    """Plain gemms (the epilogue stores the accumulator alone) run the vendor library on a GPU
+    (`#coda.vendor_gemm`); false: the generated tl kernel (as `mainloop=tl` also does)."""
     remarks_as_errors: bool = False
 
     def stages(self) -> list[ModulePass]:
@@ -109,7 +114,7 @@ class NNToCodaPass(ModulePass):
             stages.append(CommonSubexpressionElimination())
         from coda_ir.transforms.plan_mainloop import PlanMainloopPass
 
-        stages.append(PlanMainloopPass(mainloop=self.mainloop))
+        stages.append(PlanMainloopPass(mainloop=self.mainloop, vendor_gemms=self.vendor_gemms))
         if self.sink_results:
             from coda_ir.transforms.sink_results import SinkResultsPass
 

@@ -27,7 +27,7 @@
 // CHECK:       coda.gemm %h, %wlm transpose_b ins(%targets : tensor<8192xi32>) : {{.*}} -> (!coda.partials<rows, 8192, lse>, !coda.partials<rows, 8192, sum>) attributes {coda.origin = "nn.linear+nn.cross_entropy.lse"}
 // CHECK-NOT:   coda.separate
 // CHECK-LABEL: func.func @lm_head_fwd
-// CHECK:       %[[LOGITS:.*]] = coda.gemm %h, %wlm transpose_b : {{.*}} -> tensor<8192x128256xbf16> attributes {coda.origin = "nn.linear"} {
+// CHECK:       %[[LOGITS:.*]] = coda.gemm %h, %wlm transpose_b : {{.*}} -> tensor<8192x128256xbf16> attributes {coda.origin = "nn.linear", coda.vendor_gemm = #coda.vendor_gemm<cublas>} {
 // CHECK-NEXT:  ^bb0(%[[A:.*]]: !coda.tile<8192x128256xf32>):
 // CHECK-NEXT:    coda.yield %[[A]]
 // CHECK:       %[[L:.*]], %[[T:.*]] = coda.elementwise [8192, 128256] whole rows ins(%[[LOGITS]], %targets : {{.*}}) -> (tensor<8192xf32>, tensor<8192xf32>) attributes {coda.separate, coda.origin = "nn.cross_entropy_fwd.lse"} {

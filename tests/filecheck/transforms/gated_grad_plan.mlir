@@ -23,7 +23,7 @@
 // CHECK: gated_grad_plan.mlir:{{[0-9]+}}:3: remark: 'nn.swiglu_grad' op nn.swiglu_grad not fused into the epilogue of 'nn.matmul' (
 // CHECK-SAME: separate (plain GEMM storing dy [8192x14336], then one pass over dy and z) {{[0-9.]+}} us vs in the epilogue
 // CHECK-LABEL: func.func @down_dgrad_1b
-// CHECK:       %[[DY:.*]] = coda.gemm %d, %wd : {{.*}} -> tensor<16384x8192xbf16> attributes {coda.origin = "nn.matmul"} {
+// CHECK:       %[[DY:.*]] = coda.gemm %d, %wd : {{.*}} -> tensor<16384x8192xbf16> attributes {coda.origin = "nn.matmul", coda.vendor_gemm = #coda.vendor_gemm<cublas>} {
 // CHECK-NEXT:  ^bb0(%[[A:.*]]: !coda.tile<16384x8192xf32>):
 // CHECK-NEXT:    coda.yield %[[A]]
 // CHECK:       coda.elementwise [16384, 8192] ins(%[[DY]], %z : {{.*}}) -> (tensor<16384x16384xbf16>, !coda.partials<rows, 16384, sum>) attributes {coda.origin = "nn.swiglu_grad+nn.row_dot.partials", coda.separate} {

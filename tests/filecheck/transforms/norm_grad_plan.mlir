@@ -27,7 +27,7 @@
 // CHECK: norm_grad_plan.mlir:{{[0-9]+}}:3: remark: 'nn.rms_norm_grad' op nn.rms_norm_grad in the epilogue of 'nn.matmul' (
 // CHECK-SAME: the IO model found it cheaper: separate (plain GEMM storing dy [8192x4096] in f32, then one pass over dy, x) {{[0-9.]+}} us vs in the epilogue
 // CHECK-LABEL: func.func @qkv_dgrad_1b
-// CHECK:       %[[DY:.*]] = coda.gemm %d, %w : {{.*}} -> tensor<16384x2048xf32> attributes {coda.origin = "nn.matmul"} {
+// CHECK:       %[[DY:.*]] = coda.gemm %d, %w : {{.*}} -> tensor<16384x2048xf32> attributes {coda.origin = "nn.matmul", coda.vendor_gemm = #coda.vendor_gemm<cublas>} {
 // CHECK-NEXT:  ^bb0(%[[A:.*]]: !coda.tile<16384x2048xf32>):
 // CHECK-NEXT:    coda.yield %[[A]]
 // CHECK:       %h, %[[P:.*]], %s = coda.elementwise [16384, 2048] ins(%x, %rstd, %wn, %[[DY]], %hdh, %dres : {{.*}}tensor<16384x2048xf32>{{.*}}) -> ({{.*}}) attributes {coda.origin = "nn.rms_norm_apply.apply+nn.rms_norm_grad.apply+nn.add", coda.separate} {
@@ -45,7 +45,7 @@
 
 // SEP-NOT:     remark: 'nn.rms_norm_grad
 // SEP-LABEL:   func.func @qkv_dgrad_1b
-// SEP:         coda.gemm %d, %w : {{.*}} -> tensor<16384x2048xf32> attributes {coda.origin = "nn.matmul"}
+// SEP:         coda.gemm %d, %w : {{.*}} -> tensor<16384x2048xf32> attributes {coda.origin = "nn.matmul", coda.vendor_gemm = #coda.vendor_gemm<cublas>}
 
 // FORCED-NOT:  remark: 'nn.rms_norm_grad
 // FORCED:      nn.rms_norm_grad %dy, %x, %wn, %rstd, %hdh {in_producer_epilogue = false}

@@ -332,6 +332,38 @@ func.func @writes_over_on_gemm(%a: tensor<16x16xbf16>, %b: tensor<16x16xbf16>) {
 
 // -----
 
+// The vendor library only for a gemm whose epilogue stores the accumulator alone.
+func.func @vendor_gemm_with_epilogue(%a: tensor<16x16xbf16>, %b: tensor<16x16xbf16>) {
+  %0 = coda.gemm %a, %b : tensor<16x16xbf16>, tensor<16x16xbf16> -> tensor<16x16xbf16> attributes {coda.vendor_gemm = #coda.vendor_gemm<cublas>} {
+  ^bb0(%acc: !coda.tile<16x16xf32>):
+    %t = coda.map %acc : !coda.tile<16x16xf32> -> !coda.tile<16x16xf32> {
+    ^bb0(%v: f32):
+      %w = arith.mulf %v, %v : f32
+      coda.yield %w : f32
+    }
+    coda.yield %t : !coda.tile<16x16xf32>
+  }
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.gemm' op coda.vendor_gemm is only for gemms whose epilogue stores the accumulator alone
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @vendor_gemm_unknown_library(%a: tensor<16x16xbf16>, %b: tensor<16x16xbf16>) {
+  %0 = coda.gemm %a, %b : tensor<16x16xbf16>, tensor<16x16xbf16> -> tensor<16x16xbf16> attributes {coda.vendor_gemm = #coda.vendor_gemm<rocblas>} {
+  ^bb0(%acc: !coda.tile<16x16xf32>):
+    coda.yield %acc : !coda.tile<16x16xf32>
+  }
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: vendor_gemm library must be one of cublas, got 'rocblas'
+// CHECK-NEXT: {{^.+$}}
+// CHECK-NEXT: {{^ *\^+$}}
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
 // Elementwise math on tiles outside coda.map, custom syntax (rejected while parsing)...
 func.func @arith_on_tiles(%m: tensor<16x32xf32>, %v: tensor<16xf32>, %c: tensor<32xf32>, %s: tensor<f32>, %t: tensor<16xi32>) {
   %0 = coda.elementwise [16, 32] ins(%m, %v, %c, %s, %t : tensor<16x32xf32>, tensor<16xf32>, tensor<32xf32>, tensor<f32>, tensor<16xi32>) -> tensor<16x32xf32> {
