@@ -146,3 +146,13 @@ def test_gpu_vendor_launch_with_more_than_its_output_is_a_bug():
     with pytest.raises(InternalError, match="vendor gemm's arguments"):
         gemm_launch.launch_gemm(None, a, a, lambda _cfg: (a, torch.empty_like(a)), M=4, N=4, K=4,
                                 transpose_a=False, transpose_b=False, vendor="cublas")
+
+
+def test_readme_vendor_gemm_snippet_runs(capsys):
+    import re
+
+    doc = (ROOT / "README.md").read_text()
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", doc, re.S) if "vendor-gemms=false" in s)
+    exec(compile(snippet, "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["4 #coda.vendor_gemm<cublas>", "4 0"]
