@@ -26,6 +26,9 @@ and times both at the same tiles, checking the outputs bitwise; `--unfused` time
 backward as the cuBLAS dgrad plus one Triton pass. Configurations are function arguments
 (`SWEEPS`), not environment variables. Writes $OUT/kernel_table_<shape>.json after every
 kernel. `--cpu` runs the plumbing under the interpreter (no timing claims).
+
+Plain gemms (`#coda.vendor_gemm`, session 16) run cuBLAS in the whole-function timings; their
+per-kernel rows (each with a fixed configuration) time the generated tl kernel.
 """
 
 from __future__ import annotations

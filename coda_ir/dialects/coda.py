@@ -501,6 +501,21 @@ def is_plain_gemm(op: "GemmOp") -> bool:
             and ops[0].operands[0] is block.args[0])
 
 
+def vendor_gemm_obstacle(op: "GemmOp") -> str | None:
+    """Why a gemm cannot run the vendor library (None: it can): it must be plain, with 16-bit
+    operands of one type and an output of that type or f32. (An f32 GEMM stays on the tl kernel,
+    whose dots are tf32: cuBLAS under PyTorch's defaults would compute it in another precision.)"""
+    if not is_plain_gemm(op):
+        return "its epilogue does more than store the accumulator into its one output"
+    elt = op.a.type.get_element_type()  # type: ignore[union-attr]
+    if not isinstance(elt, (BFloat16Type, Float16Type)) or op.b.type.get_element_type() != elt:  # type: ignore[union-attr]
+        return f"its operands are not both bf16 or both f16 ({op.a.type}, {op.b.type})"
+    out = op.outputs[0].type
+    if not isinstance(out, TensorType) or out.get_element_type() not in (elt, Float32Type()):
+        return f"its output is {out}, neither its operands' element type nor f32"
+    return None
+
+
 CONSTRAINTS = "coda.constraints"
 """Kernel attribute (a `TileConstraintsAttr`) that `coda-legalize` records: what the tile-locality
 proofs of the kernel's epilogue need from the column tile. The lowering obeys it."""
@@ -701,8 +716,9 @@ def _verify_recorded_decisions(kernel: Operation) -> None:
     if vendor is not None:
         if not (isinstance(vendor, VendorGemmAttr) and isinstance(kernel, GemmOp)):
             raise VerifyException(f"{VENDOR_GEMM} is a #coda.vendor_gemm<...> of coda.gemm kernels, got {vendor}")
-        if not is_plain_gemm(kernel):
-            raise VerifyException(f"{VENDOR_GEMM} is only for gemms whose epilogue stores the accumulator alone")
+        why_not = vendor_gemm_obstacle(kernel)
+        if why_not is not None:
+            raise VerifyException(f"{VENDOR_GEMM} on a gemm the vendor library cannot run: {why_not}")
         if mainloop is not None:
             raise VerifyException(f"a gemm has either {MAINLOOP} or {VENDOR_GEMM}, not both")
     separate = kernel.attributes.get(SEPARATE)

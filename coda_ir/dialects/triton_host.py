@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
     BoolAttr,
+    Float32Type,
     FunctionType,
     IndexType,
     IntAttr,
@@ -506,8 +507,13 @@ class LaunchGemmOp(ArgsLambdaLaunch):
         if self.vendor is not None:
             if self.mainloop is not None or self.config is not None or self.interleave.data:
                 raise VerifyException("host.launch_gemm: a vendor gemm has no mainloop record, fixed tile or interleave")
-            if self.n_inputs.data != 0 or len(self.result.type.elements.data) != 1:
+            outs = self.result.type.elements.data
+            if self.n_inputs.data != 0 or len(outs) != 1:
                 raise VerifyException("host.launch_gemm: a vendor gemm's arguments are its one output")
+            operand = self.a.type.get_element_type()  # type: ignore[union-attr]
+            out = outs[0]
+            if not isinstance(out, TensorType) or out.get_element_type() not in (operand, Float32Type()):
+                raise VerifyException("host.launch_gemm: a vendor gemm's output is of its operands' element type or f32")
         self.verify_args(self.n_inputs.data, self.bn_multiple_of.data, self.config, self.result.type.elements.data)
 
 

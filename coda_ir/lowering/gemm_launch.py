@@ -554,39 +554,29 @@ def _autotune(run_with, candidates: list[GemmConfig], extra_args_for, compile_wi
     return best, timings
 
 
-_MM_OUT_DTYPE: dict[torch.device, bool] = {}
-
-
-def _mm_out_dtype_ok(device: torch.device) -> bool:
-    """Whether this PyTorch runs `torch.mm(a, b, out_dtype=torch.float32)` on 16-bit operands on
-    `device` (cuBLAS with an f32 output: added in PyTorch 2.8; CUDA only)."""
-    ok = _MM_OUT_DTYPE.get(device)
-    if ok is None:
-        try:
-            a = torch.ones((16, 16), dtype=torch.bfloat16, device=device)
-            out = torch.empty((16, 16), dtype=torch.float32, device=device)
-            torch.mm(a, a, out_dtype=torch.float32, out=out)
-            ok = bool((out == 16).all())
-        except (RuntimeError, TypeError, NotImplementedError):
-            ok = False
-        _MM_OUT_DTYPE[device] = ok
-    return ok
+MM_WRITES_F32 = hasattr(torch.ops.aten.mm, "dtype_out")
+"""Whether this PyTorch has `torch.mm(a, b, out_dtype=torch.float32, out=...)` (added in 2.8; its
+kernel is CUDA's cuBLAS with an f32 output). Decided from the operator's overloads, not by running
+one: a probe would synchronize (not allowed while a CUDA graph is captured) and could fail for
+reasons of its own (out of memory)."""
 
 
 def vendor_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, transpose_a: bool, transpose_b: bool) -> bool:
-    """`out = op(a) @ op(b)` by the vendor library (cuBLAS through `torch.mm`), for a gemm
-    `coda-plan-mainloop` recorded as `#coda.vendor_gemm`. Transposed operands are strided views
-    (no copy). Returns False, having done nothing, where the library cannot: operands and output
-    not on one CUDA device, or an output dtype other than the operands' that this PyTorch's
-    `torch.mm` cannot write; the caller then runs the tl kernel."""
-    if not (a.is_cuda and b.device == a.device and out.device == a.device):
+    """`out = op(a) @ op(b)` by the vendor library through `torch.mm` (cuBLAS; hipBLAS on a ROCm
+    build), for a gemm `coda-plan-mainloop` recorded as `#coda.vendor_gemm`; `launch_gemm` calls it
+    on a GPU. Transposed operands are strided views (no copy); the operands are detached (the
+    kernel computes a value, autograd is the caller's business, and `out=` refuses operands that
+    require grad). Returns False, having done nothing, where the library cannot: operands and
+    output not on one device, or an f32 output of 16-bit operands off CUDA or without
+    `MM_WRITES_F32`; the caller then runs the tl kernel."""
+    if not (b.device == a.device and out.device == a.device):
         return False
-    lhs = a.t() if transpose_a else a
-    rhs = b.t() if transpose_b else b
+    lhs = (a.t() if transpose_a else a).detach()
+    rhs = (b.t() if transpose_b else b).detach()
     if out.dtype == a.dtype:
         torch.mm(lhs, rhs, out=out)
         return True
-    if out.dtype == torch.float32 and _mm_out_dtype_ok(a.device):
+    if out.dtype == torch.float32 and a.is_cuda and MM_WRITES_F32:
         torch.mm(lhs, rhs, out_dtype=torch.float32, out=out)
         return True
     return False
@@ -612,7 +602,7 @@ def launch_gemm(
     tuning_group: str | None = None,
     mainloop: GluonMainloop | None = None,
     vendor: str | None = None,
-) -> tuple[GemmConfig, Sequence[object]]:
+) -> tuple[GemmConfig | None, Sequence[object]]:
     """Launch `kernel` for `op(a) @ op(b)`; returns the config and the extra args it used.
 
     `extra_args_for(config)` builds the epilogue's arguments (inputs and freshly allocated
@@ -626,19 +616,22 @@ def launch_gemm(
     launched instead of `kernel` wherever the machine can run it (`_gluon_plan`).
     `vendor`: the gemm's `#coda.vendor_gemm` library (a plain gemm: its one argument is its
     output): on a GPU, outside the interpreter and with the default path, `vendor_gemm` runs it
-    (the returned config is then the first candidate's, which sized the output).
+    (the returned config is then None: no tile of the generated kernel ran).
     """
     if options is None:
         options = launch_options()
     if vendor is not None and config is None and options.path == "auto" and a.is_cuda and not interpreting():
-        vconfig = tiling.TMA_CANDIDATES[0]
-        extra = list(extra_args_for(vconfig))
+        extra = list(extra_args_for(tiling.TMA_CANDIDATES[0]))  # a plain gemm's output does not depend on the tile
         if len(extra) != 1 or not isinstance(extra[0], torch.Tensor) or tuple(extra[0].shape) != (M, N):
             raise InternalError(f"launch_gemm: a vendor gemm's arguments are its one [{M}, {N}] output "
                                 "(this is a bug in coda-ir, not a problem with the input; please report it)")
         if vendor_gemm(a, b, extra[0], transpose_a=transpose_a, transpose_b=transpose_b):
             LAST_LAUNCH.update(config=None, path=f"vendor:{vendor}", compiled=None)
-            return vconfig, extra
+            return None, extra
+        # the library declined (an f32 output on a PyTorch without out_dtype): the tl kernel writes
+        # the output already allocated
+        built = extra
+        extra_args_for = lambda _cfg: built  # noqa: E731
     plan_key = None
     if _PLANS_ON:
         # Everything the launch's path, layouts, tuning key, configuration and grid depend on,

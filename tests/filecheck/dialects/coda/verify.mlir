@@ -345,7 +345,20 @@ func.func @vendor_gemm_with_epilogue(%a: tensor<16x16xbf16>, %b: tensor<16x16xbf
   }
   func.return
 }
-// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.gemm' op coda.vendor_gemm is only for gemms whose epilogue stores the accumulator alone
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.gemm' op coda.vendor_gemm on a gemm the vendor library cannot run: its epilogue does more than store the accumulator into its one output
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+// f32 operands stay on the tl kernel (tf32 dots): a hand-written record is rejected.
+func.func @vendor_gemm_f32_operands(%a: tensor<16x16xf32>, %b: tensor<16x16xf32>) {
+  %0 = coda.gemm %a, %b : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<16x16xf32> attributes {coda.vendor_gemm = #coda.vendor_gemm<cublas>} {
+  ^bb0(%acc: !coda.tile<16x16xf32>):
+    coda.yield %acc : !coda.tile<16x16xf32>
+  }
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.gemm' op coda.vendor_gemm on a gemm the vendor library cannot run: its operands are not both bf16 or both f16 (tensor<16x16xf32>, tensor<16x16xf32>)
 // CHECK-NEXT: {{^// -{5}$}}
 
 // -----

@@ -132,3 +132,17 @@
   "host.return"() : () -> ()
 }) : () -> ()
 // CHECK: {{.*}}verify.mlir:[[# @LINE - 7]]:{{[0-9]+}}: error: 'host.launch_gemm' op host.launch_gemm: a vendor gemm's arguments are its one output
+
+// -----
+
+"host.func"() <{function = @f, function_type = (tensor<8x16xbf16>, tensor<16x16xbf16>) -> (), launches = #builtin.int<1>}> ({
+^bb0(%x: tensor<8x16xbf16>, %w: tensor<16x16xbf16>):
+  %dev = "host.device_of"(%x, %w) : (tensor<8x16xbf16>, tensor<16x16xbf16>) -> !host.device
+  %e = "host.launch_gemm"(%x, %w) <{kernel = @k, m = #builtin.int<8>, n = #builtin.int<16>, k = #builtin.int<16>, interleave = #builtin.int<0>, bn_multiple_of = #builtin.int<1>, n_inputs = #builtin.int<0>, epilogue_half_tiles = #builtin.int<2>, vendor = #coda.vendor_gemm<cublas>}> ({
+  ^bb0(%cfg: !host.config):
+    %y = "host.empty"(%dev) : (!host.device) -> tensor<8x16xf16>
+    "host.yield"(%y) : (tensor<8x16xf16>) -> ()
+  }) : (tensor<8x16xbf16>, tensor<16x16xbf16>) -> !host.tuple<[tensor<8x16xf16>]>
+  "host.return"() : () -> ()
+}) : () -> ()
+// CHECK: {{.*}}verify.mlir:[[# @LINE - 7]]:{{[0-9]+}}: error: 'host.launch_gemm' op host.launch_gemm: a vendor gemm's output is of its operands' element type or f32
