@@ -49,9 +49,10 @@ def _role(entry: str) -> str:
     return parts[2] if len(parts) > 2 and parts[0] == "nn" else ""
 
 
-def _op_style(entry: str) -> str:
+def _op_style(entry: str, partial: bool = True) -> str:
+    """`partial`: the kernel emits partials (False: a `whole rows` kernel completes its reductions)."""
     role = _role(entry)
-    if role in PARTIAL_ROLES or entry.startswith(("reduce", "segment_reduce", "select")):
+    if partial and (role in PARTIAL_ROLES or entry.startswith(("reduce", "segment_reduce", "select"))):
         return 'style="dashed", color="blue"'
     if role in SCALE_ROLES or entry.startswith(("scale rows", "deferred")):
         return 'style="filled", fillcolor="lightyellow"'
@@ -60,9 +61,11 @@ def _op_style(entry: str) -> str:
     return 'style="filled", fillcolor="white"'
 
 
-def _op_label(entry: str) -> str:
+def _op_label(entry: str, partial: bool = True) -> str:
+    """`partial` as for `_op_style`: a whole-rows kernel's stats / lse are complete row reductions."""
     role = _role(entry)
-    extra = {"stats": "\\n(partial reduction)", "lse": "\\n(partial reduction)", "scale": "\\n(deferred scale)",
+    reduction = "\\n(partial reduction)" if partial else "\\n(row reduction, whole rows)"
+    extra = {"stats": reduction, "lse": reduction, "scale": "\\n(deferred scale)",
              "prescale": "\\n(aux store x*w)", "rstd": "\\n(fold)", "loss": "\\n(fold)"}.get(role, "")
     return entry + extra
 
@@ -108,7 +111,8 @@ def to_dot(plans: Sequence[object], gpu: m.GPU | str | None = None, title: str =
             for j, entry in enumerate(entries):
                 node = f"f{f}_k{i}_o{j}"
                 ids.append(node)
-                lines.append(f"      {node} [label={_q(_op_label(entry))}, {_op_style(entry)}];")
+                partial = "partial reduction" in k.notes or k.kind != "elementwise"
+                lines.append(f"      {node} [label={_q(_op_label(entry, partial))}, {_op_style(entry, partial)}];")
             for a, b in zip(ids, ids[1:]):
                 lines.append(f"      {a} -> {b} [style=invis];")
             lines.append("    }")

@@ -54,3 +54,23 @@ def test_compiled_examples_move_fewer_bytes():
             assert cost.activation_bytes < unfused[name].activation_bytes, (path.name, name)
             checked += 1
     assert checked, "no nn examples were checked"
+
+
+def test_fusion_plan_labels_whole_rows_reductions_complete():
+    """The LM head's final-norm statistics run as one `whole rows` kernel (row sums complete in the
+    program): labelled a row reduction, not a partial one; the logits GEMM's lse partials stay
+    partial (dashed)."""
+    from coda_ir import remarks
+    from coda_ir.lowering.report_targets import FusionPlanTarget
+    from coda_ir.context import make_context
+    import coda_ir
+
+    with remarks.printed_remarks(False):
+        module = coda_ir.lower(_module(ROOT / "examples" / "lm_head.mlir"), "nn-to-coda")
+    dot = io.StringIO()
+    FusionPlanTarget().emit(make_context(), module, dot)
+    lines = dot.getvalue().splitlines()
+    stats = [line for line in lines if "nn.rms_norm.stats" in line and "label=" in line]
+    lse = [line for line in lines if "nn.cross_entropy.lse" in line and "label=" in line]
+    assert stats and all("(row reduction, whole rows)" in line and "dashed" not in line for line in stats)
+    assert lse and all("(partial reduction)" in line and "dashed" in line for line in lse)
