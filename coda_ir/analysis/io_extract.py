@@ -438,6 +438,10 @@ def _kernel_name(op: Operation, names: _Names, kind: str) -> str:
     return kind
 
 
+VENDOR_NOTE = "vendor gemm (cuBLAS)"
+"""The note on a gemm `coda-plan-mainloop` gave `#coda.vendor_gemm`: reports name the library instead of a tile."""
+
+
 def _notes(op: Operation, labels: Iterable[str], partials: dict[SSAValue, m.Tensor]) -> tuple[str, ...]:
     notes = []
     labels = list(labels)
@@ -454,6 +458,8 @@ def _notes(op: Operation, labels: Iterable[str], partials: dict[SSAValue, m.Tens
         ):
             notes.append("deferred row scale")
             break
+    if isinstance(op, coda.GemmOp) and coda.recorded_vendor_gemm(op) is not None:
+        notes.append(VENDOR_NOTE)  # priced as the model's tile, run by the vendor library on a GPU
     return tuple(notes)
 
 

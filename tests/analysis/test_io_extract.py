@@ -199,3 +199,31 @@ func.func @lm_head(%h: tensor<{tokens}x{k}xbf16>, %w: tensor<{v}x{k}xbf16>, %t: 
     seconds_per_row = m.kernel_cost(ce, h100).time_s / tokens
     logits_bytes_per_row = v * 2
     assert seconds_per_row == pytest.approx(logits_bytes_per_row / h100.hbm_bw, rel=0.15)
+
+
+def test_vendor_gemms_are_reported_as_the_library(h100):
+    """The LLaMA block's backward: each plain gemm `coda-plan-mainloop` gave `#coda.vendor_gemm`
+    carries the note, and `io-report` names cuBLAS in its tile column (no tile, registers or shared
+    memory of a generated kernel); the fused forward gemms keep their tiles."""
+    import io
+
+    from xdsl.passes import PassPipeline
+
+    from coda_ir.dialects import coda
+    from coda_ir.lowering.report_targets import IOReportTarget
+
+    module = parse(LLAMA_8B)
+    PassPipeline.parse_spec(coda_passes(), "nn-autodiff,nn-to-coda").apply(make_context(), module)
+    plans = {p.name: p for p in x.extract_module(module, h100)}
+    vendor = [k for k in plans["llama_block_bwd"].kernels if x.VENDOR_NOTE in k.notes]
+    recorded = [g for g in module.walk() if isinstance(g, coda.GemmOp) and coda.recorded_vendor_gemm(g) is not None]
+    assert len(vendor) == len(recorded) == 8
+    assert not any(x.VENDOR_NOTE in k.notes for k in plans["llama_block_fwd"].kernels)
+    out = io.StringIO()
+    IOReportTarget().emit(make_context(), module, out)
+    rows = [line for line in out.getvalue().splitlines() if line.startswith("// gemm:")]
+    tiles = [line.split()[3] for line in rows]  # "//", kernel, kind, tile, ...
+    assert tiles.count("cuBLAS") == 8  # the backward's plain gemms
+    import re
+
+    assert all(re.fullmatch(r"\d+x\d+x\d+/w\d+s\d+", t) for t in tiles if t != "cuBLAS")  # the fused gemms' tiles
