@@ -40,11 +40,12 @@ to the `tl` kernel where no Hopper GPU or no Gluon is present):
 A gemm whose epilogue stores the accumulator and nothing else (`coda.is_plain_gemm`: the
 backward's dgrads and weight gradients, the LM head's) with 16-bit operands and an output of their
 type or f32 (`coda.vendor_gemm_obstacle`) gets `#coda.vendor_gemm<cublas>` instead: there is no
-epilogue to fuse, and the vendor's kernel is the faster mainloop. Measured on the H100 (bench/RESULTS.md, session 16), the autotuned TMA tl kernel
-against cuBLAS on the same operands: 0.98-1.05x on the LLaMA blocks' plain gemms (the 8B block's
-eight: 1.8% slower in sum), 1.07x / 1.11x on the LLaMA-1B LM head's weight gradient and dgrad
-(K = 128256). Its outputs are the library's: the same products, summed in another order (within
-the bf16 bars, not bitwise the tl kernel's).
+epilogue to fuse, and the vendor's kernel is the faster mainloop. Measured on the H100
+(bench/RESULTS.md, session 16), the autotuned TMA tl kernel against cuBLAS on the same operands:
+0.98-1.05x on the LLaMA blocks' plain gemms (the 8B block's eight: 1.8% slower in sum), 1.07x /
+1.11x on the LLaMA-1B LM head's weight gradient and dgrad (K = 128256). Its outputs are the
+library's: the same products, summed in another order (within the bf16 bars, not bitwise the tl
+kernel's).
 
 Options: `mainloop=auto` (default: the Gluon mainloop wherever eligible and large enough, the
 vendor library for plain gemms), `gluon` (the Gluon mainloop wherever eligible, at any size: tests
