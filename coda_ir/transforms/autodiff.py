@@ -139,8 +139,9 @@ def _gemm_grad(op: nn.GemmOp, dys, wants, fwd):
 
 
 def _reduce_to(dy: SSAValue, like: SSAValue, ops: list[Operation]) -> SSAValue:
-    """The gradient of a broadcast rank-1 operand: the column sums of dy."""
-    if len(_shape(like)) == 1:
+    """The gradient of a broadcast rank-1 operand: the column sums of dy (a rank-1 operand of a
+    rank-1 op, e.g. a Gemma-style weight `w + 1`, is not broadcast: its gradient is dy)."""
+    if len(_shape(like)) == 1 and len(_shape(dy)) == 2:
         ops.append(s := nn.ColumnSumOp(dy))
         return s.result
     return dy
@@ -164,7 +165,7 @@ def _mul_grad(op, dys, wants, fwd):
         ops.append(m := nn.MulOp(dy, fwd(op.rhs)))
         da = m.result
     if wants[1]:
-        if len(_shape(op.rhs)) == 1:  # a scale's gradient: one column_sum of dy * lhs (never rounded between)
+        if len(_shape(op.rhs)) == 1 and len(_shape(op.lhs)) == 2:  # a scale's gradient: one column_sum of dy * lhs (never rounded between)
             ops.append(s := nn.ColumnSumOp(dy, fwd(op.lhs)))
             db = s.result
         else:
