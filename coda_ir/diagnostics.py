@@ -239,6 +239,7 @@ def verify_module(module: ModuleOp) -> list[Diagnostic]:
             continue
         try:
             op.verify(verify_nested_ops=False)
+            _verify_no_empty_block(op)
         except (VerifyException, DiagnosticException) as error:
             message = _clean(error)
             if op.name.split(".")[0] in _SCALAR_DIALECTS and _touches_tiles(op):
@@ -246,6 +247,21 @@ def verify_module(module: ModuleOp) -> list[Diagnostic]:
             diagnostics.append(_redefinition(op, message) or Diagnostic(op, message))
             failed.add(id(op))
     return diagnostics
+
+
+def _verify_no_empty_block(op: Operation) -> None:
+    """xDSL checks that a block's last op is a terminator, but not that an empty block has one
+    (MLIR: "empty block: expect at least a terminator"); a function `{ }` with no `func.return`
+    verified and then broke the lowering (issue 34)."""
+    from xdsl.traits import NoTerminator
+
+    if op.has_trait(NoTerminator):
+        return
+    for region in op.regions:
+        for block in region.blocks:
+            if block.first_op is None:
+                terminator = " ('func.return')" if op.name == "func.func" else ""
+                raise VerifyException(f"empty block: expected at least a terminator{terminator}")
 
 
 def _children(op: Operation):

@@ -290,7 +290,8 @@ class CheckArgumentsOp(SyntaxOp):
 
 @irdl_op_definition
 class DeviceOfOp(SyntaxOp):
-    """`_dev = _rt.device_of(args)`: the one device of the arguments."""
+    """`_dev = _rt.device_of(args)`: the one device of the arguments (a function without
+    arguments, e.g. an empty one, gets the process's default device: `runtime.device_of`)."""
 
     name = "host.device_of"
     SYNTAX: ClassVar[tuple[Item, ...]] = (Operands("args"),)
@@ -300,10 +301,6 @@ class DeviceOfOp(SyntaxOp):
 
     def __init__(self, args: Sequence[SSAValue]):
         super().__init__(operands=[args], result_types=[DeviceType()])
-
-    def verify_(self) -> None:
-        if not self.args:
-            raise VerifyException("host.device_of: needs at least one tensor")
 
 
 @irdl_op_definition
