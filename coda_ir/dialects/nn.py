@@ -324,11 +324,15 @@ class _BinaryOp(NNOperation):
 
 @irdl_op_definition
 class AddOp(_BinaryOp):
+    """`lhs + rhs`: same shapes, or a rank-1 rhs broadcast over the rows of a rank-2 lhs."""
+
     name = "nn.add"
 
 
 @irdl_op_definition
 class MulOp(_BinaryOp):
+    """`lhs * rhs`: same shapes, or a rank-1 rhs broadcast over the rows of a rank-2 lhs."""
+
     name = "nn.mul"
 
 
@@ -344,6 +348,8 @@ class _UnaryOp(NNOperation):
 
 @irdl_op_definition
 class SiluOp(_UnaryOp):
+    """`x * sigmoid(x)`."""
+
     name = "nn.silu"
 
     def __init__(self, x: SSAValue):
@@ -352,6 +358,8 @@ class SiluOp(_UnaryOp):
 
 @irdl_op_definition
 class ReluOp(_UnaryOp):
+    """`max(x, 0)`."""
+
     name = "nn.relu"
 
     def __init__(self, x: SSAValue):
@@ -363,6 +371,8 @@ GELU_APPROXIMATIONS = ("none", "tanh")
 
 @irdl_op_definition
 class GeluOp(_UnaryOp):
+    """`x * Phi(x)` (`approximate = "tanh"`: PyTorch's tanh approximation)."""
+
     name = "nn.gelu"
     approximate = prop_def(StringAttr)
 
