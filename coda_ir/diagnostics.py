@@ -305,6 +305,29 @@ def parse_error_text(error: ParseError, line_offset: int) -> str:
     return "\n".join(line for line in lines if line.strip())
 
 
+def empty_pipeline_entry(pipeline: str) -> str | None:
+    """The error for an empty entry of a pass pipeline (`nn-to-coda,,cse`, a trailing comma),
+    naming its position; None when every entry names a pass. xDSL accepts a trailing comma
+    silently (issue 34)."""
+    if not pipeline.strip():
+        return None  # no pipeline at all
+    depth, quote, start, entry = 0, False, 0, 1
+    for i, ch in enumerate(pipeline + ","):
+        if ch == '"':
+            quote = not quote
+        elif quote:
+            continue
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "," and depth <= 0:
+            if not pipeline[start:i].strip():
+                return f"empty entry #{entry} at column {start + 1} of '{pipeline}': expected a pass name between commas"
+            start, entry = i + 1, entry + 1
+    return None
+
+
 def pipeline_error_text(error: BaseException) -> str:
     """One line from xDSL's multi-line pipeline error (header, `pass-pipeline:1:COL`, the spec,
     a caret line, the message)."""

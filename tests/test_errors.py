@@ -100,6 +100,10 @@ def test_first_char_placeholder_is_formatted():
         ("cse{nope=1}", r"invalid pass pipeline 'cse\{nope=1\}'"),
         ("bogus-pass", r"pass\(es\) 'bogus-pass' are not registered \(available: .*nn-to-coda"),
         ("cse,bogus-pass", r"pass\(es\) 'bogus-pass' are not registered"),
+        # issue 34: an empty entry names its position (a trailing one was accepted silently)
+        ("nn-to-coda,,cse", r"invalid pass pipeline: empty entry #2 at column 12 of 'nn-to-coda,,cse'"),
+        ("nn-to-coda,", r"invalid pass pipeline: empty entry #2 at column 12 of 'nn-to-coda,'"),
+        (",cse", r"invalid pass pipeline: empty entry #1 at column 1 of ',cse'"),
     ],
 )
 def test_bad_pipelines(pipeline, message):
