@@ -146,8 +146,23 @@ def _flex():
     return _FLEX
 
 
+_BLOCK_MASK: list = []  # [(segments, its version, b, seq, causal, window, device), BlockMask]
+
+
 def flex_block_mask(b: int, seq: int, causal: bool, window: int, segments: torch.Tensor | None, device):
-    """The BlockMask of nn.attention's mask (causal, window, documents and padding rows)."""
+    """The BlockMask of nn.attention's mask (causal, window, documents and padding rows). Every
+    layer of a step masks with the same segments tensor: the last mask is kept (with the tensor
+    itself, so that its identity cannot pass to a new one) and reused while it is unchanged."""
+    key = (segments, None if segments is None else segments._version, b, seq, causal, window, str(device))
+    if _BLOCK_MASK and len(_BLOCK_MASK[0]) == len(key) and all(
+            a is c if i == 0 else a == c for i, (a, c) in enumerate(zip(_BLOCK_MASK[0], key))):
+        return _BLOCK_MASK[1]
+    mask = _make_block_mask(b, seq, causal, window, segments, device)
+    _BLOCK_MASK[:] = [key, mask]
+    return mask
+
+
+def _make_block_mask(b: int, seq: int, causal: bool, window: int, segments: torch.Tensor | None, device):
     from torch.nn.attention.flex_attention import create_block_mask
 
     seg = segments.view(b, seq) if segments is not None else None

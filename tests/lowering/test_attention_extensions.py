@@ -180,3 +180,42 @@ def test_compiled_program_with_every_extension_meets_the_bar(dtype):
         return [o.detach()] + [t.grad for t in ls]
 
     assert_matches(got, run(torch.float64), run(dtype), ["out", "dx", "dw", "dwo"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cuda_flex_path_meets_the_bar(name):
+    """The CUDA path of a masked / soft-capped attention (FlexAttention) in bf16 at GPU shapes,
+    forward and backward, against the reference in float64 and bf16 (the NN_DIALECT bar)."""
+    from coda_ir.interpreters.nn import attention_reference
+
+    b, s, h, kv, hd = 2, 256, 4, 2, 64
+    case = dict(CASES[name])
+    seg = None
+    if "segments" in case:  # the row pattern scaled up: packed documents, left and right padding
+        seg = torch.tensor(case.pop("segments"), dtype=torch.int32).repeat_interleave(s * b // M + 1)[: b * s]
+    window = case.get("window", 0) * 37
+    text = props(**dict(case, window=window)).replace(f"heads = {H}", f"heads = {h}").replace(
+        f"kv_heads = {KV}", f"kv_heads = {kv}").replace(f"head_dim = {HD}", f"head_dim = {hd}").replace(
+        f"seq_len = {S}", f"seq_len = {s}")
+    n = (h + 2 * kv) * hd
+    module = coda_ir.parse(f'func.func @f(%q: tensor<{b * s}x{n}xbf16>) -> tensor<{b * s}x{h * hd}xbf16> {{\n'
+                           f'  %y = "nn.attention"(%q) <{{{text}}}> : (tensor<{b * s}x{n}xbf16>) -> tensor<{b * s}x{h * hd}xbf16>\n'
+                           f'  func.return %y : tensor<{b * s}x{h * hd}xbf16>\n}}\n')
+    op = next(o for o in module.walk() if o.name == "nn.attention")
+    torch.manual_seed(0)
+    qkv = torch.randn(b * s, n, device="cuda", dtype=torch.bfloat16)
+    dout = torch.randn(b * s, h * hd, device="cuda", dtype=torch.bfloat16)
+    segs = seg.cuda() if seg is not None else None
+    scale, softcap = f32(case.get("scale")), f32(case.get("softcap", 0.0))
+    out, lse = attention_forward(qkv, h, kv, hd, s, True, scale, window, softcap, segs)
+    dqkv = attention_backward(qkv, out, lse, dout, h, kv, hd, s, True, scale, window, softcap, segs)
+
+    def ref(dtype):
+        leaf = qkv.to(dtype).requires_grad_(True)
+        o, _ = attention_reference(leaf.float() if dtype == torch.bfloat16 else leaf, op, segs)
+        o = o.to(dtype)
+        (g,) = torch.autograd.grad(o, leaf, dout.to(dtype))
+        return [o.detach().cpu(), g.cpu()]
+
+    assert_matches([out.cpu(), dqkv.cpu()], ref(torch.float64), ref(torch.bfloat16), ["out", "dqkv"])
