@@ -74,6 +74,7 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     DictionaryAttr,
     Float16Type,
+    FloatAttr,
     Float32Type,
     IntAttr,
     IntegerAttr,
@@ -127,6 +128,8 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.utils.str_enum import StrEnum
+
+from coda_ir.dialects.nn import check_attention_options
 
 FLOAT_TYPES = (Float32Type, BFloat16Type, Float16Type)
 
@@ -1958,10 +1961,13 @@ def _attention_config(op: IRDLOperation) -> tuple[int, int, int, int]:
 
 @irdl_op_definition
 class AttentionOp(LibraryStepOp):
-    """Attention over packed `[q | k | v]` heads: `(out, lse)` (lse: flat f32 log-sum-exp)."""
+    """Attention over packed `[q | k | v]` heads: `(out, lse)` (lse: flat f32 log-sum-exp).
+    The optional properties `scale`, `window`, `softcap` and the optional `segments` operand
+    mean what they mean on `nn.attention` (coda_ir/dialects/nn.py)."""
 
     name = "coda.attention"
     qkv = operand_def(TensorType)
+    segments = var_operand_def(TensorType)
     out = result_def(TensorType)
     lse = result_def(TensorType)
     heads = prop_def(IntegerAttr)
@@ -1969,6 +1975,9 @@ class AttentionOp(LibraryStepOp):
     head_dim = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
     causal = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
 
     def verify_(self) -> None:
@@ -1978,23 +1987,29 @@ class AttentionOp(LibraryStepOp):
             raise VerifyException(f"qkv {self.qkv.type} does not fit heads={h}, kv_heads={kv}, head_dim={hd}, seq_len={s}")
         if _static_tensor(self.out, "out") != (m, h * hd) or _static_tensor(self.lse, "lse") != (m * h,):
             raise VerifyException("out must be M x heads*head_dim and lse M*heads")
+        check_attention_options(self, m, self.segments)
 
 
 @irdl_op_definition
 class AttentionGradOp(LibraryStepOp):
-    """`d(qkv)` of coda.attention from qkv, out, lse and d(out)."""
+    """`d(qkv)` of coda.attention from qkv, out, lse and d(out) (then the forward's `segments`,
+    when it has them; the same optional properties)."""
 
     name = "coda.attention_grad"
     qkv = operand_def(TensorType)
     out = operand_def(TensorType)
     lse = operand_def(TensorType)
     dout = operand_def(TensorType)
+    segments = var_operand_def(TensorType)
     result = result_def(TensorType)
     heads = prop_def(IntegerAttr)
     kv_heads = prop_def(IntegerAttr)
     head_dim = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
     causal = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
 
     def verify_(self) -> None:
@@ -2004,6 +2019,7 @@ class AttentionGradOp(LibraryStepOp):
             raise VerifyException(f"qkv {self.qkv.type} does not fit heads={h}, kv_heads={kv}, head_dim={hd}, seq_len={s}")
         if self.result.type != self.qkv.type:
             raise VerifyException("d(qkv) must have qkv's type")
+        check_attention_options(self, m, self.segments)
 
 
 @irdl_op_definition

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -1233,17 +1234,29 @@ class EmbeddingOp(NNOperation):
         _check_result(self, (m, d), self.w)
 
 
-def attention_props(heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool) -> dict[str, Attribute]:
-    return {
+def attention_props(heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool, *,
+                    scale: float | None = None, window: int = 0, softcap: float = 0.0) -> dict[str, Attribute]:
+    """The properties of an attention op; the optional ones only where they differ from their
+    default (so a plain attention prints as before)."""
+    props: dict[str, Attribute] = {
         "heads": IntegerAttr(heads, i64),
         "kv_heads": IntegerAttr(kv_heads, i64),
         "head_dim": IntegerAttr(head_dim, i64),
         "seq_len": IntegerAttr(seq_len, i64),
         "causal": causal if isinstance(causal, IntegerAttr) else IntegerAttr.from_bool(causal),
     }
+    if scale is not None:
+        props["scale"] = FloatAttr(scale, f32)
+    if window:
+        props["window"] = IntegerAttr(window, i64)
+    if softcap:
+        props["softcap"] = FloatAttr(softcap, f32)
+    return props
 
 
 ATTENTION_PROPS = ("heads", "kv_heads", "head_dim", "seq_len", "causal")
+ATTENTION_OPTIONAL_PROPS = ("scale", "window", "softcap")
+"""The optional properties of the attention ops (`attention_options`): absent means the default."""
 
 
 def _check_attention(op: IRDLOperation, qkv: SSAValue) -> tuple[int, int, int, int, int]:
@@ -1267,33 +1280,122 @@ def _check_attention(op: IRDLOperation, qkv: SSAValue) -> tuple[int, int, int, i
 
 
 def attention_config(op: IRDLOperation) -> tuple[int, int, int, int, bool]:
-    """(heads, kv_heads, head_dim, seq_len, causal) of an attention op."""
+    """(heads, kv_heads, head_dim, seq_len, causal) of an attention op (its optional properties:
+    `attention_options`)."""
     return (_int_prop(op, "heads"), _int_prop(op, "kv_heads"), _int_prop(op, "head_dim"), _int_prop(op, "seq_len"),
             bool(op.properties["causal"].value.data))
+
+
+def attention_carried_props(op: IRDLOperation) -> dict[str, Attribute]:
+    """The properties an attention op hands to its forward variant, gradient and coda twin:
+    the required ones and those optional ones it has."""
+    return {k: op.properties[k] for k in (*ATTENTION_PROPS, *ATTENTION_OPTIONAL_PROPS) if k in op.properties}
+
+
+@dataclass(frozen=True)
+class AttentionOptions:
+    """The optional properties of an attention op, with their defaults filled in.
+
+    * `scale`: the softmax scale (None: the default `1 / sqrt(head_dim)`);
+    * `window`: Hugging Face's sliding window (0: none): query row i sees key row j only if
+      `i - j < window` (transformers' `sliding_window_overlay`: `kv_idx > q_idx - window`);
+    * `softcap`: scores become `softcap * tanh(scores / softcap)` after scaling, before masking
+      (0: none, Gemma2's `attn_logit_softcapping`)."""
+
+    scale: float | None = None
+    window: int = 0
+    softcap: float = 0.0
+
+    @property
+    def plain(self) -> bool:
+        """No option differs from its default."""
+        return self.scale is None and not self.window and not self.softcap
+
+    def effective_scale(self, head_dim: int) -> float:
+        return 1.0 / math.sqrt(head_dim) if self.scale is None else self.scale
+
+
+def attention_options(op: IRDLOperation) -> AttentionOptions:
+    """The optional properties of an attention op (nn or coda), defaults filled in."""
+    scale = op.properties.get("scale")
+    window = op.properties.get("window")
+    softcap = op.properties.get("softcap")
+    return AttentionOptions(
+        scale=None if scale is None else scale.value.data,  # type: ignore[attr-defined]
+        window=0 if window is None else window.value.data,  # type: ignore[attr-defined]
+        softcap=0.0 if softcap is None else softcap.value.data,  # type: ignore[attr-defined]
+    )
+
+
+def check_attention_options(op: IRDLOperation, rows: int, segments: Sequence[SSAValue]) -> None:
+    """The optional properties and the optional `segments` operand of an attention op (nn or
+    coda), with messages that name them."""
+    if "scale" in op.properties:
+        scale = _float_prop(op, "scale")
+        if not (0 < scale < math.inf):
+            raise VerifyException(f"scale must be a positive finite number, got {scale:.6g}")
+    if "window" in op.properties:
+        window = _int_prop(op, "window")
+        if window < 0:
+            raise VerifyException(f"window must be non-negative (0: no sliding window), got {window}")
+        causal = op.properties.get("causal")
+        if window and not (isinstance(causal, IntegerAttr) and causal.value.data):
+            raise VerifyException(f"window = {window} needs causal = true (a sliding window narrows the causal mask)")
+    if "softcap" in op.properties:
+        softcap = _float_prop(op, "softcap")
+        if not (0 <= softcap < math.inf):
+            raise VerifyException(f"softcap must be a non-negative finite number (0: none), got {softcap:.6g}")
+    if len(segments) > 1:
+        raise VerifyException(f"takes at most one segments operand, got {len(segments)}")
+    if segments:
+        _check_i32_vector("segments", segments[0], rows)
 
 
 @irdl_op_definition
 class AttentionOp(NNOperation):
     """Opaque multi-head attention over a packed `[q heads | k heads | v heads]` (GQA: q head
-    `h` reads kv head `h // (H / KV)`); never fused, run as one attention kernel."""
+    `h` reads kv head `h // (H / KV)`); never fused, run as one attention kernel.
+
+    Optional properties (absent: the default; a program without them means what it always did):
+    `scale` (f32, default `1 / sqrt(head_dim)`) the softmax scale; `window` (i64, default 0 = none)
+    Hugging Face's sliding window: query row i sees key row j only if `i - j < window` (needs
+    `causal`); `softcap` (f32, default 0 = none): scores become `softcap * tanh(scores / softcap)`
+    after scaling, before masking.
+
+    Optional operand `segments: tensor<M x i32>` (after the others): the document of each row. A
+    query row sees a key row only within its `seq_len` block, causally (with `causal`), within
+    the window, and when `segments[key] >= 0` and either `segments[query] == segments[key]` or
+    `segments[query] < 0`. A negative id (-1) marks a padding row: no query sees it as a key; as
+    a query it sees the non-padding keys of its block, as Hugging Face's 2-D padding mask does
+    (it masks keys, never queries). A query row that sees no key at all (left padding before the
+    first token) gets output 0, log-sum-exp -inf and passes no gradient.
+    """
 
     name = "nn.attention"
     qkv = operand_def(TensorType)
+    segments = var_operand_def(TensorType)
     result = result_def(TensorType)
     heads = prop_def(IntegerAttr)
     kv_heads = prop_def(IntegerAttr)
     head_dim = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
     causal = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
 
-    def __init__(self, qkv: SSAValue, heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool = True):
+    def __init__(self, qkv: SSAValue, heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool = True, *,
+                 scale: float | None = None, window: int = 0, softcap: float = 0.0, segments: SSAValue | None = None):
         m, _ = _shape(qkv)
-        super().__init__(operands=[qkv], result_types=[TensorType(_element_type(qkv), [m, heads * head_dim])],
-                         properties=attention_props(heads, kv_heads, head_dim, seq_len, causal))
+        super().__init__(operands=[qkv, [segments] if segments is not None else []],
+                         result_types=[TensorType(_element_type(qkv), [m, heads * head_dim])],
+                         properties=attention_props(heads, kv_heads, head_dim, seq_len, causal,
+                                                    scale=scale, window=window, softcap=softcap))
 
     def verify_(self) -> None:
         m, heads, _, hd, _ = _check_attention(self, self.qkv)
+        check_attention_options(self, m, self.segments)
         _check_result(self, (m, heads * hd), self.qkv)
 
 
@@ -1396,10 +1498,12 @@ class EmbeddingGradOp(NNOperation):
 @irdl_op_definition
 class AttentionFwdOp(NNOperation):
     """`nn.attention` that also returns the log-sum-exp of every (sequence, head, row): what its
-    backward needs (flat f32 `B*H*S`, in the attention kernel's own order)."""
+    backward needs (flat f32 `B*H*S`, in the attention kernel's own order). Same optional
+    properties and `segments` operand as `nn.attention`."""
 
     name = "nn.attention_fwd"
     qkv = operand_def(TensorType)
+    segments = var_operand_def(TensorType)
     out = result_def(TensorType)
     lse = result_def(TensorType)
     heads = prop_def(IntegerAttr)
@@ -1407,16 +1511,20 @@ class AttentionFwdOp(NNOperation):
     head_dim = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
     causal = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
 
-    def __init__(self, qkv: SSAValue, properties: dict[str, Attribute]):
+    def __init__(self, qkv: SSAValue, properties: dict[str, Attribute], segments: SSAValue | None = None):
         m, _ = _shape(qkv)
         heads, hd = properties["heads"].value.data, properties["head_dim"].value.data
-        super().__init__(operands=[qkv], properties=dict(properties),
+        super().__init__(operands=[qkv, [segments] if segments is not None else []], properties=dict(properties),
                          result_types=[TensorType(_element_type(qkv), [m, heads * hd]), TensorType(f32, [m * heads])])
 
     def verify_(self) -> None:
         m, heads, _, hd, _ = _check_attention(self, self.qkv)
+        check_attention_options(self, m, self.segments)
         _check_result(self, (m, heads * hd), self.qkv)
         if self.lse.type != TensorType(f32, [m * heads]):
             raise VerifyException(f"lse must be tensor<{m * heads}xf32>, got {self.lse.type}")
@@ -1424,26 +1532,34 @@ class AttentionFwdOp(NNOperation):
 
 @irdl_op_definition
 class AttentionGradOp(NNOperation):
-    """`d(qkv)` of `nn.attention` from qkv, its output, log-sum-exp and the output's gradient."""
+    """`d(qkv)` of `nn.attention` from qkv, its output, log-sum-exp and the output's gradient
+    (then the forward's `segments`, when it has them; same optional properties)."""
 
     name = "nn.attention_grad"
     qkv = operand_def(TensorType)
     out = operand_def(TensorType)
     lse = operand_def(TensorType)
     dout = operand_def(TensorType)
+    segments = var_operand_def(TensorType)
     result = result_def(TensorType)
     heads = prop_def(IntegerAttr)
     kv_heads = prop_def(IntegerAttr)
     head_dim = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
     causal = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
 
-    def __init__(self, qkv: SSAValue, out: SSAValue, lse: SSAValue, dout: SSAValue, properties: dict[str, Attribute]):
-        super().__init__(operands=[qkv, out, lse, dout], result_types=[qkv.type], properties=dict(properties))
+    def __init__(self, qkv: SSAValue, out: SSAValue, lse: SSAValue, dout: SSAValue, properties: dict[str, Attribute],
+                 segments: SSAValue | None = None):
+        super().__init__(operands=[qkv, out, lse, dout, [segments] if segments is not None else []],
+                         result_types=[qkv.type], properties=dict(properties))
 
     def verify_(self) -> None:
         m, heads, _, hd, _ = _check_attention(self, self.qkv)
+        check_attention_options(self, m, self.segments)
         for name, v in (("out", self.out), ("dout", self.dout)):
             if v.type != TensorType(_element_type(self.qkv), [m, heads * hd]):
                 raise VerifyException(f"{name} must be the attention output's type, got {v.type}")

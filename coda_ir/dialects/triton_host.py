@@ -26,6 +26,8 @@ function takes that name.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -34,6 +36,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     BoolAttr,
     Float32Type,
+    FloatAttr,
     FunctionType,
     IndexType,
     IntAttr,
@@ -42,6 +45,7 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
     UnitAttr,
+    f64,
     i1,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, ParametrizedAttribute, Region, SSAValue, TypeAttribute
@@ -736,13 +740,15 @@ class ResultsOp(SyntaxOp):
             raise VerifyException("host.results: the spec is never launched (no host.launch_group uses it)")
 
 
-LIBRARY_FUNCTIONS = ("attention_forward", "attention_backward", "embedding", "embedding_grad", "concat", "slice_copy")
+LIBRARY_FUNCTIONS = ("attention_forward", "attention_backward", "attention_forward_segments",
+                     "attention_backward_segments", "embedding", "embedding_grad", "concat", "slice_copy")
 
 
 @irdl_op_definition
 class LibraryCallOp(SyntaxOp):
     """`outs = _lib.callee(tensors..., literals...)` (`list_operands`: the tensors as one list
-    argument); literals are integers (`#builtin.int`), booleans (i1) or dtypes (a type)."""
+    argument); literals are integers (`#builtin.int`), booleans (i1), f64 floats (attention's
+    scale and softcap) or dtypes (a type)."""
 
     name = "host.library_call"
     SYNTAX: ClassVar[tuple[Item, ...]] = (Word("callee", WORD), Operands("tensors", "("), Keyword("literals", LITERALS), Keyword("list_operands", UNIT))
@@ -771,13 +777,15 @@ class LibraryCallOp(SyntaxOp):
         for lit in self.literals.data:
             if isinstance(lit, IntAttr) or (isinstance(lit, IntegerAttr) and lit.type == i1):
                 continue
+            if isinstance(lit, FloatAttr) and lit.type == f64 and math.isfinite(lit.value.data):
+                continue
             if isinstance(lit, TypeAttribute):
                 try:
                     TORCH_DTYPE_NAMES[element_name(lit)]
                     continue
                 except (TypeError, KeyError):
                     pass
-            raise VerifyException(f"host.library_call: a literal is an integer, a boolean or a torch dtype, got {lit}")
+            raise VerifyException(f"host.library_call: a literal is an integer, a boolean, a finite f64 or a torch dtype, got {lit}")
 
 
 @irdl_op_definition

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IntAttr, IntegerAttr, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, FloatAttr, IntAttr, IntegerAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from coda_ir.diagnostics import InternalCompilerBug
@@ -113,6 +113,8 @@ class HostPrinter:
             return str(attr.data)
         if isinstance(attr, IntegerAttr):
             return str(bool(attr.value.data))
+        if isinstance(attr, FloatAttr):
+            return repr(float(attr.value.data))
         return torch_dtype(attr)
 
     def targets(self, values: Sequence[SSAValue], tuple_: bool) -> str:

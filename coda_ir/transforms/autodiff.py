@@ -235,8 +235,9 @@ def _embedding_grad(op: nn.EmbeddingOp, dys, wants, fwd):
 
 def _attention_grad(op: nn.AttentionOp, dys, wants, fwd):
     (dy,) = dys
-    g = nn.AttentionGradOp(fwd(op.qkv), fwd(op.result), fwd(Stat(op, 0)), dy, dict(op.properties))
-    return [g], [g.result]
+    segments = fwd(op.segments[0]) if op.segments else None
+    g = nn.AttentionGradOp(fwd(op.qkv), fwd(op.result), fwd(Stat(op, 0)), dy, dict(op.properties), segments)
+    return [g], [g.result] + [None] * len(op.segments)
 
 
 def _concat_grad(op: nn.ConcatOp, dys, wants, fwd):
@@ -296,14 +297,15 @@ RULES: dict[type[Operation], Rule] = {
     nn.CrossEntropyOp: Rule(lambda op, wants: [op.logits, op.targets, Stat(op, 0)], _ce_grad),
     nn.EmbeddingOp: Rule(lambda op, wants: [op.ids], _embedding_grad),
     # attention saves its output and log-sum-exp: the backward never re-runs the forward
-    nn.AttentionOp: Rule(lambda op, wants: [op.qkv, op.result, Stat(op, 0)], _attention_grad),
+    # (and its integer segments, which the gradient masks with as the forward did)
+    nn.AttentionOp: Rule(lambda op, wants: [op.qkv, op.result, Stat(op, 0), *op.segments], _attention_grad),
     nn.ConcatOp: Rule(lambda op, wants: [], _concat_grad),
     nn.SliceOp: Rule(lambda op, wants: [], _slice_grad),
 }
 
 
 FORWARD_VARIANTS: dict[type[Operation], Callable[[Operation], Operation]] = {
-    nn.AttentionOp: lambda op: nn.AttentionFwdOp(op.qkv, dict(op.properties)),
+    nn.AttentionOp: lambda op: nn.AttentionFwdOp(op.qkv, dict(op.properties), op.segments[0] if op.segments else None),
     nn.CrossEntropyOp: lambda op: nn.CrossEntropyFwdOp(op.logits, op.targets, dict(op.properties)),
 }
 """Forward ops whose saved statistic (Stat index 0, the log-sum-exp) is a second result of a

@@ -41,14 +41,14 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IntAttr, IntegerAttr, ModuleOp, TensorType, f32, i1
+from xdsl.dialects.builtin import DYNAMIC_INDEX, FloatAttr, IntAttr, IntegerAttr, ModuleOp, TensorType, f32, f64, i1
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
-from coda_ir.dialects import coda
+from coda_ir.dialects import coda, nn
 from coda_ir.dialects import triton_host as host
 from coda_ir.dialects.coda import WRITES_OVER, donated_arguments, owned_arguments, writes_over
 from coda_ir.analysis.liveness import dead_after
@@ -314,6 +314,16 @@ class _FunctionLowering:
             callee = "attention_forward" if isinstance(op, coda.AttentionOp) else "attention_backward"
             literals = [IntAttr(op.properties[k].value.data) for k in ("heads", "kv_heads", "head_dim", "seq_len")]
             literals.append(IntegerAttr(int(bool(op.properties["causal"].value.data)), i1))
+            options = nn.attention_options(op)
+            if op.segments:
+                # the tensors come first in the call: a variant that takes the segments second
+                callee += "_segments"
+            if op.segments or not options.plain:
+                # scale (the effective one: the property's f32 value, else 1 / sqrt(head_dim)),
+                # window, softcap; a plain attention keeps the short call (its SDPA default scale)
+                hd = op.properties["head_dim"].value.data
+                literals += [FloatAttr(options.effective_scale(hd), f64), IntAttr(options.window),
+                             FloatAttr(options.softcap, f64)]
         elif isinstance(op, coda.EmbeddingOp):
             callee = "embedding"
         elif isinstance(op, coda.EmbeddingGradOp):

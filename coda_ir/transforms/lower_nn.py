@@ -913,9 +913,9 @@ def _attention_step(op: Operation) -> coda.AttentionOp:
     heads, hd = op.properties["heads"].value.data, op.properties["head_dim"].value.data  # type: ignore[attr-defined]
     elt = qkv.type.get_element_type()  # type: ignore[attr-defined]
     step = coda.AttentionOp.create(
-        operands=[qkv],
+        operands=list(op.operands),  # qkv, then the segments when it has them
         result_types=[TensorType(elt, [m, heads * hd]), TensorType(f32, [m * heads])],
-        properties={k: op.properties[k] for k in nn.ATTENTION_PROPS},
+        properties=nn.attention_carried_props(op),
     )
     step.location = op.location
     return step
@@ -934,7 +934,7 @@ def lower_attention_fwd(op: nn.AttentionFwdOp) -> tuple[list[Operation], list[SS
 def lower_attention_grad(op: nn.AttentionGradOp) -> tuple[list[Operation], SSAValue]:
     return _library(op, coda.AttentionGradOp.create(
         operands=list(op.operands), result_types=[op.result.type],
-        properties={k: op.properties[k] for k in nn.ATTENTION_PROPS}))
+        properties=nn.attention_carried_props(op)))
 
 
 def lower_concat(op: nn.ConcatOp) -> tuple[list[Operation], SSAValue]:
