@@ -376,6 +376,24 @@ class GeluOp(_UnaryOp):
         _check_choice(self, "approximate", GELU_APPROXIMATIONS)
 
 
+@irdl_op_definition
+class ScaleOp(_UnaryOp):
+    """`x * factor` with a scalar f32 `factor` (Granite's embedding / residual / logits
+    multipliers): a map on the tile, fused into the producing GEMM's epilogue like an activation."""
+
+    name = "nn.scale"
+    factor = prop_def(FloatAttr)
+
+    def __init__(self, x: SSAValue, factor: float):
+        super().__init__(operands=[x], result_types=[x.type], properties={"factor": FloatAttr(factor, f32)})
+
+    def verify_(self) -> None:
+        super().verify_()
+        factor = _float_prop(self, "factor")
+        if not math.isfinite(factor):
+            raise VerifyException(f"factor must be a finite number, got {factor:.6g}")
+
+
 def _eps_attr(eps: float) -> FloatAttr:
     return FloatAttr(eps, f32)
 
@@ -1479,6 +1497,7 @@ NN = Dialect(
         SiluOp,
         ReluOp,
         GeluOp,
+        ScaleOp,
         RMSNormOp,
         LayerNormOp,
         SwiGLUOp,

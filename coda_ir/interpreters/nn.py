@@ -358,6 +358,11 @@ class NnFunctions(InterpreterFunctions):
         (x,) = self.up(args)
         return self.rounded(op, F.gelu(x, approximate=prop(op, "approximate")))
 
+    @impl(nn.ScaleOp)
+    def run_scale(self, interpreter: Interpreter, op: nn.ScaleOp, args: PythonValues) -> PythonValues:
+        (x,) = self.up(args)
+        return self.rounded(op, x * prop(op, "factor"))
+
     @impl(nn.RMSNormOp)
     def run_rms_norm(self, interpreter: Interpreter, op: nn.RMSNormOp, args: PythonValues) -> PythonValues:
         x, w = self.up(args)

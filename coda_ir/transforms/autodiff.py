@@ -190,6 +190,12 @@ def _unary_grad(op, dys, wants, fwd):
     return [g], [g.result]
 
 
+def _scale_grad(op: nn.ScaleOp, dys, wants, fwd):
+    (dy,) = dys
+    g = nn.ScaleOp(dy, op.factor.value.data)  # linear: d(x * c) = dy * c
+    return [g], [g.result]
+
+
 def _rms_grad(op: nn.RMSNormOp, dys, wants, fwd):
     (dy,) = dys
     g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)))
@@ -285,6 +291,7 @@ RULES: dict[type[Operation], Rule] = {
     nn.SiluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.ReluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.GeluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
+    nn.ScaleOp: Rule(lambda op, wants: [], _scale_grad),
     nn.SwiGLUOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.GeGLUOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.RMSNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0)], _rms_grad),

@@ -72,7 +72,7 @@ from coda_ir.transforms.kernel_builder import Epilogue, elementwise, elt_of, fol
 from coda_ir.transforms.lower_nn import stamp_origin, prop_value, ln_moments, ln_stats, rms_stats, row_kernel_fits
 
 
-ELEMENTWISE_NN = (nn.AddOp, nn.MulOp, nn.SiluOp, nn.ReluOp, nn.GeluOp)
+ELEMENTWISE_NN = (nn.AddOp, nn.MulOp, nn.SiluOp, nn.ReluOp, nn.GeluOp, nn.ScaleOp)
 
 
 def gemm_produced(value: SSAValue, depth: int = 4) -> bool:

@@ -7,7 +7,7 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 |---|---|
 | linear / matmul | `coda.gemm` (transpose_b for linear) with a plain epilogue |
 | add / mul | `coda.elementwise`: accumulate / map, or shift / scale cols for a rank-1 rhs |
-| silu / relu / gelu | `coda.elementwise` with a `coda.map` |
+| silu / relu / gelu / scale | `coda.elementwise` with a `coda.map` |
 | rms_norm | one row kernel (`segment_reduce sumsq width D`, D a power of two <= 8192); otherwise elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
 | layer_norm | one row kernel (mean, then variance of x - mean); otherwise sum and sum-of-squares partials, fold -> (rstd, -mean), apply |
 | swiglu / geglu | elementwise [M, F] over the 2F-wide z tile: `coda.pair_map stride F` (2 -> 1) |
@@ -95,6 +95,9 @@ def unary_fn(op: Operation) -> Callable:
         return lambda s, x: s.silu(x)
     if isinstance(op, nn.ReluOp):
         return lambda s, x: s.relu(x)
+    if isinstance(op, nn.ScaleOp):
+        factor = prop_value(op, "factor")
+        return lambda s, x: s.mul(x, s.const(factor))
     assert isinstance(op, nn.GeluOp)
     approximate = prop_value(op, "approximate")
     return lambda s, x: s.gelu(x, approximate)
@@ -955,6 +958,7 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue |
     nn.SiluOp: lower_unary,
     nn.ReluOp: lower_unary,
     nn.GeluOp: lower_unary,
+    nn.ScaleOp: lower_unary,
     nn.RMSNormOp: lower_rms_norm,
     nn.LayerNormOp: lower_layer_norm,
     nn.SwiGLUOp: lower_gated,
