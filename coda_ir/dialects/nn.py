@@ -387,24 +387,60 @@ class GeluOp(_UnaryOp):
         _check_choice(self, "approximate", GELU_APPROXIMATIONS)
 
 
+@irdl_op_definition
+class ScaleOp(_UnaryOp):
+    """`x * factor` with a scalar f32 `factor` (Granite's embedding / residual / logits
+    multipliers): a map on the tile, fused into the producing GEMM's epilogue like an activation."""
+
+    name = "nn.scale"
+    factor = prop_def(FloatAttr)
+
+    def __init__(self, x: SSAValue, factor: float):
+        super().__init__(operands=[x], result_types=[x.type], properties={"factor": FloatAttr(factor, f32)})
+
+    def verify_(self) -> None:
+        super().verify_()
+        factor = _float_prop(self, "factor")
+        if not math.isfinite(factor):
+            raise VerifyException(f"factor must be a finite number, got {factor:.6g}")
+
+
 def _eps_attr(eps: float) -> FloatAttr:
     return FloatAttr(eps, f32)
 
 
+def norm_offset(op: Operation) -> float:
+    """An RMSNorm op's optional weight `offset` (0.0 when absent): the weight applies as `w + offset`
+    (Gemma's `1 + w`, computed in fp32)."""
+    attr = op.properties.get("offset")
+    return 0.0 if attr is None else attr.value.data  # type: ignore[union-attr]
+
+
+def _offset_props(offset: float) -> dict[str, Attribute]:
+    return {"offset": FloatAttr(offset, f32)} if offset else {}
+
+
+def _check_offset(op: IRDLOperation) -> None:
+    if "offset" in op.properties and not math.isfinite(_float_prop(op, "offset")):
+        raise VerifyException(f"offset must be a finite number, got {_float_prop(op, 'offset'):.6g}")
+
+
 @irdl_op_definition
 class RMSNormOp(NNOperation):
-    """`x * rsqrt(mean_j(x^2) + eps) * w` over the last dimension."""
+    """`x * rsqrt(mean_j(x^2) + eps) * (w + offset)` over the last dimension (optional `offset`,
+    default 0.0; Gemma's norms are `1 + w`, the sum taken in fp32, never rounded to w's type)."""
 
     name = "nn.rms_norm"
     x = operand_def(TensorType)
     w = operand_def(TensorType)
     result = result_def(TensorType)
     eps = prop_def(FloatAttr)
+    offset = opt_prop_def(FloatAttr)  # optional, 0.0 when absent: see norm_offset
     stats_in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue, w: SSAValue, eps: float = 1e-6):
-        super().__init__(operands=[x, w], result_types=[x.type], properties={"eps": _eps_attr(eps)})
+    def __init__(self, x: SSAValue, w: SSAValue, eps: float = 1e-6, offset: float = 0.0):
+        super().__init__(operands=[x, w], result_types=[x.type], properties={"eps": _eps_attr(eps), **_offset_props(offset)})
 
     def verify_(self) -> None:
         _check_static_float(self, "x", self.x, 2)
@@ -414,6 +450,7 @@ class RMSNormOp(NNOperation):
         if _shape(self.w) != (d,):
             raise VerifyException(f"w must have shape {d} (one weight per feature), got {_fmt(_shape(self.w))}")
         _check_eps(self)
+        _check_offset(self)
         _check_result(self, (m, d), self.x)
 
 
@@ -971,8 +1008,8 @@ class RowDotOp(NNOperation):
 
 @irdl_op_definition
 class RMSNormGradOp(NNOperation):
-    """Backward of `nn.rms_norm` from its saved statistic: with `n = x * rstd` and `q = dy * w`,
-    `dx = rstd * (q - n * mean_j(q_j n_j))` and `dw = sum_rows(dy * n)`.
+    """Backward of `nn.rms_norm` from its saved statistic: with `n = x * rstd` and `q = dy * (w + offset)`,
+    `dx = rstd * (q - n * mean_j(q_j n_j))` and `dw = sum_rows(dy * n)` (the offset does not change dw).
 
     The optional last operand `hdh` is the row statistic `sum_j dy_j h_j` with h the norm's
     output (so `mean_j(q_j n_j) = hdh / d`), computed elsewhere: for `z = h @ W.T` and
@@ -987,11 +1024,14 @@ class RMSNormGradOp(NNOperation):
     hdh = opt_operand_def(TensorType)
     dx = result_def(TensorType)
     dw = result_def(TensorType)
+    offset = opt_prop_def(FloatAttr)  # the forward's, 0.0 when absent: see norm_offset
     in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
-    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, rstd: SSAValue, hdh: SSAValue | None = None):
-        super().__init__(operands=[dy, x, w, rstd, [hdh] if hdh is not None else []], result_types=[x.type, w.type])
+    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, rstd: SSAValue, hdh: SSAValue | None = None,
+                 offset: float = 0.0):
+        super().__init__(operands=[dy, x, w, rstd, [hdh] if hdh is not None else []], result_types=[x.type, w.type],
+                         properties=_offset_props(offset))
 
     def verify_(self) -> None:
         _check_grad_pair(self, self.dy, self.x)
@@ -1003,6 +1043,7 @@ class RMSNormGradOp(NNOperation):
         _check_f32_vector("rstd", self.rstd, m)
         if self.hdh is not None:
             _check_f32_vector("hdh", self.hdh, m)
+        _check_offset(self)
         _check_like(self, 0, self.x, "dx")
         _check_like(self, 1, self.w, "dw")
 
@@ -1136,7 +1177,7 @@ class CrossEntropyGradOp(NNOperation):
 
 @irdl_op_definition
 class RMSNormApplyOp(NNOperation):
-    """`x * rstd[m] * w`: an RMSNorm from its saved statistic (a backward rebuilding the
+    """`x * rstd[m] * (w + offset)`: an RMSNorm from its saved statistic (a backward rebuilding the
     normalized activation instead of reading a stored copy)."""
 
     name = "nn.rms_norm_apply"
@@ -1144,10 +1185,11 @@ class RMSNormApplyOp(NNOperation):
     w = operand_def(TensorType)
     rstd = operand_def(TensorType)
     result = result_def(TensorType)
+    offset = opt_prop_def(FloatAttr)  # the forward's, 0.0 when absent: see norm_offset
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue, w: SSAValue, rstd: SSAValue):
-        super().__init__(operands=[x, w, rstd], result_types=[x.type])
+    def __init__(self, x: SSAValue, w: SSAValue, rstd: SSAValue, offset: float = 0.0):
+        super().__init__(operands=[x, w, rstd], result_types=[x.type], properties=_offset_props(offset))
 
     def verify_(self) -> None:
         _check_static_float(self, "x", self.x, 2)
@@ -1157,6 +1199,7 @@ class RMSNormApplyOp(NNOperation):
         if _shape(self.w) != (d,):
             raise VerifyException(f"w must have shape {d}, got {_fmt(_shape(self.w))}")
         _check_f32_vector("rstd", self.rstd, m)
+        _check_offset(self)
         _check_result(self, (m, d), self.x)
 
 
@@ -1605,6 +1648,7 @@ NN = Dialect(
         SiluOp,
         ReluOp,
         GeluOp,
+        ScaleOp,
         RMSNormOp,
         LayerNormOp,
         SwiGLUOp,

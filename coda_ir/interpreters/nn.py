@@ -398,10 +398,15 @@ class NnFunctions(InterpreterFunctions):
         (x,) = self.up(args)
         return self.rounded(op, F.gelu(x, approximate=prop(op, "approximate")))
 
+    @impl(nn.ScaleOp)
+    def run_scale(self, interpreter: Interpreter, op: nn.ScaleOp, args: PythonValues) -> PythonValues:
+        (x,) = self.up(args)
+        return self.rounded(op, x * prop(op, "factor"))
+
     @impl(nn.RMSNormOp)
     def run_rms_norm(self, interpreter: Interpreter, op: nn.RMSNormOp, args: PythonValues) -> PythonValues:
         x, w = self.up(args)
-        return self.rounded(op, _rms_norm(x, w, prop(op, "eps")))
+        return self.rounded(op, _rms_norm(x, w + nn.norm_offset(op), prop(op, "eps")))
 
     @impl(nn.LayerNormOp)
     def run_layer_norm(self, interpreter: Interpreter, op: nn.LayerNormOp, args: PythonValues) -> PythonValues:
@@ -500,7 +505,8 @@ class NnFunctions(InterpreterFunctions):
     @impl(nn.RMSNormGradOp)
     def run_rms_norm_grad(self, interpreter: Interpreter, op: nn.RMSNormGradOp, args: PythonValues) -> PythonValues:
         a = self.up(args)
-        return self.rounded(op, *_rms_norm_grad(a[0], a[1], a[2], a[3], a[4] if len(a) > 4 else None))
+        # dw = sum_rows(dy * n) does not read w; dx reads the applied weight w + offset
+        return self.rounded(op, *_rms_norm_grad(a[0], a[1], a[2] + nn.norm_offset(op), a[3], a[4] if len(a) > 4 else None))
 
     @impl(nn.RowDotOp)
     def run_row_dot(self, interpreter: Interpreter, op: nn.RowDotOp, args: PythonValues) -> PythonValues:
@@ -535,7 +541,7 @@ class NnFunctions(InterpreterFunctions):
     @impl(nn.RMSNormApplyOp)
     def run_rms_norm_apply(self, interpreter: Interpreter, op: nn.RMSNormApplyOp, args: PythonValues) -> PythonValues:
         x, w, r = self.up(args)
-        return self.rounded(op, x * r[:, None] * w)
+        return self.rounded(op, x * r[:, None] * (w + nn.norm_offset(op)))
 
     @impl(nn.LayerNormApplyOp)
     def run_layer_norm_apply(self, interpreter: Interpreter, op: nn.LayerNormApplyOp, args: PythonValues) -> PythonValues:

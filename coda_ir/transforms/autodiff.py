@@ -191,9 +191,15 @@ def _unary_grad(op, dys, wants, fwd):
     return [g], [g.result]
 
 
+def _scale_grad(op: nn.ScaleOp, dys, wants, fwd):
+    (dy,) = dys
+    g = nn.ScaleOp(dy, op.factor.value.data)  # linear: d(x * c) = dy * c
+    return [g], [g.result]
+
+
 def _rms_grad(op: nn.RMSNormOp, dys, wants, fwd):
     (dy,) = dys
-    g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)))
+    g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)), offset=nn.norm_offset(op))
     return [g], [g.dx if wants[0] else None, g.dw if wants[1] else None]
 
 
@@ -287,6 +293,7 @@ RULES: dict[type[Operation], Rule] = {
     nn.SiluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.ReluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.GeluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
+    nn.ScaleOp: Rule(lambda op, wants: [], _scale_grad),
     nn.SwiGLUOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.GeGLUOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.RMSNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0)], _rms_grad),
@@ -643,7 +650,7 @@ class _Differentiator:
                 total = acc.result
         if total is None:
             return RULES[nn.RMSNormOp].grad(op, dys, wants, fwd)
-        g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)), total)
+        g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)), total, offset=nn.norm_offset(op))
         ops.append(g)
         return ops, [g.dx if wants[0] else None, g.dw if wants[1] else None]
 
@@ -652,7 +659,7 @@ class _Differentiator:
         assert isinstance(op, Operation)
         new: Operation
         if isinstance(op, nn.RMSNormOp):
-            new = nn.RMSNormApplyOp(fwd_map[op.x], fwd_map[op.w], fwd_map[Stat(op, 0)])
+            new = nn.RMSNormApplyOp(fwd_map[op.x], fwd_map[op.w], fwd_map[Stat(op, 0)], nn.norm_offset(op))
         elif isinstance(op, nn.LayerNormOp):
             new = nn.LayerNormApplyOp(fwd_map[op.x], fwd_map[op.w], fwd_map[op.b], fwd_map[Stat(op, 0)],
                                       fwd_map[Stat(op, 1)])
