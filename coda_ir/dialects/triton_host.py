@@ -907,7 +907,8 @@ LIBRARY_FUNCTIONS = ("attention_forward", "attention_backward", "embedding", "em
 @irdl_op_definition
 class LibraryCallOp(SyntaxOp):
     """`outs = _lib.callee(tensors..., literals...)` (`list_operands`: the tensors as one list
-    argument); literals are integers (`#builtin.int`), booleans (i1) or dtypes (a type)."""
+    argument); literals are integers (`#builtin.int`), booleans (i1), dtypes (a type) or, with
+    run-time rows, `#host.seq_len` (the call's sequence length)."""
 
     name = "host.library_call"
     SYNTAX: ClassVar[tuple[Item, ...]] = (Word("callee", WORD), Operands("tensors", "("), Keyword("literals", LITERALS), Keyword("list_operands", UNIT))
@@ -946,7 +947,7 @@ class LibraryCallOp(SyntaxOp):
                     continue
                 except (TypeError, KeyError):
                     pass
-            raise VerifyException(f"host.library_call: a literal is an integer, a boolean, a torch dtype or #host.seq_len, got {lit}")
+            raise VerifyException(f"host.library_call: a literal is an integer, a boolean or a torch dtype, got {lit}")
 
 
 @irdl_op_definition
