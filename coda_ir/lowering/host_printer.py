@@ -173,6 +173,9 @@ class HostPrinter:
                           f"{m['stages']}, {m['handoff']!r}, {m['accumulate_first']}), ")
             if op.vendor is not None:
                 fixed += f"vendor={op.vendor.library.data!r}, "
+            rows = "".join(d for d, size in (("M", op.m), ("N", op.n), ("K", op.k)) if isinstance(size, host.RowsAttr))
+            if rows:  # run-time row extents: tuned per bucket
+                fixed += f"row_extents={rows!r}, "
             self.emit(
                 f"_cfg, _e = launch_gemm({kernel}, {self.get(op.a)}, {self.get(op.b)}, {self.lambda_(op)}, "
                 f"M={self.size(op.m)}, N={self.size(op.n)}, K={self.size(op.k)}, transpose_a={op.transpose_a is not None}, "
