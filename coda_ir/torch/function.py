@@ -330,6 +330,7 @@ class CodaFunction:
         self._variants: dict[tuple[tuple[bool, ...], bool, bool], CompiledModule] = {}
         self._aliased: dict[tuple[tuple[bool, ...], bool], list[int]] = {}
         self._lock = threading.RLock()
+        self._bound: dict[int, BoundFunction] = {}
 
         self._takes: dict[tuple[int, str], bool] = {}  # (id of a CompiledModule this holds, function): takes seq_len
         self.sizes = ("seq_len",) if self._takes_seq_len(self.compiled, name) else ()
@@ -611,8 +612,36 @@ class CodaFunction:
             outs = _as_tuple(self.forward_op(*tensors, *sizes))
         return outs[0] if len(outs) == 1 else outs
 
+    def bind(self, seq_len: int) -> "BoundFunction":
+        """This function with its attention's sequence length fixed (one object per length)."""
+        with self._lock:
+            bound = self._bound.get(seq_len)
+            if bound is None:
+                bound = self._bound[seq_len] = BoundFunction(self, seq_len)
+            return bound
+
     def __repr__(self) -> str:
         return f"<coda_ir.torch.function @{self.name} op={self.op_name}>"
+
+
+class BoundFunction:
+    """A `CodaFunction` of a run-time row count called with one sequence length:
+    `bound(*tensors)` is `function(*tensors, seq_len=bound.seq_len)`; other attributes are the
+    function's."""
+
+    def __init__(self, function: CodaFunction, seq_len: int):
+        self.function, self.seq_len = function, seq_len
+
+    def __call__(self, *tensors: torch.Tensor):
+        return self.function(*tensors, seq_len=self.seq_len)
+
+    def __getattr__(self, name: str):
+        if name == "function":  # not set yet (copying)
+            raise AttributeError(name)
+        return getattr(self.function, name)
+
+    def __repr__(self) -> str:
+        return f"<{self.function!r} seq_len={self.seq_len}>"
 
 
 def function(source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda", remarks: bool = True) -> CodaFunction:

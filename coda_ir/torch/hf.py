@@ -32,7 +32,6 @@ runs something different from the Hugging Face model.
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
 import threading
@@ -491,7 +490,7 @@ class _Unit(torch.nn.Module):
         self._prepare(kind, _static(tokens, "the token count"), _static(seq_len, "the sequence length"), dtype)
         fn = self._functions[self._key(kind, tokens, seq_len, dtype)]
         # a program of run-time rows whose attention takes the call's sequence length
-        return functools.partial(fn, seq_len=seq_len) if fn.sizes else fn
+        return fn.bind(seq_len) if fn.sizes else fn
 
     def segment(self, key: tuple, build) -> CodaFunction:
         """A tensor-parallel segment's compiled program, `build() -> (program, what)`, once per key
