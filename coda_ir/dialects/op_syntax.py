@@ -47,7 +47,8 @@ SYMBOL = "symbol"  # SymbolRefAttr: @name
 ATTR = "attr"  # any attribute, in its own syntax
 UNIT = "unit"  # UnitAttr: the keyword alone
 BOOL = "bool"  # i1 IntegerAttr: true / false
-LITERALS = "literals"  # ArrayAttr of IntAttr / i1 / f64 FloatAttr / types: [3, true, 0.25, bf16]
+LITERALS = "literals"  # ArrayAttr of IntAttr / i1 / f64 FloatAttr / types / attributes: [3, true, 0.25, bf16, #host.seq_len]
+SIZE = "size"  # an extent: IntAttr (3) or a run-time one in its own attribute syntax (#host.rows<1>)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ Item = Operand | Operands | OptOperand | Word | Keyword | Punct | Literal
 
 
 def print_value(printer: Printer, attr: Attribute, kind: str) -> None:
-    if kind == INT:
+    if kind == INT or (kind == SIZE and isinstance(attr, IntAttr)):
         assert isinstance(attr, IntAttr)
         printer.print_string(str(attr.data))
     elif kind == INTS:
@@ -165,6 +166,9 @@ def float_literal(value: float) -> str:
 def parse_value(parser: Parser, kind: str) -> Attribute:
     if kind == INT:
         return IntAttr(parser.parse_integer(allow_boolean=False))
+    if kind == SIZE:
+        value = parser.parse_optional_integer(allow_boolean=False)
+        return IntAttr(value) if value is not None else parser.parse_attribute()
     if kind == INTS:
         return ArrayAttr(IntAttr(i) for i in parser.parse_comma_separated_list(
             parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)))
@@ -187,7 +191,7 @@ def parse_value(parser: Parser, kind: str) -> Attribute:
                 return IntegerAttr(int(flag), i1)
             if (number := parser.parse_optional_number()) is not None:
                 return FloatAttr(float(number), f64)
-            return parser.parse_type()
+            return parser.parse_attribute()  # a type (bf16) or an attribute (#host.seq_len)
 
         return ArrayAttr(parser.parse_comma_separated_list(parser.Delimiter.SQUARE, literal))
     return parser.parse_attribute()

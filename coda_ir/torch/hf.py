@@ -11,8 +11,13 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
 * the programs are written as Hugging Face computes (separate q/k/v and gate/up linears,
   `silu(gate) * up`); the `nn-fuse-siblings` step of the pipeline derives the packed QKV GEMM and
   the gated pair that the GEMM epilogues fuse;
-* one program per distinct shape: every decoder layer of a model has the same program, so a
-  shape compiles once for all layers (progress is printed to stderr unless `progress=False`);
+* one program per bucket of token counts, not per shape: a unit's program is written for a
+  run-time row count (`#coda.rows`: planned at a representative count of the power-of-two
+  bucket `(hi/2, hi]` of the step's tokens, the attention's sequence length an argument of the
+  call), so a new [batch, seq] in a bucket already compiled runs the same program (the GEMMs'
+  tuned tiles are shared per bucket too, `gemm_launch`); every decoder layer of a model has the
+  same program, so a bucket compiles once for all layers (progress is printed to stderr unless
+  `progress=False`);
 * `layers` is a `ModuleList` of the decoder units, the modules that FSDP2's `fully_shard` and
   activation checkpointing wrap; `embed` and `head` are the first and last units;
 * each unit reads its tensor-parallel layout off its weights' placements at each call
@@ -27,6 +32,7 @@ runs something different from the Hugging Face model.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -663,6 +669,50 @@ def _compiled(program: str, what: str, pipeline: str | None, progress: bool, rem
         return fn
 
 
+# ---------------------------------------------------------------- run-time token counts
+# A unit's program serves every token count of a bucket: it is written at a representative row
+# count R (`#coda.rows<count = R, lo, hi>`, coda.RowsAttr) and its host code reads the call's
+# rows, so a new [batch, seq] in a compiled bucket compiles nothing. R is a prime of the bucket
+# dividing no other extent of the program: an extent that is a multiple of R is then a row
+# extent and nothing else (the attention's log-sum-exp has R * heads entries).
+
+ROW_BUCKET_MIN = 16  # the smallest bucket: every token count up to 16
+
+
+def row_bucket(tokens: int) -> tuple[int, int]:
+    """`(lo, hi)`: the token counts that share a program with `tokens` (hi the next power of two,
+    lo = hi / 2 + 1; the first bucket is 1..ROW_BUCKET_MIN)."""
+    hi = max(ROW_BUCKET_MIN, 1 << max(tokens - 1, 0).bit_length())
+    return (1 if hi == ROW_BUCKET_MIN else hi // 2 + 1), hi
+
+
+def _is_prime(n: int) -> bool:
+    return n >= 2 and all(n % p for p in range(2, int(n ** 0.5) + 1))
+
+
+_EXTENT = re.compile(r"tensor<((?:\d+x)+)")
+
+
+def representative_rows(program_at_one_row: str, lo: int, hi: int) -> int | None:
+    """The row count to write a bucket's program at: the largest prime in [lo, hi] that divides
+    no extent of the program written for one row (its static extents, and twice each: the packed
+    gate/up GEMM of nn-fuse-siblings) -- so that a multiple of it can only be a row extent. None
+    where no prime of the bucket qualifies (the unit then compiles per exact shape)."""
+    extents = {int(d) for dims in _EXTENT.findall(program_at_one_row) for d in dims.split("x") if d}
+    extents |= {2 * e for e in extents}
+    for count in range(hi, max(lo, 2) - 1, -1):
+        if _is_prime(count) and all(e % count for e in extents):
+            return count
+    return None
+
+
+def _symbolic(program: str, count: int, lo: int, hi: int) -> str:
+    """`program` in a module whose row count is a run-time one (`#coda.rows`)."""
+    body = "\n".join("  " + line if line else line for line in program.splitlines())
+    return (f"builtin.module attributes {{coda.rows = #coda.rows<count = {count}, lo = {lo}, hi = {hi}>}} {{\n"
+            f"{body}\n}}\n")
+
+
 def _static(value, what: str) -> int:
     if not isinstance(value, int):
         raise ArgumentError(
@@ -687,6 +737,7 @@ class _Unit(torch.nn.Module):
         self.spec, self.pipeline, self.progress, self.remarks = spec, options.pipeline, options.progress, options.remarks
         self.where = f"from_hf model: {where}"  # how errors name this unit
         self._functions: dict[tuple, CodaFunction] = {}
+        self._buckets: dict[tuple, tuple[int | None]] = {}  # (kind, bucket's lo, dtype) -> (its count,)
 
     def _program(self, spec: ModelSpec, kind: str, tokens: int, seq_len: int) -> tuple[str, str]:
         raise NotImplementedError
@@ -708,14 +759,36 @@ class _Unit(torch.nn.Module):
 
     @torch.compiler.assume_constant_result
     def _prepare(self, kind: str, tokens: int, seq_len: int, dtype: torch.dtype) -> bool:
-        """Compile (once) the program this unit runs at this shape. Under `torch.compile` this
-        runs at trace time and counts as a constant, so Dynamo traces only the compiled
-        program's custom ops (no graph break)."""
-        key = (kind, tokens, seq_len, dtype)
+        """Compile (once) the program this unit runs at this shape: the one of its bucket of token
+        counts (`row_bucket`), written for a run-time row count, or where the bucket has no
+        usable representative count (`representative_rows`) the one of this exact shape. Under
+        `torch.compile` this runs at trace time and counts as a constant, so Dynamo traces only
+        the compiled program's custom ops (no graph break)."""
+        key = self._key(kind, tokens, seq_len, dtype)
         if key not in self._functions:
-            program, what = self._program(replace(self.spec, dtype=dtype), kind, tokens, seq_len)
+            spec = replace(self.spec, dtype=dtype)
+            if key[1] == "bucket":
+                lo, hi, count = key[2]
+                program, what = self._program(spec, kind, count, count)
+                program = _symbolic(program, count, lo, hi)
+                what = re.sub(r"\(\d+ tokens(, sequences of \d+)?", f"(every {lo}..{hi} tokens", what)
+            else:
+                program, what = self._program(spec, kind, tokens, seq_len)
             self._functions[key] = _compiled(program, what, self.pipeline, self.progress, self.remarks)
         return True
+
+    def _key(self, kind: str, tokens: int, seq_len: int, dtype: torch.dtype) -> tuple:
+        """The compile key of a call: `(kind, "bucket", (lo, hi, count), dtype)` for the program of
+        the token count's bucket, `(kind, "exact", (tokens, seq_len), dtype)` where the bucket
+        has no representative count."""
+        lo, hi = row_bucket(tokens)
+        found = self._buckets.get((kind, lo, dtype))
+        if found is None:
+            count = representative_rows(self._program(replace(self.spec, dtype=dtype), kind, 1, 1)[0], lo, hi)
+            found = self._buckets[(kind, lo, dtype)] = (count,)
+        if found[0] is None:
+            return (kind, "exact", (tokens, seq_len), dtype)
+        return (kind, "bucket", (lo, hi, found[0]), dtype)
 
     def _dtype(self, weights: list[torch.Tensor]) -> torch.dtype:
         dtypes = {w.dtype for w in weights}
@@ -731,7 +804,9 @@ class _Unit(torch.nn.Module):
         of a float32 model may run its bfloat16 program."""
         dtype = self._dtype(self.weights())
         self._prepare(kind, _static(tokens, "the token count"), _static(seq_len, "the sequence length"), dtype)
-        return self._functions[(kind, tokens, seq_len, dtype)]
+        fn = self._functions[self._key(kind, tokens, seq_len, dtype)]
+        # a program of run-time rows whose attention takes the call's sequence length
+        return fn.bind(seq_len) if fn.sizes else fn
 
     def segment(self, key: tuple, build) -> CodaFunction:
         """A tensor-parallel segment's compiled program, `build() -> (program, what)`, once per key
