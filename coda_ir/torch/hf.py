@@ -44,7 +44,7 @@ import torch.utils.checkpoint
 from coda_ir.errors import ArgumentError, CompileError
 from coda_ir.lowering.runtime import indices_checked
 from coda_ir.torch import tensor_parallel as tp
-from coda_ir.torch.function import CodaFunction
+from coda_ir.torch.function import BoundFunction, CodaFunction
 
 __all__ = ["from_hf", "CodaCausalLM", "ModelSpec"]
 
@@ -422,6 +422,7 @@ class _Unit(torch.nn.Module):
         self.where = f"from_hf model: {where}"  # how errors name this unit
         self._functions: dict[tuple, CodaFunction] = {}
         self._buckets: dict[tuple, tuple[int | None]] = {}  # (kind, bucket's lo, dtype) -> (its count,)
+        self._calls: dict[tuple, CodaFunction | BoundFunction] = {}  # (kind, tokens, seq_len, dtype) -> what runs it
 
     def _program(self, spec: ModelSpec, kind: str, tokens: int, seq_len: int) -> tuple[str, str]:
         raise NotImplementedError
@@ -448,6 +449,9 @@ class _Unit(torch.nn.Module):
         usable representative count (`representative_rows`) the one of this exact shape. Under
         `torch.compile` this runs at trace time and counts as a constant, so Dynamo traces only
         the compiled program's custom ops (no graph break)."""
+        call = (kind, tokens, seq_len, dtype)
+        if call in self._calls:
+            return True
         key = self._key(kind, tokens, seq_len, dtype)
         if key not in self._functions:
             spec = replace(self.spec, dtype=dtype)
@@ -459,6 +463,9 @@ class _Unit(torch.nn.Module):
             else:
                 program, what = self._program(spec, kind, tokens, seq_len)
             self._functions[key] = _compiled(program, what, self.pipeline, self.progress, self.remarks)
+        fn = self._functions[key]
+        # a program of run-time rows whose attention takes the call's sequence length: bound to it
+        self._calls[call] = fn.bind(seq_len) if fn.sizes else fn
         return True
 
     def _key(self, kind: str, tokens: int, seq_len: int, dtype: torch.dtype) -> tuple:
@@ -481,16 +488,14 @@ class _Unit(torch.nn.Module):
                                 f"got {sorted(map(str, dtypes))}")
         return next(iter(dtypes))
 
-    def function(self, kind: str, tokens: int, seq_len: int) -> CodaFunction:
+    def function(self, kind: str, tokens: int, seq_len: int) -> CodaFunction | BoundFunction:
         """The compiled program this unit runs for `tokens` rows in sequences of `seq_len`, in
         the dtype its weights have *now*: FSDP2's `MixedPrecisionPolicy(param_dtype=...)` runs
         the forward and backward on weights cast from the (sharded) master copies, so a unit
         of a float32 model may run its bfloat16 program."""
         dtype = self._dtype(self.weights())
         self._prepare(kind, _static(tokens, "the token count"), _static(seq_len, "the sequence length"), dtype)
-        fn = self._functions[self._key(kind, tokens, seq_len, dtype)]
-        # a program of run-time rows whose attention takes the call's sequence length
-        return fn.bind(seq_len) if fn.sizes else fn
+        return self._calls[(kind, tokens, seq_len, dtype)]
 
     def segment(self, key: tuple, build) -> CodaFunction:
         """A tensor-parallel segment's compiled program, `build() -> (program, what)`, once per key
