@@ -10,7 +10,9 @@ kernel for a length that is not), and the step's allocations at the new size.
 Steps: the first step at --seq (cold: compiles and tunes, unless the caches are warm), --iters warm
 steps there; then for each of --new-seqs the first step, its second step and --iters warm steps.
 Per shape: first-step seconds, warm ms (median), the first step's overhead over warm, and what it
-did: IR programs compiled (`from_hf`'s compile cache), GEMMs autotuned.
+did: IR programs compiled (`from_hf`'s compile cache), GEMMs autotuned, Triton kernels compiled
+(variants of a specialization not seen yet: M, or a column-partials tile count cdiv(M, BM), not
+divisible by 16 where the warm-up's was, or the reverse).
 
 GPU (carry [".whl", ".devcache"] as bench_model.py; needs CUDA, transformers, the repo on PYTHONPATH):
 
@@ -44,7 +46,8 @@ def _sync(device) -> None:
 
 
 class Counters:
-    """IR compiles (from_hf's compile entry point) and GEMM autotunings, counted by wrapping them."""
+    """IR compiles (from_hf's compile entry point) and GEMM autotunings, counted by wrapping them,
+    and Triton kernel compiles (Triton's `jit_post_compile_hook`, where this Triton has it)."""
 
     def __init__(self):
         from coda_ir.lowering import gemm_launch
@@ -52,6 +55,20 @@ class Counters:
 
         self.compiles = 0
         self.tunings = 0
+        self.triton_compiles: list[str] = []
+        try:
+            import triton
+
+            runtime = triton.knobs.runtime
+
+            def compiled(**kwargs):
+                self.triton_compiles.append(str(kwargs.get("repr", "?")).split("[")[0])
+                return False
+
+            if runtime.jit_post_compile_hook is None:
+                runtime.jit_post_compile_hook = compiled
+        except Exception:  # an older Triton: not counted
+            pass
         real_function, real_autotune = hf.CodaFunction, gemm_launch._autotune
 
         def function(*args, **kwargs):
@@ -65,8 +82,8 @@ class Counters:
         hf.CodaFunction = function
         gemm_launch._autotune = autotune
 
-    def snapshot(self) -> tuple[int, int]:
-        return self.compiles, self.tunings
+    def snapshot(self) -> tuple[int, int, int]:
+        return self.compiles, self.tunings, len(self.triton_compiles)
 
 
 def main(argv=None) -> dict:
@@ -130,12 +147,14 @@ def main(argv=None) -> dict:
             "first_step_s": first, "second_step_s": second, "warm_step_s": warm,
             "first_step_overhead_s": first - warm,
             "ir_compiles": after[0] - before[0], "gemm_autotunings": after[1] - before[1],
+            "triton_compiles": after[2] - before[2],
+            "triton_compiled": sorted(set(counters.triton_compiles[before[2]:after[2]]))[:50],
             "role": "warm-up shape" if i == 0 else "new shape",
         }
         rows.append(row)
         print(f"[seq {seq}] first {first:.2f} s, second {second * 1e3:.1f} ms, warm {warm * 1e3:.1f} ms, "
               f"overhead {row['first_step_overhead_s']:.2f} s, {row['ir_compiles']} IR compiles, "
-              f"{row['gemm_autotunings']} autotunings", flush=True)
+              f"{row['gemm_autotunings']} autotunings, {row['triton_compiles']} Triton compiles", flush=True)
 
     import transformers
 
@@ -154,11 +173,11 @@ def main(argv=None) -> dict:
         pass
     print(f"\n{args.shape}, {args.layers} layers, batch {args.batch}, {info['device']}")
     print(f"{'seq':>6} {'tokens%16':>9} {'first s':>8} {'second ms':>10} {'warm ms':>8} {'overhead s':>10} "
-          f"{'IR comp':>7} {'tunings':>7}  role")
+          f"{'IR comp':>7} {'tunings':>7} {'triton':>6}  role")
     for r in rows:
         print(f"{r['seq']:>6} {r['tokens_mod_16']:>9} {r['first_step_s']:8.2f} {r['second_step_s'] * 1e3:10.1f} "
               f"{r['warm_step_s'] * 1e3:8.1f} {r['first_step_overhead_s']:10.2f} {r['ir_compiles']:>7} "
-              f"{r['gemm_autotunings']:>7}  {r['role']}")
+              f"{r['gemm_autotunings']:>7} {r['triton_compiles']:>6}  {r['role']}")
     result = {"info": info, "shapes": rows}
     out = args.out or (os.path.join(os.environ["OUT"], f"new_shape-{args.shape}.json") if os.environ.get("OUT") else None)
     if out:
