@@ -16,6 +16,16 @@ builtin.module attributes {coda.rows = #coda.rows<count = 13, lo = 9, hi = 16>} 
   }
 }
 
+// The kernels: Triton must not specialize their run-time row extents (a new token count, divisible
+// by 16 or not, reuses the compiled kernel): M of the forward's, K of a weight gradient's, the tile
+// count of column partials (one per row tile) of a fold.
+// CHECK:       @triton.jit(do_not_specialize=['M'])
+// CHECK-NEXT:  def _attn_k0_elementwise(in0_ptr, in1_ptr, out0_ptr, out1_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+// CHECK:       @triton.jit(do_not_specialize=['K'])
+// CHECK-NEXT:  def _attn_bwd_k1_gemm(
+// CHECK:       @triton.jit(do_not_specialize=['T0'])
+// CHECK-NEXT:  def _attn_bwd_k7_fold(part0_ptr, out0_ptr, L, T0,
+
 // The signature: any M >= 1 rows, the weights static; the sequence length a keyword argument.
 // CHECK-LABEL: _SIG_attn = (('x', (_rt.Rows(1), 32), torch.float32), ('w', (32,), torch.float32), ('wqkv', (32, 32), torch.float32), ('wo', (32, 16), torch.float32))
 // CHECK-NEXT:  _SEQ_LEN_attn = True
