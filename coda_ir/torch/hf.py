@@ -361,6 +361,7 @@ def _compiled(program: str, what: str, pipeline: str | None, progress: bool, rem
 # extent and nothing else (the attention's log-sum-exp has R * heads entries).
 
 ROW_BUCKET_MIN = 16  # the smallest bucket: every token count up to 16
+ROW_COUNT_MIN = 11  # the smallest representative count (a small prime would divide model extents)
 
 
 def row_bucket(tokens: int) -> tuple[int, int]:
@@ -378,13 +379,14 @@ _EXTENT = re.compile(r"tensor<((?:\d+x)+)")
 
 
 def representative_rows(program_at_one_row: str, lo: int, hi: int) -> int | None:
-    """The row count to write a bucket's program at: the largest prime in [lo, hi] that divides
-    no extent of the program written for one row (its static extents, and twice each: the packed
-    gate/up GEMM of nn-fuse-siblings) -- so that a multiple of it can only be a row extent. None
-    where no prime of the bucket qualifies (the unit then compiles per exact shape)."""
+    """The row count to write a bucket's program at: the largest prime in [lo, hi], at least
+    ROW_COUNT_MIN, that divides no extent of the program written for one row (its static extents,
+    twice each: the packed gate/up GEMM of nn-fuse-siblings, and half each: a RoPE table's head_dim
+    / 2 columns, a gated product's F of 2F) -- so that a multiple of it can only be a row extent.
+    None where no prime of the bucket qualifies (the unit then compiles per exact shape)."""
     extents = {int(d) for dims in _EXTENT.findall(program_at_one_row) for d in dims.split("x") if d}
-    extents |= {2 * e for e in extents}
-    for count in range(hi, max(lo, 2) - 1, -1):
+    extents |= {2 * e for e in extents} | {e // 2 for e in extents if e % 2 == 0}
+    for count in range(hi, max(lo, ROW_COUNT_MIN) - 1, -1):
         if _is_prime(count) and all(e % count for e in extents):
             return count
     return None

@@ -41,7 +41,7 @@ def test_a_new_batch_and_seq_compiles_nothing_and_matches_float64(monkeypatch):
 
     monkeypatch.setattr(hf, "_COMPILED", {})  # this test's compiles, not an earlier test's cache
     monkeypatch.setattr(hf, "CodaFunction", counted)
-    model = hf.tiny = tiny_model("llama")
+    model = tiny_model("llama")
     cmodel = hf.from_hf(model, progress=False)
     # 14, 15 and 11 tokens: one bucket (1..16), sequences of 7, 5 and 11
     for step, (b, s) in enumerate([(2, 7), (3, 5), (1, 11)]):
