@@ -1,4 +1,5 @@
 // RUN: coda-opt %s -p nn-autodiff,nn-to-coda -t triton | filecheck %s
+// RUN: coda-opt %s -p nn-to-coda,convert-coda-to-tl,convert-coda-to-host | coda-opt | filecheck %s --check-prefix=IR
 // A module whose row (token) count is a run-time value (#coda.rows, issue 30): written and planned
 // at the representative count 13 (a prime that divides no other extent), its host functions read
 // the call's rows M from the first argument with a row extent and take every 13-multiple as a
@@ -52,3 +53,12 @@ builtin.module attributes {coda.rows = #coda.rows<count = 13, lo = 9, hi = 16>} 
 // CHECK-NEXT:      L=_M, sums=False)
 // CHECK:           torch.empty((32, triton.cdiv(_M, _cfg.bm)), dtype=torch.float32, device=_dev)
 // CHECK-NOT:       {{[(, =]13[,)]}}
+
+// The host IR (round-tripped): row extents are dynamic in the host types, marked per argument
+// (`rows`), the row count read once, launch sizes #host.rows<c>, the sequence length a literal.
+// IR:       host.func @attn(%x: tensor<?x32xf32>, %w: tensor<32xf32>, %wqkv: tensor<32x32xf32>, %wo: tensor<32x16xf32>) -> (tensor<?x32xf32>) launches 4 rows {{\[}}[1, 0], [0], [0, 0], [0, 0]] seq_len {
+// IR:         %[[M:.*]] = host.row_count %x dim 0 per 1 : tensor<?x32xf32> -> index
+// IR:         host.launch_elementwise @_attn_k0_elementwise m #host.rows<1> n 32 whole rows
+// IR:         host.empty %{{.*}} [%[[M]]] : !host.device, index -> tensor<?x32xf32>
+// IR:         host.launch_gemm @_attn_k1_gemm %{{.*}}, %wqkv m #host.rows<1> n 32 k 32
+// IR:         host.library_call attention_forward(%{{.*}}) literals [2, 1, 8, #host.seq_len, true] : tensor<?x32xf32> -> (tensor<?x16xf32>, tensor<?xf32>)
