@@ -3,16 +3,16 @@ at a [batch, seq] it has not run yet, against a warm step at that shape.
 
 A from_hf unit compiles one program per bucket of token counts (`#coda.rows`, the next power of
 two), and its GEMMs' tuned tiles are cached per bucket of M (`gemm_launch.tuning_bucket`): a new
-length inside a bucket the model has run should compile no IR and tune nothing. What may remain is
-Triton specializing its integer arguments (M divisible by 16 or not: one more variant of each
-kernel for a length that is not), and the step's allocations at the new size.
+length inside a bucket the model has run should compile no IR, tune nothing and compile no Triton
+kernel (their run-time row extents are not specialized, `do_not_specialize`). What remains is the
+step's allocations at the new size, the launch plans of the new sizes, and the attention library's
+own per-shape setup (cuDNN's execution plans for SDPA).
 
 Steps: the first step at --seq (cold: compiles and tunes, unless the caches are warm), --iters warm
 steps there; then for each of --new-seqs the first step, its second step and --iters warm steps.
 Per shape: first-step seconds, warm ms (median), the first step's overhead over warm, and what it
 did: IR programs compiled (`from_hf`'s compile cache), GEMMs autotuned, Triton kernels compiled
-(variants of a specialization not seen yet: M, or a column-partials tile count cdiv(M, BM), not
-divisible by 16 where the warm-up's was, or the reverse).
+(a new bucket's, or a specialization not seen yet).
 
 GPU (carry [".whl", ".devcache"] as bench_model.py; needs CUDA, transformers, the repo on PYTHONPATH):
 
