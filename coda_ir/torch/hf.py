@@ -44,7 +44,7 @@ import torch.utils.checkpoint
 from coda_ir.errors import ArgumentError, CompileError
 from coda_ir.lowering.runtime import indices_checked
 from coda_ir.torch import tensor_parallel as tp
-from coda_ir.torch.function import CodaFunction
+from coda_ir.torch.function import BoundFunction, CodaFunction
 
 __all__ = ["from_hf", "CodaCausalLM", "ModelSpec"]
 
@@ -677,6 +677,7 @@ def _compiled(program: str, what: str, pipeline: str | None, progress: bool, rem
 # extent and nothing else (the attention's log-sum-exp has R * heads entries).
 
 ROW_BUCKET_MIN = 16  # the smallest bucket: every token count up to 16
+ROW_COUNT_MIN = 11  # the smallest representative count (a small prime would divide model extents)
 
 
 def row_bucket(tokens: int) -> tuple[int, int]:
@@ -694,13 +695,14 @@ _EXTENT = re.compile(r"tensor<((?:\d+x)+)")
 
 
 def representative_rows(program_at_one_row: str, lo: int, hi: int) -> int | None:
-    """The row count to write a bucket's program at: the largest prime in [lo, hi] that divides
-    no extent of the program written for one row (its static extents, and twice each: the packed
-    gate/up GEMM of nn-fuse-siblings) -- so that a multiple of it can only be a row extent. None
-    where no prime of the bucket qualifies (the unit then compiles per exact shape)."""
+    """The row count to write a bucket's program at: the largest prime in [lo, hi], at least
+    ROW_COUNT_MIN, that divides no extent of the program written for one row (its static extents,
+    twice each: the packed gate/up GEMM of nn-fuse-siblings, and half each: a RoPE table's head_dim
+    / 2 columns, a gated product's F of 2F) -- so that a multiple of it can only be a row extent.
+    None where no prime of the bucket qualifies (the unit then compiles per exact shape)."""
     extents = {int(d) for dims in _EXTENT.findall(program_at_one_row) for d in dims.split("x") if d}
-    extents |= {2 * e for e in extents}
-    for count in range(hi, max(lo, 2) - 1, -1):
+    extents |= {2 * e for e in extents} | {e // 2 for e in extents if e % 2 == 0}
+    for count in range(hi, max(lo, ROW_COUNT_MIN) - 1, -1):
         if _is_prime(count) and all(e % count for e in extents):
             return count
     return None
@@ -738,6 +740,7 @@ class _Unit(torch.nn.Module):
         self.where = f"from_hf model: {where}"  # how errors name this unit
         self._functions: dict[tuple, CodaFunction] = {}
         self._buckets: dict[tuple, tuple[int | None]] = {}  # (kind, bucket's lo, dtype) -> (its count,)
+        self._calls: dict[tuple, CodaFunction | BoundFunction] = {}  # (kind, tokens, seq_len, dtype) -> what runs it
 
     def _program(self, spec: ModelSpec, kind: str, tokens: int, seq_len: int) -> tuple[str, str]:
         raise NotImplementedError
@@ -764,6 +767,9 @@ class _Unit(torch.nn.Module):
         usable representative count (`representative_rows`) the one of this exact shape. Under
         `torch.compile` this runs at trace time and counts as a constant, so Dynamo traces only
         the compiled program's custom ops (no graph break)."""
+        call = (kind, tokens, seq_len, dtype)
+        if call in self._calls:
+            return True
         key = self._key(kind, tokens, seq_len, dtype)
         if key not in self._functions:
             spec = replace(self.spec, dtype=dtype)
@@ -775,6 +781,9 @@ class _Unit(torch.nn.Module):
             else:
                 program, what = self._program(spec, kind, tokens, seq_len)
             self._functions[key] = _compiled(program, what, self.pipeline, self.progress, self.remarks)
+        fn = self._functions[key]
+        # a program of run-time rows whose attention takes the call's sequence length: bound to it
+        self._calls[call] = fn.bind(seq_len) if fn.sizes else fn
         return True
 
     def _key(self, kind: str, tokens: int, seq_len: int, dtype: torch.dtype) -> tuple:
@@ -797,16 +806,14 @@ class _Unit(torch.nn.Module):
                                 f"got {sorted(map(str, dtypes))}")
         return next(iter(dtypes))
 
-    def function(self, kind: str, tokens: int, seq_len: int) -> CodaFunction:
+    def function(self, kind: str, tokens: int, seq_len: int) -> CodaFunction | BoundFunction:
         """The compiled program this unit runs for `tokens` rows in sequences of `seq_len`, in
         the dtype its weights have *now*: FSDP2's `MixedPrecisionPolicy(param_dtype=...)` runs
         the forward and backward on weights cast from the (sharded) master copies, so a unit
         of a float32 model may run its bfloat16 program."""
         dtype = self._dtype(self.weights())
         self._prepare(kind, _static(tokens, "the token count"), _static(seq_len, "the sequence length"), dtype)
-        fn = self._functions[self._key(kind, tokens, seq_len, dtype)]
-        # a program of run-time rows whose attention takes the call's sequence length
-        return fn.bind(seq_len) if fn.sizes else fn
+        return self._calls[(kind, tokens, seq_len, dtype)]
 
     def segment(self, key: tuple, build) -> CodaFunction:
         """A tensor-parallel segment's compiled program, `build() -> (program, what)`, once per key

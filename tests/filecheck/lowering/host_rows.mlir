@@ -1,4 +1,5 @@
 // RUN: coda-opt %s -p nn-autodiff,nn-to-coda -t triton | filecheck %s
+// RUN: coda-opt %s -p nn-to-coda,convert-coda-to-tl,convert-coda-to-host | coda-opt | filecheck %s --check-prefix=IR
 // A module whose row (token) count is a run-time value (#coda.rows, issue 30): written and planned
 // at the representative count 13 (a prime that divides no other extent), its host functions read
 // the call's rows M from the first argument with a row extent and take every 13-multiple as a
@@ -15,6 +16,16 @@ builtin.module attributes {coda.rows = #coda.rows<count = 13, lo = 9, hi = 16>} 
     func.return %o : tensor<13x32xf32>
   }
 }
+
+// The kernels: Triton must not specialize their run-time row extents (a new token count, divisible
+// by 16 or not, reuses the compiled kernel): M of the forward's, K of a weight gradient's, the tile
+// count of column partials (one per row tile) of a fold.
+// CHECK:       @triton.jit(do_not_specialize=['M'])
+// CHECK-NEXT:  def _attn_k0_elementwise(in0_ptr, in1_ptr, out0_ptr, out1_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+// CHECK:       @triton.jit(do_not_specialize=['K'])
+// CHECK-NEXT:  def _attn_bwd_k1_gemm(
+// CHECK:       @triton.jit(do_not_specialize=['T0'])
+// CHECK-NEXT:  def _attn_bwd_k7_fold(part0_ptr, out0_ptr, L, T0,
 
 // The signature: any M >= 1 rows, the weights static; the sequence length a keyword argument.
 // CHECK-LABEL: _SIG_attn = (('x', (_rt.Rows(1), 32), torch.float32), ('w', (32,), torch.float32), ('wqkv', (32, 32), torch.float32), ('wo', (32, 16), torch.float32))
@@ -42,3 +53,12 @@ builtin.module attributes {coda.rows = #coda.rows<count = 13, lo = 9, hi = 16>} 
 // CHECK-NEXT:      L=_M, sums=False)
 // CHECK:           torch.empty((32, triton.cdiv(_M, _cfg.bm)), dtype=torch.float32, device=_dev)
 // CHECK-NOT:       {{[(, =]13[,)]}}
+
+// The host IR (round-tripped): row extents are dynamic in the host types, marked per argument
+// (`rows`), the row count read once, launch sizes #host.rows<c>, the sequence length a literal.
+// IR:       host.func @attn(%x: tensor<?x32xf32>, %w: tensor<32xf32>, %wqkv: tensor<32x32xf32>, %wo: tensor<32x16xf32>) -> (tensor<?x32xf32>) launches 4 rows {{\[}}[1, 0], [0], [0, 0], [0, 0]] seq_len {
+// IR:         %[[M:.*]] = host.row_count %x dim 0 per 1 : tensor<?x32xf32> -> index
+// IR:         host.launch_elementwise @_attn_k0_elementwise m #host.rows<1> n 32 whole rows
+// IR:         host.empty %{{.*}} [%[[M]]] : !host.device, index -> tensor<?x32xf32>
+// IR:         host.launch_gemm @_attn_k1_gemm %{{.*}}, %wqkv m #host.rows<1> n 32 k 32
+// IR:         host.library_call attention_forward(%{{.*}}) literals [2, 1, 8, #host.seq_len, true] : tensor<?x32xf32> -> (tensor<?x16xf32>, tensor<?xf32>)
