@@ -140,6 +140,7 @@ def test_binary_with_and_without_broadcast(op, fn):
         ("nn.relu", "", F.relu),
         ("nn.gelu", 'approximate = "none"', lambda x: F.gelu(x, approximate="none")),
         ("nn.gelu", 'approximate = "tanh"', lambda x: F.gelu(x, approximate="tanh")),
+        ("nn.scale", "factor = 0.25 : f32", lambda x: x * 0.25),
     ],
 )
 def test_unary(op, props, fn):

@@ -93,6 +93,7 @@ class ModelSpec:
     residual_scale: float = 1.0  # attention / MLP outputs times this before the residual add (Granite)
     logits_scale: float = 1.0  # logits times this (Granite: 1 / logits_scaling)
     attention_scale: float | None = None  # the softmax scale; None: 1 / sqrt(head_dim)
+    attention_softcap: float | None = None  # scores -> softcap * tanh(scores / softcap) (Gemma2's attn_logit_softcapping)
     layer_kinds: tuple = ()  # LayerKind per layer; () = every layer the default LayerKind()
 
     def __post_init__(self):
@@ -159,11 +160,11 @@ def _rope_theta(config) -> float:
     return float(theta)
 
 
-FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma")
+FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma", "gemma2")
 """`config.model_type`s whose decoder layers are the spec's data (README table). Models of
 these types are read by the same code: config fields and the layers' modules give the spec."""
 
-_NORM_OFFSET = {"gemma": 1.0}
+_NORM_OFFSET = {"gemma": 1.0, "gemma2": 1.0}
 """RMSNorm weights applied as `1 + w` (the family's RMSNorm class: not a config field)."""
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh"}
@@ -240,9 +241,9 @@ def spec_of(model) -> ModelSpec:
     _dropout_fields(config)
     if getattr(config, "pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", config.pretraining_tp, "tensor-parallel pretraining slices are not implemented")
-    for field in ("attn_logit_softcapping", "final_logit_softcapping"):
-        if getattr(config, field, None) is not None:
-            raise _unsupported(field, getattr(config, field), "logit soft-capping is not implemented")
+    if getattr(config, "final_logit_softcapping", None) is not None:
+        raise _unsupported("final_logit_softcapping", config.final_logit_softcapping,
+                           "soft-capping of the logits is not implemented")
     if getattr(config, "use_bidirectional_attention", False):
         raise _unsupported("use_bidirectional_attention", True, "only causal attention is implemented")
     heads = int(config.num_attention_heads)
@@ -264,7 +265,13 @@ def spec_of(model) -> ModelSpec:
     qk_norm = "none"
     if isinstance(getattr(attn, "q_norm", None), torch.nn.Module):
         qk_norm = "head" if attn.q_norm.weight.shape[0] == head_dim else "full"
-    scale = float(getattr(config, "attention_multiplier", head_dim ** -0.5))
+    if getattr(config, "attention_multiplier", None) is not None:  # Granite: the scale itself
+        scale = float(config.attention_multiplier)
+    elif getattr(config, "query_pre_attn_scalar", None) is not None:  # Gemma2/3: 1 / sqrt(that)
+        scale = float(config.query_pre_attn_scalar) ** -0.5
+    else:
+        scale = head_dim ** -0.5
+    softcap = getattr(config, "attn_logit_softcapping", None)
     embed_scale = float(getattr(config, "embedding_multiplier", 1.0))
     scalar = getattr(model.model.embed_tokens, "scalar_embed_scale", None)  # a scaled embedding module (Gemma)
     if scalar is not None:
@@ -300,6 +307,7 @@ def spec_of(model) -> ModelSpec:
         residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
         logits_scale=1.0 / logits_scaling,
         attention_scale=None if scale == head_dim ** -0.5 else scale,
+        attention_softcap=None if softcap is None else float(softcap),
         layer_kinds=_layer_kinds(config, family, layers, theta),
     )
 
@@ -424,8 +432,12 @@ def _attention_props(spec: ModelSpec, layer: LayerKind, seq_len: int) -> str:
     H, KV, hd = spec.heads, spec.kv_heads, spec.head_dim
     props = f"heads = {H} : i64, kv_heads = {KV} : i64, head_dim = {hd} : i64, seq_len = {seq_len} : i64, causal = true"
     if spec.attention_scale is not None:
-        _needs_attention_prop("scale", "attention_multiplier", spec.attention_scale)
+        _needs_attention_prop("scale", "query_pre_attn_scalar" if spec.family.startswith("gemma") else "attention_multiplier",
+                              spec.attention_scale)
         props += f", scale = {_f32(spec.attention_scale)}"
+    if spec.attention_softcap is not None:
+        _needs_attention_prop("softcap", "attn_logit_softcapping", spec.attention_softcap)
+        props += f", softcap = {_f32(spec.attention_softcap)}"
     if layer.window is not None and layer.window < seq_len:
         # a window of at least the sequence sees every earlier key: a full causal layer
         _needs_attention_prop("window", "sliding_window", layer.window)

@@ -29,6 +29,7 @@ FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {}),
     "mistral": ("MistralConfig", "MistralForCausalLM", {}),  # sliding_window 4096 >= seq: full causal
+    "ministral": ("MinistralConfig", "MinistralForCausalLM", {}),  # layer_types: sliding, window 4096
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),  # q/k/v biases
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(pad_token_id=None, bos_token_id=1, eos_token_id=2)),  # fused qkv / gate_up
     # the multipliers of Granite 3 (attention_multiplier: 1/sqrt(head_dim), the default softmax scale)
@@ -39,6 +40,10 @@ FAMILIES = {
                                                             bos_token_id=1, eos_token_id=2)),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(pad_token_id=None, eos_token_id=2)),  # post-norms, full qk-norm
     "gemma": ("GemmaConfig", "GemmaForCausalLM", {}),  # (1 + w) norms, scaled embedding, GeGLU (tanh)
+    # + pre/post norms around attention and MLP, sliding layers (window 4096 >= seq); the default
+    # softmax scale and no soft-capping (nn.attention's `scale` / `softcap` otherwise)
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(query_pre_attn_scalar=16, attn_logit_softcapping=None,
+                                                          final_logit_softcapping=None)),
 }
 
 
@@ -138,6 +143,7 @@ FAMILY_CASES = [
     ("smollm3", torch.float32, {}),
     ("olmo2", torch.float32, {}),
     ("gemma", torch.bfloat16, {}),
+    ("gemma2", torch.float32, {}),
     ("llama", torch.float32, dict(attention_bias=True, mlp_bias=True)),  # every linear with a bias
 ]
 
@@ -492,7 +498,10 @@ def test_granite_attention_multiplier_is_the_softmax_scale():
 def test_family_specs_are_data():
     # a family that differs from LLaMA only by name has LLaMA's spec and programs
     llama, mistral = spec_of(tiny_model("llama")), spec_of(tiny_model("mistral"))
-    assert decoder_program(mistral, BATCH * SEQ, SEQ) == decoder_program(llama, BATCH * SEQ, SEQ)
+    ministral = spec_of(tiny_model("ministral"))
+    assert ministral.layer(0).window == mistral.layer(0).window == 4096
+    for spec in (mistral, ministral):
+        assert decoder_program(spec, BATCH * SEQ, SEQ) == decoder_program(llama, BATCH * SEQ, SEQ)
     qwen2 = spec_of(tiny_model("qwen2"))
     assert qwen2.qkv_bias and not qwen2.o_bias and not qwen2.mlp_bias
     phi3 = spec_of(tiny_model("phi3"))

@@ -13,6 +13,7 @@ func.func @all(%x: tensor<24x32xf32>, %w: tensor<64x32xf32>, %b: tensor<64xf32>,
   %re = "nn.relu"(%gg) : (tensor<24x32xf32>) -> tensor<24x32xf32>
   %si = "nn.silu"(%xm) : (tensor<24x32xf32>) -> tensor<24x32xf32>
   %mu = "nn.mul"(%re, %si) : (tensor<24x32xf32>, tensor<24x32xf32>) -> tensor<24x32xf32>
-  %mv = "nn.mul"(%mu, %g) : (tensor<24x32xf32>, tensor<32xf32>) -> tensor<24x32xf32>
+  %mv0 = "nn.mul"(%mu, %g) : (tensor<24x32xf32>, tensor<32xf32>) -> tensor<24x32xf32>
+  %mv = "nn.scale"(%mv0) <{factor = 0.25 : f32}> : (tensor<24x32xf32>) -> tensor<24x32xf32>
   func.return %q, %ce, %ge, %mv : tensor<24x32xf32>, tensor<f32>, tensor<24x64xf32>, tensor<24x32xf32>
 }
