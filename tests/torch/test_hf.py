@@ -10,6 +10,7 @@ most twice the Hugging Face model's own error in the same dtype.
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -432,6 +433,7 @@ def test_shifted_targets_follow_hugging_face():
         ("llama", dict(attention_dropout=0.1), "attention_dropout"),
         ("phi3", dict(partial_rotary_factor=0.5), "partial_rotary_factor"),
         ("olmo2", dict(layer_types=["full_attention", "chunked_attention"]), "layer_types"),
+        ("gemma2", dict(final_logit_softcapping=30.0), "final_logit_softcapping"),
     ],
 )
 def test_unsupported_configuration_names_the_field(family, overrides, field):
@@ -467,31 +469,25 @@ def test_another_model_type_is_refused_by_name():
         from_hf(model)
 
 
-def test_a_window_smaller_than_the_sequence():
-    # every layer sliding with a window of 4 < 7 positions: nn.attention's `window` property
-    # (sequences no longer than the window run full causal layers: Mistral's test above)
+@pytest.mark.parametrize("family, overrides, prop, field, value", [
+    # every layer sliding with a window of 4 < 7 positions (a window of at least the sequence
+    # is a full causal layer: Mistral's case above)
+    ("qwen3", dict(use_sliding_window=True, sliding_window=4, max_window_layers=0), "window", "sliding_window", "4"),
+    ("granite", dict(attention_multiplier=0.125), "scale", "attention_multiplier", "0.125"),  # not 1/sqrt(head_dim)
+    ("gemma2", dict(query_pre_attn_scalar=64), "scale", "query_pre_attn_scalar", "0.125"),
+    ("gemma2", dict(attn_logit_softcapping=2.0), "softcap", "attn_logit_softcapping", "2.0"),
+], ids=["window", "granite-scale", "gemma2-scale", "gemma2-softcap"])
+def test_attention_properties_from_config_fields(family, overrides, prop, field, value):
+    """nn.attention's optional `window` / `scale` / `softcap` properties: with them the layer
+    matches Hugging Face; a dialect without them refuses the config field, never runs unmasked."""
     from coda_ir.torch.hf import _attention_properties
 
-    model = tiny_model("qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=0)
-    assert spec_of(model).layer(1).window == 4
-    if "window" in _attention_properties():
-        _check_loss_and_every_gradient(model, torch.float32)
-    else:  # refused by the config field until nn.attention has the property, never run unmasked
-        ids, labels = batch()
-        with pytest.raises(coda_ir.CompileError, match=r"config\.sliding_window = 4 .*`window`"):
-            from_hf(model, progress=False)(ids, labels=labels)
-
-
-def test_granite_attention_multiplier_is_the_softmax_scale():
-    from coda_ir.torch.hf import _attention_properties
-
-    model = tiny_model("granite", attention_multiplier=0.125)  # not 1/sqrt(head_dim)
-    assert spec_of(model).attention_scale == 0.125
-    if "scale" in _attention_properties():
+    model = tiny_model(family, **overrides)
+    if prop in _attention_properties():
         _check_loss_and_every_gradient(model, torch.float32)
     else:
         ids, labels = batch()
-        with pytest.raises(coda_ir.CompileError, match=r"config\.attention_multiplier = 0\.125 .*`scale`"):
+        with pytest.raises(coda_ir.CompileError, match=rf"config\.{field} = {re.escape(value)} .*`{prop}`"):
             from_hf(model, progress=False)(ids, labels=labels)
 
 
