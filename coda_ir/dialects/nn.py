@@ -609,7 +609,8 @@ class RoPEOp(NNOperation):
 
 @irdl_op_definition
 class HeadRMSNormOp(NNOperation):
-    """RMSNorm of each of the first `heads` heads over its `head_dim` columns (QK-norm)."""
+    """RMSNorm of each of the first `heads` heads over its `head_dim` columns (QK-norm), with the
+    weight applied as `w + offset` (optional `offset`, 0.0 when absent: Gemma3's `1 + w`)."""
 
     name = "nn.head_rms_norm"
     x = operand_def(TensorType)
@@ -619,11 +620,14 @@ class HeadRMSNormOp(NNOperation):
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr)
     first_head = opt_prop_def(IntegerAttr)  # optional, 0 when absent (NN_DIALECT.md): see first_head_of
+    offset = opt_prop_def(FloatAttr)  # optional, 0.0 when absent: see norm_offset
     in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue, w: SSAValue, head_dim: int, heads: int, eps: float = 1e-6, first_head: int = 0):
-        props = {"head_dim": IntegerAttr(head_dim, i64), "heads": IntegerAttr(heads, i64), "eps": _eps_attr(eps)}
+    def __init__(self, x: SSAValue, w: SSAValue, head_dim: int, heads: int, eps: float = 1e-6, first_head: int = 0,
+                 offset: float = 0.0):
+        props = {"head_dim": IntegerAttr(head_dim, i64), "heads": IntegerAttr(heads, i64), "eps": _eps_attr(eps),
+                 **_offset_props(offset)}
         if first_head:
             props["first_head"] = IntegerAttr(first_head, i64)
         super().__init__(operands=[x, w], result_types=[x.type], properties=props)
@@ -640,6 +644,7 @@ class HeadRMSNormOp(NNOperation):
             raise VerifyException(f"w must have shape {hd} (head_dim), got {_fmt(_shape(self.w))}")
         _check_head_range(self, n, hd)
         _check_eps(self)
+        _check_offset(self)
         _check_result(self, (m, n), self.x)
 
 
@@ -1094,7 +1099,8 @@ class LayerNormGradOp(NNOperation):
 @irdl_op_definition
 class HeadRMSNormGradOp(NNOperation):
     """Backward of `nn.head_rms_norm` (same properties): per normalized head, RMSNorm's backward
-    over its `head_dim` columns (statistics recomputed inside the head); other columns pass dy."""
+    over its `head_dim` columns (statistics recomputed inside the head; dx reads `w + offset`, dw
+    does not read w); other columns pass dy."""
 
     name = "nn.head_rms_norm_grad"
     dy = operand_def(TensorType)
@@ -1106,6 +1112,7 @@ class HeadRMSNormGradOp(NNOperation):
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr)
     first_head = opt_prop_def(IntegerAttr)  # optional, 0 when absent (NN_DIALECT.md): see first_head_of
+    offset = opt_prop_def(FloatAttr)  # the forward's, 0.0 when absent: see norm_offset
     traits = traits_def(Pure())
 
     def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, properties: dict[str, Attribute]):
@@ -1123,6 +1130,7 @@ class HeadRMSNormGradOp(NNOperation):
             raise VerifyException(f"x must have a multiple of head_dim {hd} columns and w shape {hd}")
         _check_head_range(self, n, hd)
         _check_eps(self)
+        _check_offset(self)
         _check_like(self, 0, self.x, "dx")
         _check_like(self, 1, self.w, "dw")
 

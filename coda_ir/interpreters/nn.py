@@ -394,7 +394,7 @@ class NnFunctions(InterpreterFunctions):
     @impl(nn.HeadRMSNormOp)
     def run_head_rms_norm(self, interpreter: Interpreter, op: nn.HeadRMSNormOp, args: PythonValues) -> PythonValues:
         x, w = self.up(args)
-        return self.rounded(op, _head_rms_norm(x, w, prop(op, "head_dim"), prop(op, "heads"), prop(op, "eps"),
+        return self.rounded(op, _head_rms_norm(x, w + nn.norm_offset(op), prop(op, "head_dim"), prop(op, "heads"), prop(op, "eps"),
                                                nn.first_head_of(op)))
 
     @impl(nn.CrossEntropyOp)
@@ -491,7 +491,8 @@ class NnFunctions(InterpreterFunctions):
     @impl(nn.HeadRMSNormGradOp)
     def run_head_rms_norm_grad(self, interpreter: Interpreter, op: nn.HeadRMSNormGradOp, args: PythonValues) -> PythonValues:
         dy, x, w = self.up(args)
-        return self.rounded(op, *_head_rms_norm_grad(dy, x, w, prop(op, "head_dim"), prop(op, "heads"), prop(op, "eps"),
+        # dw = sum(dy * n) does not read w; dx reads the applied weight w + offset
+        return self.rounded(op, *_head_rms_norm_grad(dy, x, w + nn.norm_offset(op), prop(op, "head_dim"), prop(op, "heads"), prop(op, "eps"),
                                                      nn.first_head_of(op)))
 
     @impl(nn.ZerosOp)

@@ -131,20 +131,30 @@ def _unsupported(field: str, value: object, why: str) -> CompileError:
     return CompileError([f"<from_hf>: error: config.{field} = {value!r} is not supported: {why}"])
 
 
-def _rope_theta(config) -> float:
+def _rope_thetas(config) -> dict:
+    """The RoPE base of each layer type: `{layer type: theta}` where `rope_parameters` is keyed
+    by layer type (Gemma3: a local base for sliding layers), else `{None: theta}`."""
+    params = getattr(config, "rope_parameters", None)
+    if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
+        return {kind: _rope_theta(config, sub, f"rope_parameters['{kind}']") for kind, sub in params.items()}
+    return {None: _rope_theta(config)}
+
+
+def _rope_theta(config, params=None, where: str = "rope_parameters") -> float:
     """RoPE base and a check that the rope type is the default one (both config layouts:
     transformers >= 5 `rope_parameters`, older `rope_theta` + `rope_scaling`)."""
-    params = getattr(config, "rope_parameters", None)
+    if params is None:
+        params = getattr(config, "rope_parameters", None)
     if isinstance(params, dict) and params:
         rope_type = params.get("rope_type", params.get("type", "default"))
         if rope_type not in (None, "default"):
-            raise _unsupported("rope_parameters['rope_type']", rope_type, "only the default RoPE (no scaling) is implemented")
+            raise _unsupported(f"{where}['rope_type']", rope_type, "only the default RoPE (no scaling) is implemented")
         if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
-            raise _unsupported("rope_parameters['partial_rotary_factor']", params["partial_rotary_factor"],
+            raise _unsupported(f"{where}['partial_rotary_factor']", params["partial_rotary_factor"],
                                "only RoPE over whole heads is implemented")
         extra = sorted(set(params) - {"rope_type", "type", "rope_theta", "partial_rotary_factor"})
         if extra:
-            raise _unsupported(f"rope_parameters['{extra[0]}']", params[extra[0]], "only the default RoPE (no scaling) is implemented")
+            raise _unsupported(f"{where}['{extra[0]}']", params[extra[0]], "only the default RoPE (no scaling) is implemented")
         if "rope_theta" in params:
             return float(params["rope_theta"])
     scaling = getattr(config, "rope_scaling", None)
@@ -160,11 +170,12 @@ def _rope_theta(config) -> float:
     return float(theta)
 
 
-FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma", "gemma2")
+FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma", "gemma2",
+            "gemma3_text")
 """`config.model_type`s whose decoder layers are the spec's data (README table). Models of
 these types are read by the same code: config fields and the layers' modules give the spec."""
 
-_NORM_OFFSET = {"gemma": 1.0, "gemma2": 1.0}
+_NORM_OFFSET = {"gemma": 1.0, "gemma2": 1.0, "gemma3_text": 1.0}
 """RMSNorm weights applied as `1 + w` (the family's RMSNorm class: not a config field)."""
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh"}
@@ -180,7 +191,7 @@ def _dropout_fields(config) -> None:
             raise _unsupported(field, value, "dropout is not implemented")
 
 
-def _layer_kinds(config, family: str, layers: int, theta: float) -> tuple:
+def _layer_kinds(config, family: str, layers: int, thetas: dict) -> tuple:
     """Per layer: RoPE on/off (`no_rope_layers`, 1 = rotate) and the sliding window
     (`layer_types` with `sliding_window`; without layer_types a `sliding_window` applies to
     every layer, as Mistral / Phi3 do)."""
@@ -199,9 +210,13 @@ def _layer_kinds(config, family: str, layers: int, theta: float) -> tuple:
         window = None  # SmolLM3's attention reads its window only with use_sliding_window
     if window is not None and int(window) <= 0:
         raise _unsupported("sliding_window", window, "a window must be positive")
+    if None not in thetas and (types is None or any(t not in thetas for t in types)):
+        missing = next((t for t in (types or ["full_attention"]) if t not in thetas), "full_attention")
+        raise _unsupported("rope_parameters", sorted(thetas), f"has no RoPE for the layer type {missing!r}")
     kinds = []
     for i in range(layers):
         sliding = window is not None and (types is None or types[i] == "sliding_attention")
+        theta = thetas[None] if None in thetas else thetas[types[i]]
         kinds.append(LayerKind(rope=bool(no_rope[i]) if no_rope is not None else True, theta=theta,
                                window=int(window) if sliding else None))
     return tuple(kinds)
@@ -256,7 +271,8 @@ def spec_of(model) -> ModelSpec:
     if len(dtypes) != 1 or next(iter(dtypes)) not in _MLIR_DTYPES:
         raise ArgumentError(f"from_hf: the model's parameters must all be one of float32, bfloat16, float16; got {sorted(map(str, dtypes))}")
     layers = int(config.num_hidden_layers)
-    theta = _rope_theta(config)
+    thetas = _rope_thetas(config)
+    theta = thetas.get(None, thetas.get("full_attention", next(iter(thetas.values()))))
     layer0 = model.model.layers[0]
     attn, mlp = layer0.self_attn, layer0.mlp
     has_bias = lambda module: getattr(module, "bias", None) is not None  # noqa: E731
@@ -308,7 +324,7 @@ def spec_of(model) -> ModelSpec:
         logits_scale=1.0 / logits_scaling,
         attention_scale=None if scale == head_dim ** -0.5 else scale,
         attention_softcap=None if softcap is None else float(softcap),
-        layer_kinds=_layer_kinds(config, family, layers, theta),
+        layer_kinds=_layer_kinds(config, family, layers, thetas),
     )
 
 
@@ -472,8 +488,8 @@ def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: 
     if spec.qk_norm == "head":
         W_HD = _t(hd, element=e)
         body += [
-            f'%qhn = "nn.head_rms_norm"(%qkv, %wqn) <{{head_dim = {hd} : i64, heads = {H} : i64, eps = {eps}, first_head = 0 : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
-            f'%khn = "nn.head_rms_norm"(%qhn, %wkn) <{{head_dim = {hd} : i64, heads = {KV} : i64, eps = {eps}, first_head = {H} : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
+            f'%qhn = "nn.head_rms_norm"(%qkv, %wqn) <{{head_dim = {hd} : i64, heads = {H} : i64, {_norm_props(spec)}, first_head = 0 : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
+            f'%khn = "nn.head_rms_norm"(%qhn, %wkn) <{{head_dim = {hd} : i64, heads = {KV} : i64, {_norm_props(spec)}, first_head = {H} : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
         ]
         pre_rope = "%khn"
     if layer.rope:

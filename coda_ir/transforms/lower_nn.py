@@ -527,7 +527,7 @@ def head_norm_epilogue(e: Epilogue, tile: SSAValue, w: SSAValue, op: Operation) 
     hd, eps = prop_value(op, "head_dim"), prop_value(op, "eps")
     ss = e.segment_reduce(ReduceKind.SUMSQ, tile, hd)
     cols = e.index(Axis.COLS, tile)
-    wt = e.broadcast(w, Axis.COLS, tile)
+    wt = norm_weight(e, w, tile, nn.norm_offset(op))
 
     def body(s: Scalar, x, q, c, g):
         y = s.mul(s.mul(x, s.rsqrt(s.add(s.mul(q, s.const(1.0 / hd)), s.const(eps)))), g)
@@ -837,7 +837,7 @@ def lower_head_rms_norm_grad(op: nn.HeadRMSNormGradOp) -> tuple[list[Operation],
     def build(e: Epilogue, dy, x, w):
         dyt, xt = e.load(dy), e.load(x)
         ss = e.segment_reduce(ReduceKind.SUMSQ, xt, hd)
-        wt, cols = e.broadcast(w, Axis.COLS, dyt), e.index(Axis.COLS, dyt)
+        wt, cols = norm_weight(e, w, dyt, nn.norm_offset(op)), e.index(Axis.COLS, dyt)
 
         def normalize(s: Scalar, u, q, g, v):
             r = s.rsqrt(s.add(s.mul(q, s.const(inv_hd)), s.const(eps)))

@@ -45,6 +45,12 @@ FAMILIES = {
     # softmax scale and no soft-capping (nn.attention's `scale` / `softcap` otherwise)
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(query_pre_attn_scalar=16, attn_logit_softcapping=None,
                                                           final_logit_softcapping=None)),
+    # + per-head q/k norms with 1 + w, a RoPE base per layer type (sliding layer 0: 1e4, full
+    # layer 1: 1e6)
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})),
 }
 
 
@@ -61,15 +67,17 @@ def tiny_model(family: str, dtype=torch.float32, seed: int = 0, **overrides):
     torch.manual_seed(seed)
     model = getattr(transformers, FAMILIES[family][1])(tiny_config(family, **overrides))
     # random norm weights and biases too (HF initialises them to ones / zeros, which would hide
-    # a wrong or missing one): norm weights 1 + 0.3 N(0, 1), biases 0.1 N(0, 1). (Biases of
+    # a wrong or missing one): norm weights 1 + 0.3 N(0, 1) as applied (Gemma's norms apply
+    # 1 + w: w = 0.3 N(0, 1)), biases 0.1 N(0, 1). (Biases of
     # 0.3 N(0, 1) put the second layer's q gradients of the tiny Qwen2 at 1.1-1.25x the bar in
     # fp32: a common component of the keys makes dq = dS K a cancellation, rowsum(dS) = 0, where
     # the attention backward's rounding differs from Hugging Face's SDPA. Not the biases' path.)
+    centre = 0.0 if family.startswith("gemma") else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 1:
                 bias = name.endswith(".bias")
-                p.copy_((0.0 if bias else 1.0) + (0.1 if bias else 0.3) * torch.randn_like(p))
+                p.copy_((0.0 if bias else centre) + (0.1 if bias else 0.3) * torch.randn_like(p))
     return model.to(dtype)
 
 
@@ -145,6 +153,7 @@ FAMILY_CASES = [
     ("olmo2", torch.float32, {}),
     ("gemma", torch.bfloat16, {}),
     ("gemma2", torch.float32, {}),
+    ("gemma3", torch.bfloat16, {}),
     ("llama", torch.float32, dict(attention_bias=True, mlp_bias=True)),  # every linear with a bias
 ]
 
@@ -153,7 +162,7 @@ FAMILY_CASES = [
                          ids=[f"{f}-{str(d)[6:]}" + ("-biases" if o else "") for f, d, o in FAMILY_CASES])
 def test_family_loss_and_every_gradient_match_float64(family, dtype, overrides):
     cmodel = _check_loss_and_every_gradient(tiny_model(family, dtype, **overrides), dtype)
-    assert cmodel.spec.family == family
+    assert cmodel.spec.family == family or cmodel.spec.family == family + "_text"
 
 
 def test_logits_without_labels_match_float64():
@@ -510,6 +519,9 @@ def test_family_specs_are_data():
     gemma = spec_of(tiny_model("gemma"))
     assert (gemma.norm_offset, gemma.embed_scale, gemma.embed_scale_rounded, gemma.activation) == (1.0, 8.0, True, "gelu_tanh")
     assert "offset = 1.0" in decoder_program(gemma, BATCH * SEQ, SEQ)
+    gemma3 = spec_of(tiny_model("gemma3"))
+    assert [gemma3.layer(i).theta for i in range(2)] == [1e4, 1e6] and gemma3.qk_norm == "head"
+    assert 'offset = 1.0' in decoder_program(gemma3, BATCH * SEQ, SEQ).split('"nn.head_rms_norm"')[1].split("\n")[0]
     granite = spec_of(tiny_model("granite"))
     assert (granite.embed_scale, granite.residual_scale, granite.logits_scale) == (12.0, 0.22, 1 / 8.0)
     assert not llama.tensor_parallel_gaps() and "qkv_bias" in qwen2.tensor_parallel_gaps()

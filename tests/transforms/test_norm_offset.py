@@ -70,3 +70,17 @@ def test_offset_must_be_finite():
            '  func.return %h : tensor<5x64xf32>\n}')
     with pytest.raises(coda_ir.CodaError, match="offset must be a finite number"):
         coda_ir.compile(src)
+
+
+def test_head_norm_offset_gradients_match_reference():
+    # Gemma3's q/k norms: 1 + w per head, in the QKV GEMM's epilogue (fused), and the backward
+    source = """
+func.func @qk_norms(%a: tensor<13x48xbf16>, %w: tensor<64x48xbf16>, %wq: tensor<16xbf16>, %wk: tensor<16xbf16>) -> tensor<13x64xbf16> {
+  %z = "nn.linear"(%a, %w) : (tensor<13x48xbf16>, tensor<64x48xbf16>) -> tensor<13x64xbf16>
+  %q = "nn.head_rms_norm"(%z, %wq) <{head_dim = 16 : i64, heads = 2 : i64, eps = 1.0e-06 : f32, offset = 1.0 : f32}> : (tensor<13x64xbf16>, tensor<16xbf16>) -> tensor<13x64xbf16>
+  %k = "nn.head_rms_norm"(%q, %wk) <{head_dim = 16 : i64, heads = 1 : i64, eps = 1.0e-06 : f32, first_head = 2 : i64, offset = 1.0 : f32}> : (tensor<13x64xbf16>, tensor<16xbf16>) -> tensor<13x64xbf16>
+  func.return %k : tensor<13x64xbf16>
+}"""
+    compiled = coda_ir.compile(source, "nn-autodiff,nn-to-coda")
+    inputs = testing.random_inputs(source, seed=3)
+    testing.check_gradients(compiled, source, inputs, seed=3)
