@@ -95,6 +95,7 @@ class ModelSpec:
     attention_scale: float | None = None  # the softmax scale; None: 1 / sqrt(head_dim)
     attention_softcap: float | None = None  # scores -> softcap * tanh(scores / softcap) (Gemma2's attn_logit_softcapping)
     layer_kinds: tuple = ()  # LayerKind per layer; () = every layer the default LayerKind()
+    rope_style: str = "half"  # nn.rope's style: "half" (LLaMA, NeoX) or "interleaved" (GLM4)
 
     def __post_init__(self):
         if isinstance(self.qk_norm, bool):
@@ -171,12 +172,15 @@ def _rope_theta(config, params=None, where: str = "rope_parameters") -> float:
 
 
 FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma", "gemma2",
-            "gemma3_text")
+            "gemma3_text", "glm4")
 """`config.model_type`s whose decoder layers are the spec's data (README table). Models of
 these types are read by the same code: config fields and the layers' modules give the spec."""
 
 _NORM_OFFSET = {"gemma": 1.0, "gemma2": 1.0, "gemma3_text": 1.0}
 """RMSNorm weights applied as `1 + w` (the family's RMSNorm class: not a config field)."""
+
+_ROPE_STYLE = {"glm4": "interleaved"}
+"""RoPE pairs (2i, 2i + 1) (the family's `rotate_half`: not a config field); others (i, i + hd/2)."""
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh"}
 """Hugging Face `hidden_act` names -> the gate activation (ACT2FN: `gelu` is the erf form)."""
@@ -225,10 +229,13 @@ def _layer_kinds(config, family: str, layers: int, thetas: dict) -> tuple:
 def _norm_names(layer) -> tuple:
     """(before attention, after attention, before the MLP, after the MLP) RMSNorm module names,
     from the layer's structure: a `post_feedforward_layernorm` makes `post_attention_layernorm`
-    the attention's post-norm (OLMo2, Gemma2/3); without one it is the MLP's pre-norm (LLaMA)."""
+    the attention's post-norm (OLMo2, Gemma2/3); without one it is the MLP's pre-norm (LLaMA,
+    GLM4 with its `post_self_attn_layernorm` / `post_mlp_layernorm`)."""
     has = lambda name: isinstance(getattr(layer, name, None), torch.nn.Module)  # noqa: E731
     if has("post_feedforward_layernorm"):
         names = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
+    elif has("post_mlp_layernorm"):  # GLM4: post_attention_layernorm stays the MLP's pre-norm
+        names = ("input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm")
     else:
         names = ("input_layernorm", None, "post_attention_layernorm", None)
     return tuple(n if n is not None and has(n) else None for n in names)
@@ -325,6 +332,7 @@ def spec_of(model) -> ModelSpec:
         attention_scale=None if scale == head_dim ** -0.5 else scale,
         attention_softcap=None if softcap is None else float(softcap),
         layer_kinds=_layer_kinds(config, family, layers, thetas),
+        rope_style=_ROPE_STYLE.get(family, "half"),
     )
 
 
@@ -493,7 +501,7 @@ def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: 
         ]
         pre_rope = "%khn"
     if layer.rope:
-        body.append(f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(layer.theta)}, style = "half"}}> : ({QKV}, {POS}) -> {QKV}')
+        body.append(f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(layer.theta)}, style = "{spec.rope_style}"}}> : ({QKV}, {POS}) -> {QKV}')
         pre_attn = "%r"
     else:
         pre_attn = pre_rope

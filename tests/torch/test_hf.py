@@ -47,6 +47,9 @@ FAMILIES = {
                                                           final_logit_softcapping=None)),
     # + per-head q/k norms with 1 + w, a RoPE base per layer type (sliding layer 0: 1e4, full
     # layer 1: 1e6)
+    # interleaved RoPE, q/k/v biases, fused gate_up, post-norms after attention and MLP; RoPE
+    # over whole heads (every released GLM-4 rotates half of each head: refused by the field)
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(partial_rotary_factor=1.0, pad_token_id=None, eos_token_id=2)),
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
         query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"],
         rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
@@ -154,6 +157,7 @@ FAMILY_CASES = [
     ("gemma", torch.bfloat16, {}),
     ("gemma2", torch.float32, {}),
     ("gemma3", torch.bfloat16, {}),
+    ("glm4", torch.float32, {}),
     ("llama", torch.float32, dict(attention_bias=True, mlp_bias=True)),  # every linear with a bias
 ]
 
@@ -443,6 +447,7 @@ def test_shifted_targets_follow_hugging_face():
         ("phi3", dict(partial_rotary_factor=0.5), "partial_rotary_factor"),
         ("olmo2", dict(layer_types=["full_attention", "chunked_attention"]), "layer_types"),
         ("gemma2", dict(final_logit_softcapping=30.0), "final_logit_softcapping"),
+        ("glm4", dict(partial_rotary_factor=0.5), "partial_rotary_factor"),
     ],
 )
 def test_unsupported_configuration_names_the_field(family, overrides, field):
@@ -522,6 +527,9 @@ def test_family_specs_are_data():
     gemma3 = spec_of(tiny_model("gemma3"))
     assert [gemma3.layer(i).theta for i in range(2)] == [1e4, 1e6] and gemma3.qk_norm == "head"
     assert 'offset = 1.0' in decoder_program(gemma3, BATCH * SEQ, SEQ).split('"nn.head_rms_norm"')[1].split("\n")[0]
+    glm4 = spec_of(tiny_model("glm4"))
+    assert glm4.rope_style == "interleaved" and glm4.fused_gate_up and glm4.qkv_bias
+    assert glm4.norms == ("input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm")
     granite = spec_of(tiny_model("granite"))
     assert (granite.embed_scale, granite.residual_scale, granite.logits_scale) == (12.0, 0.22, 1 / 8.0)
     assert not llama.tensor_parallel_gaps() and "qkv_bias" in qwen2.tensor_parallel_gaps()
