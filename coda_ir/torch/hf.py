@@ -1,4 +1,5 @@
-"""`coda_ir.torch.from_hf`: train a Hugging Face LLaMA / Qwen3 causal LM through coda-ir.
+"""`coda_ir.torch.from_hf`: train a Hugging Face causal LM (LLaMA, Mistral, Qwen2/3, Phi3, Granite,
+SmolLM3, OLMo2, Gemma 1/2/3, GLM4: `FAMILIES`) through coda-ir.
 
 `from_hf(model)` reads `model.config`, writes one nn program per *fusion unit* (the token
 embedding, each decoder layer with its attention, the final norm + LM head + cross-entropy),
@@ -8,11 +9,16 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
 * no copies of the weights: every unit holds the Hugging Face submodules it reads, so
   `module.parameters()` *are* `model.parameters()`, gradients land in them, and any optimizer
   built on `model.parameters()` works unchanged;
-* the programs are written as Hugging Face computes (separate q/k/v and gate/up linears,
-  `silu(gate) * up`); the `nn-fuse-siblings` step of the pipeline derives the packed QKV GEMM and
-  the gated pair that the GEMM epilogues fuse;
-* one program per distinct shape: every decoder layer of a model has the same program, so a
-  shape compiles once for all layers (progress is printed to stderr unless `progress=False`);
+* the programs are written as Hugging Face computes (separate q/k/v and gate/up linears with
+  their biases, `act(gate) * up`; fused `qkv_proj` / `gate_up_proj` weights as they are); the
+  `nn-fuse-siblings` step of the pipeline derives the packed QKV GEMM and the gated pair that
+  the GEMM epilogues fuse;
+* what differs between families is data (`ModelSpec`, read by `spec_of` from config fields and
+  the layers' modules): biases, the gate activation, which RMSNorms a layer has and their
+  `1 + w` offset, QK-norm kind, multipliers (`nn.scale`), per-layer RoPE / windows;
+* one program per distinct shape and layer kind: decoder layers of one kind (RoPE or not, its
+  base, its window) have the same program, so a shape compiles once for all of them (progress
+  is printed to stderr unless `progress=False`);
 * `layers` is a `ModuleList` of the decoder units, the modules that FSDP2's `fully_shard` and
   activation checkpointing wrap; `embed` and `head` are the first and last units;
 * each unit reads its tensor-parallel layout off its weights' placements at each call
@@ -20,9 +26,11 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
   program; DTensors of a `parallelize_module` plan run its per-shard segments with collectives
   between them (coda_ir/torch/tensor_parallel.py).
 
-A configuration this bridge does not implement (a RoPE scaling type, biases, sliding windows,
-attention dropout, another activation) is a `CompileError` naming the config field; it never
-runs something different from the Hugging Face model.
+A configuration this bridge does not implement (a RoPE scaling type, partial RoPE, dropout,
+logit soft-capping of the head, mixture-of-experts, another activation; a sliding window smaller
+than the sequence or a non-default softmax scale while nn.attention lacks those properties) is a
+`CompileError` naming the config field; it never runs something different from the Hugging
+Face model. Tensor parallelism covers the LLaMA / Qwen3 blocks (`ModelSpec.tensor_parallel_gaps`).
 """
 
 from __future__ import annotations
@@ -440,13 +448,15 @@ def _scale(spec: ModelSpec, out: str, x: str, rows: int, cols: int, factor: floa
 
 
 def _needs_attention_prop(name: str, field: str, value) -> None:
-    """Attention props (`scale`, `window`) are optional properties of nn.attention; a dialect
+    """Attention props (`scale`, `window`, `softcap`) are optional properties of nn.attention; a dialect
     without them cannot run this layer: refuse by the config field instead of running another one."""
-    if name not in _attention_properties():
+    if name not in attention_properties():
         raise _unsupported(field, value, f"needs nn.attention's `{name}` property, which this coda-ir does not have")
 
 
-def _attention_properties() -> set[str]:
+def attention_properties() -> set[str]:
+    """The properties this coda-ir's `nn.attention` declares (`window`, `scale`, `softcap` are
+    optional ones added with attention masks; a family needing one is refused without it)."""
     from coda_ir.dialects import nn
 
     return set(nn.AttentionOp.get_irdl_definition().properties)
@@ -480,7 +490,6 @@ def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: 
     Q, KVT, QKV = _t(M, q_cols, element=e), _t(M, kv_cols, element=e), _t(M, qkv_cols, element=e)
     POS = _t(M, element="i32")
     ws = _attention_weights(spec)
-    eps = _f32(spec.eps)
     if spec.fused_qkv:
         body = _linear(spec, "%qkv", h, "%wqkv", M, D, qkv_cols, "%bqkv" if spec.qkv_bias else None)
     else:
@@ -1248,8 +1257,9 @@ class CodaCausalLM(torch.nn.Module):
 
 
 def from_hf(model, *, pipeline: str | None = "nn-to-coda", progress: bool = True, remarks: bool = False) -> CodaCausalLM:
-    """A `torch.nn.Module` that trains the Hugging Face `LlamaForCausalLM` / `Qwen3ForCausalLM`
-    `model` through coda-ir, sharing its parameters (no copies).
+    """A `torch.nn.Module` that trains the Hugging Face causal LM `model` of a supported family
+    (`FAMILIES`: `LlamaForCausalLM`, `Qwen3ForCausalLM`, `GemmaForCausalLM`, ...) through coda-ir,
+    sharing its parameters (no copies).
 
     `forward(input_ids, labels=None, position_ids=None)` returns a `CausalLMOutputWithPast`:
     `.loss` (mean cross-entropy of the shifted labels, ignore index -100) when `labels` are given,

@@ -494,10 +494,10 @@ def test_another_model_type_is_refused_by_name():
 def test_attention_properties_from_config_fields(family, overrides, prop, field, value):
     """nn.attention's optional `window` / `scale` / `softcap` properties: with them the layer
     matches Hugging Face; a dialect without them refuses the config field, never runs unmasked."""
-    from coda_ir.torch.hf import _attention_properties
+    from coda_ir.torch.hf import attention_properties
 
     model = tiny_model(family, **overrides)
-    if prop in _attention_properties():
+    if prop in attention_properties():
         _check_loss_and_every_gradient(model, torch.float32)
     else:
         ids, labels = batch()
@@ -533,6 +533,15 @@ def test_family_specs_are_data():
     granite = spec_of(tiny_model("granite"))
     assert (granite.embed_scale, granite.residual_scale, granite.logits_scale) == (12.0, 0.22, 1 / 8.0)
     assert not llama.tensor_parallel_gaps() and "qkv_bias" in qwen2.tensor_parallel_gaps()
+
+
+def test_tensor_parallel_refuses_what_its_segments_do_not_cover():
+    from coda_ir.torch.hf import _refuse_tensor_parallel
+
+    _refuse_tensor_parallel("layers.0", spec_of(tiny_model("qwen3")))  # the Qwen3 block: covered
+    spec = spec_of(tiny_model("olmo2"))
+    with pytest.raises(coda_ir.ArgumentError, match=r"layers\.0: tensor parallelism .* olmo2 .*norms.*qk_norm='full'"):
+        _refuse_tensor_parallel("layers.0", spec)
 
 
 def test_bad_inputs_are_argument_errors():
