@@ -131,6 +131,7 @@ def test_every_nn_op_has_a_typed_constructor():
             nn.HeadRMSNormOp(x, hv, head_dim=8, heads=4),
             ce := nn.CrossEntropyOp(x, t, ignore_index=-1, reduction="sum"),
             nn.ScaleOp(x, 0.25),
+            nn.SoftcapOp(x, 30.0),
             nn.RMSNormOp(x, w, eps=1e-6, offset=1.0),
         ]
         # backward ops (nn-autodiff); hv doubles as an f32 row statistic (8 rows)
@@ -159,6 +160,7 @@ def test_every_nn_op_has_a_typed_constructor():
             nn.RowDotOp(x, y),
             nn.RMSNormGradOp(y, x, w, hv, offset=1.0),  # Gemma's 1 + w norms
             nn.RMSNormApplyOp(x, w, hv, 1.0),
+            nn.SoftcapGradOp(y, x, 30.0),
         ]
         # whole-model ops: x doubles as a packed qkv of 2 q heads + 1 kv head of 8 (32 columns)
         attn = nn.AttentionOp(x, heads=2, kv_heads=1, head_dim=8, seq_len=4, causal=True)

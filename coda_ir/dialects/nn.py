@@ -394,6 +394,24 @@ class ScaleOp(_UnaryOp):
             raise VerifyException(f"factor must be a finite number, got {factor:.6g}")
 
 
+@irdl_op_definition
+class SoftcapOp(_UnaryOp):
+    """`cap * tanh(x / cap)` with a positive f32 `cap` (Gemma2's final_logit_softcapping): a map
+    on the tile, fused into the producing GEMM's epilogue (before a cross-entropy's partials)."""
+
+    name = "nn.softcap"
+    cap = prop_def(FloatAttr)
+
+    def __init__(self, x: SSAValue, cap: float):
+        super().__init__(operands=[x], result_types=[x.type], properties={"cap": FloatAttr(cap, f32)})
+
+    def verify_(self) -> None:
+        super().verify_()
+        cap = _float_prop(self, "cap")
+        if not (0 < cap < math.inf):
+            raise VerifyException(f"cap must be a positive finite number, got {cap:.6g}")
+
+
 def _eps_attr(eps: float) -> FloatAttr:
     return FloatAttr(eps, f32)
 
@@ -877,6 +895,23 @@ class ReluGradOp(_ActivationGradOp):
 
     def __init__(self, dy: SSAValue, x: SSAValue):
         super().__init__(operands=[dy, x], result_types=[x.type])
+
+
+@irdl_op_definition
+class SoftcapGradOp(_ActivationGradOp):
+    """`dy * (1 - tanh(x / cap)^2)`: the gradient of `nn.softcap` from its input x."""
+
+    name = "nn.softcap_grad"
+    cap = prop_def(FloatAttr)
+
+    def __init__(self, dy: SSAValue, x: SSAValue, cap: float):
+        super().__init__(operands=[dy, x], result_types=[x.type], properties={"cap": FloatAttr(cap, f32)})
+
+    def verify_(self) -> None:
+        super().verify_()
+        cap = _float_prop(self, "cap")
+        if not (0 < cap < math.inf):
+            raise VerifyException(f"cap must be a positive finite number, got {cap:.6g}")
 
 
 @irdl_op_definition
@@ -1498,6 +1533,7 @@ BACKWARD_OPS = (
     GemmOp,
     ColumnSumOp,
     SiluGradOp,
+    SoftcapGradOp,
     ReluGradOp,
     GeluGradOp,
     SwiGLUGradOp,
@@ -1531,6 +1567,7 @@ NN = Dialect(
         ReluOp,
         GeluOp,
         ScaleOp,
+        SoftcapOp,
         RMSNormOp,
         LayerNormOp,
         SwiGLUOp,

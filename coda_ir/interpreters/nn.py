@@ -363,6 +363,17 @@ class NnFunctions(InterpreterFunctions):
         (x,) = self.up(args)
         return self.rounded(op, x * prop(op, "factor"))
 
+    @impl(nn.SoftcapOp)
+    def run_softcap(self, interpreter: Interpreter, op: nn.SoftcapOp, args: PythonValues) -> PythonValues:
+        (x,) = self.up(args)
+        cap = prop(op, "cap")
+        return self.rounded(op, cap * torch.tanh(x / cap))
+
+    @impl(nn.SoftcapGradOp)
+    def run_softcap_grad(self, interpreter: Interpreter, op: nn.SoftcapGradOp, args: PythonValues) -> PythonValues:
+        dy, x = self.up(args)
+        return self.rounded(op, dy * (1 - torch.tanh(x / prop(op, "cap")).pow(2)))
+
     @impl(nn.RMSNormOp)
     def run_rms_norm(self, interpreter: Interpreter, op: nn.RMSNormOp, args: PythonValues) -> PythonValues:
         x, w = self.up(args)

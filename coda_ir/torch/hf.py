@@ -27,7 +27,7 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
   between them (coda_ir/torch/tensor_parallel.py).
 
 A configuration this bridge does not implement (a RoPE scaling type, partial RoPE, dropout,
-logit soft-capping of the head, mixture-of-experts, another activation; a sliding window smaller
+mixture-of-experts, another activation; a sliding window smaller
 than the sequence or a non-default softmax scale while nn.attention lacks those properties) is a
 `CompileError` naming the config field; it never runs something different from the Hugging
 Face model. Tensor parallelism covers the LLaMA / Qwen3 blocks (`ModelSpec.tensor_parallel_gaps`).
@@ -100,6 +100,7 @@ class ModelSpec:
     embed_scale_rounded: bool = False  # the scale is first rounded to the weights' dtype (Gemma)
     residual_scale: float = 1.0  # attention / MLP outputs times this before the residual add (Granite)
     logits_scale: float = 1.0  # logits times this (Granite: 1 / logits_scaling)
+    logits_softcap: float | None = None  # logits -> cap * tanh(logits / cap) (Gemma2's final_logit_softcapping)
     attention_scale: float | None = None  # the softmax scale; None: 1 / sqrt(head_dim)
     attention_softcap: float | None = None  # scores -> softcap * tanh(scores / softcap) (Gemma2's attn_logit_softcapping)
     layer_kinds: tuple = ()  # LayerKind per layer; () = every layer the default LayerKind()
@@ -271,9 +272,9 @@ def spec_of(model) -> ModelSpec:
     _dropout_fields(config)
     if getattr(config, "pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", config.pretraining_tp, "tensor-parallel pretraining slices are not implemented")
-    if getattr(config, "final_logit_softcapping", None) is not None:
-        raise _unsupported("final_logit_softcapping", config.final_logit_softcapping,
-                           "soft-capping of the logits is not implemented")
+    final_cap = getattr(config, "final_logit_softcapping", None)
+    if final_cap is not None and not float(final_cap) > 0:
+        raise _unsupported("final_logit_softcapping", final_cap, "a soft-cap must be positive")
     if getattr(config, "use_bidirectional_attention", False):
         raise _unsupported("use_bidirectional_attention", True, "only causal attention is implemented")
     heads = int(config.num_attention_heads)
@@ -339,6 +340,7 @@ def spec_of(model) -> ModelSpec:
         logits_scale=1.0 / logits_scaling,
         attention_scale=None if scale == head_dim ** -0.5 else scale,
         attention_softcap=None if softcap is None else float(softcap),
+        logits_softcap=None if final_cap is None else float(final_cap),
         layer_kinds=_layer_kinds(config, family, layers, thetas),
         rope_style=_ROPE_STYLE.get(family, "half"),
     )
@@ -657,12 +659,12 @@ def head_program(spec: ModelSpec, tokens: int, *, loss: bool) -> str:
     e, M, D, V = spec.element, tokens, spec.hidden, spec.vocab
     X, W_D, W_LM, L = _t(M, D, element=e), _t(D, element=e), _t(V, D, element=e), _t(M, V, element=e)
     args = [f"%x: {X}", f"%w_norm: {W_D}", f"%w_lm: {W_LM}"]
-    body = [_rms_norm(spec, "%h", "%x", "%w_norm", M, D)]
-    if spec.logits_scale == 1.0:
-        body.append(f'%logits = "nn.linear"(%h, %w_lm) : ({X}, {W_LM}) -> {L}')
-    else:
-        body.append(f'%logits0 = "nn.linear"(%h, %w_lm) : ({X}, {W_LM}) -> {L}')
-        body += _scale(spec, "%logits", "%logits0", M, V, spec.logits_scale)
+    # logits -> (times logits_scale) -> (soft-capped): the last step's result is %logits
+    maps = ([f'"nn.scale"({{}}) <{{{{factor = {_f32(spec.logits_scale)}}}}}>'] if spec.logits_scale != 1.0 else [])
+    maps += [f'"nn.softcap"({{}}) <{{{{cap = {_f32(spec.logits_softcap)}}}}}>'] if spec.logits_softcap is not None else []
+    names = [f"%logits{i}" for i in range(len(maps))] + ["%logits"]
+    body = [_rms_norm(spec, "%h", "%x", "%w_norm", M, D), f'{names[0]} = "nn.linear"(%h, %w_lm) : ({X}, {W_LM}) -> {L}']
+    body += [f"{out} = {op.format(src)} : ({L}) -> {L}" for op, src, out in zip(maps, names, names[1:])]
     if not loss:
         return _func("lm_head_logits", args, [L], body + [f"func.return %logits : {L}"])
     T, S = _t(M, element="i32"), "tensor<f32>"

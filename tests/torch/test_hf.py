@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 
 import coda_ir  # noqa: E402
 from coda_ir.testing import assert_matches  # noqa: E402
-from coda_ir.torch.hf import decoder_program, from_hf, shifted_targets, spec_of  # noqa: E402
+from coda_ir.torch.hf import decoder_program, from_hf, head_program, shifted_targets, spec_of  # noqa: E402
 
 BATCH, SEQ, VOCAB = 2, 7, 128
 
@@ -41,10 +41,11 @@ FAMILIES = {
                                                             bos_token_id=1, eos_token_id=2)),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(pad_token_id=None, eos_token_id=2)),  # post-norms, full qk-norm
     "gemma": ("GemmaConfig", "GemmaForCausalLM", {}),  # (1 + w) norms, scaled embedding, GeGLU (tanh)
-    # + pre/post norms around attention and MLP, sliding layers (window 4096 >= seq); the default
-    # softmax scale and no soft-capping (nn.attention's `scale` / `softcap` otherwise)
+    # + pre/post norms around attention and MLP, sliding layers (window 4096 >= seq), soft-capped
+    # logits (a cap of 3 for the tiny logits: Gemma2's 30 would be the identity here); the
+    # default softmax scale and no attention soft-capping (nn.attention's `scale` / `softcap`)
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(query_pre_attn_scalar=16, attn_logit_softcapping=None,
-                                                          final_logit_softcapping=None)),
+                                                          final_logit_softcapping=3.0)),
     # + per-head q/k norms with 1 + w, a RoPE base per layer type (sliding layer 0: 1e4, full
     # layer 1: 1e6)
     # interleaved RoPE, q/k/v biases, fused gate_up, post-norms after attention and MLP; RoPE
@@ -446,7 +447,6 @@ def test_shifted_targets_follow_hugging_face():
         ("llama", dict(attention_dropout=0.1), "attention_dropout"),
         ("phi3", dict(partial_rotary_factor=0.5), "partial_rotary_factor"),
         ("olmo2", dict(layer_types=["full_attention", "chunked_attention"]), "layer_types"),
-        ("gemma2", dict(final_logit_softcapping=30.0), "final_logit_softcapping"),
         ("glm4", dict(partial_rotary_factor=0.5), "partial_rotary_factor"),
     ],
 )
@@ -524,6 +524,7 @@ def test_family_specs_are_data():
     gemma = spec_of(tiny_model("gemma"))
     assert (gemma.norm_offset, gemma.embed_scale, gemma.embed_scale_rounded, gemma.activation) == (1.0, 8.0, True, "gelu_tanh")
     assert "offset = 1.0" in decoder_program(gemma, BATCH * SEQ, SEQ)
+    assert '"nn.softcap"' in head_program(spec_of(tiny_model("gemma2")), BATCH * SEQ, loss=True)
     gemma3 = spec_of(tiny_model("gemma3"))
     assert [gemma3.layer(i).theta for i in range(2)] == [1e4, 1e6] and gemma3.qk_norm == "head"
     assert 'offset = 1.0' in decoder_program(gemma3, BATCH * SEQ, SEQ).split('"nn.head_rms_norm"')[1].split("\n")[0]
