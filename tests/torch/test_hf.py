@@ -332,6 +332,32 @@ def test_sibling_weights_are_packed_once_and_a_step_copies_no_weight(monkeypatch
     assert model.model.layers[0].self_attn.q_proj.weight.grad is not None
 
 
+@pytest.mark.parametrize("family, dtype", [("qwen2", torch.float32), ("phi3", torch.bfloat16)])
+def test_biases_are_packed_and_fused_weights_read_as_they_are(family, dtype, monkeypatch):
+    # Qwen2: q/k/v biases moved into one storage like their weights, so the packed GEMM's bias
+    # is a view; Phi3: qkv_proj / gate_up_proj are the packed weights, no concatenation at all
+    # (the programs are the family test's: compiled once per process)
+    from coda_ir.lowering import library
+
+    model = tiny_model(family, dtype)
+    cmodel = from_hf(model, progress=False)
+    views = []
+    real = library.concat
+
+    def spy(tensors, axis):
+        out = real(tensors, axis)
+        views.append((tensors[0].dim(), out.untyped_storage().data_ptr() == tensors[0].untyped_storage().data_ptr()))
+        return out
+
+    monkeypatch.setattr(library, "concat", spy)
+    ids, labels = batch()
+    cmodel(ids, labels=labels).loss.backward()
+    if family == "phi3":
+        assert views == []
+    else:
+        assert {rank for rank, _ in views} == {1, 2} and all(view for _, view in views), views
+
+
 def test_a_step_checks_its_token_ids_and_labels_once(monkeypatch):
     # the units' own host checks (a device-to-host sync each) are skipped: from_hf checks the
     # step's ids and labels once, up front; the backward reads the checked saved copies
