@@ -130,6 +130,9 @@ def test_every_nn_op_has_a_typed_constructor():
             nn.RoPEOp(x, t, head_dim=8, rotary_heads=3, theta=5e5, style="interleaved"),
             nn.HeadRMSNormOp(x, hv, head_dim=8, heads=4),
             ce := nn.CrossEntropyOp(x, t, ignore_index=-1, reduction="sum"),
+            nn.ScaleOp(x, 0.25),
+            nn.SoftcapOp(x, 30.0),
+            nn.RMSNormOp(x, w, eps=1e-6, offset=1.0),
         ]
         # backward ops (nn-autodiff); hv doubles as an f32 row statistic (8 rows)
         rope_props = dict(ops[11].properties)
@@ -155,6 +158,9 @@ def test_every_nn_op_has_a_typed_constructor():
             nn.LayerNormApplyOp(x, w, w, hv, hv),
             nn.ZerosOp(x.type),
             nn.RowDotOp(x, y),
+            nn.RMSNormGradOp(y, x, w, hv, offset=1.0),  # Gemma's 1 + w norms
+            nn.RMSNormApplyOp(x, w, hv, 1.0),
+            nn.SoftcapGradOp(y, x, 30.0),
         ]
         # whole-model ops: x doubles as a packed qkv of 2 q heads + 1 kv head of 8 (32 columns)
         attn = nn.AttentionOp(x, heads=2, kv_heads=1, head_dim=8, seq_len=4, causal=True)

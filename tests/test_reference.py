@@ -140,6 +140,8 @@ def test_binary_with_and_without_broadcast(op, fn):
         ("nn.relu", "", F.relu),
         ("nn.gelu", 'approximate = "none"', lambda x: F.gelu(x, approximate="none")),
         ("nn.gelu", 'approximate = "tanh"', lambda x: F.gelu(x, approximate="tanh")),
+        ("nn.scale", "factor = 0.25 : f32", lambda x: x * 0.25),
+        ("nn.softcap", "cap = 2.0 : f32", lambda x: 2.0 * torch.tanh(x / 2.0)),
     ],
 )
 def test_unary(op, props, fn):
@@ -380,6 +382,7 @@ def test_column_sum_with_and_without_product():
         ("nn.relu_grad", "", F.relu),
         ("nn.gelu_grad", 'approximate = "none"', lambda x: F.gelu(x, approximate="none")),
         ("nn.gelu_grad", 'approximate = "tanh"', lambda x: F.gelu(x, approximate="tanh")),
+        ("nn.softcap_grad", "cap = 2.0 : f32", lambda x: 2.0 * torch.tanh(x / 2.0)),
     ],
 )
 def test_activation_grads_are_autograd(op, props, fn):

@@ -547,6 +547,7 @@ _ELEMENTWISE_COST: dict[str, tuple[float, float]] = {
     "nn.mul": (1, 0),
     "nn.relu": (1, 0),
     "nn.scale": (1, 0),
+    "nn.softcap": (3, 1),  # divide, tanh, multiply
     "nn.silu": (4, 2),  # x / (1 + exp(-x)): neg, exp, add, rcp, mul
     "nn.gelu": (8, 1),  # erf or tanh
 }
@@ -557,7 +558,8 @@ _BACKWARD_COST: dict[str, tuple[float, float, float]] = {
     "nn.column_sum": (1, 0, 0),
     "nn.relu_grad": (1, 0, 0),
     "nn.silu_grad": (8, 2, 0),  # sigmoid (4, 2) and dy s (1 + x (1 - s))
-    "nn.gelu_grad": (12, 2, 0),  # cdf (erf or tanh) and pdf (exp)
+    "nn.gelu_grad": (12, 2, 0),
+    "nn.softcap_grad": (5, 1, 0),  # tanh(x / cap) and dy (1 - t^2)  # cdf (erf or tanh) and pdf (exp)
     "nn.swiglu_grad": (5, 1, 0),  # per element of z: sigmoid once per pair, both derivatives
     "nn.geglu_grad": (8, 1, 0),
     "nn.rms_norm_rstd": (2, 0, 1),  # x^2 and sum; one rsqrt per row

@@ -405,6 +405,24 @@ class ScaleOp(_UnaryOp):
             raise VerifyException(f"factor must be a finite number, got {factor:.6g}")
 
 
+@irdl_op_definition
+class SoftcapOp(_UnaryOp):
+    """`cap * tanh(x / cap)` with a positive f32 `cap` (Gemma2's final_logit_softcapping): a map
+    on the tile, fused into the producing GEMM's epilogue (before a cross-entropy's partials)."""
+
+    name = "nn.softcap"
+    cap = prop_def(FloatAttr)
+
+    def __init__(self, x: SSAValue, cap: float):
+        super().__init__(operands=[x], result_types=[x.type], properties={"cap": FloatAttr(cap, f32)})
+
+    def verify_(self) -> None:
+        super().verify_()
+        cap = _float_prop(self, "cap")
+        if not (0 < cap < math.inf):
+            raise VerifyException(f"cap must be a positive finite number, got {cap:.6g}")
+
+
 def _eps_attr(eps: float) -> FloatAttr:
     return FloatAttr(eps, f32)
 
@@ -620,7 +638,8 @@ class RoPEOp(NNOperation):
 
 @irdl_op_definition
 class HeadRMSNormOp(NNOperation):
-    """RMSNorm of each of the first `heads` heads over its `head_dim` columns (QK-norm)."""
+    """RMSNorm of each of the first `heads` heads over its `head_dim` columns (QK-norm), with the
+    weight applied as `w + offset` (optional `offset`, 0.0 when absent: Gemma3's `1 + w`)."""
 
     name = "nn.head_rms_norm"
     x = operand_def(TensorType)
@@ -630,11 +649,14 @@ class HeadRMSNormOp(NNOperation):
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr)
     first_head = opt_prop_def(IntegerAttr)  # optional, 0 when absent (NN_DIALECT.md): see first_head_of
+    offset = opt_prop_def(FloatAttr)  # optional, 0.0 when absent: see norm_offset
     in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue, w: SSAValue, head_dim: int, heads: int, eps: float = 1e-6, first_head: int = 0):
-        props = {"head_dim": IntegerAttr(head_dim, i64), "heads": IntegerAttr(heads, i64), "eps": _eps_attr(eps)}
+    def __init__(self, x: SSAValue, w: SSAValue, head_dim: int, heads: int, eps: float = 1e-6, first_head: int = 0,
+                 offset: float = 0.0):
+        props = {"head_dim": IntegerAttr(head_dim, i64), "heads": IntegerAttr(heads, i64), "eps": _eps_attr(eps),
+                 **_offset_props(offset)}
         if first_head:
             props["first_head"] = IntegerAttr(first_head, i64)
         super().__init__(operands=[x, w], result_types=[x.type], properties=props)
@@ -651,6 +673,7 @@ class HeadRMSNormOp(NNOperation):
             raise VerifyException(f"w must have shape {hd} (head_dim), got {_fmt(_shape(self.w))}")
         _check_head_range(self, n, hd)
         _check_eps(self)
+        _check_offset(self)
         _check_result(self, (m, n), self.x)
 
 
@@ -886,6 +909,23 @@ class ReluGradOp(_ActivationGradOp):
 
 
 @irdl_op_definition
+class SoftcapGradOp(_ActivationGradOp):
+    """`dy * (1 - tanh(x / cap)^2)`: the gradient of `nn.softcap` from its input x."""
+
+    name = "nn.softcap_grad"
+    cap = prop_def(FloatAttr)
+
+    def __init__(self, dy: SSAValue, x: SSAValue, cap: float):
+        super().__init__(operands=[dy, x], result_types=[x.type], properties={"cap": FloatAttr(cap, f32)})
+
+    def verify_(self) -> None:
+        super().verify_()
+        cap = _float_prop(self, "cap")
+        if not (0 < cap < math.inf):
+            raise VerifyException(f"cap must be a positive finite number, got {cap:.6g}")
+
+
+@irdl_op_definition
 class GeluGradOp(_ActivationGradOp):
     name = "nn.gelu_grad"
     approximate = prop_def(StringAttr)
@@ -1105,7 +1145,8 @@ class LayerNormGradOp(NNOperation):
 @irdl_op_definition
 class HeadRMSNormGradOp(NNOperation):
     """Backward of `nn.head_rms_norm` (same properties): per normalized head, RMSNorm's backward
-    over its `head_dim` columns (statistics recomputed inside the head); other columns pass dy."""
+    over its `head_dim` columns (statistics recomputed inside the head; dx reads `w + offset`, dw
+    does not read w); other columns pass dy."""
 
     name = "nn.head_rms_norm_grad"
     dy = operand_def(TensorType)
@@ -1117,6 +1158,7 @@ class HeadRMSNormGradOp(NNOperation):
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr)
     first_head = opt_prop_def(IntegerAttr)  # optional, 0 when absent (NN_DIALECT.md): see first_head_of
+    offset = opt_prop_def(FloatAttr)  # the forward's, 0.0 when absent: see norm_offset
     traits = traits_def(Pure())
 
     def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, properties: dict[str, Attribute]):
@@ -1134,6 +1176,7 @@ class HeadRMSNormGradOp(NNOperation):
             raise VerifyException(f"x must have a multiple of head_dim {hd} columns and w shape {hd}")
         _check_head_range(self, n, hd)
         _check_eps(self)
+        _check_offset(self)
         _check_like(self, 0, self.x, "dx")
         _check_like(self, 1, self.w, "dw")
 
@@ -1616,6 +1659,7 @@ BACKWARD_OPS = (
     GemmOp,
     ColumnSumOp,
     SiluGradOp,
+    SoftcapGradOp,
     ReluGradOp,
     GeluGradOp,
     SwiGLUGradOp,
@@ -1649,6 +1693,7 @@ NN = Dialect(
         ReluOp,
         GeluOp,
         ScaleOp,
+        SoftcapOp,
         RMSNormOp,
         LayerNormOp,
         SwiGLUOp,

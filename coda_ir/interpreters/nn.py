@@ -403,6 +403,17 @@ class NnFunctions(InterpreterFunctions):
         (x,) = self.up(args)
         return self.rounded(op, x * prop(op, "factor"))
 
+    @impl(nn.SoftcapOp)
+    def run_softcap(self, interpreter: Interpreter, op: nn.SoftcapOp, args: PythonValues) -> PythonValues:
+        (x,) = self.up(args)
+        cap = prop(op, "cap")
+        return self.rounded(op, cap * torch.tanh(x / cap))
+
+    @impl(nn.SoftcapGradOp)
+    def run_softcap_grad(self, interpreter: Interpreter, op: nn.SoftcapGradOp, args: PythonValues) -> PythonValues:
+        dy, x = self.up(args)
+        return self.rounded(op, dy * (1 - torch.tanh(x / prop(op, "cap")).pow(2)))
+
     @impl(nn.RMSNormOp)
     def run_rms_norm(self, interpreter: Interpreter, op: nn.RMSNormOp, args: PythonValues) -> PythonValues:
         x, w = self.up(args)
@@ -434,7 +445,7 @@ class NnFunctions(InterpreterFunctions):
     @impl(nn.HeadRMSNormOp)
     def run_head_rms_norm(self, interpreter: Interpreter, op: nn.HeadRMSNormOp, args: PythonValues) -> PythonValues:
         x, w = self.up(args)
-        return self.rounded(op, _head_rms_norm(x, w, prop(op, "head_dim"), prop(op, "heads"), prop(op, "eps"),
+        return self.rounded(op, _head_rms_norm(x, w + nn.norm_offset(op), prop(op, "head_dim"), prop(op, "heads"), prop(op, "eps"),
                                                nn.first_head_of(op)))
 
     @impl(nn.CrossEntropyOp)
@@ -531,7 +542,8 @@ class NnFunctions(InterpreterFunctions):
     @impl(nn.HeadRMSNormGradOp)
     def run_head_rms_norm_grad(self, interpreter: Interpreter, op: nn.HeadRMSNormGradOp, args: PythonValues) -> PythonValues:
         dy, x, w = self.up(args)
-        return self.rounded(op, *_head_rms_norm_grad(dy, x, w, prop(op, "head_dim"), prop(op, "heads"), prop(op, "eps"),
+        # dw = sum(dy * n) does not read w; dx reads the applied weight w + offset
+        return self.rounded(op, *_head_rms_norm_grad(dy, x, w + nn.norm_offset(op), prop(op, "head_dim"), prop(op, "heads"), prop(op, "eps"),
                                                      nn.first_head_of(op)))
 
     @impl(nn.ZerosOp)

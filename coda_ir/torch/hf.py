@@ -1,4 +1,5 @@
-"""`coda_ir.torch.from_hf`: train a Hugging Face LLaMA / Qwen3 causal LM through coda-ir.
+"""`coda_ir.torch.from_hf`: train a Hugging Face causal LM (LLaMA, Mistral, Qwen2/3, Phi3, Granite,
+SmolLM3, OLMo2, Gemma 1/2/3, GLM4: `FAMILIES`) through coda-ir.
 
 `from_hf(model)` reads `model.config`, writes one nn program per *fusion unit* (the token
 embedding, each decoder layer with its attention, the final norm + LM head + cross-entropy),
@@ -8,16 +9,20 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
 * no copies of the weights: every unit holds the Hugging Face submodules it reads, so
   `module.parameters()` *are* `model.parameters()`, gradients land in them, and any optimizer
   built on `model.parameters()` works unchanged;
-* the programs are written as Hugging Face computes (separate q/k/v and gate/up linears,
-  `silu(gate) * up`); the `nn-fuse-siblings` step of the pipeline derives the packed QKV GEMM and
-  the gated pair that the GEMM epilogues fuse;
-* one program per bucket of token counts, not per shape: a unit's program is written for a
-  run-time row count (`#coda.rows`: planned at a representative count of the power-of-two
-  bucket `(hi/2, hi]` of the step's tokens, the attention's sequence length an argument of the
-  call), so a new [batch, seq] in a bucket already compiled runs the same program (the GEMMs'
-  tuned tiles are shared per bucket too, `gemm_launch`); every decoder layer of a model has the
-  same program, so a bucket compiles once for all layers (progress is printed to stderr unless
-  `progress=False`);
+* the programs are written as Hugging Face computes (separate q/k/v and gate/up linears with
+  their biases, `act(gate) * up`; fused `qkv_proj` / `gate_up_proj` weights as they are); the
+  `nn-fuse-siblings` step of the pipeline derives the packed QKV GEMM and the gated pair that
+  the GEMM epilogues fuse;
+* what differs between families is data (`ModelSpec`, read by `spec_of` from config fields and
+  the layers' modules): biases, the gate activation, which RMSNorms a layer has and their
+  `1 + w` offset, QK-norm kind, multipliers (`nn.scale`), per-layer RoPE / windows;
+* one program per bucket of token counts and layer kind, not per shape: a unit's program is
+  written for a run-time row count (`#coda.rows`: planned at a representative count of the
+  power-of-two bucket `(hi/2, hi]` of the step's tokens, the attention's sequence length an
+  argument of the call), so a new [batch, seq] in a bucket already compiled runs the same
+  program (the GEMMs' tuned tiles are shared per bucket too, `gemm_launch`); decoder layers of
+  one kind (RoPE or not, its base, its window) share one program, so a bucket compiles once for
+  all of them (progress is printed to stderr unless `progress=False`);
 * `layers` is a `ModuleList` of the decoder units, the modules that FSDP2's `fully_shard` and
   activation checkpointing wrap; `embed` and `head` are the first and last units;
 * each unit reads its tensor-parallel layout off its weights' placements at each call
@@ -25,9 +30,11 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
   program; DTensors of a `parallelize_module` plan run its per-shard segments with collectives
   between them (coda_ir/torch/tensor_parallel.py).
 
-A configuration this bridge does not implement (a RoPE scaling type, biases, sliding windows,
-attention dropout, another activation) is a `CompileError` naming the config field; it never
-runs something different from the Hugging Face model.
+A configuration this bridge does not implement (a RoPE scaling type, partial RoPE, dropout,
+mixture-of-experts, another activation; a sliding window smaller
+than the sequence or a non-default softmax scale while nn.attention lacks those properties) is a
+`CompileError` naming the config field; it never runs something different from the Hugging
+Face model. Tensor parallelism covers the LLaMA / Qwen3 blocks (`ModelSpec.tensor_parallel_gaps`).
 """
 
 from __future__ import annotations
@@ -98,8 +105,11 @@ class ModelSpec:
     embed_scale_rounded: bool = False  # the scale is first rounded to the weights' dtype (Gemma)
     residual_scale: float = 1.0  # attention / MLP outputs times this before the residual add (Granite)
     logits_scale: float = 1.0  # logits times this (Granite: 1 / logits_scaling)
+    logits_softcap: float | None = None  # logits -> cap * tanh(logits / cap) (Gemma2's final_logit_softcapping)
     attention_scale: float | None = None  # the softmax scale; None: 1 / sqrt(head_dim)
+    attention_softcap: float | None = None  # scores -> softcap * tanh(scores / softcap) (Gemma2's attn_logit_softcapping)
     layer_kinds: tuple = ()  # LayerKind per layer; () = every layer the default LayerKind()
+    rope_style: str = "half"  # nn.rope's style: "half" (LLaMA, NeoX) or "interleaved" (GLM4)
 
     def __post_init__(self):
         if isinstance(self.qk_norm, bool):
@@ -136,20 +146,30 @@ def _unsupported(field: str, value: object, why: str) -> CompileError:
     return CompileError([f"<from_hf>: error: config.{field} = {value!r} is not supported: {why}"])
 
 
-def _rope_theta(config) -> float:
+def _rope_thetas(config) -> dict:
+    """The RoPE base of each layer type: `{layer type: theta}` where `rope_parameters` is keyed
+    by layer type (Gemma3: a local base for sliding layers), else `{None: theta}`."""
+    params = getattr(config, "rope_parameters", None)
+    if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
+        return {kind: _rope_theta(config, sub, f"rope_parameters['{kind}']") for kind, sub in params.items()}
+    return {None: _rope_theta(config)}
+
+
+def _rope_theta(config, params=None, where: str = "rope_parameters") -> float:
     """RoPE base and a check that the rope type is the default one (both config layouts:
     transformers >= 5 `rope_parameters`, older `rope_theta` + `rope_scaling`)."""
-    params = getattr(config, "rope_parameters", None)
+    if params is None:
+        params = getattr(config, "rope_parameters", None)
     if isinstance(params, dict) and params:
         rope_type = params.get("rope_type", params.get("type", "default"))
         if rope_type not in (None, "default"):
-            raise _unsupported("rope_parameters['rope_type']", rope_type, "only the default RoPE (no scaling) is implemented")
+            raise _unsupported(f"{where}['rope_type']", rope_type, "only the default RoPE (no scaling) is implemented")
         if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
-            raise _unsupported("rope_parameters['partial_rotary_factor']", params["partial_rotary_factor"],
+            raise _unsupported(f"{where}['partial_rotary_factor']", params["partial_rotary_factor"],
                                "only RoPE over whole heads is implemented")
         extra = sorted(set(params) - {"rope_type", "type", "rope_theta", "partial_rotary_factor"})
         if extra:
-            raise _unsupported(f"rope_parameters['{extra[0]}']", params[extra[0]], "only the default RoPE (no scaling) is implemented")
+            raise _unsupported(f"{where}['{extra[0]}']", params[extra[0]], "only the default RoPE (no scaling) is implemented")
         if "rope_theta" in params:
             return float(params["rope_theta"])
     scaling = getattr(config, "rope_scaling", None)
@@ -165,12 +185,16 @@ def _rope_theta(config) -> float:
     return float(theta)
 
 
-FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma")
+FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma", "gemma2",
+            "gemma3_text", "glm4")
 """`config.model_type`s whose decoder layers are the spec's data (README table). Models of
 these types are read by the same code: config fields and the layers' modules give the spec."""
 
-_NORM_OFFSET = {"gemma": 1.0}
+_NORM_OFFSET = {"gemma": 1.0, "gemma2": 1.0, "gemma3_text": 1.0}
 """RMSNorm weights applied as `1 + w` (the family's RMSNorm class: not a config field)."""
+
+_ROPE_STYLE = {"glm4": "interleaved"}
+"""RoPE pairs (2i, 2i + 1) (the family's `rotate_half`: not a config field); others (i, i + hd/2)."""
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh"}
 """Hugging Face `hidden_act` names -> the gate activation (ACT2FN: `gelu` is the erf form)."""
@@ -185,7 +209,7 @@ def _dropout_fields(config) -> None:
             raise _unsupported(field, value, "dropout is not implemented")
 
 
-def _layer_kinds(config, family: str, layers: int, theta: float) -> tuple:
+def _layer_kinds(config, family: str, layers: int, thetas: dict) -> tuple:
     """Per layer: RoPE on/off (`no_rope_layers`, 1 = rotate) and the sliding window
     (`layer_types` with `sliding_window`; without layer_types a `sliding_window` applies to
     every layer, as Mistral / Phi3 do)."""
@@ -204,9 +228,13 @@ def _layer_kinds(config, family: str, layers: int, theta: float) -> tuple:
         window = None  # SmolLM3's attention reads its window only with use_sliding_window
     if window is not None and int(window) <= 0:
         raise _unsupported("sliding_window", window, "a window must be positive")
+    if None not in thetas and (types is None or any(t not in thetas for t in types)):
+        missing = next((t for t in (types or ["full_attention"]) if t not in thetas), "full_attention")
+        raise _unsupported("rope_parameters", sorted(thetas), f"has no RoPE for the layer type {missing!r}")
     kinds = []
     for i in range(layers):
         sliding = window is not None and (types is None or types[i] == "sliding_attention")
+        theta = thetas[None] if None in thetas else thetas[types[i]]
         kinds.append(LayerKind(rope=bool(no_rope[i]) if no_rope is not None else True, theta=theta,
                                window=int(window) if sliding else None))
     return tuple(kinds)
@@ -215,10 +243,13 @@ def _layer_kinds(config, family: str, layers: int, theta: float) -> tuple:
 def _norm_names(layer) -> tuple:
     """(before attention, after attention, before the MLP, after the MLP) RMSNorm module names,
     from the layer's structure: a `post_feedforward_layernorm` makes `post_attention_layernorm`
-    the attention's post-norm (OLMo2, Gemma2/3); without one it is the MLP's pre-norm (LLaMA)."""
+    the attention's post-norm (OLMo2, Gemma2/3); without one it is the MLP's pre-norm (LLaMA,
+    GLM4 with its `post_self_attn_layernorm` / `post_mlp_layernorm`)."""
     has = lambda name: isinstance(getattr(layer, name, None), torch.nn.Module)  # noqa: E731
     if has("post_feedforward_layernorm"):
         names = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
+    elif has("post_mlp_layernorm"):  # GLM4: post_attention_layernorm stays the MLP's pre-norm
+        names = ("input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm")
     else:
         names = ("input_layernorm", None, "post_attention_layernorm", None)
     return tuple(n if n is not None and has(n) else None for n in names)
@@ -246,9 +277,9 @@ def spec_of(model) -> ModelSpec:
     _dropout_fields(config)
     if getattr(config, "pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", config.pretraining_tp, "tensor-parallel pretraining slices are not implemented")
-    for field in ("attn_logit_softcapping", "final_logit_softcapping"):
-        if getattr(config, field, None) is not None:
-            raise _unsupported(field, getattr(config, field), "logit soft-capping is not implemented")
+    final_cap = getattr(config, "final_logit_softcapping", None)
+    if final_cap is not None and not float(final_cap) > 0:
+        raise _unsupported("final_logit_softcapping", final_cap, "a soft-cap must be positive")
     if getattr(config, "use_bidirectional_attention", False):
         raise _unsupported("use_bidirectional_attention", True, "only causal attention is implemented")
     heads = int(config.num_attention_heads)
@@ -261,7 +292,8 @@ def spec_of(model) -> ModelSpec:
     if len(dtypes) != 1 or next(iter(dtypes)) not in _MLIR_DTYPES:
         raise ArgumentError(f"from_hf: the model's parameters must all be one of float32, bfloat16, float16; got {sorted(map(str, dtypes))}")
     layers = int(config.num_hidden_layers)
-    theta = _rope_theta(config)
+    thetas = _rope_thetas(config)
+    theta = thetas.get(None, thetas.get("full_attention", next(iter(thetas.values()))))
     layer0 = model.model.layers[0]
     attn, mlp = layer0.self_attn, layer0.mlp
     has_bias = lambda module: getattr(module, "bias", None) is not None  # noqa: E731
@@ -270,7 +302,13 @@ def spec_of(model) -> ModelSpec:
     qk_norm = "none"
     if isinstance(getattr(attn, "q_norm", None), torch.nn.Module):
         qk_norm = "head" if attn.q_norm.weight.shape[0] == head_dim else "full"
-    scale = float(getattr(config, "attention_multiplier", head_dim ** -0.5))
+    if getattr(config, "attention_multiplier", None) is not None:  # Granite: the scale itself
+        scale = float(config.attention_multiplier)
+    elif getattr(config, "query_pre_attn_scalar", None) is not None:  # Gemma2/3: 1 / sqrt(that)
+        scale = float(config.query_pre_attn_scalar) ** -0.5
+    else:
+        scale = head_dim ** -0.5
+    softcap = getattr(config, "attn_logit_softcapping", None)
     embed_scale = float(getattr(config, "embedding_multiplier", 1.0))
     scalar = getattr(model.model.embed_tokens, "scalar_embed_scale", None)  # a scaled embedding module (Gemma)
     if scalar is not None:
@@ -306,7 +344,10 @@ def spec_of(model) -> ModelSpec:
         residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
         logits_scale=1.0 / logits_scaling,
         attention_scale=None if scale == head_dim ** -0.5 else scale,
-        layer_kinds=_layer_kinds(config, family, layers, theta),
+        attention_softcap=None if softcap is None else float(softcap),
+        logits_softcap=None if final_cap is None else float(final_cap),
+        layer_kinds=_layer_kinds(config, family, layers, thetas),
+        rope_style=_ROPE_STYLE.get(family, "half"),
     )
 
 
@@ -414,13 +455,15 @@ def _scale(spec: ModelSpec, out: str, x: str, rows: int, cols: int, factor: floa
 
 
 def _needs_attention_prop(name: str, field: str, value) -> None:
-    """Attention props (`scale`, `window`) are optional properties of nn.attention; a dialect
+    """Attention props (`scale`, `window`, `softcap`) are optional properties of nn.attention; a dialect
     without them cannot run this layer: refuse by the config field instead of running another one."""
-    if name not in _attention_properties():
+    if name not in attention_properties():
         raise _unsupported(field, value, f"needs nn.attention's `{name}` property, which this coda-ir does not have")
 
 
-def _attention_properties() -> set[str]:
+def attention_properties() -> set[str]:
+    """The properties this coda-ir's `nn.attention` declares (`window`, `scale`, `softcap` are
+    optional ones added with attention masks; a family needing one is refused without it)."""
     from coda_ir.dialects import nn
 
     return set(nn.AttentionOp.get_irdl_definition().properties)
@@ -430,8 +473,12 @@ def _attention_props(spec: ModelSpec, layer: LayerKind, seq_len: int) -> str:
     H, KV, hd = spec.heads, spec.kv_heads, spec.head_dim
     props = f"heads = {H} : i64, kv_heads = {KV} : i64, head_dim = {hd} : i64, seq_len = {seq_len} : i64, causal = true"
     if spec.attention_scale is not None:
-        _needs_attention_prop("scale", "attention_multiplier", spec.attention_scale)
+        _needs_attention_prop("scale", "query_pre_attn_scalar" if spec.family.startswith("gemma") else "attention_multiplier",
+                              spec.attention_scale)
         props += f", scale = {_f32(spec.attention_scale)}"
+    if spec.attention_softcap is not None:
+        _needs_attention_prop("softcap", "attn_logit_softcapping", spec.attention_softcap)
+        props += f", softcap = {_f32(spec.attention_softcap)}"
     if layer.window is not None and layer.window < seq_len:
         # a window of at least the sequence sees every earlier key: a full causal layer
         _needs_attention_prop("window", "sliding_window", layer.window)
@@ -450,7 +497,6 @@ def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: 
     Q, KVT, QKV = _t(M, q_cols, element=e), _t(M, kv_cols, element=e), _t(M, qkv_cols, element=e)
     POS = _t(M, element="i32")
     ws = _attention_weights(spec)
-    eps = _f32(spec.eps)
     if spec.fused_qkv:
         body = _linear(spec, "%qkv", h, "%wqkv", M, D, qkv_cols, "%bqkv" if spec.qkv_bias else None)
     else:
@@ -466,12 +512,12 @@ def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: 
     if spec.qk_norm == "head":
         W_HD = _t(hd, element=e)
         body += [
-            f'%qhn = "nn.head_rms_norm"(%qkv, %wqn) <{{head_dim = {hd} : i64, heads = {H} : i64, eps = {eps}, first_head = 0 : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
-            f'%khn = "nn.head_rms_norm"(%qhn, %wkn) <{{head_dim = {hd} : i64, heads = {KV} : i64, eps = {eps}, first_head = {H} : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
+            f'%qhn = "nn.head_rms_norm"(%qkv, %wqn) <{{head_dim = {hd} : i64, heads = {H} : i64, {_norm_props(spec)}, first_head = 0 : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
+            f'%khn = "nn.head_rms_norm"(%qhn, %wkn) <{{head_dim = {hd} : i64, heads = {KV} : i64, {_norm_props(spec)}, first_head = {H} : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
         ]
         pre_rope = "%khn"
     if layer.rope:
-        body.append(f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(layer.theta)}, style = "half"}}> : ({QKV}, {POS}) -> {QKV}')
+        body.append(f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(layer.theta)}, style = "{spec.rope_style}"}}> : ({QKV}, {POS}) -> {QKV}')
         pre_attn = "%r"
     else:
         pre_attn = pre_rope
@@ -618,12 +664,12 @@ def head_program(spec: ModelSpec, tokens: int, *, loss: bool) -> str:
     e, M, D, V = spec.element, tokens, spec.hidden, spec.vocab
     X, W_D, W_LM, L = _t(M, D, element=e), _t(D, element=e), _t(V, D, element=e), _t(M, V, element=e)
     args = [f"%x: {X}", f"%w_norm: {W_D}", f"%w_lm: {W_LM}"]
-    body = [_rms_norm(spec, "%h", "%x", "%w_norm", M, D)]
-    if spec.logits_scale == 1.0:
-        body.append(f'%logits = "nn.linear"(%h, %w_lm) : ({X}, {W_LM}) -> {L}')
-    else:
-        body.append(f'%logits0 = "nn.linear"(%h, %w_lm) : ({X}, {W_LM}) -> {L}')
-        body += _scale(spec, "%logits", "%logits0", M, V, spec.logits_scale)
+    # logits -> (times logits_scale) -> (soft-capped): the last step's result is %logits
+    maps = ([f'"nn.scale"({{}}) <{{{{factor = {_f32(spec.logits_scale)}}}}}>'] if spec.logits_scale != 1.0 else [])
+    maps += [f'"nn.softcap"({{}}) <{{{{cap = {_f32(spec.logits_softcap)}}}}}>'] if spec.logits_softcap is not None else []
+    names = [f"%logits{i}" for i in range(len(maps))] + ["%logits"]
+    body = [_rms_norm(spec, "%h", "%x", "%w_norm", M, D), f'{names[0]} = "nn.linear"(%h, %w_lm) : ({X}, {W_LM}) -> {L}']
+    body += [f"{out} = {op.format(src)} : ({L}) -> {L}" for op, src, out in zip(maps, names, names[1:])]
     if not loss:
         return _func("lm_head_logits", args, [L], body + [f"func.return %logits : {L}"])
     T, S = _t(M, element="i32"), "tensor<f32>"
@@ -1294,8 +1340,9 @@ class CodaCausalLM(torch.nn.Module):
 
 
 def from_hf(model, *, pipeline: str | None = "nn-to-coda", progress: bool = True, remarks: bool = False) -> CodaCausalLM:
-    """A `torch.nn.Module` that trains the Hugging Face `LlamaForCausalLM` / `Qwen3ForCausalLM`
-    `model` through coda-ir, sharing its parameters (no copies).
+    """A `torch.nn.Module` that trains the Hugging Face causal LM `model` of a supported family
+    (`FAMILIES`: `LlamaForCausalLM`, `Qwen3ForCausalLM`, `GemmaForCausalLM`, ...) through coda-ir,
+    sharing its parameters (no copies).
 
     `forward(input_ids, labels=None, position_ids=None)` returns a `CausalLMOutputWithPast`:
     `.loss` (mean cross-entropy of the shifted labels, ignore index -100) when `labels` are given,

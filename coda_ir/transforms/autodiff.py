@@ -183,6 +183,8 @@ def _unary_grad(op, dys, wants, fwd):
         g = nn.ReluGradOp(dy, x)
     elif isinstance(op, nn.GeluOp):
         g = nn.GeluGradOp(dy, x, op.approximate.data)
+    elif isinstance(op, nn.SoftcapOp):
+        g = nn.SoftcapGradOp(dy, x, op.cap.value.data)
     elif isinstance(op, nn.SwiGLUOp):
         g = nn.SwiGLUGradOp(dy, x)
     else:
@@ -294,6 +296,7 @@ RULES: dict[type[Operation], Rule] = {
     nn.ReluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.GeluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.ScaleOp: Rule(lambda op, wants: [], _scale_grad),
+    nn.SoftcapOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.SwiGLUOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.GeGLUOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.RMSNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0)], _rms_grad),

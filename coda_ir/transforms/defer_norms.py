@@ -80,7 +80,7 @@ from coda_ir.transforms.lower_nn import (
 )
 
 
-ELEMENTWISE_NN = (nn.AddOp, nn.MulOp, nn.SiluOp, nn.ReluOp, nn.GeluOp, nn.ScaleOp)
+ELEMENTWISE_NN = (nn.AddOp, nn.MulOp, nn.SiluOp, nn.ReluOp, nn.GeluOp, nn.ScaleOp, nn.SoftcapOp)
 
 
 def gemm_produced(value: SSAValue, depth: int = 4) -> bool:

@@ -7,7 +7,7 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 |---|---|
 | linear / matmul | `coda.gemm` (transpose_b for linear) with a plain epilogue |
 | add / mul | `coda.elementwise`: accumulate / map, or shift / scale cols for a rank-1 rhs |
-| silu / relu / gelu / scale | `coda.elementwise` with a `coda.map` |
+| silu / relu / gelu / scale / softcap | `coda.elementwise` with a `coda.map` |
 | rms_norm | one row kernel (`segment_reduce sumsq width D`, D a power of two <= 8192); otherwise elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
 | layer_norm | one row kernel (mean, then variance of x - mean); otherwise sum and sum-of-squares partials, fold -> (rstd, -mean), apply |
 | swiglu / geglu | elementwise [M, F] over the 2F-wide z tile: `coda.pair_map stride F` (2 -> 1) |
@@ -98,6 +98,9 @@ def unary_fn(op: Operation) -> Callable:
     if isinstance(op, nn.ScaleOp):
         factor = prop_value(op, "factor")
         return lambda s, x: s.mul(x, s.const(factor))
+    if isinstance(op, nn.SoftcapOp):
+        cap = prop_value(op, "cap")
+        return lambda s, x: s.mul(s.const(cap), s.tanh(s.div(x, s.const(cap))))
     assert isinstance(op, nn.GeluOp)
     approximate = prop_value(op, "approximate")
     return lambda s, x: s.gelu(x, approximate)
@@ -527,7 +530,7 @@ def head_norm_epilogue(e: Epilogue, tile: SSAValue, w: SSAValue, op: Operation) 
     hd, eps = prop_value(op, "head_dim"), prop_value(op, "eps")
     ss = e.segment_reduce(ReduceKind.SUMSQ, tile, hd)
     cols = e.index(Axis.COLS, tile)
-    wt = e.broadcast(w, Axis.COLS, tile)
+    wt = norm_weight(e, w, tile, nn.norm_offset(op))
 
     def body(s: Scalar, x, q, c, g):
         y = s.mul(s.mul(x, s.rsqrt(s.add(s.mul(q, s.const(1.0 / hd)), s.const(eps)))), g)
@@ -633,6 +636,14 @@ def activation_grad_fn(op: Operation) -> Callable:
         return silu_grad
     if isinstance(op, nn.ReluGradOp):
         return lambda s, dy, x: s.select(s.cmpf("ogt", x, s.const(0.0)), dy, s.const(0.0))
+    if isinstance(op, nn.SoftcapGradOp):
+        cap = prop_value(op, "cap")
+
+        def softcap_grad(s: Scalar, dy, x):
+            t = s.tanh(s.div(x, s.const(cap)))
+            return s.mul(dy, s.sub(s.const(1.0), s.mul(t, t)))
+
+        return softcap_grad
     assert isinstance(op, nn.GeluGradOp)
     approximate = prop_value(op, "approximate")
     return lambda s, dy, x: s.gelu_grad(dy, x, approximate)
@@ -837,7 +848,7 @@ def lower_head_rms_norm_grad(op: nn.HeadRMSNormGradOp) -> tuple[list[Operation],
     def build(e: Epilogue, dy, x, w):
         dyt, xt = e.load(dy), e.load(x)
         ss = e.segment_reduce(ReduceKind.SUMSQ, xt, hd)
-        wt, cols = e.broadcast(w, Axis.COLS, dyt), e.index(Axis.COLS, dyt)
+        wt, cols = norm_weight(e, w, dyt, nn.norm_offset(op)), e.index(Axis.COLS, dyt)
 
         def normalize(s: Scalar, u, q, g, v):
             r = s.rsqrt(s.add(s.mul(q, s.const(inv_hd)), s.const(eps)))
@@ -991,6 +1002,8 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue |
     nn.SiluGradOp: lower_activation_grad,
     nn.ReluGradOp: lower_activation_grad,
     nn.GeluGradOp: lower_activation_grad,
+    nn.SoftcapOp: lower_unary,
+    nn.SoftcapGradOp: lower_activation_grad,
     nn.SwiGLUGradOp: lower_gated_grad,
     nn.GeGLUGradOp: lower_gated_grad,
     nn.RoPEGradOp: lower_rope,

@@ -10,6 +10,7 @@ most twice the Hugging Face model's own error in the same dtype.
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 
 import coda_ir  # noqa: E402
 from coda_ir.testing import assert_matches  # noqa: E402
-from coda_ir.torch.hf import decoder_program, from_hf, shifted_targets, spec_of  # noqa: E402
+from coda_ir.torch.hf import decoder_program, from_hf, head_program, shifted_targets, spec_of  # noqa: E402
 
 BATCH, SEQ, VOCAB = 2, 7, 128
 
@@ -29,6 +30,7 @@ FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {}),
     "mistral": ("MistralConfig", "MistralForCausalLM", {}),  # sliding_window 4096 >= seq: full causal
+    "ministral": ("MinistralConfig", "MinistralForCausalLM", {}),  # layer_types: sliding, window 4096
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),  # q/k/v biases
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(pad_token_id=None, bos_token_id=1, eos_token_id=2)),  # fused qkv / gate_up
     # the multipliers of Granite 3 (attention_multiplier: 1/sqrt(head_dim), the default softmax scale)
@@ -39,6 +41,20 @@ FAMILIES = {
                                                             bos_token_id=1, eos_token_id=2)),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(pad_token_id=None, eos_token_id=2)),  # post-norms, full qk-norm
     "gemma": ("GemmaConfig", "GemmaForCausalLM", {}),  # (1 + w) norms, scaled embedding, GeGLU (tanh)
+    # + pre/post norms around attention and MLP, sliding layers (window 4096 >= seq), soft-capped
+    # logits (a cap of 3 for the tiny logits: Gemma2's 30 would be the identity here); the
+    # default softmax scale and no attention soft-capping (nn.attention's `scale` / `softcap`)
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(query_pre_attn_scalar=16, attn_logit_softcapping=None,
+                                                          final_logit_softcapping=3.0)),
+    # + per-head q/k norms with 1 + w, a RoPE base per layer type (sliding layer 0: 1e4, full
+    # layer 1: 1e6)
+    # interleaved RoPE, q/k/v biases, fused gate_up, post-norms after attention and MLP; RoPE
+    # over whole heads (every released GLM-4 rotates half of each head: refused by the field)
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(partial_rotary_factor=1.0, pad_token_id=None, eos_token_id=2)),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})),
 }
 
 
@@ -55,15 +71,17 @@ def tiny_model(family: str, dtype=torch.float32, seed: int = 0, **overrides):
     torch.manual_seed(seed)
     model = getattr(transformers, FAMILIES[family][1])(tiny_config(family, **overrides))
     # random norm weights and biases too (HF initialises them to ones / zeros, which would hide
-    # a wrong or missing one): norm weights 1 + 0.3 N(0, 1), biases 0.1 N(0, 1). (Biases of
+    # a wrong or missing one): norm weights 1 + 0.3 N(0, 1) as applied (Gemma's norms apply
+    # 1 + w: w = 0.3 N(0, 1)), biases 0.1 N(0, 1). (Biases of
     # 0.3 N(0, 1) put the second layer's q gradients of the tiny Qwen2 at 1.1-1.25x the bar in
     # fp32: a common component of the keys makes dq = dS K a cancellation, rowsum(dS) = 0, where
     # the attention backward's rounding differs from Hugging Face's SDPA. Not the biases' path.)
+    centre = 0.0 if family.startswith("gemma") else 1.0
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 1:
                 bias = name.endswith(".bias")
-                p.copy_((0.0 if bias else 1.0) + (0.1 if bias else 0.3) * torch.randn_like(p))
+                p.copy_((0.0 if bias else centre) + (0.1 if bias else 0.3) * torch.randn_like(p))
     return model.to(dtype)
 
 
@@ -138,6 +156,9 @@ FAMILY_CASES = [
     ("smollm3", torch.float32, {}),
     ("olmo2", torch.float32, {}),
     ("gemma", torch.bfloat16, {}),
+    ("gemma2", torch.float32, {}),
+    ("gemma3", torch.bfloat16, {}),
+    ("glm4", torch.float32, {}),
     ("llama", torch.float32, dict(attention_bias=True, mlp_bias=True)),  # every linear with a bias
 ]
 
@@ -146,7 +167,7 @@ FAMILY_CASES = [
                          ids=[f"{f}-{str(d)[6:]}" + ("-biases" if o else "") for f, d, o in FAMILY_CASES])
 def test_family_loss_and_every_gradient_match_float64(family, dtype, overrides):
     cmodel = _check_loss_and_every_gradient(tiny_model(family, dtype, **overrides), dtype)
-    assert cmodel.spec.family == family
+    assert cmodel.spec.family == family or cmodel.spec.family == family + "_text"
 
 
 def test_logits_without_labels_match_float64():
@@ -311,6 +332,32 @@ def test_sibling_weights_are_packed_once_and_a_step_copies_no_weight(monkeypatch
     assert model.model.layers[0].self_attn.q_proj.weight.grad is not None
 
 
+@pytest.mark.parametrize("family, dtype", [("qwen2", torch.float32), ("phi3", torch.bfloat16)])
+def test_biases_are_packed_and_fused_weights_read_as_they_are(family, dtype, monkeypatch):
+    # Qwen2: q/k/v biases moved into one storage like their weights, so the packed GEMM's bias
+    # is a view; Phi3: qkv_proj / gate_up_proj are the packed weights, no concatenation at all
+    # (the programs are the family test's: compiled once per process)
+    from coda_ir.lowering import library
+
+    model = tiny_model(family, dtype)
+    cmodel = from_hf(model, progress=False)
+    views = []
+    real = library.concat
+
+    def spy(tensors, axis):
+        out = real(tensors, axis)
+        views.append((tensors[0].dim(), out.untyped_storage().data_ptr() == tensors[0].untyped_storage().data_ptr()))
+        return out
+
+    monkeypatch.setattr(library, "concat", spy)
+    ids, labels = batch()
+    cmodel(ids, labels=labels).loss.backward()
+    if family == "phi3":
+        assert views == []
+    else:
+        assert {rank for rank, _ in views} == {1, 2} and all(view for _, view in views), views
+
+
 def test_a_step_checks_its_token_ids_and_labels_once(monkeypatch):
     # the units' own host checks (a device-to-host sync each) are skipped: from_hf checks the
     # step's ids and labels once, up front; the backward reads the checked saved copies
@@ -426,6 +473,7 @@ def test_shifted_targets_follow_hugging_face():
         ("llama", dict(attention_dropout=0.1), "attention_dropout"),
         ("phi3", dict(partial_rotary_factor=0.5), "partial_rotary_factor"),
         ("olmo2", dict(layer_types=["full_attention", "chunked_attention"]), "layer_types"),
+        ("glm4", dict(partial_rotary_factor=0.5), "partial_rotary_factor"),
     ],
 )
 def test_unsupported_configuration_names_the_field(family, overrides, field):
@@ -461,38 +509,35 @@ def test_another_model_type_is_refused_by_name():
         from_hf(model)
 
 
-def test_a_window_smaller_than_the_sequence():
-    # every layer sliding with a window of 4 < 7 positions: nn.attention's `window` property
-    # (sequences no longer than the window run full causal layers: Mistral's test above)
-    from coda_ir.torch.hf import _attention_properties
+@pytest.mark.parametrize("family, overrides, prop, field, value", [
+    # every layer sliding with a window of 4 < 7 positions (a window of at least the sequence
+    # is a full causal layer: Mistral's case above)
+    ("qwen3", dict(use_sliding_window=True, sliding_window=4, max_window_layers=0), "window", "sliding_window", "4"),
+    ("granite", dict(attention_multiplier=0.125), "scale", "attention_multiplier", "0.125"),  # not 1/sqrt(head_dim)
+    ("gemma2", dict(query_pre_attn_scalar=64), "scale", "query_pre_attn_scalar", "0.125"),
+    ("gemma2", dict(attn_logit_softcapping=2.0), "softcap", "attn_logit_softcapping", "2.0"),
+], ids=["window", "granite-scale", "gemma2-scale", "gemma2-softcap"])
+def test_attention_properties_from_config_fields(family, overrides, prop, field, value):
+    """nn.attention's optional `window` / `scale` / `softcap` properties: with them the layer
+    matches Hugging Face; a dialect without them refuses the config field, never runs unmasked."""
+    from coda_ir.torch.hf import attention_properties
 
-    model = tiny_model("qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=0)
-    assert spec_of(model).layer(1).window == 4
-    if "window" in _attention_properties():
-        _check_loss_and_every_gradient(model, torch.float32)
-    else:  # refused by the config field until nn.attention has the property, never run unmasked
-        ids, labels = batch()
-        with pytest.raises(coda_ir.CompileError, match=r"config\.sliding_window = 4 .*`window`"):
-            from_hf(model, progress=False)(ids, labels=labels)
-
-
-def test_granite_attention_multiplier_is_the_softmax_scale():
-    from coda_ir.torch.hf import _attention_properties
-
-    model = tiny_model("granite", attention_multiplier=0.125)  # not 1/sqrt(head_dim)
-    assert spec_of(model).attention_scale == 0.125
-    if "scale" in _attention_properties():
+    model = tiny_model(family, **overrides)
+    if prop in attention_properties():
         _check_loss_and_every_gradient(model, torch.float32)
     else:
         ids, labels = batch()
-        with pytest.raises(coda_ir.CompileError, match=r"config\.attention_multiplier = 0\.125 .*`scale`"):
+        with pytest.raises(coda_ir.CompileError, match=rf"config\.{field} = {re.escape(value)} .*`{prop}`"):
             from_hf(model, progress=False)(ids, labels=labels)
 
 
 def test_family_specs_are_data():
     # a family that differs from LLaMA only by name has LLaMA's spec and programs
     llama, mistral = spec_of(tiny_model("llama")), spec_of(tiny_model("mistral"))
-    assert decoder_program(mistral, BATCH * SEQ, SEQ) == decoder_program(llama, BATCH * SEQ, SEQ)
+    ministral = spec_of(tiny_model("ministral"))
+    assert ministral.layer(0).window == mistral.layer(0).window == 4096
+    for spec in (mistral, ministral):
+        assert decoder_program(spec, BATCH * SEQ, SEQ) == decoder_program(llama, BATCH * SEQ, SEQ)
     qwen2 = spec_of(tiny_model("qwen2"))
     assert qwen2.qkv_bias and not qwen2.o_bias and not qwen2.mlp_bias
     phi3 = spec_of(tiny_model("phi3"))
@@ -505,9 +550,25 @@ def test_family_specs_are_data():
     gemma = spec_of(tiny_model("gemma"))
     assert (gemma.norm_offset, gemma.embed_scale, gemma.embed_scale_rounded, gemma.activation) == (1.0, 8.0, True, "gelu_tanh")
     assert "offset = 1.0" in decoder_program(gemma, BATCH * SEQ, SEQ)
+    assert '"nn.softcap"' in head_program(spec_of(tiny_model("gemma2")), BATCH * SEQ, loss=True)
+    gemma3 = spec_of(tiny_model("gemma3"))
+    assert [gemma3.layer(i).theta for i in range(2)] == [1e4, 1e6] and gemma3.qk_norm == "head"
+    assert 'offset = 1.0' in decoder_program(gemma3, BATCH * SEQ, SEQ).split('"nn.head_rms_norm"')[1].split("\n")[0]
+    glm4 = spec_of(tiny_model("glm4"))
+    assert glm4.rope_style == "interleaved" and glm4.fused_gate_up and glm4.qkv_bias
+    assert glm4.norms == ("input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm")
     granite = spec_of(tiny_model("granite"))
     assert (granite.embed_scale, granite.residual_scale, granite.logits_scale) == (12.0, 0.22, 1 / 8.0)
     assert not llama.tensor_parallel_gaps() and "qkv_bias" in qwen2.tensor_parallel_gaps()
+
+
+def test_tensor_parallel_refuses_what_its_segments_do_not_cover():
+    from coda_ir.torch.hf import _refuse_tensor_parallel
+
+    _refuse_tensor_parallel("layers.0", spec_of(tiny_model("qwen3")))  # the Qwen3 block: covered
+    spec = spec_of(tiny_model("olmo2"))
+    with pytest.raises(coda_ir.ArgumentError, match=r"layers\.0: tensor parallelism .* olmo2 .*norms.*qk_norm='full'"):
+        _refuse_tensor_parallel("layers.0", spec)
 
 
 def test_bad_inputs_are_argument_errors():

@@ -54,12 +54,13 @@ func.func @column_sum(%x: tensor<37x96xT>) -> tensor<96xT> {
 }""",
     "activation_grads": """
 func.func @activation_grads(%dy: tensor<37x80xT>, %x: tensor<37x80xT>)
-    -> (tensor<37x80xT>, tensor<37x80xT>, tensor<37x80xT>, tensor<37x80xT>) {
+    -> (tensor<37x80xT>, tensor<37x80xT>, tensor<37x80xT>, tensor<37x80xT>, tensor<37x80xT>) {
   %s = "nn.silu_grad"(%dy, %x) : (tensor<37x80xT>, tensor<37x80xT>) -> tensor<37x80xT>
+  %c = "nn.softcap_grad"(%dy, %x) <{cap = 2.0 : f32}> : (tensor<37x80xT>, tensor<37x80xT>) -> tensor<37x80xT>
   %r = "nn.relu_grad"(%dy, %x) : (tensor<37x80xT>, tensor<37x80xT>) -> tensor<37x80xT>
   %g = "nn.gelu_grad"(%dy, %x) <{approximate = "none"}> : (tensor<37x80xT>, tensor<37x80xT>) -> tensor<37x80xT>
   %gt = "nn.gelu_grad"(%dy, %x) <{approximate = "tanh"}> : (tensor<37x80xT>, tensor<37x80xT>) -> tensor<37x80xT>
-  func.return %s, %r, %g, %gt : tensor<37x80xT>, tensor<37x80xT>, tensor<37x80xT>, tensor<37x80xT>
+  func.return %s, %r, %g, %gt, %c : tensor<37x80xT>, tensor<37x80xT>, tensor<37x80xT>, tensor<37x80xT>, tensor<37x80xT>
 }""",
     "gated_grads": """
 func.func @gated_grads(%dy: tensor<37x64xT>, %z: tensor<37x128xT>) -> (tensor<37x128xT>, tensor<37x128xT>, tensor<37x128xT>) {

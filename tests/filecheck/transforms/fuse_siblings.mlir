@@ -61,3 +61,54 @@ func.func @different_inputs(%a: tensor<10x48xf32>, %b: tensor<10x48xf32>, %wq: t
   %qk = nn.concat %q, %k {axis = 1 : i64} : tensor<10x64xf32>, tensor<10x32xf32> -> tensor<10x96xf32>
   func.return %qk : tensor<10x96xf32>
 }
+
+// q/k/v with a bias each (Qwen2): one linear on the concatenated weights, the concatenated
+// biases one rank-1 add (a column shift in the packed GEMM's epilogue, fuse_siblings_bias.mlir).
+// CHECK-LABEL: func.func @qkv_bias
+// CHECK:      %[[W:.*]] = nn.concat %wq, %wk, %wv {axis = 0 : i64} : tensor<64x48xf32>, tensor<32x48xf32>, tensor<32x48xf32> -> tensor<128x48xf32>
+// CHECK-NEXT: %[[L:.*]] = nn.linear %h, %[[W]] : tensor<10x48xf32>, tensor<128x48xf32> -> tensor<10x128xf32>
+// CHECK-NEXT: %[[B:.*]] = nn.concat %bq, %bk, %bv {axis = 0 : i64} : tensor<64xf32>, tensor<32xf32>, tensor<32xf32> -> tensor<128xf32>
+// CHECK-NEXT: %{{.*}} = nn.add %[[L]], %[[B]] : tensor<10x128xf32>, tensor<128xf32> -> tensor<10x128xf32>
+// CHECK-NOT:  nn.linear
+func.func @qkv_bias(%h: tensor<10x48xf32>, %wq: tensor<64x48xf32>, %wk: tensor<32x48xf32>, %wv: tensor<32x48xf32>,
+                    %bq: tensor<64xf32>, %bk: tensor<32xf32>, %bv: tensor<32xf32>) -> tensor<10x128xf32> {
+  %q0 = nn.linear %h, %wq : tensor<10x48xf32>, tensor<64x48xf32> -> tensor<10x64xf32>
+  %q = nn.add %q0, %bq : tensor<10x64xf32>, tensor<64xf32> -> tensor<10x64xf32>
+  %k0 = nn.linear %h, %wk : tensor<10x48xf32>, tensor<32x48xf32> -> tensor<10x32xf32>
+  %k = nn.add %k0, %bk : tensor<10x32xf32>, tensor<32xf32> -> tensor<10x32xf32>
+  %v0 = nn.linear %h, %wv : tensor<10x48xf32>, tensor<32x48xf32> -> tensor<10x32xf32>
+  %v = nn.add %v0, %bv : tensor<10x32xf32>, tensor<32xf32> -> tensor<10x32xf32>
+  %qkv = nn.concat %q, %k, %v {axis = 1 : i64} : tensor<10x64xf32>, tensor<10x32xf32>, tensor<10x32xf32> -> tensor<10x128xf32>
+  func.return %qkv : tensor<10x128xf32>
+}
+
+// Only some siblings with a bias: a zero bias for the others would be a new tensor, left apart.
+// CHECK-LABEL: func.func @qkv_some_bias
+// CHECK-COUNT-3: nn.linear
+func.func @qkv_some_bias(%h: tensor<10x48xf32>, %wq: tensor<64x48xf32>, %wk: tensor<32x48xf32>, %wv: tensor<32x48xf32>,
+                         %bq: tensor<64xf32>) -> tensor<10x128xf32> {
+  %q0 = nn.linear %h, %wq : tensor<10x48xf32>, tensor<64x48xf32> -> tensor<10x64xf32>
+  %q = nn.add %q0, %bq : tensor<10x64xf32>, tensor<64xf32> -> tensor<10x64xf32>
+  %k = nn.linear %h, %wk : tensor<10x48xf32>, tensor<32x48xf32> -> tensor<10x32xf32>
+  %v = nn.linear %h, %wv : tensor<10x48xf32>, tensor<32x48xf32> -> tensor<10x32xf32>
+  %qkv = nn.concat %q, %k, %v {axis = 1 : i64} : tensor<10x64xf32>, tensor<10x32xf32>, tensor<10x32xf32> -> tensor<10x128xf32>
+  func.return %qkv : tensor<10x128xf32>
+}
+
+// gelu(gate + bg) * (up + bu): the gated pair of the packed GEMM with the concatenated biases.
+// CHECK-LABEL: func.func @geglu_bias
+// CHECK:      %[[W:.*]] = nn.concat %wg, %wu {axis = 0 : i64}
+// CHECK-NEXT: %[[L:.*]] = nn.linear %h, %[[W]] : tensor<10x48xf32>, tensor<80x48xf32> -> tensor<10x80xf32>
+// CHECK-NEXT: %[[B:.*]] = nn.concat %bg, %bu {axis = 0 : i64} : tensor<40xf32>, tensor<40xf32> -> tensor<80xf32>
+// CHECK-NEXT: %[[Z:.*]] = nn.add %[[L]], %[[B]]
+// CHECK-NEXT: %{{.*}} = nn.geglu %[[Z]] {approximate = "tanh"} : tensor<10x80xf32> -> tensor<10x40xf32>
+func.func @geglu_bias(%h: tensor<10x48xf32>, %wg: tensor<40x48xf32>, %wu: tensor<40x48xf32>, %bg: tensor<40xf32>,
+                      %bu: tensor<40xf32>) -> tensor<10x40xf32> {
+  %g0 = nn.linear %h, %wg : tensor<10x48xf32>, tensor<40x48xf32> -> tensor<10x40xf32>
+  %g = nn.add %g0, %bg : tensor<10x40xf32>, tensor<40xf32> -> tensor<10x40xf32>
+  %u0 = nn.linear %h, %wu : tensor<10x48xf32>, tensor<40x48xf32> -> tensor<10x40xf32>
+  %u = nn.add %u0, %bu : tensor<10x40xf32>, tensor<40xf32> -> tensor<10x40xf32>
+  %s = nn.gelu %g {approximate = "tanh"} : tensor<10x40xf32> -> tensor<10x40xf32>
+  %m = nn.mul %s, %u : tensor<10x40xf32>, tensor<10x40xf32> -> tensor<10x40xf32>
+  func.return %m : tensor<10x40xf32>
+}
