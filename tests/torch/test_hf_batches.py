@@ -59,15 +59,17 @@ def check(modelT, hf_loss, coda_loss, dtype, rows):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_padded_batch_matches_hugging_face_with_the_same_mask(side, dtype):
+    """Left padding with the padded labels ignored (what a padding collator does); right
+    padding with them counted: Hugging Face's mask hides padded keys only, so a padding query
+    still sees its row's tokens, and coda-ir's loss counts those rows the same way."""
     model = tiny_model("llama", dtype)
     ids, labels = ids_and_labels(2)
     mask = torch.ones(B, S, dtype=torch.long)
-    pad = [3, 0] if side == "left" else [0, 4]  # row 0 left-padded by 3 / row 1 right-padded by 4
     if side == "left":
-        mask[0, : pad[0]] = 0
+        mask[0, :3] = 0
+        labels[mask == 0] = -100
     else:
-        mask[1, S - pad[1]:] = 0
-    labels[mask == 0] = -100  # what a padding collator does
+        mask[1, S - 4:] = 0
     labels[1, 2] = -100
     cmodel = check(model, lambda m: m(input_ids=ids, attention_mask=mask, labels=labels).loss,
                    lambda m, c: c(ids, mask, labels).loss, dtype, B * S)
@@ -75,25 +77,19 @@ def test_padded_batch_matches_hugging_face_with_the_same_mask(side, dtype):
     assert kinds == {"layer_segments"}  # the masked program variant
 
 
-def test_padding_rows_with_labels_count_as_hugging_face_counts_them():
-    """A right-padded row whose labels are not ignored: Hugging Face's mask hides padded keys
-    only, so a padding query still sees its row's tokens; coda-ir's loss is the same."""
-    model = tiny_model("llama")
-    ids, labels = ids_and_labels(3)
-    mask = torch.ones(B, S, dtype=torch.bool)
-    mask[0, 6:] = False
-    check(model, lambda m: m(input_ids=ids, attention_mask=mask, labels=labels).loss,
-          lambda m, c: c(ids, attention_mask=mask, labels=labels).loss, torch.float32, B * S)
-
-
 def test_all_ones_mask_is_the_plain_program():
+    """No padding: the plain decoder program (SDPA's fused kernel on a GPU), the same loss as
+    without a mask. (test_hf.py's batch shape: its compiled programs serve.)"""
+    from tests.torch.test_hf import batch
+
     model = tiny_model("llama")
-    ids, labels = ids_and_labels(4)
-    ones = torch.ones(B, S, dtype=torch.long)
-    cmodel = check(model, lambda m: m(input_ids=ids, labels=labels).loss,
-                   lambda m, c: c(ids, ones, labels).loss, torch.float32, B * S)
-    assert {key[0] for layer in cmodel.layers for key in layer._functions} == {"layer"}
+    ids, labels = batch()
+    cmodel = from_hf(model, progress=False)
+    ones = torch.ones_like(ids, dtype=torch.bool)
     assert batch_segments(ids, ones) is None
+    with torch.no_grad():
+        assert torch.equal(cmodel(ids, ones, labels).loss, cmodel(ids, labels=labels).loss)
+    assert {key[0] for layer in cmodel.layers for key in layer._functions} == {"layer"}
 
 
 def _per_document_reference(ids, labels):
@@ -137,11 +133,11 @@ def test_packed_rows_match_hugging_face_on_each_document(dtype):
     assert {key[0] for layer in cmodel.layers for key in layer._functions} == {"layer_segments"}
 
 
-def test_packed_rows_match_hugging_face_packed_and_flash_attention_kwargs():
-    """The same packed batch: against Hugging Face's own packed forward (its SDPA mask from
-    position_ids, which transformers 5.24 builds only without a cache: use_cache=False, else it
-    attends across the documents) and with flash-attention's cu_seq_lens (as HF computes them
-    from the position_ids) instead of position_ids."""
+def test_packed_rows_by_flash_attention_kwargs_match_hugging_face_packed():
+    """The same packed batch given as flash-attention's cu_seq_lens (as Hugging Face computes
+    them from position_ids), against Hugging Face's own packed forward: its SDPA mask from the
+    position_ids, which transformers 5.24 builds only without a cache (use_cache=False; with the
+    default cache it attends across the documents)."""
     from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 
     model = tiny_model("llama")
@@ -150,20 +146,21 @@ def test_packed_rows_match_hugging_face_packed_and_flash_attention_kwargs():
     positions = packed_positions()
     (cu_q, cu_k), (max_q, max_k) = prepare_fa_kwargs_from_position_ids(positions)
     assert cu_q.tolist() == [0, 4, 9, 12, 15, 18]
-    hf = lambda m: m(input_ids=ids, labels=labels, position_ids=positions, use_cache=False).loss  # noqa: E731
-    check(model, hf, lambda m, c: c(ids, labels=labels, position_ids=positions).loss, torch.float32, B * S)
-    check(model, hf, lambda m, c: c(ids, labels=labels, position_ids=positions, cu_seq_lens_q=cu_q, cu_seq_lens_k=cu_k,
-                                    max_length_q=max_q, max_length_k=max_k).loss, torch.float32, B * S)
+    check(model, lambda m: m(input_ids=ids, labels=labels, position_ids=positions, use_cache=False).loss,
+          lambda m, c: c(ids, labels=labels, position_ids=positions, cu_seq_lens_q=cu_q, cu_seq_lens_k=cu_k,
+                         max_length_q=max_q, max_length_k=max_k).loss, torch.float32, B * S)
 
 
 def test_num_items_in_batch_normalizes_the_summed_loss_like_hugging_face():
+    """(test_hf.py's batch shape: only the summed-loss head program is new.)"""
+    from tests.torch.test_hf import BATCH, SEQ, batch
+
     model = tiny_model("llama")
-    ids, labels = ids_and_labels(7)
-    labels[0, :3] = -100
+    ids, labels = batch()
     n = torch.tensor(37)
     check(model, lambda m: m(input_ids=ids, labels=labels, num_items_in_batch=n).loss,
           lambda m, c: c(ids, labels=labels, num_items_in_batch=n, return_dict=True, use_cache=False,
-                         output_attentions=False).loss, torch.float32, B * S)
+                         output_attentions=False).loss, torch.float32, BATCH * SEQ)
 
 
 def test_segments_of_a_batch():
