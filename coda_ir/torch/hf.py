@@ -1052,9 +1052,13 @@ def from_hf(model, *, pipeline: str | None = "nn-to-coda", progress: bool = True
     """A `torch.nn.Module` that trains the Hugging Face `LlamaForCausalLM` / `Qwen3ForCausalLM`
     `model` through coda-ir, sharing its parameters (no copies).
 
-    `forward(input_ids, labels=None, position_ids=None)` returns a `CausalLMOutputWithPast`:
-    `.loss` (mean cross-entropy of the shifted labels, ignore index -100) when `labels` are given,
-    else `.logits` [batch, seq, vocab]. Programs compile on first use of a shape (a message on
+    `forward(input_ids, attention_mask=None, labels=None, position_ids=None, **kwargs)` takes
+    what a Trainer passes and returns a `CausalLMOutputWithPast`: `.loss` (mean cross-entropy
+    of the shifted labels, ignore index -100; their sum over `num_items_in_batch` when given)
+    when `labels` are given, else `.logits` [batch, seq, vocab]. A padding `attention_mask` and
+    packed documents (`position_ids` restarting, or `cu_seq_lens_q/k`) mask the attention as
+    Hugging Face does (`batch_segments`); Hugging Face arguments that change nothing are
+    accepted, any other is an ArgumentError naming it. Programs compile on first use of a shape (a message on
     stderr unless `progress=False`); under `torch.compile` use `dynamic=False`. `pipeline` is
     the pipeline to lower with after `nn-autodiff` (default "nn-to-coda"; its options switch stages
     off, e.g. "nn-to-coda{fuse=false}");

@@ -206,3 +206,17 @@ def test_bad_batches_are_argument_errors_that_name_the_argument():
             cmodel(ids, labels=labels, **kwargs)
     with pytest.raises(coda_ir.ArgumentError, match="needs labels"):
         cmodel(ids, num_items_in_batch=3)
+
+
+def test_readme_batches_example_runs(capsys):
+    import re
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
+                   if "from_hf(" in s and "attention_mask=" in s)
+    exec(compile(snippet, str(readme), "exec"), {})
+    pairs = re.findall(r"(padded|packed): coda-ir loss ([0-9.]+), Hugging Face loss ([0-9.]+)", capsys.readouterr().out)
+    assert [p[0] for p in pairs] == ["padded", "packed"]
+    for _, ours, theirs in pairs:
+        assert abs(float(ours) - float(theirs)) <= 2e-4
