@@ -773,6 +773,11 @@ _NEUTRAL_KWARGS = {
 }
 
 
+# Accepted with any value: the Hugging Face models of these families ignore them too (a tokenizer
+# may hand a Trainer `token_type_ids`).
+_IGNORED_KWARGS = ("token_type_ids",)
+
+
 def _neutral(name: str, value) -> bool:
     return any(value is v or (not isinstance(value, torch.Tensor) and type(value) is type(v) and value == v)
                for v in _NEUTRAL_KWARGS[name])
@@ -781,6 +786,8 @@ def _neutral(name: str, value) -> bool:
 def _check_kwargs(kwargs: dict) -> None:
     """Every extra keyword argument of `CodaCausalLM.forward` is one that changes nothing."""
     for name, value in kwargs.items():
+        if name in _IGNORED_KWARGS:
+            continue
         if name not in _NEUTRAL_KWARGS:
             raise ArgumentError(f"from_hf model: forward() got the argument {name!r}, which coda-ir does not implement "
                                 "(it takes input_ids, attention_mask, labels, position_ids, num_items_in_batch, "

@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 
 import coda_ir  # noqa: E402
 from coda_ir.testing import assert_matches  # noqa: E402
-from coda_ir.torch.hf import batch_segments, from_hf  # noqa: E402
+from coda_ir.torch.hf import _check_kwargs, batch_segments, from_hf  # noqa: E402
 
 from tests.torch.test_hf import VOCAB, tiny_model  # noqa: E402
 
@@ -197,7 +197,7 @@ def test_bad_batches_are_argument_errors_that_name_the_argument():
         (dict(use_cache=True), "use_cache=True is not implemented"),
         (dict(past_key_values=object()), "past_key_values"),
         (dict(output_hidden_states=True), "output_hidden_states"),
-        (dict(token_type_ids=ones), "'token_type_ids', which coda-ir does not implement"),
+        (dict(seq_idx=ones), "'seq_idx', which coda-ir does not implement"),
         (dict(num_items_in_batch=torch.tensor([3, 4])), "num_items_in_batch must be a number or a one-element"),
         (dict(num_items_in_batch=0), "num_items_in_batch must be positive"),
     ]
@@ -206,6 +206,9 @@ def test_bad_batches_are_argument_errors_that_name_the_argument():
             cmodel(ids, labels=labels, **kwargs)
     with pytest.raises(coda_ir.ArgumentError, match="needs labels"):
         cmodel(ids, num_items_in_batch=3)
+    # what changes nothing passes (token_type_ids: the Hugging Face models ignore them too)
+    _check_kwargs(dict(token_type_ids=ones, return_dict=False, use_cache=False, output_attentions=False,
+                       output_hidden_states=None, logits_to_keep=0, inputs_embeds=None, past_key_values=None))
 
 
 def test_readme_batches_example_runs(capsys):
