@@ -223,3 +223,16 @@ def test_readme_batches_example_runs(capsys):
     assert [p[0] for p in pairs] == ["padded", "packed"]
     for _, ours, theirs in pairs:
         assert abs(float(ours) - float(theirs)) <= 2e-4
+
+
+def test_masked_programs_are_valid_nn():
+    """The masked decoder program and the masked tensor-parallel attention segment: the
+    attention reads `%seg` (i32, one per row) as its segments operand."""
+    from coda_ir.torch.hf import decoder_program, spec_of, tp_attention_program
+
+    spec = spec_of(tiny_model("qwen3"))
+    for text in (decoder_program(spec, B * S, S, segments=True), tp_attention_program(spec, B * S, S, segments=True)):
+        module = coda_ir.parse(text)
+        module.verify()
+        (attention,) = [op for op in module.walk() if op.name == "nn.attention"]
+        assert [a.name_hint for a in attention.operands] == ["r", "seg"]
