@@ -32,6 +32,9 @@ Conventions of individual ops (all from NN_DIALECT.md):
 * `nn.gelu` / `nn.geglu`: PyTorch `F.gelu` with the same `approximate` ("none" or "tanh").
 * `nn.cross_entropy`: `lse(logits[m]) - logits[m, t[m]]` summed over rows with
   `t[m] != ignore_index`; "mean" divides by their count (0/0 = nan, as PyTorch).
+* `nn.attention` (and `_fwd` / `_grad`): optional `scale` (default `1 / sqrt(hd)`), `softcap`
+  (`c * tanh(s / c)` after scaling), `window` (`i - j < window`) and `segments` operand
+  (`attention_visible`); a query row that sees no key has output 0 and log-sum-exp -inf.
 * `eps` and `theta` are `f32` attributes: their value is the f32 number (e.g. `1e-5` is used as
   `float(np.float32(1e-5))` even by the float64 reference).
 

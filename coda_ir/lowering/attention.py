@@ -66,10 +66,23 @@ def _flat_rows(out: torch.Tensor) -> torch.Tensor:
 def visible_keys(b: int, seq: int, causal: bool, window: int, segments: torch.Tensor | None,
                  device: torch.device) -> torch.Tensor | None:
     """[B, 1, S, S] bool: which key rows each query row sees (None: all), as nn.attention
-    defines it (coda_ir.interpreters.nn.attention_visible, the reference, is the same rule)."""
-    from coda_ir.interpreters.nn import attention_visible
-
-    return attention_visible(b, seq, causal, window, segments, device)
+    defines it: causal (`j <= i`), the sliding window (`i - j < window`), and with `segments`
+    a non-padding key (id >= 0) of the query's own document, or any non-padding key for a
+    padding query (id < 0). (The reference interpreter's `attention_visible` is written
+    separately; both are tested against a row-by-row definition.)"""
+    i = torch.arange(seq, device=device)
+    rel = i[:, None] - i[None, :]
+    visible = rel >= 0 if causal else None
+    if window:
+        visible = rel < window if visible is None else visible & (rel < window)
+    if visible is not None:
+        visible = visible.expand(b, 1, seq, seq)
+    if segments is not None:
+        seg = segments.view(b, seq)
+        sq, sk = seg[:, None, :, None], seg[:, None, None, :]
+        same = (sk >= 0) & ((sq == sk) | (sq < 0))
+        visible = same if visible is None else visible & same
+    return visible
 
 
 def _scores(qf, kf, scale: float, softcap: float):
@@ -182,21 +195,27 @@ def _make_block_mask(b: int, seq: int, causal: bool, window: int, segments: torc
 
 
 def _flex_call(q, k, v, causal, scale, window, softcap, segments, lse: bool):
-    from torch.nn.attention.flex_attention import AuxRequest
-
     block_mask = flex_block_mask(q.shape[0], q.shape[2], causal, window, segments, q.device)
     score_mod = None
     if softcap:
         def score_mod(score, bi, hi, qi, ki):
             return softcap * torch.tanh(score / softcap)
-    kwargs = {"return_aux": AuxRequest(lse=True)} if lse else {}
-    return _flex()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=True, **kwargs)
+    if not lse:
+        return _flex()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=True)
+    try:
+        from torch.nn.attention.flex_attention import AuxRequest
+    except ImportError:  # PyTorch before `return_aux`: the (out, lse) pair
+        return _flex()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=True,
+                       return_lse=True)
+    out, aux = _flex()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=True,
+                       return_aux=AuxRequest(lse=True))
+    return out, aux.lse
 
 
 def flex_forward(q, k, v, causal: bool, scale, window: int, softcap: float, segments):
-    """(out [B, H, S, hd], lse [B, H, S] fp32) by FlexAttention."""
-    out, aux = _flex_call(q, k, v, causal, scale, window, softcap, segments, lse=True)
-    return out, aux.lse
+    """(out [B, H, S, hd], lse [B, H, S] fp32: natural log, -inf for a row that sees no key) by
+    FlexAttention."""
+    return _flex_call(q, k, v, causal, scale, window, softcap, segments, lse=True)
 
 
 def flex_backward(do, q, k, v, causal: bool, scale, window: int, softcap: float, segments):

@@ -362,134 +362,12 @@ def _t(*shape: int, element: str) -> str:
     return "tensor<" + "x".join(str(s) for s in shape) + f"x{element}>"
 
 
-@dataclass(frozen=True)
-class Weight:
-    """One weight argument of a decoder program: its SSA name, its Hugging Face name under the
-    layer (`self_attn.q_proj.weight`), its shape and its tensor-parallel role."""
-
-    arg: str
-    name: str
-    shape: tuple
-    role: object
-
-
-def _attention_weights(spec: ModelSpec) -> list[Weight]:
-    D, H, KV, hd = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim
-    col, row, rep = tp.COLUMN, tp.ROW, tp.REPLICATED
-    a = "self_attn."
-    ws: list[Weight] = []
-    if spec.fused_qkv:
-        ws.append(Weight("%wqkv", a + "qkv_proj.weight", ((H + 2 * KV) * hd, D), col))
-        if spec.qkv_bias:
-            ws.append(Weight("%bqkv", a + "qkv_proj.bias", ((H + 2 * KV) * hd,), col))
-    else:
-        for p, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
-            ws.append(Weight(f"%w{p}", f"{a}{p}_proj.weight", (rows, D), col))
-        if spec.qkv_bias:
-            for p, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
-                ws.append(Weight(f"%b{p}", f"{a}{p}_proj.bias", (rows,), col))
-    if spec.qk_norm == "head":
-        ws += [Weight("%wqn", a + "q_norm.weight", (hd,), rep), Weight("%wkn", a + "k_norm.weight", (hd,), rep)]
-    elif spec.qk_norm == "full":
-        ws += [Weight("%wqn", a + "q_norm.weight", (H * hd,), rep), Weight("%wkn", a + "k_norm.weight", (KV * hd,), rep)]
-    ws.append(Weight("%wo", a + "o_proj.weight", (D, H * hd), row))
-    if spec.o_bias:
-        ws.append(Weight("%bo", a + "o_proj.bias", (D,), rep))
-    return ws
-
-
-def _mlp_weights(spec: ModelSpec) -> list[Weight]:
-    D, F = spec.hidden, spec.intermediate
-    col, row, rep = tp.COLUMN, tp.ROW, tp.REPLICATED
-    if spec.fused_gate_up:
-        ws = [Weight("%wgu", "mlp.gate_up_proj.weight", (2 * F, D), col)]
-        ws += [Weight("%bgu", "mlp.gate_up_proj.bias", (2 * F,), col)] if spec.mlp_bias else []
-    else:
-        ws = [Weight("%wg", "mlp.gate_proj.weight", (F, D), col), Weight("%wu", "mlp.up_proj.weight", (F, D), col)]
-        ws += [Weight("%bg", "mlp.gate_proj.bias", (F,), col), Weight("%bu", "mlp.up_proj.bias", (F,), col)] if spec.mlp_bias else []
-    ws.append(Weight("%wd", "mlp.down_proj.weight", (D, F), row))
-    if spec.mlp_bias:
-        ws.append(Weight("%bd", "mlp.down_proj.bias", (D,), rep))
-    return ws
-
-
-_NORM_ARGS = ("%w_in", "%w_attn_post", "%w_post", "%w_mlp_post")  # the order of ModelSpec.norms
-
-
-def decoder_weights(spec: ModelSpec) -> list[Weight]:
-    """A decoder program's weight arguments in order (after x and the positions)."""
-    norm = [Weight(arg, f"{name}.weight", (spec.hidden,), tp.REPLICATED) if name else None
-            for arg, name in zip(_NORM_ARGS, spec.norms)]
-    return [w for w in (norm[0], *_attention_weights(spec), norm[1], norm[2], *_mlp_weights(spec), norm[3]) if w]
-
-
-def _args(ws: list[Weight], element: str) -> list[str]:
-    return [f"{w.arg}: {_t(*w.shape, element=element)}" for w in ws]
-
-
-def _norm_props(spec: ModelSpec) -> str:
-    props = f"eps = {_f32(spec.eps)}"
-    if spec.norm_offset:
-        props += f", offset = {_f32(spec.norm_offset)}"
-    return props
-
-
-def _rms_norm(spec: ModelSpec, out: str, x: str, w: str, rows: int, cols: int) -> str:
-    X, W = _t(rows, cols, element=spec.element), _t(cols, element=spec.element)
-    return f'{out} = "nn.rms_norm"({x}, {w}) <{{{_norm_props(spec)}}}> : ({X}, {W}) -> {X}'
-
-
-def _linear(spec: ModelSpec, out: str, x: str, w: str, rows: int, k: int, n: int, bias: str | None = None) -> list[str]:
-    """`out = x @ w.T (+ bias)`: the bias as an `nn.add` of a rank-1 operand (a GEMM epilogue)."""
-    e = spec.element
-    X, W, Y = _t(rows, k, element=e), _t(n, k, element=e), _t(rows, n, element=e)
-    if bias is None:
-        return [f'{out} = "nn.linear"({x}, {w}) : ({X}, {W}) -> {Y}']
-    return [f'{out}_nb = "nn.linear"({x}, {w}) : ({X}, {W}) -> {Y}',
-            f'{out} = "nn.add"({out}_nb, {bias}) : ({Y}, {_t(n, element=e)}) -> {Y}']
-
-
-def _scale(spec: ModelSpec, out: str, x: str, rows: int, cols: int, factor: float) -> list[str]:
-    X = _t(rows, cols, element=spec.element)
-    return [f'{out} = "nn.scale"({x}) <{{factor = {_f32(factor)}}}> : ({X}) -> {X}']
-
-
-def _needs_attention_prop(name: str, field: str, value) -> None:
-    """Attention props (`scale`, `window`, `softcap`) are optional properties of nn.attention; a dialect
-    without them cannot run this layer: refuse by the config field instead of running another one."""
-    if name not in attention_properties():
-        raise _unsupported(field, value, f"needs nn.attention's `{name}` property, which this coda-ir does not have")
-
-
-def attention_properties() -> set[str]:
-    """The properties this coda-ir's `nn.attention` declares (`window`, `scale`, `softcap` are
-    optional ones added with attention masks; a family needing one is refused without it)."""
-    from coda_ir.dialects import nn
-
-    return set(nn.AttentionOp.get_irdl_definition().properties)
-
-
-def _attention_props(spec: ModelSpec, layer: LayerKind, seq_len: int) -> str:
-    H, KV, hd = spec.heads, spec.kv_heads, spec.head_dim
-    props = f"heads = {H} : i64, kv_heads = {KV} : i64, head_dim = {hd} : i64, seq_len = {seq_len} : i64, causal = true"
-    if spec.attention_scale is not None:
-        _needs_attention_prop("scale", "query_pre_attn_scalar" if spec.family.startswith("gemma") else "attention_multiplier",
-                              spec.attention_scale)
-        props += f", scale = {_f32(spec.attention_scale)}"
-    if spec.attention_softcap is not None:
-        _needs_attention_prop("softcap", "attn_logit_softcapping", spec.attention_softcap)
-        props += f", softcap = {_f32(spec.attention_softcap)}"
-    if layer.window is not None and layer.window < seq_len:
-        # a window of at least the sequence sees every earlier key: a full causal layer
-        _needs_attention_prop("window", "sliding_window", layer.window)
-        props += f", window = {layer.window} : i64"
-    return props
-
-
-def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: LayerKind | None = None) -> tuple[list[str], list[str]]:
+def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: LayerKind | None = None,
+                     segments: bool = False) -> tuple[list[str], list[str]]:
     """The attention half of a decoder layer from the normalized rows `h` to the output
     projection `%a` [tokens, hidden]: its weight arguments and body lines. With `spec`'s heads
-    those of one tensor-parallel shard, it is that shard's part (its heads, its columns of wo)."""
+    those of one tensor-parallel shard, it is that shard's part (its heads, its columns of wo).
+    `segments`: the attention reads the batch's `%seg` [tokens] i32 (documents, padding rows)."""
     layer = layer or spec.layer(0)
     e = spec.element
     D, H, KV, hd, M = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim, tokens
@@ -521,7 +399,8 @@ def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: 
         pre_attn = "%r"
     else:
         pre_attn = pre_rope
-    body.append(f'%y = "nn.attention"({pre_attn}) <{{{_attention_props(spec, layer, seq_len)}}}> : ({QKV}) -> {Q}')
+    seg, seg_type = (", %seg", ", " + POS) if segments else ("", "")
+    body.append(f'%y = "nn.attention"({pre_attn}{seg}) <{{{_attention_props(spec, layer, seq_len)}}}> : ({QKV}{seg_type}) -> {Q}')
     body += _linear(spec, "%a", "%y", "%wo", M, q_cols, D, "%bo" if spec.o_bias else None)
     return _args(ws, e), body
 
@@ -552,9 +431,10 @@ def _mlp_block(spec: ModelSpec, tokens: int, h: str) -> tuple[list[str], list[st
     return _args(_mlp_weights(spec), e), body
 
 
-def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0) -> str:
+def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0, segments: bool = False) -> str:
     """Decoder layer `layer` as Hugging Face computes it, attention included: x -> x'. Layers of
-    equal `LayerKind`s have equal programs (compiled once)."""
+    equal `LayerKind`s have equal programs (compiled once). With `segments` it takes the batch's
+    `%seg` [tokens] i32 after `%pos` (a padded or packed batch)."""
     e = spec.element
     D, M = spec.hidden, tokens
     X = _t(M, D, element=e)
@@ -565,7 +445,7 @@ def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0) 
     if pre_attn:
         body.append(_rms_norm(spec, "%h", "%x", "%w_in", M, D))
         h = "%h"
-    _, attn_body = _attention_block(spec, tokens, seq_len, h, spec.layer(layer))
+    _, attn_body = _attention_block(spec, tokens, seq_len, h, spec.layer(layer), segments)
     body += attn_body
     a = "%a"
     if post_attn:
@@ -589,7 +469,7 @@ def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0) 
         body += _scale(spec, "%ds", d, M, D, spec.residual_scale)
         d = "%ds"
     body += [f'%x2 = "nn.add"(%x1, {d}) : ({X}, {X}) -> {X}', f"func.return %x2 : {X}"]
-    args = [f"%x: {X}", f"%pos: {POS}", *_args(decoder_weights(spec), e)]
+    args = [f"%x: {X}", f"%pos: {POS}", *([f"%seg: {POS}"] if segments else []), *_args(decoder_weights(spec), e)]
     return _func("decoder_layer", args, [X], body)
 
 
@@ -601,11 +481,12 @@ def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0) 
 # (in rank order) with the residual and the next norm in one row kernel.
 
 
-def tp_attention_program(spec: ModelSpec, tokens: int, seq_len: int) -> str:
+def tp_attention_program(spec: ModelSpec, tokens: int, seq_len: int, segments: bool = False) -> str:
     """Normalized rows h [tokens, hidden] -> this shard's output projection (a partial sum)."""
     X, POS = _t(tokens, spec.hidden, element=spec.element), _t(tokens, element="i32")
-    args, body = _attention_block(spec, tokens, seq_len, "%h")
-    return _func("tp_attention", [f"%h: {X}", f"%pos: {POS}", *args], [X], body + [f"func.return %a : {X}"])
+    args, body = _attention_block(spec, tokens, seq_len, "%h", segments=segments)
+    return _func("tp_attention", [f"%h: {X}", f"%pos: {POS}", *([f"%seg: {POS}"] if segments else []), *args], [X],
+                 body + [f"func.return %a : {X}"])
 
 
 def tp_mlp_program(spec: ModelSpec, tokens: int) -> str:
@@ -659,8 +540,9 @@ def embedding_program(spec: ModelSpec, tokens: int) -> str:
     return _func("embed_tokens", [f"%ids: {IDS}", f"%w: {W}"], [X], body)
 
 
-def head_program(spec: ModelSpec, tokens: int, *, loss: bool) -> str:
-    """Final RMSNorm, LM head and (with `loss`) mean cross-entropy over non-ignored targets."""
+def head_program(spec: ModelSpec, tokens: int, *, loss: bool, reduction: str = "mean") -> str:
+    """Final RMSNorm, LM head and (with `loss`) the cross-entropy over non-ignored targets, their
+    mean or (`reduction="sum"`, for `num_items_in_batch`) their sum."""
     e, M, D, V = spec.element, tokens, spec.hidden, spec.vocab
     X, W_D, W_LM, L = _t(M, D, element=e), _t(D, element=e), _t(V, D, element=e), _t(M, V, element=e)
     args = [f"%x: {X}", f"%w_norm: {W_D}", f"%w_lm: {W_LM}"]
@@ -674,7 +556,7 @@ def head_program(spec: ModelSpec, tokens: int, *, loss: bool) -> str:
         return _func("lm_head_logits", args, [L], body + [f"func.return %logits : {L}"])
     T, S = _t(M, element="i32"), "tensor<f32>"
     body += [
-        f'%loss = "nn.cross_entropy"(%logits, %targets) <{{ignore_index = {IGNORE_INDEX} : i64, reduction = "mean"}}> : ({L}, {T}) -> {S}',
+        f'%loss = "nn.cross_entropy"(%logits, %targets) <{{ignore_index = {IGNORE_INDEX} : i64, reduction = "{reduction}"}}> : ({L}, {T}) -> {S}',
         f"func.return %loss : {S}",
     ]
     return _func("lm_head_loss", args + [f"%targets: {T}"], [S], body)
@@ -1044,10 +926,12 @@ class DecoderUnit(_Unit):
                     pack_rows([t._local_tensor if tp.is_dtensor(t) else t for t in tensors])
 
     def _program(self, spec, kind, tokens, seq_len):
-        kind = spec.layer(self.index)
-        return (decoder_program(spec, tokens, seq_len, self.index),
+        masked = kind == "layer_segments"
+        layer_kind = spec.layer(self.index)
+        return (decoder_program(spec, tokens, seq_len, self.index, segments=masked),
                 f"a decoder layer ({tokens} tokens, sequences of {seq_len}, {spec.element}"
-                + ("" if kind == spec.layer(0) else f", layer {self.index}'s kind") + ")")
+                + ("" if layer_kind == spec.layer(0) else f", layer {self.index}'s kind")
+                + (", padded or packed" if masked else "") + ")")
 
     def named_weights(self):
         def tensor(name: str) -> torch.Tensor:
@@ -1058,19 +942,24 @@ class DecoderUnit(_Unit):
 
         return [(self.hf_prefix + w.name, tensor(w.name), w.role) for w in decoder_weights(self.spec)]
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, seq_len: int, pieces: torch.Tensor | None = None):
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, seq_len: int, pieces: torch.Tensor | None = None,
+                segments: torch.Tensor | None = None):
         """x -> the next layer's x. Tensor parallel (DTensor weights): `x` is this rank's rows of
         the residual stream (all rows for the first unit) and `pieces` the previous unit's
-        unfolded down-projection pieces; returns `(x1, pieces)` for the next unit to fold."""
+        unfolded down-projection pieces; returns `(x1, pieces)` for the next unit to fold.
+        `segments`: the batch's document id per row (padding -1), for a padded or packed batch
+        (the program variant whose attention takes them; `batch_segments`)."""
         layout = self.layout()
         if layout is None:
             if pieces is not None:
                 raise ArgumentError(f"{self.where}: the residual stream reaching this unit is split over tensor-parallel "
                                     "ranks, but its weights are not DTensors: plan every decoder unit")
+            if segments is not None:
+                return self.function("layer_segments", x.shape[0], seq_len)(x, positions, segments, *self.weights())
             return self.function("layer", x.shape[0], seq_len)(x, positions, *self.weights())
-        return self._forward_tensor_parallel(layout, x, positions, seq_len, pieces)
+        return self._forward_tensor_parallel(layout, x, positions, seq_len, pieces, segments)
 
-    def _forward_tensor_parallel(self, layout, x, positions, seq_len, pieces):
+    def _forward_tensor_parallel(self, layout, x, positions, seq_len, pieces, segments=None):
         _refuse_tensor_parallel(self.where, self.spec)
         T, H, KV = layout.degree, self.spec.heads, self.spec.kv_heads
         tp.check_heads(f"<{self.where}>", H, KV, T)
@@ -1084,8 +973,10 @@ class DecoderUnit(_Unit):
         spec = replace(self.spec, heads=H // T, kv_heads=KV // T, intermediate=mlp_weights[0].shape[0],
                        dtype=self._dtype(w))
         what = f"({tokens} tokens, sequences of {seq_len}, {spec.element}; tensor-parallel shard of {T})"
-        attention = self.segment(("attention", tokens, seq_len, spec),
-                                 lambda: (tp_attention_program(spec, tokens, seq_len), f"the attention segment {what}"))
+        masked = segments is not None
+        attention = self.segment(("attention", tokens, seq_len, spec, masked),
+                                 lambda: (tp_attention_program(spec, tokens, seq_len, segments=masked),
+                                          f"the attention segment {what}"))
         mlp = self.segment(("mlp", tokens, spec), lambda: (tp_mlp_program(spec, tokens), f"the MLP segment {what}"))
         if pieces is None:  # the first unit: keep this rank's rows of the embedding
             if x.shape[0] == tokens and T > 1:
@@ -1093,7 +984,7 @@ class DecoderUnit(_Unit):
             h = self.fold(spec, rows, 0, norm=True, keep_sum=False)(x, w_in)
         else:
             x, h = self.fold(spec, rows, T, norm=True)(x, *pieces.unbind(0), w_in)
-        partial = attention(tp.gather_rows(h, layout), positions, *attention_weights)
+        partial = attention(tp.gather_rows(h, layout), positions, *([segments] if masked else []), *attention_weights)
         x1, h1 = self.fold(spec, rows, T, norm=True)(x, *tp.exchange_pieces(partial, layout).unbind(0), w_post)
         partial = mlp(tp.gather_rows(h1, layout), *mlp_weights)
         return x1, tp.exchange_pieces(partial, layout)
@@ -1110,6 +1001,9 @@ class HeadUnit(_Unit):
     def _program(self, spec, kind, tokens, seq_len):
         if kind == "loss":
             return head_program(spec, tokens, loss=True), f"the LM head and loss ({tokens} tokens, {spec.element})"
+        if kind == "loss_sum":
+            return (head_program(spec, tokens, loss=True, reduction="sum"),
+                    f"the LM head and summed loss ({tokens} tokens, {spec.element})")
         return head_program(spec, tokens, loss=False), f"the LM head ({tokens} tokens, {spec.element})"
 
     def named_weights(self):
@@ -1118,8 +1012,11 @@ class HeadUnit(_Unit):
                 (lm_name, self.lm_head.weight, (tp.COLUMN, tp.REPLICATED))]
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor | None, seq_len: int,
-                pieces: torch.Tensor | None = None, tied_weight: torch.Tensor | None = None) -> torch.Tensor:
-        """`tied_weight`: the head's alias of the weight it shares with the embedding (`TiedWeight`)."""
+                pieces: torch.Tensor | None = None, tied_weight: torch.Tensor | None = None,
+                reduction: str = "mean") -> torch.Tensor:
+        """`tied_weight`: the head's alias of the weight it shares with the embedding (`TiedWeight`).
+        `reduction`: the loss is the mean ("mean") or the sum ("sum") of the token losses."""
+        kind = "loss" if reduction == "mean" else "loss_sum"
         layout = self.layout()
         if layout is None and pieces is not None:
             raise ArgumentError(f"{self.where}: the residual stream reaching the head is split over tensor-parallel ranks, "
@@ -1132,10 +1029,10 @@ class HeadUnit(_Unit):
             weights = self.weights() if tied_weight is None else [self.norm.weight, tied_weight]
             if targets is None:
                 return self.function("logits", x.shape[0], seq_len)(x, *weights)
-            return self.function("loss", x.shape[0], seq_len)(x, *weights, targets)
-        return self._forward_tensor_parallel(layout, x, targets, seq_len, pieces)
+            return self.function(kind, x.shape[0], seq_len)(x, *weights, targets)
+        return self._forward_tensor_parallel(layout, x, targets, seq_len, pieces, kind)
 
-    def _forward_tensor_parallel(self, layout, x, targets, seq_len, pieces):
+    def _forward_tensor_parallel(self, layout, x, targets, seq_len, pieces, kind="loss"):
         from coda_ir.torch.vocab_parallel import sharded_cross_entropy
 
         _refuse_tensor_parallel(self.where, self.spec)
@@ -1150,7 +1047,7 @@ class HeadUnit(_Unit):
             x = tp.gather_rows(x, layout, partial_grads=False)
             if targets is None:
                 return self.function("logits", x.shape[0], seq_len)(x, tp.local(norm), tp.local(lm))
-            return self.function("loss", x.shape[0], seq_len)(x, tp.local(norm), tp.local(lm), targets)
+            return self.function(kind, x.shape[0], seq_len)(x, tp.local(norm), tp.local(lm), targets)
         # vocabulary parallel: the norm on this rank's rows, all rows gathered, this rank's
         # vocabulary shard of the logits reduced to per-row partials (one [tokens, 3] exchange)
         h = self.fold(spec, rows, T, norm=True, keep_sum=False)(x, *pieces.unbind(0), tp.replicated(norm, layout))
@@ -1158,7 +1055,7 @@ class HeadUnit(_Unit):
         if targets is None:
             return tp.gather_columns(torch.matmul(h, tp.local(lm).t()), layout, self.spec.vocab)
         return sharded_cross_entropy(h, tp.local(lm), targets, vocab_size=self.spec.vocab, group=layout.group,
-                                     ignore_index=IGNORE_INDEX)
+                                     ignore_index=IGNORE_INDEX, reduction="mean" if kind == "loss" else "sum")
 
 
 def shifted_targets(labels: torch.Tensor) -> torch.Tensor:
@@ -1201,6 +1098,137 @@ class TokenCheck:
                 value = int(tensor[tuple(where)])
                 allowed = f"[0, {self.vocab})" + (f" or the ignore index {IGNORE_INDEX}" if name == "labels" else "")
                 raise ArgumentError(f"from_hf model: {name} holds {value} at {where}, expected values in {allowed}", name)
+
+
+# Hugging Face forward arguments that do not change the loss or the logits: accepted at these
+# values (None: not given). Any other value, or any other argument, is an ArgumentError.
+_NEUTRAL_KWARGS = {
+    "return_dict": (None, True, False),
+    "use_cache": (None, False),
+    "output_attentions": (None, False),
+    "output_hidden_states": (None, False),
+    "logits_to_keep": (None, 0),
+    "is_causal": (None, True),
+    "inputs_embeds": (None,),
+    "cache": (None,),
+    "past_key_values": (None,),
+}
+
+
+# Accepted with any value: the Hugging Face models of these families ignore them too (a tokenizer
+# may hand a Trainer `token_type_ids`).
+_IGNORED_KWARGS = ("token_type_ids",)
+
+
+def _neutral(name: str, value) -> bool:
+    return any(value is v or (not isinstance(value, torch.Tensor) and type(value) is type(v) and value == v)
+               for v in _NEUTRAL_KWARGS[name])
+
+
+def _check_kwargs(kwargs: dict) -> None:
+    """Every extra keyword argument of `CodaCausalLM.forward` is one that changes nothing."""
+    for name, value in kwargs.items():
+        if name in _IGNORED_KWARGS:
+            continue
+        if name not in _NEUTRAL_KWARGS:
+            raise ArgumentError(f"from_hf model: forward() got the argument {name!r}, which coda-ir does not implement "
+                                "(it takes input_ids, attention_mask, labels, position_ids, num_items_in_batch, "
+                                "cu_seq_lens_q/k, max_length_q/k)", name)
+        if not _neutral(name, value):
+            allowed = " or ".join(repr(v) for v in _NEUTRAL_KWARGS[name])
+            shown = "a tensor" if isinstance(value, torch.Tensor) else repr(value)
+            raise ArgumentError(f"from_hf model: {name}={shown} is not implemented (training forward only: {name} "
+                                f"must be {allowed})", name)
+
+
+def _integer_tensor(value, name: str, what: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor) or value.dtype.is_floating_point or value.dtype.is_complex:
+        got = f"a {value.dtype} tensor" if isinstance(value, torch.Tensor) else type(value).__name__
+        raise ArgumentError(f"from_hf model: {name} must be {what}, got {got}", name)
+    return value
+
+
+def batch_segments(input_ids: torch.Tensor, attention_mask=None, position_ids=None, cu_seq_lens_q=None,
+                   cu_seq_lens_k=None, *, check: bool = True) -> torch.Tensor | None:
+    """The document id of every token [batch * seq] (int32; -1: padding), as Hugging Face's
+    attention would mask the batch, or None where it masks nothing beyond causality (the fast
+    path: the plain decoder program, SDPA's own fused kernel).
+
+    * `attention_mask` [batch, seq] (bool or integer 0/1): padding; a padded key is seen by no
+      query (a padding query sees its row's tokens, as Hugging Face's mask, which masks keys
+      only). As in Hugging Face, a mask takes precedence: position_ids then only place RoPE.
+    * else `cu_seq_lens_q` / `cu_seq_lens_k` (flash-attention's cumulative document lengths over
+      the flattened batch): one document per span; with position_ids, they must agree.
+    * else `position_ids` [batch or 1, seq]: a new document wherever a position is not its
+      predecessor's + 1 (transformers' `find_packed_sequence_indices`, what
+      `DataCollatorWithFlattening` produces: positions restarting at 0).
+
+    `check`: validate the values (one device-to-host copy of a few flags, as Hugging Face's own
+    mask preparation makes) and return None when the batch needs no mask; without (under
+    `torch.compile`, which cannot branch on data) the segments are returned unchecked."""
+    batch, seq = input_ids.shape
+    device = input_ids.device
+    flags: list[tuple[str, str, torch.Tensor]] = []  # (argument, message, bad flag)
+    if attention_mask is not None:
+        if cu_seq_lens_q is not None or cu_seq_lens_k is not None:
+            raise ArgumentError("from_hf model: pass either attention_mask (padding) or cu_seq_lens_q/k (packed "
+                                "documents), not both", "attention_mask")
+        mask = _integer_tensor(attention_mask, "attention_mask", f"a bool or integer 0/1 tensor [{batch}, {seq}]")
+        if tuple(mask.shape) != (batch, seq):
+            raise ArgumentError(f"from_hf model: attention_mask must be [{batch}, {seq}] like input_ids (a 2-D padding "
+                                f"mask), got {list(mask.shape)}", "attention_mask")
+        keep = mask.to(device=device, dtype=torch.bool)
+        segments = torch.where(keep, 0, -1).to(torch.int32).reshape(-1)
+        needed = ~keep.all()
+        if mask.dtype != torch.bool:
+            flags.append(("attention_mask", "holds values other than 0 and 1", ((mask != 0) & (mask != 1)).any()))
+        flags.append(("attention_mask", "pads a whole row (a row needs at least one token)", (~keep).all(dim=1).any()))
+    elif cu_seq_lens_q is not None or cu_seq_lens_k is not None:
+        cu = _integer_tensor(cu_seq_lens_q if cu_seq_lens_q is not None else cu_seq_lens_k, "cu_seq_lens_q",
+                             "an integer tensor of cumulative document lengths")
+        if cu.dim() != 1 or cu.shape[0] < 2:
+            raise ArgumentError(f"from_hf model: cu_seq_lens_q must be 1-D with at least 2 entries, got shape "
+                                f"{list(cu.shape)}", "cu_seq_lens_q")
+        cu = cu.to(device=device, dtype=torch.int64)
+        if cu_seq_lens_q is not None and cu_seq_lens_k is not None:
+            cuk = _integer_tensor(cu_seq_lens_k, "cu_seq_lens_k", "an integer tensor of cumulative document lengths")
+            if tuple(cuk.shape) != tuple(cu.shape):
+                raise ArgumentError("from_hf model: cu_seq_lens_k must equal cu_seq_lens_q (self-attention), got shapes "
+                                    f"{list(cuk.shape)} and {list(cu.shape)}", "cu_seq_lens_k")
+            flags.append(("cu_seq_lens_k", "differs from cu_seq_lens_q (self-attention needs the same documents)",
+                          (cuk.to(device=device, dtype=torch.int64) != cu).any()))
+        tokens = batch * seq
+        flags.append(("cu_seq_lens_q", f"must start at 0, never decrease and end at the token count {tokens}",
+                      (cu[0] != 0) | (cu[-1] != tokens) | (cu.diff() < 0).any()))
+        rows = torch.arange(0, tokens + 1, seq, device=device)
+        flags.append(("cu_seq_lens_q", f"must have a document boundary at every row start (multiples of {seq}): "
+                      "a document cannot span two rows", ~torch.isin(rows, cu).all()))
+        starts = torch.zeros(tokens + 1, dtype=torch.bool, device=device)
+        starts[cu.clamp(0, tokens)] = True
+        starts = starts[:tokens]
+        segments = (starts.cumsum(0) - 1).to(torch.int32)
+        needed = torch.tensor(cu.shape[0] - 1 > batch, device=device) & ((cu.diff() > 0).sum() > batch)
+        if position_ids is not None:
+            pos = position_ids.to(device).expand(batch, seq)
+            from_positions = torch.ones(batch, seq, dtype=torch.bool, device=device)
+            from_positions[:, 1:] = pos.diff(dim=1) != 1
+            flags.append(("position_ids", "disagree with cu_seq_lens_q: positions must count up by one inside each "
+                          "document and restart at each document start", (from_positions.reshape(-1) != starts).any()))
+    elif position_ids is not None:
+        pos = position_ids.to(device).expand(batch, seq)
+        starts = torch.ones(batch, seq, dtype=torch.bool, device=device)
+        starts[:, 1:] = pos.diff(dim=1) != 1
+        segments = (starts.cumsum(dim=1) - 1).to(torch.int32).reshape(-1)
+        needed = starts[:, 1:].any()
+    else:
+        return None
+    if not check:
+        return segments
+    values = torch.stack([needed, *(f for _, _, f in flags)]).tolist()
+    for (name, message, _), bad in zip(flags, values[1:]):
+        if bad:
+            raise ArgumentError(f"from_hf model: {name} {message}", name)
+    return segments if values[0] else None
 
 
 _WRAPPER_PARTS = ("_checkpoint_wrapped_module", "_orig_mod", "_fsdp_wrapped_module")
@@ -1275,9 +1303,15 @@ class CodaCausalLM(torch.nn.Module):
                     out[a] = out[b]
         return out
 
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None, position_ids: torch.Tensor | None = None):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, position_ids: torch.Tensor | None = None, *,
+                num_items_in_batch=None, cu_seq_lens_q: torch.Tensor | None = None,
+                cu_seq_lens_k: torch.Tensor | None = None, max_length_q=None, max_length_k=None, **kwargs):
+        """What a Hugging Face `Trainer` passes (see `from_hf`). `max_length_q/k` are kernel hints
+        of flash-attention and change nothing here."""
         if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
             raise ArgumentError("from_hf model: input_ids must be an integer tensor [batch, seq]")
+        _check_kwargs(kwargs)
         batch, seq_len = input_ids.shape
         ids = input_ids.reshape(-1).to(torch.int32)
         if position_ids is None:
@@ -1289,22 +1323,36 @@ class CodaCausalLM(torch.nn.Module):
         if labels is not None and (not isinstance(labels, torch.Tensor) or labels.shape != input_ids.shape):
             got = list(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
             raise ArgumentError(f"from_hf model: labels must have input_ids' shape {list(input_ids.shape)}, got {got}")
-        if torch.compiler.is_compiling():
+        if num_items_in_batch is not None:
+            if labels is None:
+                raise ArgumentError("from_hf model: num_items_in_batch normalizes a loss: it needs labels",
+                                    "num_items_in_batch")
+            if not isinstance(num_items_in_batch, (int, float, torch.Tensor)) or isinstance(num_items_in_batch, bool) or (
+                    isinstance(num_items_in_batch, torch.Tensor) and num_items_in_batch.numel() != 1):
+                raise ArgumentError(f"from_hf model: num_items_in_batch must be a number or a one-element tensor, got "
+                                    f"{type(num_items_in_batch).__name__}", "num_items_in_batch")
+            if not isinstance(num_items_in_batch, torch.Tensor) and num_items_in_batch <= 0:
+                raise ArgumentError(f"from_hf model: num_items_in_batch must be positive, got {num_items_in_batch}",
+                                    "num_items_in_batch")
+        compiling = torch.compiler.is_compiling()
+        segments = batch_segments(input_ids, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k,
+                                  check=not compiling)
+        if compiling:
             # a traced graph cannot branch on data: each unit checks its own indices at run time
-            return self._run(ids, positions, labels, batch, seq_len)
+            return self._run(ids, positions, labels, batch, seq_len, segments, num_items_in_batch)
         # one check of the step's ids and labels, waited for only once the forward is enqueued
         # (no GPU bubble), instead of a device-to-host sync in each unit that reads them
         check = TokenCheck(input_ids, labels, self.spec.vocab)
         try:
             with indices_checked():
-                out = self._run(ids, positions, labels, batch, seq_len)
+                out = self._run(ids, positions, labels, batch, seq_len, segments, num_items_in_batch)
         except Exception:
             check.raise_if_bad()  # bad input explains a failure downstream of it
             raise
         check.raise_if_bad()
         return out
 
-    def _run(self, ids, positions, labels, batch: int, seq_len: int):
+    def _run(self, ids, positions, labels, batch: int, seq_len: int, segments=None, num_items_in_batch=None):
         from transformers.modeling_outputs import CausalLMOutputWithPast
 
         tied = self._tied_weights()
@@ -1313,6 +1361,8 @@ class CodaCausalLM(torch.nn.Module):
         pieces = None  # tensor parallel: the last down projection's pieces, which the next unit folds
         for layer in self.layers:
             args = (x, positions, seq_len) if pieces is None else (x, positions, seq_len, pieces)
+            if segments is not None:
+                args = (x, positions, seq_len, pieces, segments)
             if checkpointing:
                 out = torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False)
             else:
@@ -1322,7 +1372,15 @@ class CodaCausalLM(torch.nn.Module):
         if labels is None:
             logits = self.head(x, None, seq_len, pieces, tied_weight=head_weight)
             return CausalLMOutputWithPast(loss=None, logits=logits.view(batch, seq_len, -1))
-        loss = self.head(x, shifted_targets(labels), seq_len, pieces, tied_weight=head_weight)
+        if num_items_in_batch is None:
+            loss = self.head(x, shifted_targets(labels), seq_len, pieces, tied_weight=head_weight)
+        else:
+            # the Trainer's gradient-accumulation normalization (transformers' ForCausalLMLoss):
+            # the sum of the token losses over the number of items of the whole accumulated batch
+            total = self.head(x, shifted_targets(labels), seq_len, pieces, tied_weight=head_weight, reduction="sum")
+            if isinstance(num_items_in_batch, torch.Tensor):
+                num_items_in_batch = num_items_in_batch.to(total.device).reshape(())
+            loss = total / num_items_in_batch
         return CausalLMOutputWithPast(loss=loss, logits=None)
 
     def _tied_weights(self) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -1344,9 +1402,13 @@ def from_hf(model, *, pipeline: str | None = "nn-to-coda", progress: bool = True
     (`FAMILIES`: `LlamaForCausalLM`, `Qwen3ForCausalLM`, `GemmaForCausalLM`, ...) through coda-ir,
     sharing its parameters (no copies).
 
-    `forward(input_ids, labels=None, position_ids=None)` returns a `CausalLMOutputWithPast`:
-    `.loss` (mean cross-entropy of the shifted labels, ignore index -100) when `labels` are given,
-    else `.logits` [batch, seq, vocab]. Programs compile on first use of a shape (a message on
+    `forward(input_ids, attention_mask=None, labels=None, position_ids=None, **kwargs)` takes
+    what a Trainer passes and returns a `CausalLMOutputWithPast`: `.loss` (mean cross-entropy
+    of the shifted labels, ignore index -100; their sum over `num_items_in_batch` when given)
+    when `labels` are given, else `.logits` [batch, seq, vocab]. A padding `attention_mask` and
+    packed documents (`position_ids` restarting, or `cu_seq_lens_q/k`) mask the attention as
+    Hugging Face does (`batch_segments`); Hugging Face arguments that change nothing are
+    accepted, any other is an ArgumentError naming it. Programs compile on first use of a shape (a message on
     stderr unless `progress=False`); under `torch.compile` use `dynamic=False`. `pipeline` is
     the pipeline to lower with after `nn-autodiff` (default "nn-to-coda"; its options switch stages
     off, e.g. "nn-to-coda{fuse=false}");

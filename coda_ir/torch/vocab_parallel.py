@@ -172,10 +172,10 @@ def vocab_parallel_cross_entropy(
 
 
 def sharded_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *, vocab_size: int,
-                          group, ignore_index: int = -100) -> torch.Tensor:
-    """The mean vocabulary-parallel cross-entropy for a caller that has checked its arguments
+                          group, ignore_index: int = -100, reduction: str = "mean") -> torch.Tensor:
+    """The mean (or `reduction="sum"`: summed) vocabulary-parallel cross-entropy for a caller that has checked its arguments
     (the targets too) and sums the hidden states' gradient itself: the backward returns this
     rank's partial gradient of `hidden` (tensor parallelism: `hidden` is an all-gather of the
     ranks' rows, whose backward reduce-scatters it)."""
     start, _ = shard_rows(vocab_size, dist.get_rank(group), dist.get_world_size(group))
-    return _VocabParallelCE.apply(hidden, weight, targets, start, ignore_index, True, group, False)
+    return _VocabParallelCE.apply(hidden, weight, targets, start, ignore_index, reduction == "mean", group, False)

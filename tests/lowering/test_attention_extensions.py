@@ -219,3 +219,25 @@ def test_cuda_flex_path_meets_the_bar(name):
         return [o.detach().cpu(), g.cpu()]
 
     assert_matches([out.cpu(), dqkv.cpu()], ref(torch.float64), ref(torch.bfloat16), ["out", "dqkv"])
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+@pytest.mark.parametrize("name", ["window", "softcap", "packed_left_padding", "all"])
+def test_flex_mask_and_score_mod_forward_on_cpu(name, monkeypatch):
+    """The CUDA path's block mask and softcap score_mod, forward only, through FlexAttention's
+    uncompiled CPU implementation (no backward there): the same numbers as the math path."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from coda_ir.lowering import attention
+
+    monkeypatch.setattr(attention, "_FLEX", flex_attention)
+    case = CASES[name]
+    qkv, _ = inputs(6)
+    seg = case.get("segments")
+    segments = torch.tensor(seg, dtype=torch.int32) if seg is not None else None
+    q, k, v = attention._views(qkv, H, KV, HD, S)
+    args = (True, f32(case.get("scale")), case.get("window", 0), f32(case.get("softcap", 0.0)), segments)
+    out, lse = attention.flex_forward(q, k, v, *args)
+    want_out, want_lse = attention.math_forward(q, k, v, *args)
+    torch.testing.assert_close(out, want_out, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lse, want_lse, rtol=1e-5, atol=1e-5)  # -inf where a row sees no key
