@@ -362,6 +362,130 @@ def _t(*shape: int, element: str) -> str:
     return "tensor<" + "x".join(str(s) for s in shape) + f"x{element}>"
 
 
+@dataclass(frozen=True)
+class Weight:
+    """One weight argument of a decoder program: its SSA name, its Hugging Face name under the
+    layer (`self_attn.q_proj.weight`), its shape and its tensor-parallel role."""
+
+    arg: str
+    name: str
+    shape: tuple
+    role: object
+
+
+def _attention_weights(spec: ModelSpec) -> list[Weight]:
+    D, H, KV, hd = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim
+    col, row, rep = tp.COLUMN, tp.ROW, tp.REPLICATED
+    a = "self_attn."
+    ws: list[Weight] = []
+    if spec.fused_qkv:
+        ws.append(Weight("%wqkv", a + "qkv_proj.weight", ((H + 2 * KV) * hd, D), col))
+        if spec.qkv_bias:
+            ws.append(Weight("%bqkv", a + "qkv_proj.bias", ((H + 2 * KV) * hd,), col))
+    else:
+        for p, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+            ws.append(Weight(f"%w{p}", f"{a}{p}_proj.weight", (rows, D), col))
+        if spec.qkv_bias:
+            for p, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+                ws.append(Weight(f"%b{p}", f"{a}{p}_proj.bias", (rows,), col))
+    if spec.qk_norm == "head":
+        ws += [Weight("%wqn", a + "q_norm.weight", (hd,), rep), Weight("%wkn", a + "k_norm.weight", (hd,), rep)]
+    elif spec.qk_norm == "full":
+        ws += [Weight("%wqn", a + "q_norm.weight", (H * hd,), rep), Weight("%wkn", a + "k_norm.weight", (KV * hd,), rep)]
+    ws.append(Weight("%wo", a + "o_proj.weight", (D, H * hd), row))
+    if spec.o_bias:
+        ws.append(Weight("%bo", a + "o_proj.bias", (D,), rep))
+    return ws
+
+
+def _mlp_weights(spec: ModelSpec) -> list[Weight]:
+    D, F = spec.hidden, spec.intermediate
+    col, row, rep = tp.COLUMN, tp.ROW, tp.REPLICATED
+    if spec.fused_gate_up:
+        ws = [Weight("%wgu", "mlp.gate_up_proj.weight", (2 * F, D), col)]
+        ws += [Weight("%bgu", "mlp.gate_up_proj.bias", (2 * F,), col)] if spec.mlp_bias else []
+    else:
+        ws = [Weight("%wg", "mlp.gate_proj.weight", (F, D), col), Weight("%wu", "mlp.up_proj.weight", (F, D), col)]
+        ws += [Weight("%bg", "mlp.gate_proj.bias", (F,), col), Weight("%bu", "mlp.up_proj.bias", (F,), col)] if spec.mlp_bias else []
+    ws.append(Weight("%wd", "mlp.down_proj.weight", (D, F), row))
+    if spec.mlp_bias:
+        ws.append(Weight("%bd", "mlp.down_proj.bias", (D,), rep))
+    return ws
+
+
+_NORM_ARGS = ("%w_in", "%w_attn_post", "%w_post", "%w_mlp_post")  # the order of ModelSpec.norms
+
+
+def decoder_weights(spec: ModelSpec) -> list[Weight]:
+    """A decoder program's weight arguments in order (after x and the positions)."""
+    norm = [Weight(arg, f"{name}.weight", (spec.hidden,), tp.REPLICATED) if name else None
+            for arg, name in zip(_NORM_ARGS, spec.norms)]
+    return [w for w in (norm[0], *_attention_weights(spec), norm[1], norm[2], *_mlp_weights(spec), norm[3]) if w]
+
+
+def _args(ws: list[Weight], element: str) -> list[str]:
+    return [f"{w.arg}: {_t(*w.shape, element=element)}" for w in ws]
+
+
+def _norm_props(spec: ModelSpec) -> str:
+    props = f"eps = {_f32(spec.eps)}"
+    if spec.norm_offset:
+        props += f", offset = {_f32(spec.norm_offset)}"
+    return props
+
+
+def _rms_norm(spec: ModelSpec, out: str, x: str, w: str, rows: int, cols: int) -> str:
+    X, W = _t(rows, cols, element=spec.element), _t(cols, element=spec.element)
+    return f'{out} = "nn.rms_norm"({x}, {w}) <{{{_norm_props(spec)}}}> : ({X}, {W}) -> {X}'
+
+
+def _linear(spec: ModelSpec, out: str, x: str, w: str, rows: int, k: int, n: int, bias: str | None = None) -> list[str]:
+    """`out = x @ w.T (+ bias)`: the bias as an `nn.add` of a rank-1 operand (a GEMM epilogue)."""
+    e = spec.element
+    X, W, Y = _t(rows, k, element=e), _t(n, k, element=e), _t(rows, n, element=e)
+    if bias is None:
+        return [f'{out} = "nn.linear"({x}, {w}) : ({X}, {W}) -> {Y}']
+    return [f'{out}_nb = "nn.linear"({x}, {w}) : ({X}, {W}) -> {Y}',
+            f'{out} = "nn.add"({out}_nb, {bias}) : ({Y}, {_t(n, element=e)}) -> {Y}']
+
+
+def _scale(spec: ModelSpec, out: str, x: str, rows: int, cols: int, factor: float) -> list[str]:
+    X = _t(rows, cols, element=spec.element)
+    return [f'{out} = "nn.scale"({x}) <{{factor = {_f32(factor)}}}> : ({X}) -> {X}']
+
+
+def _needs_attention_prop(name: str, field: str, value) -> None:
+    """Attention props (`scale`, `window`, `softcap`) are optional properties of nn.attention; a dialect
+    without them cannot run this layer: refuse by the config field instead of running another one."""
+    if name not in attention_properties():
+        raise _unsupported(field, value, f"needs nn.attention's `{name}` property, which this coda-ir does not have")
+
+
+def attention_properties() -> set[str]:
+    """The properties this coda-ir's `nn.attention` declares (`window`, `scale`, `softcap` are
+    optional ones added with attention masks; a family needing one is refused without it)."""
+    from coda_ir.dialects import nn
+
+    return set(nn.AttentionOp.get_irdl_definition().properties)
+
+
+def _attention_props(spec: ModelSpec, layer: LayerKind, seq_len: int) -> str:
+    H, KV, hd = spec.heads, spec.kv_heads, spec.head_dim
+    props = f"heads = {H} : i64, kv_heads = {KV} : i64, head_dim = {hd} : i64, seq_len = {seq_len} : i64, causal = true"
+    if spec.attention_scale is not None:
+        _needs_attention_prop("scale", "query_pre_attn_scalar" if spec.family.startswith("gemma") else "attention_multiplier",
+                              spec.attention_scale)
+        props += f", scale = {_f32(spec.attention_scale)}"
+    if spec.attention_softcap is not None:
+        _needs_attention_prop("softcap", "attn_logit_softcapping", spec.attention_softcap)
+        props += f", softcap = {_f32(spec.attention_softcap)}"
+    if layer.window is not None and layer.window < seq_len:
+        # a window of at least the sequence sees every earlier key: a full causal layer
+        _needs_attention_prop("window", "sliding_window", layer.window)
+        props += f", window = {layer.window} : i64"
+    return props
+
+
 def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: LayerKind | None = None,
                      segments: bool = False) -> tuple[list[str], list[str]]:
     """The attention half of a decoder layer from the normalized rows `h` to the output
