@@ -25,6 +25,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from coda_ir.context import coda_passes, universe_dialects
 from coda_ir.errors import ArgumentError
+from coda_ir.remarks import printed_remarks
 from coda_ir.diagnostics import (
     CompilerError,
     Diagnostic,
@@ -113,6 +114,12 @@ class CodaOptMain(xDSLOptMain):
         # Usage errors (unknown target, bad option) are one line and exit status 1, like
         # every other bad-input error, instead of argparse's usage dump and status 2.
         arg_parser.error = _usage_error  # type: ignore[method-assign]
+        arg_parser.add_argument(
+            "--remarks",
+            action="store_true",
+            help="print the passes' remarks on stderr (why a rewrite did not fire, which plan the IO model "
+            "chose); off by default, like coda_ir.compile(..., remarks=True)",
+        )
         arg_parser.add_argument(
             "--debug-traceback",
             action="store_true",
@@ -244,7 +251,9 @@ def _usage_error(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        CodaOptMain(args=argv).run()
+        tool = CodaOptMain(args=argv)
+        with printed_remarks(tool.args.remarks):
+            tool.run()
     except SystemExit:
         raise
     except ArgSpecParseError as error:
