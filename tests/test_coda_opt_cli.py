@@ -190,6 +190,39 @@ def test_help_and_version():
     assert re.fullmatch(r"coda-opt \(coda-ir \d+\.\d+\.\d+, xdsl 0\.74\.0\)\n", version.stdout)
 
 
+def test_help_lists_every_pass_and_target_whole():
+    """Issue 34: --help cut pass descriptions mid-sentence and ran names into them
+    ("coda-widen-summed-storesStore"). Every pass and target: its name, then the first
+    sentence of its docstring, whole, then its options with their defaults."""
+    import dataclasses
+
+    from coda_ir.context import coda_passes
+    from coda_ir.lowering.targets import TARGETS
+    from coda_ir.tools.coda_opt import _summary
+
+    help_ = run("--help").stdout
+    listing = help_[help_.index("Passes (-p"):help_.index("Examples:")]
+    entries: dict[str, str] = {}
+    for line in listing.splitlines():
+        match = re.match(r"^  (\S+)  +(\S.*)$", line)
+        if match:
+            name = match.group(1)
+            entries[name] = match.group(2)
+        elif line.startswith("   ") and entries:
+            entries[name] += " " + line.strip()
+    for registry in (coda_passes(), TARGETS):
+        for name, factory in registry.items():
+            cls = factory()
+            summary = _summary(name, cls)
+            assert summary and summary[-1] in ".)", (name, summary)  # a whole sentence
+            assert entries[name].startswith(summary), (name, entries[name])
+            if dataclasses.is_dataclass(cls):
+                for f in dataclasses.fields(cls):
+                    assert f" {f.name.replace('_', '-')}=" in entries[name], (name, f.name)
+    assert "mlir" in entries
+    assert not re.search(r"coda-\n", help_)  # no pass name broken at a hyphen
+
+
 # ============================================================================ fuzzing
 
 LAST_BRACE = VALID.rstrip().rindex("}")
