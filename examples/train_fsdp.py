@@ -19,6 +19,7 @@ and rank 0 prints the mean loss over the ranks.
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime
 import os
 import socket
@@ -97,8 +98,10 @@ def _exit_rank() -> None:
     TCPStore server still run (measured after destroy_process_group and gc.collect), and the
     interpreter's finalization then tears them down while the other ranks exit: the likely
     source of the `terminate called without an active exception` (SIGABRT) of 3 runs in 14
-    (issue 34). Everything is done and flushed here; only a clean exit is left, so the process
-    ends with status 0 without finalizing."""
+    (issue 34). Everything is done here: the exit handlers run as at a normal exit (they
+    release multiprocessing's semaphores, e.g. tqdm's lock of save_pretrained, which would
+    otherwise be reported leaked), then the process ends with status 0 without finalizing."""
+    atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

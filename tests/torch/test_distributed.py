@@ -832,8 +832,8 @@ def test_train_fsdp_ranks_wait_for_the_save_and_exit_without_finalizing(monkeypa
     """Issue 34: examples/train_fsdp.py died at exit (SIGABRT) in 3 runs of 14, once before
     rank 0 saved. FSDP2 keeps the gloo group (worker threads, TCP loop, TCPStore server) alive
     after destroy_process_group, and finalizing it at interpreter exit aborted. Each rank now
-    waits at a barrier after the save, destroys the group, then leaves with os._exit(0) after
-    flushing; a failed rank still destroys the group and raises (no silent exit)."""
+    waits at a barrier after the save, destroys the group, runs the exit handlers, then leaves
+    with os._exit(0); a failed rank still destroys the group and raises (no silent exit)."""
     example = _import(ROOT / "examples" / "train_fsdp.py")
     calls: list[str] = []
 
@@ -848,6 +848,7 @@ def test_train_fsdp_ranks_wait_for_the_save_and_exit_without_finalizing(monkeypa
     monkeypatch.setattr(example.dist, "destroy_process_group", lambda: calls.append("destroy"))
     monkeypatch.setattr(example.dist, "barrier", lambda: calls.append("barrier"))
     monkeypatch.setattr(example.os, "_exit", exit_)
+    monkeypatch.setattr(example.atexit, "_run_exitfuncs", lambda: calls.append("atexit"))
     import inspect
 
     source = inspect.getsource(example.train)
@@ -855,7 +856,7 @@ def test_train_fsdp_ranks_wait_for_the_save_and_exit_without_finalizing(monkeypa
     monkeypatch.setattr(example, "train", lambda rank, world, args: calls.append("train"))
     with pytest.raises(Exited):
         example._spawned(0, 2, 1234, None)
-    assert calls == ["init", "train", "destroy", "exit 0"]
+    assert calls == ["init", "train", "destroy", "atexit", "exit 0"]
 
     def failing(rank, world, args):
         raise ValueError("boom")
