@@ -137,8 +137,9 @@ def test_legalize_splits_what_it_cannot_prove(capfd):
     """Fused assuming an interleave that never comes (no coda-interleave): coda-legalize splits
     the SwiGLU back out of the gemm (remark) and the program still computes the right numbers."""
     source = variant((PROGRAMS / "llama_wide_ffn.mlir").read_text(), 7, "f32")
+    start = len(remarks.EMITTED)
     compiled, name = run_and_check(source, "coda-defer-norms,convert-nn-to-coda,coda-fuse,coda-legalize")
-    assert "split off into a separate kernel" in capfd.readouterr().err
+    assert any("split off into a separate kernel" in r for r in remarks.EMITTED[start:])
     assert compiled.kernel_count(name) == 7
 
 
