@@ -164,8 +164,11 @@ def _pipeline_names(pipeline: str) -> list[str]:
         ) from None
 
 
-def lower(module: ModuleOp, pipeline: str | None = "nn-to-coda") -> ModuleOp:
+def lower(module: ModuleOp, pipeline: str | None = "nn-to-coda", *, remarks: bool = False) -> ModuleOp:
     """Run `pipeline` (comma-separated pass names, options in braces) in place, verifying after.
+
+    `remarks=True` prints the passes' remarks (why a rewrite did not fire, which plan the IO
+    model chose) on stderr; they are recorded in `coda_ir.remarks.EMITTED` either way.
 
     Raises `ArgumentError` for a bad pipeline (syntax, unknown pass, bad option), `CompileError`
     when a pass rejects the program, `InternalError` when a pass fails on its own."""
@@ -199,8 +202,11 @@ def lower(module: ModuleOp, pipeline: str | None = "nn-to-coda") -> ModuleOp:
             f"compile(): argument 'pipeline': invalid pass pipeline '{pipeline}': {str(error).strip().splitlines()[-1]}",
             "pipeline",
         ) from None
+    from coda_ir.remarks import printed_remarks
+
     try:
-        parsed.apply(make_context(), module)
+        with printed_remarks(remarks):
+            parsed.apply(make_context(), module)
         diagnostics = verify_module(module)
     except CompilerError as error:
         raise CompileError([str(error)]) from None
@@ -258,11 +264,18 @@ def index_checks(module: ModuleOp) -> dict[str, list]:
     return checks
 
 
-def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None) -> CompiledModule:  # noqa: A001
+def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None, remarks: bool = False,  # noqa: A001
+            name: str = "<input>") -> CompiledModule:
     """Parse, verify, run `pipeline`, emit Triton; returns a `CompiledModule`.
 
     `options`: a `coda_ir.lowering.triton.TritonOptions` (the Triton lowering's options, the
     same as `coda-opt -t 'triton{...}'`'s), default: the production defaults.
+
+    `remarks=True` prints the compiler's remarks on stderr (`coda-opt --remarks` does the same);
+    off by default, they are recorded in `coda_ir.remarks.EMITTED` either way.
+
+    `name`: the file name that diagnostics and remarks give for `source` text (a path names
+    itself), e.g. the file the text was read or generated from.
 
     Every error is a `CodaError`: `CompileError` (bad program, located), `ArgumentError` (bad
     `source` or `pipeline`), `InternalError` (a bug of coda-ir)."""
@@ -270,9 +283,11 @@ def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None
     from coda_ir.lowering.triton import emit_module, kernel_counts
     from coda_ir.diagnostics import CompilerError
 
-    module = parse(source)
+    if not isinstance(name, str):
+        raise ArgumentError(f"compile(): argument 'name': expected a file name (str), got {type(name).__name__}", "name")
+    module = parse(source, name)
     checks = index_checks(module)
-    module = lower(module, pipeline)
+    module = lower(module, pipeline, remarks=remarks)
     for name in list(checks):  # nn-autodiff's forward takes the same arguments
         checks.setdefault(f"{name}_fwd", checks[name])
     leftover = [op for op in module.walk() if op.name.startswith("nn.")]
@@ -282,8 +297,11 @@ def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None
         raise CompileError(
             [str(Diagnostic(op, "nn op left after the pipeline: only coda kernels can be lowered to Triton")) for op in leftover[:5]]
         )
+    from coda_ir.remarks import printed_remarks
+
     try:
-        source_text = emit_module(module, options)
+        with printed_remarks(remarks):  # the target runs passes of its own (coda-legalize on hand-written coda)
+            source_text = emit_module(module, options)
         counts = kernel_counts(module)
     except CompilerError as error:
         raise CompileError([str(error)]) from None

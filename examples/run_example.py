@@ -70,6 +70,7 @@ def main() -> int:
     parser.add_argument("--cpu", action="store_true", help="run through the Triton interpreter even if a GPU is present")
     parser.add_argument("--no-bench", action="store_true", help="on the GPU, skip the timing table")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--remarks", action="store_true", help="print the compiler's remarks (why a rewrite did not fire)")
     args = parser.parse_args()
 
     gpu = torch.cuda.is_available() and not args.cpu
@@ -90,11 +91,18 @@ def main() -> int:
     print(f"== device: {torch.cuda.get_device_name() if gpu else 'CPU (Triton interpreter)'}")
 
     t0 = time.perf_counter()
-    program = coda_ir.compile(text, pipeline="nn-to-coda")
+    # diagnostics name the example's file: the small program is generated from the same
+    # template, line for line; remarks (the IO model's choices, for an H100) only with --remarks
+    program = coda_ir.compile(text, pipeline="nn-to-coda", name="examples/llama_block.mlir", remarks=args.remarks)
     t1 = time.perf_counter()
     n_kernels = program.kernel_count("llama_block")
     print(f"compiled nn -> coda -> Triton in {t1 - t0:.1f} s: {n_kernels} kernel launches per call "
           f"({program.source.count('@triton.jit') } jit functions, {len(program.source.splitlines())} lines of Triton)")
+    from coda_ir.analysis.fusion_plan import to_text
+    from coda_ir.analysis.io_extract import extract_module
+
+    print("fusion: the nn ops each kernel runs (coda-opt FILE -t 'fusion-plan{format=text}'):")
+    print(to_text(extract_module(program.ir)), end="")
 
     with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
         f.write(text)

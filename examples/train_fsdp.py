@@ -19,9 +19,11 @@ and rank 0 prints the mean loss over the ranks.
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime
 import os
 import socket
+import sys
 
 import torch
 import torch.distributed as dist
@@ -74,6 +76,9 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
     if rank == 0 and args.save:
         model.save_pretrained(args.save, state_dict=state)
         print(f"saved to {args.save}", flush=True)
+    # no rank leaves (and tears down its connections) while another still works: rank 0 saves
+    # before any process exits, so a failure at another rank's exit cannot lose the model
+    dist.barrier()
 
 
 def _spawned(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
@@ -83,6 +88,23 @@ def _spawned(rank: int, world: int, port: int, args: argparse.Namespace) -> None
         train(rank, world, args)
     finally:
         dist.destroy_process_group()
+    _exit_rank()
+
+
+def _exit_rank() -> None:
+    """End a spawned rank without the interpreter's teardown. FSDP2 keeps the gloo process
+    group alive after `destroy_process_group()` (its parameter groups hold the mesh's group,
+    and the modules outlive `train`): the group's worker threads, its TCP loop and rank 0's
+    TCPStore server still run (measured after destroy_process_group and gc.collect), and the
+    interpreter's finalization then tears them down while the other ranks exit: the likely
+    source of the `terminate called without an active exception` (SIGABRT) of 3 runs in 14
+    (issue 34). Everything is done here: the exit handlers run as at a normal exit (they
+    release multiprocessing's semaphores, e.g. tqdm's lock of save_pretrained, which would
+    otherwise be reported leaked), then the process ends with status 0 without finalizing."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None, start_method: str = "spawn") -> None:
@@ -103,7 +125,7 @@ def main(argv: list[str] | None = None, start_method: str = "spawn") -> None:
             train(dist.get_rank(), dist.get_world_size(), args)
         finally:
             dist.destroy_process_group()
-        return
+        _exit_rank()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

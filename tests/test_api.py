@@ -229,3 +229,32 @@ print("ok", os.environ.get("TRITON_INTERPRET"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().startswith("ok")
+
+
+def test_remarks_are_off_by_default_and_on_when_asked(capfd):
+    """Issue 34: every compile printed its remarks (6-26 lines for a small program). Off by
+    default (recorded in coda_ir.remarks.EMITTED), printed with remarks=True and with
+    `coda-opt --remarks`; coda-opt prints none without it."""
+    from coda_ir import remarks
+
+    norm = """func.func @f(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  %y = nn.rms_norm %x, %w {eps = 1.0e-06 : f32} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+"""
+    wanted = "<input>:2:3: remark: 'nn.rms_norm' op row scale not deferred"
+    start = len(remarks.EMITTED)
+    coda_ir.compile(norm)
+    assert capfd.readouterr().err == ""
+    assert any(r.startswith(wanted) for r in remarks.EMITTED[start:])
+    coda_ir.compile(norm, remarks=True)
+    assert wanted in capfd.readouterr().err
+    coda_ir.compile(norm, name="norm.mlir", remarks=True)  # text located at the file it came from
+    assert "norm.mlir:2:3: remark: 'nn.rms_norm'" in capfd.readouterr().err
+    with pytest.raises(coda_ir.CompileError, match="row scale not deferred"):  # remarks-as-errors still raises
+        coda_ir.compile(norm, pipeline="nn-to-coda{remarks-as-errors=true}")
+    tool = [sys.executable, str(ROOT / "tools" / "coda-opt"), "-p", "nn-to-coda"]
+    quiet = subprocess.run(tool, input=norm, capture_output=True, text=True, check=True)
+    loud = subprocess.run([*tool, "--remarks"], input=norm, capture_output=True, text=True, check=True)
+    assert quiet.stderr == "" and "stdin:2:3: remark: 'nn.rms_norm' op row scale not deferred" in loud.stderr
+    assert quiet.stdout == loud.stdout

@@ -190,6 +190,39 @@ def test_help_and_version():
     assert re.fullmatch(r"coda-opt \(coda-ir \d+\.\d+\.\d+, xdsl 0\.74\.0\)\n", version.stdout)
 
 
+def test_help_lists_every_pass_and_target_whole():
+    """Issue 34: --help cut pass descriptions mid-sentence and ran names into them
+    ("coda-widen-summed-storesStore"). Every pass and target: its name, then the first
+    sentence of its docstring, whole, then its options with their defaults."""
+    import dataclasses
+
+    from coda_ir.context import coda_passes
+    from coda_ir.lowering.targets import TARGETS
+    from coda_ir.tools.coda_opt import _summary
+
+    help_ = run("--help").stdout
+    listing = help_[help_.index("Passes (-p"):help_.index("Examples:")]
+    entries: dict[str, str] = {}
+    for line in listing.splitlines():
+        match = re.match(r"^  (\S+)  +(\S.*)$", line)
+        if match:
+            name = match.group(1)
+            entries[name] = match.group(2)
+        elif line.startswith("   ") and entries:
+            entries[name] += " " + line.strip()
+    for registry in (coda_passes(), TARGETS):
+        for name, factory in registry.items():
+            cls = factory()
+            summary = _summary(name, cls)
+            assert summary and summary[-1] in ".)", (name, summary)  # a whole sentence
+            assert entries[name].startswith(summary), (name, entries[name])
+            if dataclasses.is_dataclass(cls):
+                for f in dataclasses.fields(cls):
+                    assert f" {f.name.replace('_', '-')}=" in entries[name], (name, f.name)
+    assert "mlir" in entries
+    assert not re.search(r"coda-\n", help_)  # no pass name broken at a hyphen
+
+
 # ============================================================================ fuzzing
 
 LAST_BRACE = VALID.rstrip().rindex("}")
@@ -258,3 +291,34 @@ def test_mutated_inputs_never_crash(edits):
     assert len(outputs) == len(chunks)
     for chunk, output in zip(chunks, outputs):
         assert LOCATED.match(output) or output.startswith("builtin.module"), (chunk, output)
+
+
+def test_readme_commands_run_as_written_after_setup():
+    """Issue 34: README commands called bare `python` / `coda-opt`, which only run with the venv
+    activated. Every command of its shell blocks is `bash scripts/...` or a tool that
+    `scripts/setup.sh` puts into `.venv/bin` (after optional VAR=value settings), and every
+    repository file it names exists."""
+    import shlex
+
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(?:sh|bash)\n(.*?)```", readme, re.S)
+    blocks += [b for b in re.findall(r"```\n(.*?)```", readme, re.S) if b.startswith("$ ")]
+    installed = {".venv/bin/python", ".venv/bin/coda-opt", ".venv/bin/lit", ".venv/bin/filecheck", ".venv/bin/torchrun"}
+    commands = []
+    for block in blocks:
+        for line in block.splitlines():
+            line = line.removeprefix("$ ").split(" #")[0].strip()
+            if not line or line.startswith("#") or ":" in line.split()[0]:
+                continue  # a comment, or an output line of the `$ ` block (bad.mlir:2:3: error: ...)
+            words = shlex.split(line)
+            while "=" in words[0]:  # TRITON_INTERPRET=1 ...
+                words.pop(0)
+            commands.append(line)
+            if words[0] == "bash":
+                assert (ROOT / words[1]).is_file(), line
+            else:
+                assert words[0] in installed, f"README runs '{words[0]}', not a tool of .venv/bin: {line}"
+            for word in words[1:]:
+                if re.fullmatch(r"(examples|tests|scripts)/[\w/.-]+", word):
+                    assert (ROOT / word).exists(), f"{line}: no {word}"
+    assert len(commands) >= 10 and any("coda-opt" in c for c in commands)

@@ -70,6 +70,28 @@ def _op_label(entry: str, partial: bool = True) -> str:
     return entry + extra
 
 
+def to_text(plans: Sequence[object]) -> str:
+    """A short text summary: per function, one line per kernel naming the nn ops (or parts of
+    them) it runs, in program order (`coda-opt -t 'fusion-plan{format=text}'`, and what
+    `examples/run_example.py` prints). No costs: they are one GPU's predictions, and the
+    summary is read on any machine."""
+    lines: list[str] = []
+    for plan in plans:
+        kernels: list[m.Kernel] = plan.kernels  # type: ignore[attr-defined]
+        launches = sum(1 for k in kernels if not k.shares_launch)
+        grouped = f" in {launches} launches" if launches != len(kernels) else ""
+        lines.append(f"@{plan.name}: {len(kernels)} kernels{grouped}")  # type: ignore[attr-defined]
+        width = max((len(k.name) for k in kernels), default=0)
+        for k in kernels:
+            entries = list(k.ops) or [k.kind]
+            if "deferred row scale" in k.notes and not any(_role(e) == "scale" for e in entries):
+                entries.insert(0, "deferred row scale (rstd)")
+            joined = " + ".join(_op_label(e, "partial reduction" in k.notes or k.kind != "elementwise")
+                                .replace("\\n", " ") for e in entries)
+            lines.append(f"  {k.name:<{width}}  {k.kind:<11}  {joined}")
+    return "\n".join(lines) + "\n"
+
+
 def to_dot(plans: Sequence[object], gpu: m.GPU | str | None = None, title: str = "") -> str:
     """DOT text for the functions `plans` (io_extract.FunctionPlan values)."""
     gpu = m.as_gpu(gpu)

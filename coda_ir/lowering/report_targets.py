@@ -170,7 +170,7 @@ class IOReportTarget(Target):
 
 @dataclass(frozen=True)
 class FusionPlanTarget(Target):
-    """The fusion plan as a DOT (or SVG) graph: ops grouped into kernels, edges labelled with bytes."""
+    """The fusion plan as a DOT (or SVG) graph: ops grouped into kernels, edges labelled with bytes (format=text: one line per kernel)."""
 
     name = "fusion-plan"
 
@@ -188,6 +188,10 @@ class FusionPlanTarget(Target):
         plans = extract_module(compiled if compiled is not None else module, gpu)
         note = f"compiled by '{self.pipeline}'" if compiled is not None else (
             f"as written ({why})" if why else "as written")
+        if self.format == "text":
+            output.write(f"// fusion plan: {note}\n")
+            output.write(fusion_plan.to_text(plans))
+            return
         dot = fusion_plan.to_dot(plans, gpu, title=note)
         if self.format == "svg":
             svg = fusion_plan.render_svg(dot)
@@ -199,4 +203,4 @@ class FusionPlanTarget(Target):
         elif self.format == "dot":
             output.write(dot)
         else:
-            raise ValueError(f"fusion-plan format must be dot or svg, got '{self.format}'")
+            raise ValueError(f"fusion-plan format must be dot, svg or text, got '{self.format}'")

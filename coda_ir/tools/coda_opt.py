@@ -10,8 +10,12 @@ FileCheck tests can pin them).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
 import os
+import re
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from io import StringIO
@@ -25,6 +29,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from coda_ir.context import coda_passes, universe_dialects
 from coda_ir.errors import ArgumentError
+from coda_ir.remarks import printed_remarks
 from coda_ir.diagnostics import (
     CompilerError,
     Diagnostic,
@@ -57,29 +62,72 @@ _FALLBACK_HELP = {
 }
 
 
-def _first_doc_line(name: str, factory: Callable[[], type]) -> str:
+def _summary(name: str, cls: type) -> str:
+    """The first sentence of a pass's or target's docstring, whole (its first paragraph
+    unwrapped, up to the first full stop that ends a sentence)."""
+    doc = inspect.cleandoc(cls.__doc__ or "")
+    if not doc or doc.startswith(f"{cls.__name__}("):  # dataclasses invent a signature docstring
+        return _FALLBACK_HELP.get(name, "")
+    paragraph = " ".join(doc.split("\n\n")[0].split())
+    match = re.search(r"(?<=[.!?])\s+(?=[A-Z`])", paragraph)
+    return paragraph[: match.start()] if match else paragraph
+
+
+def _options(cls: type) -> str:
+    """`name=default ...` of a pass's or target's options (its dataclass fields), spelled as on
+    the command line (hyphens)."""
+    if not dataclasses.is_dataclass(cls):
+        return ""
+    shown = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        default = f.default
+        if default is dataclasses.MISSING:
+            text = "REQUIRED"
+        elif isinstance(default, bool):
+            text = str(default).lower()
+        elif default == "":
+            text = '""'
+        else:
+            text = str(default)
+        shown.append(f"{f.name.replace('_', '-')}={text}")
+    return " ".join(shown)
+
+
+def _entry(name: str, factory: Callable[[], type], width: int) -> list[str]:
     try:
         cls = factory()
     except Exception as error:  # a broken optional component must not break --help
-        return f"(unavailable: {error})"
-    doc = (cls.__doc__ or "").strip()
-    if not doc or doc.startswith(f"{cls.__name__}("):  # dataclasses invent a signature docstring
-        return _FALLBACK_HELP.get(name, "")
-    return doc.splitlines()[0]
+        return [f"  {name:<{width}}(unavailable: {error})"]
+    indent = " " * (2 + width)
+    lines = textwrap.wrap(_summary(name, cls), HELP_WIDTH, initial_indent=f"  {name:<{width}}",
+                          subsequent_indent=indent, break_on_hyphens=False) or [f"  {name}"]
+    options = _options(cls)
+    if options:
+        lines += textwrap.wrap(f"options: {options}", HELP_WIDTH, initial_indent=indent,
+                               subsequent_indent=indent + "  ", break_on_hyphens=False, break_long_words=False)
+    return lines
+
+
+HELP_WIDTH = 100
 
 
 def describe_passes_and_targets() -> str:
-    """The `--help` listing, generated from the pass and target registries."""
+    """The `--help` listing, generated from the pass and target registries: every pass and
+    target with the first sentence of its docstring and its options with their defaults."""
     from coda_ir.lowering import targets
 
+    passes = sorted(coda_passes().items())
+    width = max(len(n) for n in [*dict(passes), *targets.TARGETS, "mlir"]) + 2
     lines = ["Passes (-p, comma separated, options in braces, e.g. -p 'nn-to-coda{remarks-as-errors=true}'):"]
-    for name, factory in sorted(coda_passes().items()):
-        lines.append(f"  {name:<22}{_first_doc_line(name, factory)}")
+    for name, factory in passes:
+        lines += _entry(name, factory, width)
     lines.append("")
     lines.append("Targets (-t, options in braces, e.g. -t 'io-report{gpu=h200}'):")
-    lines.append(f"  {'mlir':<22}print the IR (default; --print-op-generic for the generic form)")
+    lines.append(f"  {'mlir':<{width}}Print the IR (default; --print-op-generic for the generic form).")
     for name, factory in sorted(targets.TARGETS.items()):
-        lines.append(f"  {name:<22}{_first_doc_line(name, factory)}")
+        lines += _entry(name, factory, width)
     return "\n".join(lines) + "\n"
 
 
@@ -113,6 +161,19 @@ class CodaOptMain(xDSLOptMain):
         # Usage errors (unknown target, bad option) are one line and exit status 1, like
         # every other bad-input error, instead of argparse's usage dump and status 2.
         arg_parser.error = _usage_error  # type: ignore[method-assign]
+        # xDSL lists the passes and targets as one comma-joined word that argparse wraps at
+        # hyphens ("coda-\ninterleave"); the listing above has them, with what they do
+        for action in arg_parser._actions:
+            if action.dest == "passes":
+                action.help = "comma-separated pass pipeline, options in braces (the passes are listed above)"
+            elif action.dest == "target":
+                action.help = "output target, options in braces (the targets are listed above; default: mlir)"
+        arg_parser.add_argument(
+            "--remarks",
+            action="store_true",
+            help="print the passes' remarks on stderr (why a rewrite did not fire, which plan the IO model "
+            "chose); off by default, like coda_ir.compile(..., remarks=True)",
+        )
         arg_parser.add_argument(
             "--debug-traceback",
             action="store_true",
@@ -244,7 +305,9 @@ def _usage_error(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        CodaOptMain(args=argv).run()
+        tool = CodaOptMain(args=argv)
+        with printed_remarks(tool.args.remarks):
+            tool.run()
     except SystemExit:
         raise
     except ArgSpecParseError as error:

@@ -286,7 +286,7 @@ class CodaFunction:
     by `mask` (all true: `@f_bwd` itself).
     """
 
-    def __init__(self, source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda", remarks: bool = True):
+    def __init__(self, source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda", remarks: bool = False):
         self.remarks = remarks
         with printed_remarks(remarks):
             self._build(source, name, pipeline)
@@ -315,7 +315,7 @@ class CodaFunction:
         if not (self.fwd_name in funcs and self.bwd_name in funcs) and self.float_args and _autodiff_registered():
             module = _only_functions(module, [name])
             # sibling linears are packed first, so that the backward is derived from one GEMM
-            coda_ir.lower(module, f"{SIBLINGS_PASS},{AUTODIFF_PASS}")
+            coda_ir.lower(module, f"{SIBLINGS_PASS},{AUTODIFF_PASS}", remarks=self.remarks)
             funcs = _funcs(module)
         self.differentiable = self.fwd_name in funcs and self.bwd_name in funcs
         kept = [name, self.fwd_name, self.bwd_name] if self.differentiable else [name]
@@ -325,7 +325,7 @@ class CodaFunction:
         self.op_name = f"{NAMESPACE}::{_identifier(name, 'f')}_{digest}"
         # @f is compiled now (errors surface here); @f_fwd and each @f_bwd variant when first
         # needed, so a program whose backward does not lower yet still runs without gradients.
-        self.compiled: CompiledModule = coda_ir.compile(_only_functions(self.nn_module, [name]), self.pipeline)
+        self.compiled: CompiledModule = coda_ir.compile(_only_functions(self.nn_module, [name]), self.pipeline, remarks=self.remarks)
         self._forward_module: CompiledModule | None = None
         self._variants: dict[tuple[tuple[bool, ...], bool, bool], CompiledModule] = {}
         self._aliased: dict[tuple[tuple[bool, ...], bool], list[int]] = {}
@@ -483,7 +483,8 @@ class CodaFunction:
         with self._lock:
             if self._forward_module is None:
                 with printed_remarks(self.remarks):
-                    self._forward_module = coda_ir.compile(_only_functions(self.nn_module, [self.fwd_name]), self.pipeline)
+                    self._forward_module = coda_ir.compile(_only_functions(self.nn_module, [self.fwd_name]), self.pipeline,
+                                                             remarks=self.remarks)
             return self._forward_module
 
     # ------------------------------------------------------------------ backward variants
@@ -511,7 +512,8 @@ class CodaFunction:
             variant = self._variants.get(key)
             if variant is None:
                 with printed_remarks(self.remarks):
-                    variant = coda_ir.compile(self._backward_variant_ir(mask, bool(donate), bool(hand_over)), self.pipeline)
+                    variant = coda_ir.compile(self._backward_variant_ir(mask, bool(donate), bool(hand_over)), self.pipeline,
+                                              remarks=self.remarks)
                 self._variants[key] = variant
             return variant
 
@@ -644,13 +646,13 @@ class BoundFunction:
         return f"<{self.function!r} seq_len={self.seq_len}>"
 
 
-def function(source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda", remarks: bool = True) -> CodaFunction:
+def function(source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda", remarks: bool = False) -> CodaFunction:
     """Compile the nn function `name` (default: the first) of `source` (MLIR text, a path or an
     xDSL ModuleOp) into a callable on torch tensors, differentiable through `@f_bwd`.
 
     When the module does not define `@<name>_fwd` and `@<name>_bwd` itself, the `nn-autodiff`
     pass makes them; `pipeline` is the lowering that follows (a leading `nn-autodiff` is
     accepted and ignored). Returns a `CodaFunction`: call it with tensors of the argument types
-    (a tensor, or a tuple when the function has several results). `remarks=False` records the
-    compiler's remarks (coda_ir.remarks.EMITTED) without printing them."""
+    (a tensor, or a tuple when the function has several results). `remarks=True` prints the
+    compiler's remarks on stderr; by default they are only recorded (coda_ir.remarks.EMITTED)."""
     return CodaFunction(source, name, pipeline=pipeline, remarks=remarks)

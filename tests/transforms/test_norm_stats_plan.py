@@ -41,7 +41,7 @@ def _force(monkeypatch, choice: str) -> list[tuple]:
 
 def test_plan_records_a_row_kernel_and_defer_norms_obeys(monkeypatch, capfd):
     calls = _force(monkeypatch, "row_kernel")
-    planned = coda_ir.lower(coda_ir.parse(BLOCK), "nn-plan")
+    planned = coda_ir.lower(coda_ir.parse(BLOCK), "nn-plan", remarks=True)
     assert calls == [(13, 32, 24)]  # M, D and the producing GEMM's K
     (norm,) = _norms(planned)
     assert nn.planned(norm, "stats_in_producer_epilogue") is False

@@ -29,7 +29,7 @@ def source(dtype: str) -> str:
 
 
 def run_and_check(text: str, pipeline: str):
-    compiled = coda_ir.compile(text, pipeline=pipeline)
+    compiled = coda_ir.compile(text, pipeline=pipeline, remarks=True)  # the tests read the remarks
     inputs = testing.random_inputs(text, seed=3)
     outputs = compiled.qkv(*inputs)
     testing.check_against_reference(text, inputs, outputs)

@@ -1,10 +1,27 @@
 // RUN: coda-opt %s -t 'fusion-plan{constants="%S/Inputs/test_gpu.json"}' | filecheck %s
 // RUN: coda-opt %s -t 'fusion-plan{format=svg}' | filecheck %s --check-prefix=SVG
 // RUN: not coda-opt %s -t 'fusion-plan{format=png}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: coda-opt %s -t 'fusion-plan{format=text}' | filecheck %s --check-prefix=TEXT
+// RUN: coda-opt %S/../../../examples/llama_block.mlir -t 'fusion-plan{format=text}' 2>&1 | filecheck %s --check-prefix=LLAMA
 
 // SVG with Graphviz installed, else the DOT text after a note.
 // SVG: {{<svg|// Graphviz 'dot' was not found: printing DOT instead of SVG}}
-// BAD: coda-opt: error: fusion-plan format must be dot or svg, got 'png'
+// BAD: coda-opt: error: fusion-plan format must be dot, svg or text, got 'png'
+
+// The short text summary (issue 34: the main job never said what was fused into what): one
+// line per kernel with the nn ops it runs, no GPU costs; no remarks without --remarks.
+// TEXT:      // fusion plan: as written (input has no nn ops)
+// TEXT-NEXT: @f1: 2 kernels
+// TEXT-NEXT:   F1      gemm         nn.linear@a + nn.add@x1 + nn.rms_norm.stats@h1 (partial reduction) + nn.rms_norm.prescale@h1 (aux store x*w)
+// TEXT-NEXT:   fold:r  fold         nn.rms_norm.rstd@h1 (fold)
+// LLAMA-NOT: remark
+// LLAMA:      // fusion plan: compiled by 'nn-to-coda'
+// LLAMA-NEXT: @llama_block: 7 kernels in 6 launches
+// LLAMA-NEXT:   gemm:x1 {{ +}}gemm         nn.linear + nn.add + nn.rms_norm.stats (partial reduction) + nn.rms_norm.prescale (aux store x*w)
+// LLAMA-NEXT:   fold:x1.folded {{ +}}fold         nn.rms_norm.rstd (fold)
+// LLAMA-NEXT:   gemm:g {{ +}}gemm         deferred row scale (rstd) + nn.linear + nn.swiglu
+// LLAMA:        gemm:r {{ +}}gemm         nn.linear + nn.rope
+// LLAMA-NOT: remark
 
 // The fusion plan of a hand-written coda program: one cluster per kernel with the nn ops
 // named by `coda.origin` (a "+"-joined string or an array), partials as dashed blue edges

@@ -1,5 +1,5 @@
-// RUN: coda-opt %s -t triton --split-input-file 2>&1 | filecheck %s
-// RUN: coda-opt %s -p coda-legalize --split-input-file 2>&1 | filecheck %s --check-prefix=IR
+// RUN: coda-opt %s --remarks -t triton --split-input-file 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks -p coda-legalize --split-input-file 2>&1 | filecheck %s --check-prefix=IR
 
 // Segments of 6 columns: no power-of-two column tile holds whole segments. The Triton target
 // legalizes hand-written coda first (coda-legalize) and the lowering emits exactly what it

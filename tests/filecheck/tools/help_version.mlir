@@ -5,20 +5,22 @@
 // HELP:      usage: coda-opt
 // HELP:      coda-opt: parse, verify, transform and lower coda-ir programs.
 // HELP:      Passes (-p, comma separated
-// HELP:        canonicalize
-// HELP:        nn-to-coda
+// HELP:        canonicalize  {{ +}}Applies all canonicalization patterns.
+// HELP:        coda-widen-summed-stores  Store in f32 the kernel outputs
+// HELP:        nn-to-coda  {{ +}}The whole pipeline from nn to coda kernels
+// HELP:        options: defer-norms=true fuse=true
 // HELP:      Targets (-t
 // HELP:        mlir
-// HELP:        triton
+// HELP:        triton  {{ +}}`coda-opt FILE -t triton`: print one Python module
+// HELP:        options: epilogue-subtile=0 half-tile-io=true
 // HELP:      -t TARGET, --target TARGET
-// HELP-NEXT: Target to use for output. Available targets are:
-// HELP-NEXT: mlir
+// HELP-NEXT: output target, options in braces (the targets are
 // HELP:      -p PASSES, --passes PASSES
-// HELP-NEXT: Delimited list of passes. Available passes are:
-// HELP:      canonicalize
+// HELP-NEXT: comma-separated pass pipeline, options in braces (the
 // HELP:      --verify-diagnostics
 // HELP:      --split-input-file
 // HELP:      --print-op-generic
+// HELP:      --remarks
 // HELP:      --debug-traceback
 
 // VERSION:     {{^}}coda-opt (coda-ir {{[0-9]+\.[0-9]+\.[0-9]+}}, xdsl 0.74.0)

@@ -1,9 +1,9 @@
-// RUN: coda-opt %s --split-input-file -p nn-to-coda 2>&1 | filecheck %s
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{cross-entropy=epilogue}' 2>&1 | filecheck %s --check-prefix=EPI
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=EPI
-// RUN: coda-opt %s --split-input-file -p 'nn-plan{cross-entropy=separate}' 2>&1 | filecheck %s --check-prefix=FORCED
-// RUN: not coda-opt %s --split-input-file -p 'nn-plan{cross-entropy=sometimes}' 2>&1 | filecheck %s --check-prefix=BAD
-// RUN: coda-opt %s --split-input-file -t 'io-report{decisions=true}' 2>&1 | filecheck %s --check-prefix=IO
+// RUN: coda-opt %s --remarks --split-input-file -p nn-to-coda 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{cross-entropy=epilogue}' 2>&1 | filecheck %s --check-prefix=EPI
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=EPI
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-plan{cross-entropy=separate}' 2>&1 | filecheck %s --check-prefix=FORCED
+// RUN: not coda-opt %s --remarks --split-input-file -p 'nn-plan{cross-entropy=sometimes}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: coda-opt %s --remarks --split-input-file -t 'io-report{decisions=true}' 2>&1 | filecheck %s --check-prefix=IO
 
 // The LLaMA-3.2-1B LM head with its loss (8192 tokens, vocabulary 128256, K = 2048).
 // io_model.cross_entropy_plan, fitted to the H100 (bench/RESULTS.md session 13): in the logits

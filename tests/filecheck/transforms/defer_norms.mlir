@@ -1,4 +1,4 @@
-// RUN: coda-opt %s --split-input-file -p coda-defer-norms 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks --split-input-file -p coda-defer-norms 2>&1 | filecheck %s
 // Reparameterize: rms_norm(x, g) @ W.T = r * ((x * g) @ W.T); the row scale moves into the GEMM.
 // Remarks go to stderr as they happen, so they come before the IR:
 // CHECK: defer_norms.mlir:{{[0-9]+}}:3: remark: 'nn.rms_norm' op row scale not deferred: no GEMM consumes the normalized value (used by nn.silu); it runs as a standalone norm

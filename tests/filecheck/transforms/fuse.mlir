@@ -1,5 +1,5 @@
-// RUN: coda-opt %s --split-input-file -p coda-fuse 2>&1 | filecheck %s
-// RUN: coda-opt %s --split-input-file -p coda-defer-norms,convert-nn-to-coda,coda-fuse 2>&1 | filecheck %s --check-prefix=NN
+// RUN: coda-opt %s --remarks --split-input-file -p coda-fuse 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks --split-input-file -p coda-defer-norms,convert-nn-to-coda,coda-fuse 2>&1 | filecheck %s --check-prefix=NN
 
 // Remarks are printed on stderr as they happen, before the IR (@first_layer and @qknorm96 below):
 // NN: fuse.mlir:{{[0-9]+}}:3: remark: 'nn.rms_norm' op row scale not deferred: no GEMM consumes the normalized value (used by nn.silu)

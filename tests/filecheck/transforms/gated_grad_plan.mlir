@@ -1,9 +1,9 @@
-// RUN: coda-opt %s --split-input-file -p nn-to-coda 2>&1 | filecheck %s
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{gated-grad=epilogue}' 2>&1 | filecheck %s --check-prefix=EPI
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=EPI
-// RUN: coda-opt %s --split-input-file -p 'nn-plan{gated-grad=separate}' 2>&1 | filecheck %s --check-prefix=FORCED
-// RUN: not coda-opt %s --split-input-file -p 'nn-plan{gated-grad=sometimes}' 2>&1 | filecheck %s --check-prefix=BAD
-// RUN: coda-opt %s --split-input-file -t 'io-report{decisions=true}' 2>&1 | filecheck %s --check-prefix=IO
+// RUN: coda-opt %s --remarks --split-input-file -p nn-to-coda 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{gated-grad=epilogue}' 2>&1 | filecheck %s --check-prefix=EPI
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=EPI
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-plan{gated-grad=separate}' 2>&1 | filecheck %s --check-prefix=FORCED
+// RUN: not coda-opt %s --remarks --split-input-file -p 'nn-plan{gated-grad=sometimes}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: coda-opt %s --remarks --split-input-file -t 'io-report{decisions=true}' 2>&1 | filecheck %s --check-prefix=IO
 
 // The down-projection dgrad of the LLaMA backward (what nn-autodiff writes): dy = dout @ Wd,
 // the SwiGLU backward dz of the saved z, and the z . dz row sums of the norm backward.

@@ -1,5 +1,5 @@
-// RUN: coda-opt %s --split-input-file -p coda-legalize 2>&1 | filecheck %s
-// RUN: not coda-opt %s --split-input-file -p 'coda-legalize{remarks-as-errors=true}' 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: coda-opt %s --remarks --split-input-file -p coda-legalize 2>&1 | filecheck %s
+// RUN: not coda-opt %s --remarks --split-input-file -p 'coda-legalize{remarks-as-errors=true}' 2>&1 | filecheck %s --check-prefix=ERR
 
 // The proofs run on the F2 linear layout of the accumulator tile over the column-tile widths
 // the lowering may pick; the smallest BN that keeps every op tile-local becomes a constraint.

@@ -1,5 +1,5 @@
-// RUN: coda-opt %s -p nn-to-coda 2>&1 | filecheck %s
-// RUN: coda-opt %s -p 'nn-to-coda{whole-rows-stats=false}' 2>&1 | filecheck %s --check-prefix=BEFORE
+// RUN: coda-opt %s --remarks -p nn-to-coda 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks -p 'nn-to-coda{whole-rows-stats=false}' 2>&1 | filecheck %s --check-prefix=BEFORE
 // Issue 9 item 4: an MLP that starts from its input (x is a function argument; D = 96 has no
 // power-of-two row tile). The norm is deferred like every other: 3 launches in all, ONE
 // `whole rows` statistics kernel (row sums complete in the program, no fold) + 2 GEMMs, the

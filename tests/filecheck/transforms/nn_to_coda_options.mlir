@@ -1,7 +1,7 @@
-// RUN: coda-opt %s -p 'nn-to-coda{fuse=false}' 2>&1 | filecheck %s --check-prefix=NOFUSE
-// RUN: coda-opt %s -p 'nn-to-coda{interleave=false}' 2>&1 | filecheck %s --check-prefix=NOIL
-// RUN: coda-opt %s -p 'nn-to-coda{defer-norms=false}' 2>&1 | filecheck %s --check-prefix=NODEFER
-// RUN: coda-opt %s -p convert-nn-to-coda,coda-fuse,coda-interleave,coda-legalize 2>&1 | filecheck %s --check-prefix=NODEFER
+// RUN: coda-opt %s --remarks -p 'nn-to-coda{fuse=false}' 2>&1 | filecheck %s --check-prefix=NOFUSE
+// RUN: coda-opt %s --remarks -p 'nn-to-coda{interleave=false}' 2>&1 | filecheck %s --check-prefix=NOIL
+// RUN: coda-opt %s --remarks -p 'nn-to-coda{defer-norms=false}' 2>&1 | filecheck %s --check-prefix=NODEFER
+// RUN: coda-opt %s --remarks -p convert-nn-to-coda,coda-fuse,coda-interleave,coda-legalize 2>&1 | filecheck %s --check-prefix=NODEFER
 
 // Every stage can be switched off; the program stays correct, only less fused.
 func.func @mlp(%a: tensor<8x32xf32>, %w0: tensor<64x32xf32>, %g: tensor<64xf32>, %wgu: tensor<1024x64xf32>) -> tensor<8x512xf32> {

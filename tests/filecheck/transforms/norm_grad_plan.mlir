@@ -1,11 +1,11 @@
-// RUN: coda-opt %s --split-input-file -p nn-to-coda 2>&1 | filecheck %s
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{norm-grad=auto}' 2>&1 | filecheck %s
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{norm-grad=epilogue}' 2>&1 | filecheck %s --check-prefix=EPI
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=EPI
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{norm-grad=separate}' 2>&1 | filecheck %s --check-prefix=SEP
-// RUN: coda-opt %s --split-input-file -p 'nn-plan{norm-grad=separate}' 2>&1 | filecheck %s --check-prefix=FORCED
-// RUN: not coda-opt %s --split-input-file -p 'nn-plan{norm-grad=sometimes}' 2>&1 | filecheck %s --check-prefix=BAD
-// RUN: coda-opt %s --split-input-file -t 'io-report{decisions=true}' 2>&1 | filecheck %s --check-prefix=IO
+// RUN: coda-opt %s --remarks --split-input-file -p nn-to-coda 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{norm-grad=auto}' 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{norm-grad=epilogue}' 2>&1 | filecheck %s --check-prefix=EPI
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=EPI
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{norm-grad=separate}' 2>&1 | filecheck %s --check-prefix=SEP
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-plan{norm-grad=separate}' 2>&1 | filecheck %s --check-prefix=FORCED
+// RUN: not coda-opt %s --remarks --split-input-file -p 'nn-plan{norm-grad=sometimes}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: coda-opt %s --remarks --split-input-file -t 'io-report{decisions=true}' 2>&1 | filecheck %s --check-prefix=IO
 
 // The QKV dgrad of the LLaMA-1B backward (what nn-autodiff writes): dy = dqkv @ Wqkv (K 3072),
 // the RMSNorm backward with its row statistic hdh given (dx elementwise in dy, dw column

@@ -1,6 +1,6 @@
-// RUN: coda-opt %s -p 'coda-plan-mainloop{mainloop=gluon}' --split-input-file 2>&1 | filecheck %s
-// RUN: coda-opt %s -p 'coda-plan-mainloop{mainloop=tl}' --split-input-file 2>&1 | filecheck %s --check-prefix=TL
-// RUN: coda-opt %s -p coda-plan-mainloop --split-input-file 2>&1 | filecheck %s --check-prefix=AUTO
+// RUN: coda-opt %s --remarks -p 'coda-plan-mainloop{mainloop=gluon}' --split-input-file 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks -p 'coda-plan-mainloop{mainloop=tl}' --split-input-file 2>&1 | filecheck %s --check-prefix=TL
+// RUN: coda-opt %s --remarks -p coda-plan-mainloop --split-input-file 2>&1 | filecheck %s --check-prefix=AUTO
 // coda-plan-mainloop records #coda.mainloop on the gemms whose epilogue reads or writes tiles
 // (transforms/plan_mainloop.py; `mainloop=gluon` here: at any size): the hand-off is bf16 only where the value handed over is
 // rounded to bf16 before any other use; a leading residual add of a bf16 tile is done by the MMA

@@ -1,6 +1,6 @@
-// RUN: coda-opt %s -p coda-plan-mainloop --split-input-file 2>&1 | filecheck %s
-// RUN: coda-opt %s -p 'coda-plan-mainloop{mainloop=gluon}' --split-input-file 2>&1 | filecheck %s
-// RUN: coda-opt %s -p 'coda-plan-mainloop{mainloop=tl}' --split-input-file 2>&1 | filecheck %s --check-prefix=TL
+// RUN: coda-opt %s --remarks -p coda-plan-mainloop --split-input-file 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks -p 'coda-plan-mainloop{mainloop=gluon}' --split-input-file 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks -p 'coda-plan-mainloop{mainloop=tl}' --split-input-file 2>&1 | filecheck %s --check-prefix=TL
 // coda-plan-mainloop records #coda.vendor_gemm<cublas> on the gemms whose epilogue stores the
 // accumulator and nothing else, with 16-bit operands and an output of their type or f32
 // (transforms/plan_mainloop.py: the backward's dgrads and weight gradients run cuBLAS on the GPU);

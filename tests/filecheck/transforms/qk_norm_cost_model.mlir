@@ -1,5 +1,5 @@
-// RUN: coda-opt %s --split-input-file -p nn-plan,convert-nn-to-coda,coda-fuse 2>&1 | filecheck %s
-// RUN: coda-opt %s --split-input-file -p 'nn-plan{cost-model=false},convert-nn-to-coda,coda-fuse' 2>&1 | filecheck %s --check-prefix=OFF
+// RUN: coda-opt %s --remarks --split-input-file -p nn-plan,convert-nn-to-coda,coda-fuse 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-plan{cost-model=false},convert-nn-to-coda,coda-fuse' 2>&1 | filecheck %s --check-prefix=OFF
 
 // QK-norm placement is a cost-model choice of nn-plan (coda-fuse obeys its record): the norm in the QKV GEMM's epilogue
 // needs whole heads per tile (BN a multiple of head_dim); io_model.qk_norm_tile_width prices
@@ -47,8 +47,8 @@ func.func @qk_norm_decode(%x: tensor<64x4096xbf16>, %wq: tensor<4096x4096xbf16>,
 
 // The whole pipeline passes the option through: with the model, the M=64 function keeps the norm
 // as its own kernel (with the remark); without it, both functions fuse it into the QKV epilogue.
-// RUN: coda-opt %s --split-input-file -p nn-to-coda 2>&1 | filecheck %s --check-prefix=PIPE
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=PIPE-OFF
+// RUN: coda-opt %s --remarks --split-input-file -p nn-to-coda 2>&1 | filecheck %s --check-prefix=PIPE
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=PIPE-OFF
 // PIPE:         remark: 'nn.head_rms_norm' op QK-norm not fused
 // PIPE-LABEL:   func.func @qk_norm_decode
 // PIPE:           coda.elementwise

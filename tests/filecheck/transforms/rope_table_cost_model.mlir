@@ -1,5 +1,5 @@
-// RUN: coda-opt %s --split-input-file -p nn-to-coda 2>&1 | filecheck %s
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=OFF
+// RUN: coda-opt %s --remarks --split-input-file -p nn-to-coda 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=OFF
 
 // RoPE in a GEMM's epilogue: io_model.rope_table_plan compares libdevice sin/cos per pair in
 // every tile (exposed after the mainloop) with cos/sin [M, hd/2] tables computed once by a
@@ -63,7 +63,7 @@ func.func @single_head(%x: tensor<8192x4096xbf16>, %w: tensor<128x4096xbf16>, %p
 // adds to its memory time (it does not all hide under it: bench/RESULTS.md session 11), so at the
 // LLaMA-3 8B shape one [8192, 64] table kernel and a pass that only rotates win; at a tiny shape
 // the extra launch loses. `rope-table=never` (and cost-model=false) keep sin/cos in the pass.
-// RUN: coda-opt %s --split-input-file -p 'nn-to-coda{rope-table=never}' 2>&1 | filecheck %s --check-prefix=NEVER
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{rope-table=never}' 2>&1 | filecheck %s --check-prefix=NEVER
 // CHECK-LABEL: func.func @rope_grad_8b
 // CHECK:       %[[C:.*]], %[[S:.*]] = coda.elementwise [8192, 64] ins(%pos : tensor<8192xi32>) {{.*}} attributes {coda.origin = "nn.rope_grad.table"}
 // CHECK:       coda.elementwise [8192, 6144] ins(%dr, %[[C]], %[[S]] :
