@@ -35,7 +35,7 @@ tuning again (tiles tuned at 4096 rows are as good at 3072: the same waves of th
 within the last one). Triton compiles a kernel once per specialization of its integer
 arguments (M divisible by 16 or not, equal to 1): a static program's kernel compiles (not tunes)
 once more for an M of the other kind; the kernels of a `#coda.rows` module are not specialized
-on their row extents (`@triton.jit(do_not_specialize=...)`) and compile once (Gluon entries excepted: specialized, see `gluon.py`). N and K enter as they are, except
+on their row extents (`@triton.jit(do_not_specialize=...)`) and compile once. N and K enter as they are, except
 those the generated code names run-time row extents (`row_extents="K"`: a weight gradient's
 reduction over the tokens), which are bucketed the same way; for such a launch a bucket not
 tuned yet takes the tiles of a tuned neighbour (twice or half its rows) and tunes only where

@@ -561,7 +561,7 @@ class BlockPrinter:
         assert isinstance(record, coda.MainloopAttr) and op.column_lanes is not None and op.combines is not None
         stores = [(n, self.get(p), c.data) for n, p, c in zip(names, op.carried, op.combines.data)]
         return emit_gluon_kernel(kernel.sym_name.data, record, op.column_lanes.data, op.transpose_b is not None,
-                                 tensors, body, stores)
+                                 tensors, body, stores, tl.unspecialized(kernel))
 
 
 # names a value of a kernel must not take: the modules and builtins printed kernels refer to
