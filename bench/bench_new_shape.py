@@ -47,7 +47,7 @@ def _sync(device) -> None:
 
 class Counters:
     """IR compiles (from_hf's compile entry point) and GEMM autotunings, counted by wrapping them,
-    and Triton kernel compiles (Triton's `jit_post_compile_hook`, where this Triton has it)."""
+    and Triton kernel compiles (around `JITFunction._do_compile`, where this Triton has it)."""
 
     def __init__(self):
         from coda_ir.lowering import gemm_launch
@@ -57,17 +57,19 @@ class Counters:
         self.tunings = 0
         self.triton_compiles: list[str] = []
         try:
-            import triton
+            # counted around JITFunction._do_compile (called on a kernel-cache miss), not through
+            # `knobs.runtime.jit_post_compile_hook`: with a hook set, Triton 3.6 json-dumps each
+            # kernel's constexprs, which fails for a Gluon kernel's layout constexpr
+            from triton.runtime.jit import JITFunction
 
-            runtime = triton.knobs.runtime
+            real_compile = JITFunction._do_compile
 
-            def compiled(**kwargs):
-                self.triton_compiles.append(str(kwargs.get("repr", "?")).split("[")[0])
-                return False
+            def compiled(jit_function, *args, **kwargs):
+                self.triton_compiles.append(jit_function.fn.__qualname__)
+                return real_compile(jit_function, *args, **kwargs)
 
-            if runtime.jit_post_compile_hook is None:
-                runtime.jit_post_compile_hook = compiled
-        except Exception:  # an older Triton: not counted
+            JITFunction._do_compile = compiled
+        except (ImportError, AttributeError):  # another Triton: not counted
             pass
         real_function, real_autotune = hf.CodaFunction, gemm_launch._autotune
 
