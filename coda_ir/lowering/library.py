@@ -97,7 +97,10 @@ def _row_run_kernel(interpret: bool):
         from triton.runtime.interpreter import InterpretedFunction
         from triton.runtime.jit import JITFunction
 
-        kernel = _ROW_RUN_KERNELS[interpret] = (InterpretedFunction if interpret else JITFunction)(_add_row_runs)
+        # `n` (the step's token count) unspecialized: a new sequence length whose token count
+        # is not a multiple of 16 must not compile the kernel again (1.5 s of a first step, H200)
+        kernel = _ROW_RUN_KERNELS[interpret] = (InterpretedFunction(_add_row_runs) if interpret
+                                                else JITFunction(_add_row_runs, do_not_specialize=["n"]))
     return kernel
 
 
