@@ -1,7 +1,8 @@
 """coda_ir.torch.from_hf: Hugging Face LLaMA / Qwen3 models trained through coda-ir.
 
-Tiny random-init configurations (no downloads): hidden 64, 2 layers, GQA 4/2 of head_dim 16,
-vocab 128, intermediate 96; batch 2 x seq 7 (odd: no tile divides it). Every check compares
+Tiny random-init configurations (no downloads, tests/torch/hf_families.py): hidden 64, 2 layers,
+GQA 4/2 of head_dim 16, vocab 128, intermediate 96; batch 2 x seq 7 (odd: no tile divides it).
+Training over many steps against Hugging Face: tests/torch/test_convergence.py. Every check compares
 against the same Hugging Face model run in float64, under the NN_DIALECT bar: coda-ir's error at
 most twice the Hugging Face model's own error in the same dtype.
 """
@@ -18,29 +19,9 @@ transformers = pytest.importorskip("transformers")
 import coda_ir  # noqa: E402
 from coda_ir.testing import assert_matches  # noqa: E402
 from coda_ir.torch.hf import decoder_program, from_hf, shifted_targets, spec_of  # noqa: E402
+from tests.torch.hf_families import VOCAB, tiny_model  # noqa: E402 (the registry of families)
 
-BATCH, SEQ, VOCAB = 2, 7, 128
-
-
-def tiny_config(family: str, **overrides):
-    common = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                  vocab_size=VOCAB, intermediate_size=96, head_dim=16, rms_norm_eps=1e-6)
-    common.update(overrides)
-    if family == "llama":
-        return transformers.LlamaConfig(**common)
-    return transformers.Qwen3Config(**common)
-
-
-def tiny_model(family: str, dtype=torch.float32, seed: int = 0, **overrides):
-    torch.manual_seed(seed)
-    cls = transformers.LlamaForCausalLM if family == "llama" else transformers.Qwen3ForCausalLM
-    model = cls(tiny_config(family, **overrides))
-    # random norm weights too (HF initialises them to ones, which would hide a wrong weight)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                p.copy_(1 + 0.3 * torch.randn_like(p))
-    return model.to(dtype)
+BATCH, SEQ = 2, 7
 
 
 def batch(seed: int = 1, ignored: bool = True):
@@ -295,30 +276,6 @@ def test_frozen_weights_get_no_gradient():
     from_hf(model, progress=False)(ids, labels=labels).loss.backward()
     for name, p in model.named_parameters():
         assert (p.grad is not None) == ("mlp" in name), name
-
-
-def test_adamw_30_steps_tracks_hugging_face():
-    model = tiny_model("llama")
-    reference = copy.deepcopy(model)
-    cmodel = from_hf(model, progress=False)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    ref_opt = torch.optim.AdamW(reference.parameters(), lr=3e-3)
-    ids, labels = batch(ignored=False)
-    ours, theirs = [], []
-    for _ in range(30):
-        for m, o, out in ((cmodel, opt, ours), (reference, ref_opt, theirs)):
-            o.zero_grad(set_to_none=True)
-            loss = m(input_ids=ids, labels=labels).loss if m is reference else m(ids, labels=labels).loss
-            loss.backward()
-            o.step()
-            out.append(loss.item())
-    assert theirs[-1] < 0.5 * theirs[0]  # it learns (memorises the batch)
-    from coda_ir.lowering.library import adjacent_view
-
-    attn = model.model.layers[0].self_attn  # the optimizer updated the packed weights in place
-    assert adjacent_view([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]) is not None
-    for step, (a, b) in enumerate(zip(ours, theirs)):
-        assert abs(a - b) <= 1e-3 * max(1.0, abs(b)), (step, a, b)
 
 
 def test_torch_compile_fullgraph_with_ignored_labels():
