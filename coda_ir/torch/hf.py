@@ -65,6 +65,10 @@ class ModelSpec:
     qk_norm: bool
     tied: bool
     dtype: torch.dtype
+    # the model's own RoPE frequencies (its rotary_emb.inv_freq buffer, fp32 numbers), which the
+    # programs use bit for bit: Hugging Face's fp32 formula is 1-2 ulp off theta ** (-2i / hd) in
+    # about a third of them, ~1e-4 rad of angle at position 4096 (see _inv_freq). None: from theta.
+    inv_freq: tuple[float, ...] | None = None
 
     @property
     def element(self) -> str:
@@ -97,6 +101,24 @@ def _rope_theta(config) -> float:
     if theta is None:
         raise _unsupported("rope_theta", None, "the RoPE base is missing")
     return float(theta)
+
+
+def _inv_freq(model, head_dim: int) -> tuple[float, ...] | None:
+    """The frequencies the Hugging Face model rotates by: its `model.rotary_emb.inv_freq`
+    buffer, computed at construction by `1 / theta ** (arange(0, hd, 2) / hd)` in fp32 ops
+    (`compute_default_rope_parameters`). Those are not the correctly rounded theta ** (-2i / hd)
+    that nn.rope's `theta` means (1-2 ulp off in about a third of them, and the bits depend on
+    the pow of the device that computed them), so the programs carry them explicitly: in fp32
+    the loss then tracks Hugging Face's to ~1e-7 at any position instead of drifting with it.
+    (A buffer a `Module.to(bfloat16)` rounded is used as it is: it is what the model computes.)"""
+    rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+    buf = getattr(rotary, "inv_freq", None)
+    if not isinstance(buf, torch.Tensor) or buf.dim() != 1 or buf.shape[0] != head_dim // 2 or buf.is_meta:
+        return None
+    values = buf.detach().to(device="cpu", dtype=torch.float32)
+    if not bool(torch.isfinite(values).all()) or bool((values < 0).any()):
+        return None
+    return tuple(float(v) for v in values.tolist())
 
 
 def spec_of(model) -> ModelSpec:
@@ -149,6 +171,7 @@ def spec_of(model) -> ModelSpec:
         qk_norm=family == "qwen3",
         tied=tied,
         dtype=next(iter(dtypes)),
+        inv_freq=_inv_freq(model, head_dim),
     )
 
 
@@ -192,8 +215,9 @@ def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str) -> tupl
             f'%kn = "nn.head_rms_norm"(%qn, %wkn) <{{head_dim = {hd} : i64, heads = {KV} : i64, eps = {eps}, first_head = {H} : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
         ]
         pre_rope = "%kn"
+    freqs = "" if spec.inv_freq is None else ", inv_freq = array<f32: " + ", ".join(f"{v:.9e}" for v in spec.inv_freq) + ">"
     body += [
-        f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(spec.theta)}, style = "half"}}> : ({QKV}, {POS}) -> {QKV}',
+        f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(spec.theta)}, style = "half"{freqs}}}> : ({QKV}, {POS}) -> {QKV}',
         f'%y = "nn.attention"(%r) <{{heads = {H} : i64, kv_heads = {KV} : i64, head_dim = {hd} : i64, seq_len = {seq_len} : i64, causal = true}}> : ({QKV}) -> {Q}',
         f'%a = "nn.linear"(%y, %wo) : ({Q}, {_t(D, q_cols, element=e)}) -> {X}',
     ]

@@ -69,6 +69,30 @@ def test_loss_and_every_gradient_match_float64(family, dtype):
     )
 
 
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_fp32_rope_uses_the_models_frequencies_far_into_the_context(family):
+    # Positions ~4000 with theta 5e5, head_dim 32: Hugging Face rotates by its inv_freq buffer,
+    # computed in fp32 ops (1-2 ulp off the correctly rounded theta ** (-2i / hd) in about a
+    # third of the frequencies: ~1e-4 rad of angle here), and its float64 model keeps those
+    # fp32 frequencies. With theta's own frequencies coda-ir's gradients were up to 6.0x
+    # (llama) / 4.2x (qwen3) Hugging Face fp32's error off its float64 model, beyond the 2x bar;
+    # with the model's frequencies (nn.rope inv_freq) 1.4x / 1.2x.
+    modelT = tiny_model(family, hidden_size=128, head_dim=32, rope_theta=500000.0)
+    model64 = copy.deepcopy(modelT).double()
+    ids, labels = batch()
+    positions = torch.arange(4000, 4000 + SEQ).unsqueeze(0)
+    assert spec_of(modelT).inv_freq == tuple(modelT.model.rotary_emb.inv_freq.tolist())
+    grads = []
+    for m in (model64, copy.deepcopy(modelT)):
+        m(input_ids=ids, labels=labels, position_ids=positions, use_cache=False).loss.backward()
+        grads.append({n: p.grad for n, p in m.named_parameters()})
+    loss = from_hf(modelT, progress=False)(ids, labels=labels, position_ids=positions).loss
+    loss.backward()
+    names = sorted(grads[0])
+    ours = {n: p.grad for n, p in modelT.named_parameters()}
+    assert_matches([ours[n] for n in names], [grads[0][n] for n in names], [grads[1][n] for n in names], names)
+
+
 def test_logits_without_labels_match_float64():
     model = tiny_model("llama")
     ids, _ = batch()
