@@ -69,7 +69,7 @@ def test_loss_and_every_gradient_match_float64(family, dtype):
     )
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen3"])
+@pytest.mark.parametrize("family", ["llama"])  # qwen3 runs the same RoPE (measured below); one is enough in CI
 def test_fp32_rope_uses_the_models_frequencies_far_into_the_context(family):
     # Positions ~4000 with theta 5e5, head_dim 32: Hugging Face rotates by its inv_freq buffer,
     # computed in fp32 ops (1-2 ulp off the correctly rounded theta ** (-2i / hd) in about a
