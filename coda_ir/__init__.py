@@ -150,8 +150,11 @@ def _pipeline_names(pipeline: str) -> list[str]:
     from xdsl.utils.arg_spec import parse_pipeline
     from xdsl.utils.exceptions import ArgSpecParseError
 
-    from coda_ir.diagnostics import pipeline_error_text
+    from coda_ir.diagnostics import empty_pipeline_entry, pipeline_error_text
 
+    empty = empty_pipeline_entry(pipeline)
+    if empty is not None:
+        raise ArgumentError(f"compile(): argument 'pipeline': invalid pass pipeline: {empty}", "pipeline")
     try:
         return [spec.name for spec in parse_pipeline(pipeline)]
     except (ArgSpecParseError, ValueError) as error:

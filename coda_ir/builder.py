@@ -25,7 +25,9 @@ Values:
 * inside scalar bodies (map, pair_map, fold), values are `Scalar`s with Python operators.
 
 nn graphs: `fb.nn.<op>(...)` builds any op of the nn dialect with its typed constructor
-(`fb.nn.linear(x, w)`, `fb.nn.rms_norm(x, g, eps=1e-6)`, `fb.nn.swiglu(z)`, ...).
+(`fb.nn.linear(x, w)`, `fb.nn.rms_norm(x, g, eps=1e-6)`, `fb.nn.swiglu(z)`,
+`fb.nn.concat(q, k, v, axis=1)`, ...); `dir(fb.nn)` lists the ops, `help(fb.nn.rope)` shows
+one's signature and meaning.
 """
 
 from __future__ import annotations
@@ -482,44 +484,126 @@ class KernelBuilder:
         self._yield = (list(values), result_types)
 
 
+class _Annotation:
+    """A postponed (string) annotation that `inspect` prints as written, without quotes."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _nn_ops() -> dict[str, type[Operation]]:
+    from coda_ir.dialects.nn import NN
+
+    return {op.name.split(".", 1)[1]: op for op in NN.operations}
+
+
+def _is_operand(annotation: object) -> bool:
+    return "SSAValue" in str(annotation)
+
+
+def _is_operand_list(annotation: object) -> bool:
+    return "Sequence[SSAValue]" in str(annotation)
+
+
 class _NN:
-    """`fb.nn.<op>(...)`: append any nn-dialect op through its typed constructor."""
+    """`fb.nn.<op>(...)`: append any nn-dialect op through its typed constructor; `dir(fb.nn)`
+    lists them, `help(fb.nn.<op>)` shows the op's signature and meaning. Operands are tensor
+    values (an op taking a list, `concat`, also takes them as separate arguments:
+    `fb.nn.concat(a, b, axis=1)` or `fb.nn.concat([a, b], axis=1)`); properties are keywords or
+    positional after them, with the constructor's defaults. An op with one result returns it,
+    one with several returns a tuple."""
 
     def __init__(self, fb: FunctionBuilder):
         self._fb = fb
 
-    def __getattr__(self, name: str) -> Callable[..., SSAValue]:
-        from coda_ir.dialects.nn import NN
+    def __dir__(self) -> list[str]:
+        return sorted(_nn_ops())
 
-        ops = {op.name.split(".", 1)[1]: op for op in NN.operations}
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("__"):  # copy / pickle / help probe dunders: not ops
+            raise AttributeError(name)
+        ops = _nn_ops()
         if name not in ops:
             raise AttributeError(f"no nn op '{name}' (ops: {', '.join(sorted(ops))})")
-        cls = ops[name]
+        return _nn_builder(self._fb, name, ops[name])
 
-        def build(*args: SSAValue, **kwargs: Any) -> SSAValue:
-            location = _caller_location()
-            for i, arg in enumerate(args):
-                if not (isinstance(arg, SSAValue) and isinstance(arg.type, TensorType)):
-                    got = f"a value of type {arg.type}" if isinstance(arg, SSAValue) else type(arg).__name__
+
+def _nn_builder(fb: FunctionBuilder, name: str, cls: type[Operation]) -> Callable[..., Any]:
+    import inspect
+
+    signature = inspect.signature(cls.__init__)
+    params = list(signature.parameters.values())[1:]  # without self
+    # nn.py's annotations are strings (postponed): shown as written, not quoted
+    shown = [p.replace(annotation=_Annotation(p.annotation)) if isinstance(p.annotation, str) else p for p in params]
+    signature = signature.replace(parameters=shown, return_annotation=inspect.Signature.empty)
+    takes_list = bool(params) and _is_operand_list(params[0].annotation)
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        location = _caller_location()
+        where = f"{location.filename.data}:{location.line.data}: nn.{name}"
+        if takes_list and args and isinstance(args[0], SSAValue):  # concat(a, b, axis=1)
+            n = 0
+            while n < len(args) and isinstance(args[n], SSAValue):
+                n += 1
+            args = (list(args[:n]), *args[n:])
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:  # wrong number of operands, unknown keyword
+            raise ArgumentError(f"{where}: {error}; expected nn.{name}{signature}") from None
+        index = 0
+        for param in params:
+            if not _is_operand(param.annotation) or param.name not in bound.arguments:
+                continue
+            value = bound.arguments[param.name]
+            values = value if _is_operand_list(param.annotation) and isinstance(value, (list, tuple)) else [value]
+            if _is_operand_list(param.annotation) and not values:
+                raise ArgumentError(f"{where}: '{param.name}' needs at least one tensor value", param.name)
+            for v in values:
+                if v is None and "None" in str(param.annotation):  # an optional operand left out
+                    continue
+                if not (isinstance(v, SSAValue) and isinstance(v.type, TensorType)):
+                    got = f"a value of type {v.type}" if isinstance(v, SSAValue) else type(v).__name__
                     raise ArgumentError(
-                        f"{location.filename.data}:{location.line.data}: nn.{name}: operand #{i} must be a "
-                        f"tensor value (a function argument or an op's result), got {got}",
-                        f"#{i}",
+                        f"{where}: operand #{index} must be a tensor value ('{param.name}': a function "
+                        f"argument or an op's result), got {got}",
+                        f"#{index}",
                     )
-            try:
-                op = cls(*args, **kwargs)
-            except TypeError as error:  # wrong number of operands, unknown keyword
-                raise ArgumentError(f"{location.filename.data}:{location.line.data}: nn.{name}: {error}") from None
-            except (ValueError, IndexError, AssertionError) as error:  # shapes the constructor cannot read
-                raise ArgumentError(
-                    f"{location.filename.data}:{location.line.data}: nn.{name}: operands of unexpected rank or "
-                    f"type ({', '.join(str(a.type) for a in args)}): {error or type(error).__name__}"
-                ) from None
-            self._fb._insert(_locate(op, location))
-            return op.results[0]
+                index += 1
+        if takes_list:
+            bound.arguments[params[0].name] = list(bound.arguments[params[0].name])
+        try:
+            op = cls(*bound.args, **bound.kwargs)
+        except TypeError as error:
+            raise ArgumentError(f"{where}: {error}") from None
+        except (ValueError, IndexError, AssertionError) as error:  # shapes the constructor cannot read
+            operands = [a for a in op_operands(bound)]
+            raise ArgumentError(
+                f"{where}: operands of unexpected rank or type ({', '.join(str(a.type) for a in operands)}): "
+                f"{error or type(error).__name__}"
+            ) from None
+        fb._insert(_locate(op, location))
+        return op.results[0] if len(op.results) == 1 else tuple(op.results)
 
-        build.__name__ = name
-        return build
+    def op_operands(bound) -> list[SSAValue]:
+        found: list[SSAValue] = []
+        for value in bound.arguments.values():
+            for v in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(v, SSAValue):
+                    found.append(v)
+        return found
+
+    build.__name__ = build.__qualname__ = name
+    build.__signature__ = signature  # type: ignore[attr-defined]
+    from coda_ir.dialects.nn import NNOperation
+
+    # the op's own docstring, else its family's (`_ActivationGradOp`'s for silu_grad, ...)
+    meaning = next((inspect.cleandoc(c.__doc__) for c in cls.__mro__ if c.__doc__ and c is not NNOperation
+                    and issubclass(c, NNOperation)), "")
+    build.__doc__ = f"nn.{name}{signature}" + (f"\n\n{meaning}" if meaning else "")
+    return build
 
 
 class FunctionBuilder:

@@ -239,6 +239,7 @@ def verify_module(module: ModuleOp) -> list[Diagnostic]:
             continue
         try:
             op.verify(verify_nested_ops=False)
+            _verify_no_empty_block(op)
         except (VerifyException, DiagnosticException) as error:
             message = _clean(error)
             if op.name.split(".")[0] in _SCALAR_DIALECTS and _touches_tiles(op):
@@ -246,6 +247,21 @@ def verify_module(module: ModuleOp) -> list[Diagnostic]:
             diagnostics.append(_redefinition(op, message) or Diagnostic(op, message))
             failed.add(id(op))
     return diagnostics
+
+
+def _verify_no_empty_block(op: Operation) -> None:
+    """xDSL checks that a block's last op is a terminator, but not that an empty block has one
+    (MLIR: "empty block: expect at least a terminator"); a function `{ }` with no `func.return`
+    verified and then broke the lowering (issue 34)."""
+    from xdsl.traits import NoTerminator
+
+    if op.has_trait(NoTerminator):
+        return
+    for region in op.regions:
+        for block in region.blocks:
+            if block.first_op is None:
+                terminator = " ('func.return')" if op.name == "func.func" else ""
+                raise VerifyException(f"empty block: expected at least a terminator{terminator}")
 
 
 def _children(op: Operation):
@@ -287,6 +303,29 @@ def parse_error_text(error: ParseError, line_offset: int) -> str:
         message = f"unexpected '{span.text}'{message}"
     lines = [f"{loc.file}:{loc.line + line_offset}:{loc.col}: error: {message}", *context]
     return "\n".join(line for line in lines if line.strip())
+
+
+def empty_pipeline_entry(pipeline: str) -> str | None:
+    """The error for an empty entry of a pass pipeline (`nn-to-coda,,cse`, a trailing comma),
+    naming its position; None when every entry names a pass. xDSL accepts a trailing comma
+    silently (issue 34)."""
+    if not pipeline.strip():
+        return None  # no pipeline at all
+    depth, quote, start, entry = 0, False, 0, 1
+    for i, ch in enumerate(pipeline + ","):
+        if ch == '"':
+            quote = not quote
+        elif quote:
+            continue
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "," and depth <= 0:
+            if not pipeline[start:i].strip():
+                return f"empty entry #{entry} at column {start + 1} of '{pipeline}': expected a pass name between commas"
+            start, entry = i + 1, entry + 1
+    return None
 
 
 def pipeline_error_text(error: BaseException) -> str:

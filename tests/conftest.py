@@ -37,6 +37,12 @@ def pytest_addoption(parser):
              "Liger-Kernel's convergence tests run 32)",
     )
     parser.addoption(
+        "--convergence-families",
+        default="llama,qwen3",
+        help="tests/torch/test_convergence.py: the families to train, comma-separated, or 'all' for every one of "
+             "tests/torch/hf_families.py (CI: llama,qwen3; ~15 s a family and dtype)",
+    )
+    parser.addoption(
         "--gluon-compile-all",
         action="store_true",
         default=False,

@@ -159,6 +159,9 @@ USAGE_ERRORS = {
     "unknown_pass": (["-p", "no-such-pass"], "unknown pass 'no-such-pass'"),
     "bad_pipeline": (["-p", "cse{"], "invalid pass pipeline"),
     "bad_pass_option": (["-p", "cse{nope=1}"], "invalid pass pipeline 'cse{nope=1}'"),
+    # issue 34: an empty entry was accepted silently (a trailing comma) or reported by xDSL
+    "empty_pipeline_entry": (["-p", "nn-to-coda,,cse"], "empty entry #2 at column 12 of 'nn-to-coda,,cse'"),
+    "trailing_comma": (["-p", "nn-to-coda,"], "empty entry #2 at column 12 of 'nn-to-coda,'"),
     "unknown_target": (["-t", "cuda"], "argument -t/--target: invalid choice: 'cuda'"),
     "unknown_flag": (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     "missing_file": (["does/not/exist.mlir"], "cannot open 'does/not/exist.mlir': No such file or directory"),

@@ -100,6 +100,10 @@ def test_first_char_placeholder_is_formatted():
         ("cse{nope=1}", r"invalid pass pipeline 'cse\{nope=1\}'"),
         ("bogus-pass", r"pass\(es\) 'bogus-pass' are not registered \(available: .*nn-to-coda"),
         ("cse,bogus-pass", r"pass\(es\) 'bogus-pass' are not registered"),
+        # issue 34: an empty entry names its position (a trailing one was accepted silently)
+        ("nn-to-coda,,cse", r"invalid pass pipeline: empty entry #2 at column 12 of 'nn-to-coda,,cse'"),
+        ("nn-to-coda,", r"invalid pass pipeline: empty entry #2 at column 12 of 'nn-to-coda,'"),
+        (",cse", r"invalid pass pipeline: empty entry #1 at column 1 of ',cse'"),
     ],
 )
 def test_bad_pipelines(pipeline, message):
@@ -154,6 +158,23 @@ def test_duplicate_symbols_are_located():
     with pytest.raises(CompileError) as info:
         coda_ir.compile(text)
     assert str(info.value) == "<input>:5:1: error: 'func.func' op redefinition of symbol '@f' (first defined at <input>:1:1)"
+
+
+def test_function_without_terminator_is_located():
+    """Issue 34: a body `{ }` with no func.return verified, then the Triton target's host
+    function was an internal error."""
+    text = "func.func @loss(%logits: tensor<16x32xf32>, %t: tensor<16xi32>) -> tensor<f32> {\n}\n"
+    for pipeline in ("nn-to-coda", None):
+        with pytest.raises(CompileError) as info:
+            coda_ir.compile(text, pipeline=pipeline)
+        assert str(info.value) == "<input>:1:1: error: 'func.func' op empty block: expected at least a terminator ('func.return')"
+
+
+def test_empty_function_compiles_and_runs():
+    """Issue 34: an empty function (no arguments, no results) is legal: it compiles (the host
+    function has no tensor to take its device from) and returns None."""
+    program = coda_ir.compile("func.func @f() {\n  func.return\n}\n")
+    assert program.f() is None and program.kernel_count("f") == 0
 
 
 # ============================================================================ compiled functions

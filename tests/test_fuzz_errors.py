@@ -124,6 +124,20 @@ def mutated(draw):
 
 
 
+PINNED = [
+    # issue 34: a body without func.return verified, then the host function was an internal error
+    ("func.func @loss(%logits: tensor<16x32xf32>, %targets: tensor<16xi32>) -> tensor<f32> {\n}\n", "nn-to-coda"),
+    # issue 34: an empty function has no tensor argument to take the device from
+    ("func.func @f() {\n  func.return\n}\n", "nn-to-coda"),
+]
+"""Inputs the fuzzer found (with a bigger budget than CI's), each fixed: run on every CI run."""
+
+
+@pytest.mark.parametrize("text, pipeline", PINNED)
+def test_pinned_inputs_give_only_coda_errors(text, pipeline):
+    test_mutated_ir_gives_only_coda_errors.hypothesis.inner_test(text, pipeline)
+
+
 @FUZZ
 @given(text=mutated(), pipeline=st.sampled_from(PIPELINES))
 def test_mutated_ir_gives_only_coda_errors(text, pipeline):

@@ -546,6 +546,7 @@ _ELEMENTWISE_COST: dict[str, tuple[float, float]] = {
     "nn.add": (1, 0),
     "nn.mul": (1, 0),
     "nn.relu": (1, 0),
+    "nn.scale": (1, 0),
     "nn.silu": (4, 2),  # x / (1 + exp(-x)): neg, exp, add, rcp, mul
     "nn.gelu": (8, 1),  # erf or tanh
 }

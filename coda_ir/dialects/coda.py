@@ -74,6 +74,7 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     DictionaryAttr,
     Float16Type,
+    FloatAttr,
     Float32Type,
     IntAttr,
     IntegerAttr,
@@ -127,6 +128,8 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.utils.str_enum import StrEnum
+
+from coda_ir.dialects.nn import check_attention_options
 
 FLOAT_TYPES = (Float32Type, BFloat16Type, Float16Type)
 
@@ -671,6 +674,77 @@ class TileConstraintsAttr(ParametrizedAttribute):
         value = self.bn_multiple_of.data
         if value <= 0 or value & (value - 1):
             raise VerifyException(f"bn_multiple_of must be a positive power of two, got {value}")
+
+
+ROWS = "coda.rows"
+"""Module attribute (a `RowsAttr`): the module's row (token) count is a run-time value."""
+
+
+@irdl_attr_definition
+class RowsAttr(ParametrizedAttribute):
+    """`#coda.rows<count = 4093, lo = 2049, hi = 4096>` on a `builtin.module`: the row (token)
+    count of every function in the module is a run-time value, not the one its types show.
+
+    The module is written, verified and planned at the representative row count `count`: every
+    tensor extent that is a positive multiple `c * count` stands for `c * M`, with M the rows of
+    the call (an attention's flat log-sum-exp has M * heads entries), and an attention whose
+    `seq_len` is `count` (all rows one sequence) takes its sequence length at run time. Every
+    other extent is static. Whoever writes such a module picks a `count` that divides no other
+    extent (from_hf: a prime that divides no dimension of the model; convert-coda-to-host checks
+    the functions' arguments).
+
+    Every decision the pipeline makes from the row count (the IO model's plans: RoPE tables,
+    norm statistics, where a backward runs, the mainloop) is recorded for the bucket of row
+    counts `[lo, hi]`, which holds `count`; none of them changes what is computed, so a call with
+    any M >= 1 is correct, and one inside the bucket runs the plan made for it. The generated
+    host functions read M from their arguments (`convert-coda-to-host`)."""
+
+    name = "coda.rows"
+
+    count: IntAttr
+    lo: IntAttr
+    hi: IntAttr
+
+    def __init__(self, count: int, lo: int, hi: int):
+        super().__init__(IntAttr(count), IntAttr(lo), IntAttr(hi))
+
+    def multiple(self, extent: int) -> int | None:
+        """`c` where `extent` is `c * count` (a run-time extent of c * M), else None (static)."""
+        count = self.count.data
+        return extent // count if extent > 0 and extent % count == 0 else None
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        values: dict[str, int] = {}
+
+        def parse_entry() -> None:
+            key = parser.parse_identifier()
+            if key not in ("count", "lo", "hi") or key in values:
+                parser.raise_error(f"expected count, lo, hi once each, got '{key}'")
+            parser.parse_punctuation("=")
+            values[key] = parser.parse_integer(allow_boolean=False, allow_negative=False)
+
+        parser.parse_comma_separated_list(parser.Delimiter.ANGLE, parse_entry)
+        if len(values) != 3:
+            parser.raise_error("#coda.rows needs count, lo and hi")
+        return (IntAttr(values["count"]), IntAttr(values["lo"]), IntAttr(values["hi"]))
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<count = {self.count.data}, lo = {self.lo.data}, hi = {self.hi.data}>")
+
+    def verify(self) -> None:
+        if not 1 <= self.lo.data <= self.count.data <= self.hi.data:
+            raise VerifyException(f"#coda.rows: expected 1 <= lo <= count <= hi, got count = {self.count.data}, "
+                                  f"lo = {self.lo.data}, hi = {self.hi.data}")
+
+
+def symbolic_rows(op: Operation) -> RowsAttr | None:
+    """The `#coda.rows` of the module holding `op` (or of `op`, a module): None where the
+    module's row count is the static one of its types."""
+    while op is not None and op.parent_op() is not None:
+        op = op.parent_op()
+    attr = op.attributes.get(ROWS) if op is not None else None
+    return attr if isinstance(attr, RowsAttr) else None
 
 
 def recorded_bn_multiple_of(kernel: Operation) -> int:
@@ -1958,10 +2032,13 @@ def _attention_config(op: IRDLOperation) -> tuple[int, int, int, int]:
 
 @irdl_op_definition
 class AttentionOp(LibraryStepOp):
-    """Attention over packed `[q | k | v]` heads: `(out, lse)` (lse: flat f32 log-sum-exp)."""
+    """Attention over packed `[q | k | v]` heads: `(out, lse)` (lse: flat f32 log-sum-exp).
+    The optional properties `scale`, `window`, `softcap` and the optional `segments` operand
+    mean what they mean on `nn.attention` (coda_ir/dialects/nn.py)."""
 
     name = "coda.attention"
     qkv = operand_def(TensorType)
+    segments = var_operand_def(TensorType)
     out = result_def(TensorType)
     lse = result_def(TensorType)
     heads = prop_def(IntegerAttr)
@@ -1969,6 +2046,9 @@ class AttentionOp(LibraryStepOp):
     head_dim = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
     causal = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
 
     def verify_(self) -> None:
@@ -1978,23 +2058,29 @@ class AttentionOp(LibraryStepOp):
             raise VerifyException(f"qkv {self.qkv.type} does not fit heads={h}, kv_heads={kv}, head_dim={hd}, seq_len={s}")
         if _static_tensor(self.out, "out") != (m, h * hd) or _static_tensor(self.lse, "lse") != (m * h,):
             raise VerifyException("out must be M x heads*head_dim and lse M*heads")
+        check_attention_options(self, m, self.segments)
 
 
 @irdl_op_definition
 class AttentionGradOp(LibraryStepOp):
-    """`d(qkv)` of coda.attention from qkv, out, lse and d(out)."""
+    """`d(qkv)` of coda.attention from qkv, out, lse and d(out) (then the forward's `segments`,
+    when it has them; the same optional properties)."""
 
     name = "coda.attention_grad"
     qkv = operand_def(TensorType)
     out = operand_def(TensorType)
     lse = operand_def(TensorType)
     dout = operand_def(TensorType)
+    segments = var_operand_def(TensorType)
     result = result_def(TensorType)
     heads = prop_def(IntegerAttr)
     kv_heads = prop_def(IntegerAttr)
     head_dim = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
     causal = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
 
     def verify_(self) -> None:
@@ -2004,6 +2090,7 @@ class AttentionGradOp(LibraryStepOp):
             raise VerifyException(f"qkv {self.qkv.type} does not fit heads={h}, kv_heads={kv}, head_dim={hd}, seq_len={s}")
         if self.result.type != self.qkv.type:
             raise VerifyException("d(qkv) must have qkv's type")
+        check_attention_options(self, m, self.segments)
 
 
 @irdl_op_definition
@@ -2120,5 +2207,6 @@ CODA = Dialect(
         SelectOp,
         *LIBRARY_STEP_OPS,
     ],
-    [TileType, PartialsType, TileConfigAttr, TileConstraintsAttr, MainloopAttr, VendorGemmAttr, AxisAttr, ReduceKindAttr],
+    [TileType, PartialsType, TileConfigAttr, TileConstraintsAttr, MainloopAttr, VendorGemmAttr, AxisAttr, ReduceKindAttr,
+     RowsAttr],
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -325,11 +326,15 @@ class _BinaryOp(NNOperation):
 
 @irdl_op_definition
 class AddOp(_BinaryOp):
+    """`lhs + rhs`: same shapes, or a rank-1 rhs broadcast over the rows of a rank-2 lhs."""
+
     name = "nn.add"
 
 
 @irdl_op_definition
 class MulOp(_BinaryOp):
+    """`lhs * rhs`: same shapes, or a rank-1 rhs broadcast over the rows of a rank-2 lhs."""
+
     name = "nn.mul"
 
 
@@ -345,6 +350,8 @@ class _UnaryOp(NNOperation):
 
 @irdl_op_definition
 class SiluOp(_UnaryOp):
+    """`x * sigmoid(x)`."""
+
     name = "nn.silu"
 
     def __init__(self, x: SSAValue):
@@ -353,6 +360,8 @@ class SiluOp(_UnaryOp):
 
 @irdl_op_definition
 class ReluOp(_UnaryOp):
+    """`max(x, 0)`."""
+
     name = "nn.relu"
 
     def __init__(self, x: SSAValue):
@@ -364,6 +373,8 @@ GELU_APPROXIMATIONS = ("none", "tanh")
 
 @irdl_op_definition
 class GeluOp(_UnaryOp):
+    """`x * Phi(x)` (`approximate = "tanh"`: PyTorch's tanh approximation)."""
+
     name = "nn.gelu"
     approximate = prop_def(StringAttr)
 
@@ -377,24 +388,60 @@ class GeluOp(_UnaryOp):
         _check_choice(self, "approximate", GELU_APPROXIMATIONS)
 
 
+@irdl_op_definition
+class ScaleOp(_UnaryOp):
+    """`x * factor` with a scalar f32 `factor` (Granite's embedding / residual / logits
+    multipliers): a map on the tile, fused into the producing GEMM's epilogue like an activation."""
+
+    name = "nn.scale"
+    factor = prop_def(FloatAttr)
+
+    def __init__(self, x: SSAValue, factor: float):
+        super().__init__(operands=[x], result_types=[x.type], properties={"factor": FloatAttr(factor, f32)})
+
+    def verify_(self) -> None:
+        super().verify_()
+        factor = _float_prop(self, "factor")
+        if not math.isfinite(factor):
+            raise VerifyException(f"factor must be a finite number, got {factor:.6g}")
+
+
 def _eps_attr(eps: float) -> FloatAttr:
     return FloatAttr(eps, f32)
 
 
+def norm_offset(op: Operation) -> float:
+    """An RMSNorm op's optional weight `offset` (0.0 when absent): the weight applies as `w + offset`
+    (Gemma's `1 + w`, computed in fp32)."""
+    attr = op.properties.get("offset")
+    return 0.0 if attr is None else attr.value.data  # type: ignore[union-attr]
+
+
+def _offset_props(offset: float) -> dict[str, Attribute]:
+    return {"offset": FloatAttr(offset, f32)} if offset else {}
+
+
+def _check_offset(op: IRDLOperation) -> None:
+    if "offset" in op.properties and not math.isfinite(_float_prop(op, "offset")):
+        raise VerifyException(f"offset must be a finite number, got {_float_prop(op, 'offset'):.6g}")
+
+
 @irdl_op_definition
 class RMSNormOp(NNOperation):
-    """`x * rsqrt(mean_j(x^2) + eps) * w` over the last dimension."""
+    """`x * rsqrt(mean_j(x^2) + eps) * (w + offset)` over the last dimension (optional `offset`,
+    default 0.0; Gemma's norms are `1 + w`, the sum taken in fp32, never rounded to w's type)."""
 
     name = "nn.rms_norm"
     x = operand_def(TensorType)
     w = operand_def(TensorType)
     result = result_def(TensorType)
     eps = prop_def(FloatAttr)
+    offset = opt_prop_def(FloatAttr)  # optional, 0.0 when absent: see norm_offset
     stats_in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue, w: SSAValue, eps: float = 1e-6):
-        super().__init__(operands=[x, w], result_types=[x.type], properties={"eps": _eps_attr(eps)})
+    def __init__(self, x: SSAValue, w: SSAValue, eps: float = 1e-6, offset: float = 0.0):
+        super().__init__(operands=[x, w], result_types=[x.type], properties={"eps": _eps_attr(eps), **_offset_props(offset)})
 
     def verify_(self) -> None:
         _check_static_float(self, "x", self.x, 2)
@@ -404,6 +451,7 @@ class RMSNormOp(NNOperation):
         if _shape(self.w) != (d,):
             raise VerifyException(f"w must have shape {d} (one weight per feature), got {_fmt(_shape(self.w))}")
         _check_eps(self)
+        _check_offset(self)
         _check_result(self, (m, d), self.x)
 
 
@@ -983,8 +1031,8 @@ class RowDotOp(NNOperation):
 
 @irdl_op_definition
 class RMSNormGradOp(NNOperation):
-    """Backward of `nn.rms_norm` from its saved statistic: with `n = x * rstd` and `q = dy * w`,
-    `dx = rstd * (q - n * mean_j(q_j n_j))` and `dw = sum_rows(dy * n)`.
+    """Backward of `nn.rms_norm` from its saved statistic: with `n = x * rstd` and `q = dy * (w + offset)`,
+    `dx = rstd * (q - n * mean_j(q_j n_j))` and `dw = sum_rows(dy * n)` (the offset does not change dw).
 
     The optional last operand `hdh` is the row statistic `sum_j dy_j h_j` with h the norm's
     output (so `mean_j(q_j n_j) = hdh / d`), computed elsewhere: for `z = h @ W.T` and
@@ -999,11 +1047,14 @@ class RMSNormGradOp(NNOperation):
     hdh = opt_operand_def(TensorType)
     dx = result_def(TensorType)
     dw = result_def(TensorType)
+    offset = opt_prop_def(FloatAttr)  # the forward's, 0.0 when absent: see norm_offset
     in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
-    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, rstd: SSAValue, hdh: SSAValue | None = None):
-        super().__init__(operands=[dy, x, w, rstd, [hdh] if hdh is not None else []], result_types=[x.type, w.type])
+    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, rstd: SSAValue, hdh: SSAValue | None = None,
+                 offset: float = 0.0):
+        super().__init__(operands=[dy, x, w, rstd, [hdh] if hdh is not None else []], result_types=[x.type, w.type],
+                         properties=_offset_props(offset))
 
     def verify_(self) -> None:
         _check_grad_pair(self, self.dy, self.x)
@@ -1015,6 +1066,7 @@ class RMSNormGradOp(NNOperation):
         _check_f32_vector("rstd", self.rstd, m)
         if self.hdh is not None:
             _check_f32_vector("hdh", self.hdh, m)
+        _check_offset(self)
         _check_like(self, 0, self.x, "dx")
         _check_like(self, 1, self.w, "dw")
 
@@ -1148,7 +1200,7 @@ class CrossEntropyGradOp(NNOperation):
 
 @irdl_op_definition
 class RMSNormApplyOp(NNOperation):
-    """`x * rstd[m] * w`: an RMSNorm from its saved statistic (a backward rebuilding the
+    """`x * rstd[m] * (w + offset)`: an RMSNorm from its saved statistic (a backward rebuilding the
     normalized activation instead of reading a stored copy)."""
 
     name = "nn.rms_norm_apply"
@@ -1156,10 +1208,11 @@ class RMSNormApplyOp(NNOperation):
     w = operand_def(TensorType)
     rstd = operand_def(TensorType)
     result = result_def(TensorType)
+    offset = opt_prop_def(FloatAttr)  # the forward's, 0.0 when absent: see norm_offset
     traits = traits_def(Pure())
 
-    def __init__(self, x: SSAValue, w: SSAValue, rstd: SSAValue):
-        super().__init__(operands=[x, w, rstd], result_types=[x.type])
+    def __init__(self, x: SSAValue, w: SSAValue, rstd: SSAValue, offset: float = 0.0):
+        super().__init__(operands=[x, w, rstd], result_types=[x.type], properties=_offset_props(offset))
 
     def verify_(self) -> None:
         _check_static_float(self, "x", self.x, 2)
@@ -1169,6 +1222,7 @@ class RMSNormApplyOp(NNOperation):
         if _shape(self.w) != (d,):
             raise VerifyException(f"w must have shape {d}, got {_fmt(_shape(self.w))}")
         _check_f32_vector("rstd", self.rstd, m)
+        _check_offset(self)
         _check_result(self, (m, d), self.x)
 
 
@@ -1246,17 +1300,29 @@ class EmbeddingOp(NNOperation):
         _check_result(self, (m, d), self.w)
 
 
-def attention_props(heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool) -> dict[str, Attribute]:
-    return {
+def attention_props(heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool, *,
+                    scale: float | None = None, window: int = 0, softcap: float = 0.0) -> dict[str, Attribute]:
+    """The properties of an attention op; the optional ones only where they differ from their
+    default (so a plain attention prints as before)."""
+    props: dict[str, Attribute] = {
         "heads": IntegerAttr(heads, i64),
         "kv_heads": IntegerAttr(kv_heads, i64),
         "head_dim": IntegerAttr(head_dim, i64),
         "seq_len": IntegerAttr(seq_len, i64),
         "causal": causal if isinstance(causal, IntegerAttr) else IntegerAttr.from_bool(causal),
     }
+    if scale is not None:
+        props["scale"] = FloatAttr(scale, f32)
+    if window:
+        props["window"] = IntegerAttr(window, i64)
+    if softcap:
+        props["softcap"] = FloatAttr(softcap, f32)
+    return props
 
 
 ATTENTION_PROPS = ("heads", "kv_heads", "head_dim", "seq_len", "causal")
+ATTENTION_OPTIONAL_PROPS = ("scale", "window", "softcap")
+"""The optional properties of the attention ops (`attention_options`): absent means the default."""
 
 
 def _check_attention(op: IRDLOperation, qkv: SSAValue) -> tuple[int, int, int, int, int]:
@@ -1280,33 +1346,122 @@ def _check_attention(op: IRDLOperation, qkv: SSAValue) -> tuple[int, int, int, i
 
 
 def attention_config(op: IRDLOperation) -> tuple[int, int, int, int, bool]:
-    """(heads, kv_heads, head_dim, seq_len, causal) of an attention op."""
+    """(heads, kv_heads, head_dim, seq_len, causal) of an attention op (its optional properties:
+    `attention_options`)."""
     return (_int_prop(op, "heads"), _int_prop(op, "kv_heads"), _int_prop(op, "head_dim"), _int_prop(op, "seq_len"),
             bool(op.properties["causal"].value.data))
+
+
+def attention_carried_props(op: IRDLOperation) -> dict[str, Attribute]:
+    """The properties an attention op hands to its forward variant, gradient and coda twin:
+    the required ones and those optional ones it has."""
+    return {k: op.properties[k] for k in (*ATTENTION_PROPS, *ATTENTION_OPTIONAL_PROPS) if k in op.properties}
+
+
+@dataclass(frozen=True)
+class AttentionOptions:
+    """The optional properties of an attention op, with their defaults filled in.
+
+    * `scale`: the softmax scale (None: the default `1 / sqrt(head_dim)`);
+    * `window`: Hugging Face's sliding window (0: none): query row i sees key row j only if
+      `i - j < window` (transformers' `sliding_window_overlay`: `kv_idx > q_idx - window`);
+    * `softcap`: scores become `softcap * tanh(scores / softcap)` after scaling, before masking
+      (0: none, Gemma2's `attn_logit_softcapping`)."""
+
+    scale: float | None = None
+    window: int = 0
+    softcap: float = 0.0
+
+    @property
+    def plain(self) -> bool:
+        """No option differs from its default."""
+        return self.scale is None and not self.window and not self.softcap
+
+    def effective_scale(self, head_dim: int) -> float:
+        return 1.0 / math.sqrt(head_dim) if self.scale is None else self.scale
+
+
+def attention_options(op: IRDLOperation) -> AttentionOptions:
+    """The optional properties of an attention op (nn or coda), defaults filled in."""
+    scale = op.properties.get("scale")
+    window = op.properties.get("window")
+    softcap = op.properties.get("softcap")
+    return AttentionOptions(
+        scale=None if scale is None else scale.value.data,  # type: ignore[attr-defined]
+        window=0 if window is None else window.value.data,  # type: ignore[attr-defined]
+        softcap=0.0 if softcap is None else softcap.value.data,  # type: ignore[attr-defined]
+    )
+
+
+def check_attention_options(op: IRDLOperation, rows: int, segments: Sequence[SSAValue]) -> None:
+    """The optional properties and the optional `segments` operand of an attention op (nn or
+    coda), with messages that name them."""
+    if "scale" in op.properties:
+        scale = _float_prop(op, "scale")
+        if not (0 < scale < math.inf):
+            raise VerifyException(f"scale must be a positive finite number, got {scale:.6g}")
+    if "window" in op.properties:
+        window = _int_prop(op, "window")
+        if window < 0:
+            raise VerifyException(f"window must be non-negative (0: no sliding window), got {window}")
+        causal = op.properties.get("causal")
+        if window and not (isinstance(causal, IntegerAttr) and causal.value.data):
+            raise VerifyException(f"window = {window} needs causal = true (a sliding window narrows the causal mask)")
+    if "softcap" in op.properties:
+        softcap = _float_prop(op, "softcap")
+        if not (0 <= softcap < math.inf):
+            raise VerifyException(f"softcap must be a non-negative finite number (0: none), got {softcap:.6g}")
+    if len(segments) > 1:
+        raise VerifyException(f"takes at most one segments operand, got {len(segments)}")
+    if segments:
+        _check_i32_vector("segments", segments[0], rows)
 
 
 @irdl_op_definition
 class AttentionOp(NNOperation):
     """Opaque multi-head attention over a packed `[q heads | k heads | v heads]` (GQA: q head
-    `h` reads kv head `h // (H / KV)`); never fused, run as one attention kernel."""
+    `h` reads kv head `h // (H / KV)`); never fused, run as one attention kernel.
+
+    Optional properties (absent: the default; a program without them means what it always did):
+    `scale` (f32, default `1 / sqrt(head_dim)`) the softmax scale; `window` (i64, default 0 = none)
+    Hugging Face's sliding window: query row i sees key row j only if `i - j < window` (needs
+    `causal`); `softcap` (f32, default 0 = none): scores become `softcap * tanh(scores / softcap)`
+    after scaling, before masking.
+
+    Optional operand `segments: tensor<M x i32>` (after the others): the document of each row. A
+    query row sees a key row only within its `seq_len` block, causally (with `causal`), within
+    the window, and when `segments[key] >= 0` and either `segments[query] == segments[key]` or
+    `segments[query] < 0`. A negative id (-1) marks a padding row: no query sees it as a key; as
+    a query it sees the non-padding keys of its block, as Hugging Face's 2-D padding mask does
+    (it masks keys, never queries). A query row that sees no key at all (left padding before the
+    first token) gets output 0, log-sum-exp -inf and passes no gradient.
+    """
 
     name = "nn.attention"
     qkv = operand_def(TensorType)
+    segments = var_operand_def(TensorType)
     result = result_def(TensorType)
     heads = prop_def(IntegerAttr)
     kv_heads = prop_def(IntegerAttr)
     head_dim = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
     causal = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
 
-    def __init__(self, qkv: SSAValue, heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool = True):
+    def __init__(self, qkv: SSAValue, heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool = True, *,
+                 scale: float | None = None, window: int = 0, softcap: float = 0.0, segments: SSAValue | None = None):
         m, _ = _shape(qkv)
-        super().__init__(operands=[qkv], result_types=[TensorType(_element_type(qkv), [m, heads * head_dim])],
-                         properties=attention_props(heads, kv_heads, head_dim, seq_len, causal))
+        super().__init__(operands=[qkv, [segments] if segments is not None else []],
+                         result_types=[TensorType(_element_type(qkv), [m, heads * head_dim])],
+                         properties=attention_props(heads, kv_heads, head_dim, seq_len, causal,
+                                                    scale=scale, window=window, softcap=softcap))
 
     def verify_(self) -> None:
         m, heads, _, hd, _ = _check_attention(self, self.qkv)
+        check_attention_options(self, m, self.segments)
         _check_result(self, (m, heads * hd), self.qkv)
 
 
@@ -1409,10 +1564,12 @@ class EmbeddingGradOp(NNOperation):
 @irdl_op_definition
 class AttentionFwdOp(NNOperation):
     """`nn.attention` that also returns the log-sum-exp of every (sequence, head, row): what its
-    backward needs (flat f32 `B*H*S`, in the attention kernel's own order)."""
+    backward needs (flat f32 `B*H*S`, in the attention kernel's own order). Same optional
+    properties and `segments` operand as `nn.attention`."""
 
     name = "nn.attention_fwd"
     qkv = operand_def(TensorType)
+    segments = var_operand_def(TensorType)
     out = result_def(TensorType)
     lse = result_def(TensorType)
     heads = prop_def(IntegerAttr)
@@ -1420,16 +1577,20 @@ class AttentionFwdOp(NNOperation):
     head_dim = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
     causal = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
 
-    def __init__(self, qkv: SSAValue, properties: dict[str, Attribute]):
+    def __init__(self, qkv: SSAValue, properties: dict[str, Attribute], segments: SSAValue | None = None):
         m, _ = _shape(qkv)
         heads, hd = properties["heads"].value.data, properties["head_dim"].value.data
-        super().__init__(operands=[qkv], properties=dict(properties),
+        super().__init__(operands=[qkv, [segments] if segments is not None else []], properties=dict(properties),
                          result_types=[TensorType(_element_type(qkv), [m, heads * hd]), TensorType(f32, [m * heads])])
 
     def verify_(self) -> None:
         m, heads, _, hd, _ = _check_attention(self, self.qkv)
+        check_attention_options(self, m, self.segments)
         _check_result(self, (m, heads * hd), self.qkv)
         if self.lse.type != TensorType(f32, [m * heads]):
             raise VerifyException(f"lse must be tensor<{m * heads}xf32>, got {self.lse.type}")
@@ -1437,26 +1598,34 @@ class AttentionFwdOp(NNOperation):
 
 @irdl_op_definition
 class AttentionGradOp(NNOperation):
-    """`d(qkv)` of `nn.attention` from qkv, its output, log-sum-exp and the output's gradient."""
+    """`d(qkv)` of `nn.attention` from qkv, its output, log-sum-exp and the output's gradient
+    (then the forward's `segments`, when it has them; same optional properties)."""
 
     name = "nn.attention_grad"
     qkv = operand_def(TensorType)
     out = operand_def(TensorType)
     lse = operand_def(TensorType)
     dout = operand_def(TensorType)
+    segments = var_operand_def(TensorType)
     result = result_def(TensorType)
     heads = prop_def(IntegerAttr)
     kv_heads = prop_def(IntegerAttr)
     head_dim = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
     causal = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    window = opt_prop_def(IntegerAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
 
-    def __init__(self, qkv: SSAValue, out: SSAValue, lse: SSAValue, dout: SSAValue, properties: dict[str, Attribute]):
-        super().__init__(operands=[qkv, out, lse, dout], result_types=[qkv.type], properties=dict(properties))
+    def __init__(self, qkv: SSAValue, out: SSAValue, lse: SSAValue, dout: SSAValue, properties: dict[str, Attribute],
+                 segments: SSAValue | None = None):
+        super().__init__(operands=[qkv, out, lse, dout, [segments] if segments is not None else []],
+                         result_types=[qkv.type], properties=dict(properties))
 
     def verify_(self) -> None:
         m, heads, _, hd, _ = _check_attention(self, self.qkv)
+        check_attention_options(self, m, self.segments)
         for name, v in (("out", self.out), ("dout", self.dout)):
             if v.type != TensorType(_element_type(self.qkv), [m, heads * hd]):
                 raise VerifyException(f"{name} must be the attention output's type, got {v.type}")
@@ -1502,6 +1671,7 @@ NN = Dialect(
         SiluOp,
         ReluOp,
         GeluOp,
+        ScaleOp,
         RMSNormOp,
         LayerNormOp,
         SwiGLUOp,

@@ -20,11 +20,13 @@ from typing import ClassVar
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
+    FloatAttr,
     IntAttr,
     IntegerAttr,
     StringAttr,
     SymbolRefAttr,
     UnitAttr,
+    f64,
     i1,
     i32,
     i64,
@@ -45,7 +47,8 @@ SYMBOL = "symbol"  # SymbolRefAttr: @name
 ATTR = "attr"  # any attribute, in its own syntax
 UNIT = "unit"  # UnitAttr: the keyword alone
 BOOL = "bool"  # i1 IntegerAttr: true / false
-LITERALS = "literals"  # ArrayAttr of IntAttr / i1 / types: [3, true, bf16]
+LITERALS = "literals"  # ArrayAttr of IntAttr / i1 / f64 FloatAttr / types / attributes: [3, true, 0.25, bf16, #host.seq_len]
+SIZE = "size"  # an extent: IntAttr (3) or a run-time one in its own attribute syntax (#host.rows<1>)
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ Item = Operand | Operands | OptOperand | Word | Keyword | Punct | Literal
 
 
 def print_value(printer: Printer, attr: Attribute, kind: str) -> None:
-    if kind == INT:
+    if kind == INT or (kind == SIZE and isinstance(attr, IntAttr)):
         assert isinstance(attr, IntAttr)
         printer.print_string(str(attr.data))
     elif kind == INTS:
@@ -139,6 +142,8 @@ def print_value(printer: Printer, attr: Attribute, kind: str) -> None:
                 printer.print_string(str(lit.data))
             elif isinstance(lit, IntegerAttr) and lit.type == i1:
                 printer.print_string("true" if lit.value.data else "false")
+            elif isinstance(lit, FloatAttr) and lit.type == f64:
+                printer.print_string(float_literal(lit.value.data))
             else:
                 printer.print_attribute(lit)
         printer.print_string("]")
@@ -146,9 +151,24 @@ def print_value(printer: Printer, attr: Attribute, kind: str) -> None:
         printer.print_attribute(attr)
 
 
+def float_literal(value: float) -> str:
+    """A float as the shortest text that reads back the same, always with a point (so that it
+    parses as a float, not an integer): 0.0625, 50.0, 1.0e-05."""
+    text = repr(float(value))
+    if "." not in text and "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent}"
+    elif "." not in text and "e" not in text:
+        text += ".0"
+    return text
+
+
 def parse_value(parser: Parser, kind: str) -> Attribute:
     if kind == INT:
         return IntAttr(parser.parse_integer(allow_boolean=False))
+    if kind == SIZE:
+        value = parser.parse_optional_integer(allow_boolean=False)
+        return IntAttr(value) if value is not None else parser.parse_attribute()
     if kind == INTS:
         return ArrayAttr(IntAttr(i) for i in parser.parse_comma_separated_list(
             parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)))
@@ -169,7 +189,9 @@ def parse_value(parser: Parser, kind: str) -> Attribute:
                 return IntAttr(value)
             if (flag := parser.parse_optional_boolean()) is not None:
                 return IntegerAttr(int(flag), i1)
-            return parser.parse_type()
+            if (number := parser.parse_optional_number()) is not None:
+                return FloatAttr(float(number), f64)
+            return parser.parse_attribute()  # a type (bf16) or an attribute (#host.seq_len)
 
         return ArrayAttr(parser.parse_comma_separated_list(parser.Delimiter.SQUARE, literal))
     return parser.parse_attribute()

@@ -22,9 +22,20 @@ launch returns: its kernel's inputs then outputs; a fold's outputs), `!host.laun
 A `host.func` is not a symbol: it is the host side of the `func.func` it names (`function`),
 which still holds the coda kernels that `lowering/triton.py` emits as text; the printed Python
 function takes that name.
+
+Run-time row counts (a module with `#coda.rows`, see `coda.RowsAttr`): the host function of
+such a module reads the call's row count M once, from an argument (`host.row_count`: `_M =
+x.shape[0]`); a dimension that is `c * M` is dynamic (`?`) in the host types, its extent a
+`host.rows` value (`_M * c`) where a buffer is allocated, and `#host.rows<c>` where a launch
+takes a size (M, N, K, a fold's L, the extent of `host.tiles`). `host.func`'s `arg_rows` says
+which argument dimensions are row extents (the signature check takes any M >= 1 there), and
+`seq_len` that it takes the sequence length of its attention calls as a keyword argument
+(`#host.seq_len`, a library call's literal).
 """
 
 from __future__ import annotations
+
+import math
 
 from collections.abc import Sequence
 from typing import ClassVar
@@ -34,6 +45,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     BoolAttr,
     Float32Type,
+    FloatAttr,
     FunctionType,
     IndexType,
     IntAttr,
@@ -42,6 +54,7 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
     UnitAttr,
+    f64,
     i1,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, ParametrizedAttribute, Region, SSAValue, TypeAttribute
@@ -60,13 +73,14 @@ from xdsl.irdl import (
 )
 from xdsl.irdl.operations import AttrSizedOperandSegments
 from xdsl.traits import IsTerminator, NoMemoryEffect
-from xdsl.parser import Parser
+from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from coda_ir.dialects.coda import MainloopAttr, TileConfigAttr, VendorGemmAttr
 from coda_ir.dialects.op_syntax import (
     ATTR,
+    SIZE,
     BOOL,
     INT,
     LITERALS,
@@ -127,6 +141,51 @@ class LaunchSpecType(ParametrizedAttribute, TypeAttribute):
         super().__init__(ArrayAttr(results))
 
 
+@irdl_attr_definition
+class RowsAttr(ParametrizedAttribute):
+    """`#host.rows<c>`: an extent of `c` times the call's row count (`_M`, read by the function's
+    `host.row_count`)."""
+
+    name = "host.rows"
+
+    per: IntAttr
+
+    def __init__(self, per: int):
+        super().__init__(IntAttr(per))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (IntAttr(parser.parse_integer(allow_boolean=False, allow_negative=False)),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<{self.per.data}>")
+
+    def verify(self) -> None:
+        if self.per.data < 1:
+            raise VerifyException("#host.rows: the multiple of the row count must be >= 1")
+
+
+@irdl_attr_definition
+class SeqLenAttr(ParametrizedAttribute):
+    """`#host.seq_len`: the call's sequence length, the host function's `seq_len` argument (a
+    literal of an attention library call)."""
+
+    name = "host.seq_len"
+
+
+Size = IntAttr | RowsAttr
+"""An extent a launch takes: static, or a multiple of the call's row count."""
+
+
+def _check_size(op: Operation, attr: Attribute, what: str) -> None:
+    if isinstance(attr, IntAttr):
+        if attr.data <= 0:
+            raise VerifyException(f"{op.name}: {what} must be positive")
+        return
+    _parent_func(op).require_rows(f"{op.name}: {what} {attr}")
+
+
 def is_buffer(ty: Attribute) -> bool:
     """A torch tensor: a builtin tensor of a torch dtype, static but for partials' tile counts."""
     if not isinstance(ty, TensorType):
@@ -144,10 +203,9 @@ def _check_buffer(ty: Attribute, what: str) -> None:
 
 
 def _check_static(ty: Attribute, what: str) -> None:
+    """A tensor whose every extent is known: static, or (`?`) a row extent of a function with a
+    run-time row count (the verifier of `host.func` checks its arguments' against `arg_rows`)."""
     _check_buffer(ty, what)
-    assert isinstance(ty, TensorType)
-    if any(d == DYNAMIC_INDEX for d in ty.get_shape()):
-        raise VerifyException(f"{what}: expected a static shape, got {ty}")
 
 
 # ============================================================================ functions
@@ -172,10 +230,15 @@ class FuncOp(IRDLOperation):
     function_type = prop_def(FunctionType)
     launches = prop_def(IntAttr)
     owned = opt_prop_def(ArrayAttr[IntAttr])
+    arg_rows = opt_prop_def(ArrayAttr[ArrayAttr[IntAttr]])
+    """With a run-time row count: per argument, per dimension, 0 (static) or c (an extent of c * M)."""
+    seq_len = opt_prop_def(UnitAttr)
+    """The function takes the sequence length of its attention calls (`seq_len=`, keyword-only)."""
     body = region_def("single_block")
 
     def __init__(self, function: str, inputs: Sequence[Attribute], outputs: Sequence[Attribute], launches: int,
-                 owned: Sequence[int] | None = None):
+                 owned: Sequence[int] | None = None, arg_rows: Sequence[Sequence[int]] | None = None,
+                 seq_len: bool = False):
         props: dict[str, Attribute] = {
             "function": SymbolRefAttr(function),
             "function_type": FunctionType.from_lists(inputs, outputs),
@@ -183,7 +246,24 @@ class FuncOp(IRDLOperation):
         }
         if owned is not None:
             props["owned"] = ArrayAttr([IntAttr(i) for i in sorted(owned)])
+        if arg_rows is not None:
+            props["arg_rows"] = ArrayAttr([ArrayAttr([IntAttr(c) for c in dims]) for dims in arg_rows])
+        if seq_len:
+            props["seq_len"] = UnitAttr()
         super().__init__(properties=props, regions=[Region(Block(arg_types=inputs))])
+
+    def rows_of(self, index: int) -> list[int]:
+        """Argument `index`'s dimensions: 0 (static) or c (c times the row count)."""
+        if self.arg_rows is None:
+            return [0] * len(self.function_type.inputs.data[index].get_shape())  # type: ignore[attr-defined]
+        return [c.data for c in self.arg_rows.data[index].data]
+
+    def row_count(self) -> "RowCountOp | None":
+        return next((op for op in self.body.block.ops if isinstance(op, RowCountOp)), None)
+
+    def require_rows(self, what: str) -> None:
+        if self.row_count() is None:
+            raise VerifyException(f"{what}: a run-time row extent in a function that reads no row count (host.row_count)")
 
     @property
     def py_name(self) -> str:
@@ -206,6 +286,11 @@ class FuncOp(IRDLOperation):
         printer.print_string(f") launches {self.launches.data}")
         if self.owned is not None:
             printer.print_string(" owned [" + ", ".join(str(i.data) for i in self.owned.data) + "]")
+        if self.arg_rows is not None:
+            printer.print_string(" rows [" + ", ".join("[" + ", ".join(str(c.data) for c in dims.data) + "]"
+                                                        for dims in self.arg_rows.data) + "]")
+        if self.seq_len is not None:
+            printer.print_string(" seq_len")
         printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
         printer.print_region(self.body, print_entry_block_args=False)
@@ -221,6 +306,11 @@ class FuncOp(IRDLOperation):
         if parser.parse_optional_keyword("owned") is not None:
             owned = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
                                                       lambda: parser.parse_integer(allow_boolean=False))
+        arg_rows = None
+        if parser.parse_optional_keyword("rows") is not None:
+            arg_rows = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, lambda: parser.parse_comma_separated_list(
+                parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)))
+        seq_len = parser.parse_optional_keyword("seq_len") is not None
         attrs = parser.parse_optional_attr_dict_with_keyword()
         region = parser.parse_region(args)
         props: dict[str, Attribute] = {
@@ -230,6 +320,10 @@ class FuncOp(IRDLOperation):
         }
         if owned is not None:
             props["owned"] = ArrayAttr(IntAttr(i) for i in owned)
+        if arg_rows is not None:
+            props["arg_rows"] = ArrayAttr(ArrayAttr(IntAttr(c) for c in dims) for dims in arg_rows)
+        if seq_len:
+            props["seq_len"] = UnitAttr()
         op = cls.create(properties=props, regions=[region])
         for arg, name in zip(op.body.block.args, names):
             if name:
@@ -247,6 +341,24 @@ class FuncOp(IRDLOperation):
             raise VerifyException("host.func: the block arguments must match function_type's inputs")
         for i, a in enumerate(args):
             _check_static(a.type, f"host.func: argument #{i}")
+        if self.arg_rows is not None:
+            if len(self.arg_rows.data) != len(args):
+                raise VerifyException("host.func: arg_rows has one entry per argument")
+            for i, a in enumerate(args):
+                dims = self.rows_of(i)
+                shape = a.type.get_shape()  # type: ignore[attr-defined]
+                if len(dims) != len(shape) or any((c > 0) != (d == DYNAMIC_INDEX) or c < 0 for c, d in zip(dims, shape)):
+                    raise VerifyException(f"host.func: argument #{i}: arg_rows {dims} must mark exactly its dynamic "
+                                          f"dimensions ({a.type})")
+            if any(any(self.rows_of(i)) for i in range(len(args))):
+                self.require_rows("host.func: arguments with row extents")
+        else:
+            for i, a in enumerate(args):
+                if any(d == DYNAMIC_INDEX for d in a.type.get_shape()):  # type: ignore[attr-defined]
+                    raise VerifyException(f"host.func: argument #{i} has a dynamic extent but the function has no arg_rows")
+        counts = [op for op in self.body.block.ops if isinstance(op, RowCountOp)]
+        if len(counts) > 1:
+            raise VerifyException("host.func: reads the row count once (one host.row_count)")
         last = self.body.block.last_op
         if not isinstance(last, ReturnOp):
             raise VerifyException("host.func: the body ends with host.return")
@@ -258,6 +370,10 @@ class FuncOp(IRDLOperation):
             indices = [i.data for i in self.owned.data]
             if indices != sorted(set(indices)) or any(not 0 <= i < len(args) for i in indices):
                 raise VerifyException("host.func: owned lists distinct argument indices in order")
+
+
+def _size(value: int | Attribute) -> Attribute:
+    return IntAttr(value) if isinstance(value, int) else value
 
 
 def _parent_func(op: Operation) -> FuncOp:
@@ -290,7 +406,8 @@ class CheckArgumentsOp(SyntaxOp):
 
 @irdl_op_definition
 class DeviceOfOp(SyntaxOp):
-    """`_dev = _rt.device_of(args)`: the one device of the arguments."""
+    """`_dev = _rt.device_of(args)`: the one device of the arguments (a function without
+    arguments, e.g. an empty one, gets the process's default device: `runtime.device_of`)."""
 
     name = "host.device_of"
     SYNTAX: ClassVar[tuple[Item, ...]] = (Operands("args"),)
@@ -301,9 +418,56 @@ class DeviceOfOp(SyntaxOp):
     def __init__(self, args: Sequence[SSAValue]):
         super().__init__(operands=[args], result_types=[DeviceType()])
 
+
+@irdl_op_definition
+class RowCountOp(SyntaxOp):
+    """`_M = x.shape[dim] // per` (`per` 1: `_M = x.shape[dim]`): the call's row count, read once
+    from an argument whose dimension `dim` is `per` times it (its signature check has made it a
+    whole multiple)."""
+
+    name = "host.row_count"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("value"), Keyword("dim", INT), Keyword("per", INT))
+
+    value = operand_def()
+    dim = prop_def(IntAttr)
+    per = prop_def(IntAttr)
+    result = result_def(IndexType)
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, value: SSAValue, dim: int, per: int):
+        super().__init__(operands=[value], result_types=[IndexType()], properties={"dim": IntAttr(dim), "per": IntAttr(per)})
+
     def verify_(self) -> None:
-        if not self.args:
-            raise VerifyException("host.device_of: needs at least one tensor")
+        fn = _parent_func(self)
+        args = list(fn.body.block.args)
+        if self.value not in args:
+            raise VerifyException("host.row_count: reads an argument of the host.func")
+        dims = fn.rows_of(args.index(self.value))
+        if not 0 <= self.dim.data < len(dims) or dims[self.dim.data] != self.per.data:
+            raise VerifyException(f"host.row_count: dimension {self.dim.data} of the argument is not {self.per.data} "
+                                  f"times the row count (arg_rows {dims})")
+
+
+@irdl_op_definition
+class RowsOp(SyntaxOp):
+    """`_M * per`: an extent of `per` times the row count (a dynamic extent of `host.empty`)."""
+
+    name = "host.rows"
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("rows"), Keyword("per", INT))
+
+    rows = operand_def(IndexType)
+    per = prop_def(IntAttr)
+    result = result_def(IndexType)
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, rows: SSAValue, per: int):
+        super().__init__(operands=[rows], result_types=[IndexType()], properties={"per": IntAttr(per)})
+
+    def verify_(self) -> None:
+        if not isinstance(self.rows.owner, RowCountOp):
+            raise VerifyException("host.rows: scales the function's host.row_count")
+        if self.per.data < 2:
+            raise VerifyException("host.rows: per >= 2 (the row count itself is host.row_count's value)")
 
 
 @irdl_op_definition
@@ -364,23 +528,22 @@ class TilesOp(SyntaxOp):
     cover `extent` rows (`bm`) or columns (`bn`) -- a partials buffer's tile count."""
 
     name = "host.tiles"
-    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("config"), Keyword("field", WORD), Keyword("extent", INT))
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Operand("config"), Keyword("field", WORD), Keyword("extent", SIZE))
 
     config = operand_def(ConfigType)
-    extent = prop_def(IntAttr)
+    extent = prop_def(Size)
     field = prop_def(StringAttr)
     result = result_def(IndexType)
     traits = traits_def(NoMemoryEffect())
 
-    def __init__(self, config: SSAValue, extent: int, field: str):
+    def __init__(self, config: SSAValue, extent: int | Attribute, field: str):
         super().__init__(operands=[config], result_types=[IndexType()],
-                         properties={"extent": IntAttr(extent), "field": StringAttr(field)})
+                         properties={"extent": _size(extent), "field": StringAttr(field)})
 
     def verify_(self) -> None:
         if self.field.data not in TILE_FIELDS:
             raise VerifyException(f"host.tiles: field must be one of {TILE_FIELDS}, got {self.field.data!r}")
-        if self.extent.data <= 0:
-            raise VerifyException("host.tiles: the extent must be positive")
+        _check_size(self, self.extent, "the extent")
 
 
 @irdl_op_definition
@@ -446,8 +609,8 @@ class LaunchGemmOp(ArgsLambdaLaunch):
     accumulator)."""
 
     name = "host.launch_gemm"
-    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("kernel", SYMBOL), Operand("a"), Punct(","), Operand("b"), Keyword("m", INT), Keyword("n", INT),
-        Keyword("k", INT), Keyword("transpose_a", UNIT), Keyword("transpose_b", UNIT), Keyword("interleave", INT),
+    SYNTAX: ClassVar[tuple[Item, ...]] = (Word("kernel", SYMBOL), Operand("a"), Punct(","), Operand("b"), Keyword("m", SIZE), Keyword("n", SIZE),
+        Keyword("k", SIZE), Keyword("transpose_a", UNIT), Keyword("transpose_b", UNIT), Keyword("interleave", INT),
         Keyword("bn_multiple_of", INT), Keyword("n_inputs", INT), Keyword("epilogue_half_tiles", INT),
         Keyword("config", ATTR), Keyword("mainloop", ATTR), Keyword("vendor", ATTR),
     )
@@ -455,9 +618,9 @@ class LaunchGemmOp(ArgsLambdaLaunch):
     kernel = prop_def(SymbolRefAttr)
     a = operand_def()
     b = operand_def()
-    m = prop_def(IntAttr)
-    n = prop_def(IntAttr)
-    k = prop_def(IntAttr)
+    m = prop_def(Size)
+    n = prop_def(Size)
+    k = prop_def(Size)
     transpose_a = opt_prop_def(UnitAttr)
     transpose_b = opt_prop_def(UnitAttr)
     interleave = prop_def(IntAttr)
@@ -472,12 +635,12 @@ class LaunchGemmOp(ArgsLambdaLaunch):
     args = region_def("single_block")
     result = result_def(TupleType)
 
-    def __init__(self, kernel: str, a: SSAValue, b: SSAValue, shape: tuple[int, int, int], *, transpose_a: bool,
+    def __init__(self, kernel: str, a: SSAValue, b: SSAValue, shape: tuple[int | Attribute, ...], *, transpose_a: bool,
                  transpose_b: bool, interleave: int, bn_multiple_of: int, n_inputs: int,
                  config: TileConfigAttr | None, epilogue_half_tiles: int, result_type: TupleType, args: Region,
                  mainloop: MainloopAttr | None = None, vendor: VendorGemmAttr | None = None):
         props: dict[str, Attribute] = {
-            "kernel": SymbolRefAttr(kernel), "m": IntAttr(shape[0]), "n": IntAttr(shape[1]), "k": IntAttr(shape[2]),
+            "kernel": SymbolRefAttr(kernel), "m": _size(shape[0]), "n": _size(shape[1]), "k": _size(shape[2]),
             "interleave": IntAttr(interleave), "bn_multiple_of": IntAttr(bn_multiple_of), "n_inputs": IntAttr(n_inputs),
             "epilogue_half_tiles": IntAttr(epilogue_half_tiles),
         }
@@ -496,8 +659,8 @@ class LaunchGemmOp(ArgsLambdaLaunch):
     def verify_(self) -> None:
         _check_static(self.a.type, "host.launch_gemm: a")
         _check_static(self.b.type, "host.launch_gemm: b")
-        if min(self.m.data, self.n.data, self.k.data) <= 0:
-            raise VerifyException("host.launch_gemm: M, N, K must be positive")
+        for what, size in (("M", self.m), ("N", self.n), ("K", self.k)):
+            _check_size(self, size, what)
         if self.interleave.data < 0:
             raise VerifyException("host.launch_gemm: interleave must be >= 0")
         if self.epilogue_half_tiles.data < 0:
@@ -518,18 +681,18 @@ class LaunchGemmOp(ArgsLambdaLaunch):
 
 
 _ELEMENTWISE_SYNTAX: tuple[Item, ...] = (
-    Keyword("m", INT), Keyword("n", INT), Keyword("whole", WORD), Keyword("bn_multiple_of", INT), Keyword("n_inputs", INT),
+    Keyword("m", SIZE), Keyword("n", SIZE), Keyword("whole", WORD), Keyword("bn_multiple_of", INT), Keyword("n_inputs", INT),
     Keyword("config", ATTR),
 )
 _FOLD_SYNTAX: tuple[Item, ...] = (
     Operands("partials", "(", "partials"), Operands("inputs", "(", "inputs"), Operands("outputs", "(", "outputs"),
-    Keyword("length", INT), Keyword("sums", BOOL),
+    Keyword("length", SIZE), Keyword("sums", BOOL),
 )
 
 
 class _ElementwiseLaunchBase(ArgsLambdaLaunch):
-    m = prop_def(IntAttr)
-    n = prop_def(IntAttr)
+    m = prop_def(Size)
+    n = prop_def(Size)
     bn_multiple_of = prop_def(IntAttr)
     n_inputs = prop_def(IntAttr)
     whole = opt_prop_def(StringAttr)
@@ -537,9 +700,9 @@ class _ElementwiseLaunchBase(ArgsLambdaLaunch):
     args = region_def("single_block")
 
     @staticmethod
-    def properties_of(shape: tuple[int, int], bn_multiple_of: int, n_inputs: int, whole: str | None,
+    def properties_of(shape: tuple[int | Attribute, ...], bn_multiple_of: int, n_inputs: int, whole: str | None,
                       config: TileConfigAttr | None) -> dict[str, Attribute]:
-        props: dict[str, Attribute] = {"m": IntAttr(shape[0]), "n": IntAttr(shape[1]),
+        props: dict[str, Attribute] = {"m": _size(shape[0]), "n": _size(shape[1]),
                                        "bn_multiple_of": IntAttr(bn_multiple_of), "n_inputs": IntAttr(n_inputs)}
         if whole is not None:
             props["whole"] = StringAttr(whole)
@@ -548,8 +711,8 @@ class _ElementwiseLaunchBase(ArgsLambdaLaunch):
         return props
 
     def verify_elementwise(self, result_types) -> None:
-        if min(self.m.data, self.n.data) <= 0:
-            raise VerifyException(f"{self.name}: M, N must be positive")
+        _check_size(self, self.m, "M")
+        _check_size(self, self.n, "N")
         if self.whole is not None and self.whole.data not in ("rows", "cols"):
             raise VerifyException(f"{self.name}: whole is 'rows' or 'cols'")
         self.verify_args(self.n_inputs.data, self.bn_multiple_of.data, self.config, result_types)
@@ -565,7 +728,7 @@ class LaunchElementwiseOp(_ElementwiseLaunchBase):
     kernel = prop_def(SymbolRefAttr)
     result = result_def(TupleType)
 
-    def __init__(self, kernel: str, shape: tuple[int, int], *, bn_multiple_of: int, n_inputs: int, whole: str | None,
+    def __init__(self, kernel: str, shape: tuple[int | Attribute, ...], *, bn_multiple_of: int, n_inputs: int, whole: str | None,
                  config: TileConfigAttr | None, result_type: TupleType, args: Region):
         props = {"kernel": SymbolRefAttr(kernel), **self.properties_of(shape, bn_multiple_of, n_inputs, whole, config)}
         super().__init__(result_types=[result_type], properties=props, regions=[args])
@@ -584,7 +747,7 @@ class ElementwiseSpecOp(_ElementwiseLaunchBase):
 
     result = result_def(LaunchSpecType)
 
-    def __init__(self, shape: tuple[int, int], *, bn_multiple_of: int, n_inputs: int, whole: str | None,
+    def __init__(self, shape: tuple[int | Attribute, ...], *, bn_multiple_of: int, n_inputs: int, whole: str | None,
                  config: TileConfigAttr | None, result_type: LaunchSpecType, args: Region):
         props = self.properties_of(shape, bn_multiple_of, n_inputs, whole, config)
         super().__init__(result_types=[result_type], properties=props, regions=[args])
@@ -600,22 +763,22 @@ class _FoldLaunchBase(SyntaxOp):
     partials = var_operand_def()
     inputs = var_operand_def()
     outputs = var_operand_def()
-    length = prop_def(IntAttr)
+    length = prop_def(Size)
     sums = prop_def(BoolAttr)
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     @staticmethod
-    def properties_of(length: int, sums: bool) -> dict[str, Attribute]:
-        return {"length": IntAttr(length), "sums": IntegerAttr(int(sums), i1)}
+    def properties_of(length: int | Attribute, sums: bool) -> dict[str, Attribute]:
+        return {"length": _size(length), "sums": IntegerAttr(int(sums), i1)}
 
     def verify_fold(self) -> None:
-        if self.length.data <= 0:
-            raise VerifyException(f"{self.name}: L must be positive")
+        _check_size(self, self.length, "L")
+        length = self.length.data if isinstance(self.length, IntAttr) else DYNAMIC_INDEX
         for p in self.partials:
             ty = p.type
             _check_buffer(ty, f"{self.name}: partials")
             assert isinstance(ty, TensorType)
-            if len(ty.get_shape()) != 2 or ty.get_shape()[0] != self.length.data:
+            if len(ty.get_shape()) != 2 or ty.get_shape()[0] != length:
                 raise VerifyException(f"{self.name}: partials are [L, tiles] buffers, got {ty}")
         for v in [*self.inputs, *self.outputs]:
             _check_static(v.type, self.name)
@@ -635,7 +798,7 @@ class LaunchFoldOp(_FoldLaunchBase):
     result = result_def(TupleType)
 
     def __init__(self, kernel: str, partials: Sequence[SSAValue], inputs: Sequence[SSAValue],
-                 outputs: Sequence[SSAValue], length: int, sums: bool):
+                 outputs: Sequence[SSAValue], length: int | Attribute, sums: bool):
         props = {"kernel": SymbolRefAttr(kernel), **self.properties_of(length, sums)}
         super().__init__(operands=[partials, inputs, outputs], properties=props,
                          result_types=[TupleType([o.type for o in outputs])])
@@ -657,7 +820,7 @@ class FoldSpecOp(_FoldLaunchBase):
     result = result_def(LaunchSpecType)
 
     def __init__(self, partials: Sequence[SSAValue], inputs: Sequence[SSAValue], outputs: Sequence[SSAValue],
-                 length: int, sums: bool):
+                 length: int | Attribute, sums: bool):
         super().__init__(operands=[partials, inputs, outputs], properties=self.properties_of(length, sums),
                          result_types=[LaunchSpecType([o.type for o in outputs])])
 
@@ -739,13 +902,16 @@ class ResultsOp(SyntaxOp):
             raise VerifyException("host.results: the spec is never launched (no host.launch_group uses it)")
 
 
-LIBRARY_FUNCTIONS = ("attention_forward", "attention_backward", "embedding", "embedding_grad", "concat", "slice_copy")
+LIBRARY_FUNCTIONS = ("attention_forward", "attention_backward", "attention_forward_segments",
+                     "attention_backward_segments", "embedding", "embedding_grad", "concat", "slice_copy")
 
 
 @irdl_op_definition
 class LibraryCallOp(SyntaxOp):
     """`outs = _lib.callee(tensors..., literals...)` (`list_operands`: the tensors as one list
-    argument); literals are integers (`#builtin.int`), booleans (i1) or dtypes (a type)."""
+    argument); literals are integers (`#builtin.int`), booleans (i1), f64 floats (attention's
+    scale and softcap), dtypes (a type) or, with run-time rows, `#host.seq_len` (the call's
+    sequence length)."""
 
     name = "host.library_call"
     SYNTAX: ClassVar[tuple[Item, ...]] = (Word("callee", WORD), Operands("tensors", "("), Keyword("literals", LITERALS), Keyword("list_operands", UNIT))
@@ -774,13 +940,19 @@ class LibraryCallOp(SyntaxOp):
         for lit in self.literals.data:
             if isinstance(lit, IntAttr) or (isinstance(lit, IntegerAttr) and lit.type == i1):
                 continue
+            if isinstance(lit, FloatAttr) and lit.type == f64 and math.isfinite(lit.value.data):
+                continue
+            if isinstance(lit, SeqLenAttr):
+                if _parent_func(self).seq_len is None:
+                    raise VerifyException("host.library_call: #host.seq_len in a function that takes no seq_len")
+                continue
             if isinstance(lit, TypeAttribute):
                 try:
                     TORCH_DTYPE_NAMES[element_name(lit)]
                     continue
                 except (TypeError, KeyError):
                     pass
-            raise VerifyException(f"host.library_call: a literal is an integer, a boolean or a torch dtype, got {lit}")
+            raise VerifyException(f"host.library_call: a literal is an integer, a boolean, a finite f64 or a torch dtype, got {lit}")
 
 
 @irdl_op_definition
@@ -859,6 +1031,8 @@ HOST = Dialect(
         FuncOp,
         CheckArgumentsOp,
         DeviceOfOp,
+        RowCountOp,
+        RowsOp,
         ContiguousOp,
         EmptyOp,
         TilesOp,
@@ -876,5 +1050,5 @@ HOST = Dialect(
         CommentOp,
         ReturnOp,
     ],
-    [DeviceType, ConfigType, TupleType, LaunchSpecType],
+    [DeviceType, ConfigType, TupleType, LaunchSpecType, RowsAttr, SeqLenAttr],
 )

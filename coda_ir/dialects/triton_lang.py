@@ -37,7 +37,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, ParametrizedAttribute, Region, SSAValue, TypeAttribute
+from xdsl.ir import Attribute, Block, Dialect, Operation, ParametrizedAttribute, Region, SSAValue, TypeAttribute
 from xdsl.parser import AttrParser
 from xdsl.irdl import (
     IRDLOperation,
@@ -155,6 +155,17 @@ def _check_dynamic(ty: Attribute, what: str) -> None:
 
 
 # ============================================================================ kernels
+
+
+DO_NOT_SPECIALIZE = "tl.do_not_specialize"
+"""Kernel attribute (an array of parameter names): integer parameters Triton must not specialize
+(`@triton.jit(do_not_specialize=...)`): the run-time row extents of a module with `#coda.rows`,
+so that a new token count reuses the compiled kernel whatever its divisibility by 16."""
+
+
+def unspecialized(kernel: Operation) -> list[str]:
+    attr = kernel.attributes.get(DO_NOT_SPECIALIZE)
+    return [s.data for s in attr.data] if isinstance(attr, ArrayAttr) else []  # type: ignore[union-attr]
 
 
 @irdl_op_definition

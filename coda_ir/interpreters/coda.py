@@ -350,7 +350,7 @@ class CodaFunctions(InterpreterFunctions):
 
     @impl(coda.AttentionOp)
     def run_attention(self, interpreter: Interpreter, op: coda.AttentionOp, args: PythonValues) -> PythonValues:
-        out, lse = attention_reference(self.load(args[0]), op)
+        out, lse = attention_reference(self.load(args[0]), op, *[self.load(t) for t in args[1:]])
         return (self.store(out, op.out), self.store(lse, op.lse))
 
     @impl(coda.AttentionGradOp)
@@ -359,7 +359,7 @@ class CodaFunctions(InterpreterFunctions):
         # kernel reads instead)
         qkv = self.load(args[0]).detach().requires_grad_(True)
         with torch.enable_grad():
-            out, _ = attention_reference(qkv, op)
+            out, _ = attention_reference(qkv, op, *[self.load(t) for t in args[4:]])
             (grad,) = torch.autograd.grad(out, qkv, self.load(args[3]))
         return (self.store(grad, op.result),)
 

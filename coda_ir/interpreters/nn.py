@@ -84,6 +84,7 @@ __all__ = [
     "rope_inv_freq",
     "checked_ids",
     "attention_reference",
+    "attention_visible",
 ]
 
 
@@ -247,10 +248,38 @@ def checked_ids(ids: torch.Tensor, rows: int, op: Operation) -> torch.Tensor:
     return ids
 
 
-def attention_reference(qkv: torch.Tensor, op: Operation) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_visible(b: int, seq: int, causal: bool, window: int, segments: torch.Tensor | None,
+                      device: torch.device | None = None) -> torch.Tensor | None:
+    """Which key rows each query row sees, [B, 1, S, S] bool (None: all of them), as
+    `nn.attention` defines it: causal (`j <= i`), the sliding window (`i - j < window`), and with
+    `segments` [B*S] (i32 document ids, negative = padding) a key of the query's own document
+    that is not padding; a padding query sees every non-padding key."""
+    i = torch.arange(seq, device=device)
+    rel = i[:, None] - i[None, :]  # query row - key row
+    visible = None
+    if causal:
+        visible = rel >= 0
+    if window:
+        inside = rel < window
+        visible = inside if visible is None else visible & inside
+    if visible is not None:
+        visible = visible.expand(b, 1, seq, seq)
+    if segments is not None:
+        seg = segments.reshape(b, seq).to(device=device, dtype=torch.int64)
+        sq, sk = seg[:, None, :, None], seg[:, None, None, :]
+        same = (sk >= 0) & ((sq == sk) | (sq < 0))
+        visible = same if visible is None else visible & same
+    return visible
+
+
+def attention_reference(qkv: torch.Tensor, op: Operation,
+                        segments: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(output [M, H*hd], log-sum-exp flat [B*H*S] in (sequence, head, row) order) of the
-    attention op `op` (nn or coda: the same properties) over a packed qkv."""
+    attention op `op` (nn or coda: the same properties) over a packed qkv, with its optional
+    properties (`scale`, `window`, `softcap`) and `segments` operand. A query row that sees no
+    key gets output 0 and log-sum-exp -inf, and passes no gradient."""
     heads, kv_heads, hd, seq, causal = nn.attention_config(op)
+    options = nn.attention_options(op)
     m = qkv.shape[0]
     b = m // seq
     p = qkv.reshape(b, seq, heads + 2 * kv_heads, hd)
@@ -258,11 +287,22 @@ def attention_reference(qkv: torch.Tensor, op: Operation) -> tuple[torch.Tensor,
     q = p[:, :, :heads].transpose(1, 2)
     k = p[:, :, heads : heads + kv_heads].transpose(1, 2).repeat_interleave(group, 1)
     v = p[:, :, heads + kv_heads :].transpose(1, 2).repeat_interleave(group, 1)
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
-    if causal:
-        scores = scores.masked_fill(torch.ones(seq, seq, dtype=torch.bool).triu(1), float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1)
-    out = torch.softmax(scores, dim=-1) @ v
+    if options.scale is None:
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+    else:
+        scores = (q @ k.transpose(-1, -2)) * options.scale
+    if options.softcap:
+        scores = torch.tanh(scores / options.softcap) * options.softcap
+    visible = attention_visible(b, seq, causal, options.window, segments, qkv.device)
+    if visible is None:
+        lse = torch.logsumexp(scores, dim=-1)
+        out = torch.softmax(scores, dim=-1) @ v
+    else:
+        seen = visible.any(-1, keepdim=True)
+        # a row that sees nothing gets finite scores (then zero weights): no nan, no gradient
+        scores = scores.masked_fill(~visible, float("-inf")).masked_fill(~seen, 0.0)
+        lse = torch.logsumexp(scores, dim=-1).masked_fill(~seen[..., 0], float("-inf"))
+        out = (torch.softmax(scores, dim=-1) * seen) @ v
     return out.transpose(1, 2).reshape(m, heads * hd), lse.reshape(-1)
 
 
@@ -361,10 +401,15 @@ class NnFunctions(InterpreterFunctions):
         (x,) = self.up(args)
         return self.rounded(op, F.gelu(x, approximate=prop(op, "approximate")))
 
+    @impl(nn.ScaleOp)
+    def run_scale(self, interpreter: Interpreter, op: nn.ScaleOp, args: PythonValues) -> PythonValues:
+        (x,) = self.up(args)
+        return self.rounded(op, x * prop(op, "factor"))
+
     @impl(nn.RMSNormOp)
     def run_rms_norm(self, interpreter: Interpreter, op: nn.RMSNormOp, args: PythonValues) -> PythonValues:
         x, w = self.up(args)
-        return self.rounded(op, _rms_norm(x, w, prop(op, "eps")))
+        return self.rounded(op, _rms_norm(x, w + nn.norm_offset(op), prop(op, "eps")))
 
     @impl(nn.LayerNormOp)
     def run_layer_norm(self, interpreter: Interpreter, op: nn.LayerNormOp, args: PythonValues) -> PythonValues:
@@ -463,7 +508,8 @@ class NnFunctions(InterpreterFunctions):
     @impl(nn.RMSNormGradOp)
     def run_rms_norm_grad(self, interpreter: Interpreter, op: nn.RMSNormGradOp, args: PythonValues) -> PythonValues:
         a = self.up(args)
-        return self.rounded(op, *_rms_norm_grad(a[0], a[1], a[2], a[3], a[4] if len(a) > 4 else None))
+        # dw = sum_rows(dy * n) does not read w; dx reads the applied weight w + offset
+        return self.rounded(op, *_rms_norm_grad(a[0], a[1], a[2] + nn.norm_offset(op), a[3], a[4] if len(a) > 4 else None))
 
     @impl(nn.RowDotOp)
     def run_row_dot(self, interpreter: Interpreter, op: nn.RowDotOp, args: PythonValues) -> PythonValues:
@@ -498,7 +544,7 @@ class NnFunctions(InterpreterFunctions):
     @impl(nn.RMSNormApplyOp)
     def run_rms_norm_apply(self, interpreter: Interpreter, op: nn.RMSNormApplyOp, args: PythonValues) -> PythonValues:
         x, w, r = self.up(args)
-        return self.rounded(op, x * r[:, None] * w)
+        return self.rounded(op, x * r[:, None] * (w + nn.norm_offset(op)))
 
     @impl(nn.LayerNormApplyOp)
     def run_layer_norm_apply(self, interpreter: Interpreter, op: nn.LayerNormApplyOp, args: PythonValues) -> PythonValues:
@@ -533,12 +579,14 @@ class NnFunctions(InterpreterFunctions):
 
     @impl(nn.AttentionOp)
     def run_attention(self, interpreter: Interpreter, op: nn.AttentionOp, args: PythonValues) -> PythonValues:
-        out, _ = attention_reference(self.up(args)[0], op)
+        qkv, *segments = self.up(args)
+        out, _ = attention_reference(qkv, op, *segments)
         return self.rounded(op, out)
 
     @impl(nn.AttentionFwdOp)
     def run_attention_fwd(self, interpreter: Interpreter, op: nn.AttentionFwdOp, args: PythonValues) -> PythonValues:
-        return self.rounded(op, *attention_reference(self.up(args)[0], op), f32=(1,))
+        qkv, *segments = self.up(args)
+        return self.rounded(op, *attention_reference(qkv, op, *segments), f32=(1,))
 
     @impl(nn.AttentionGradOp)
     def run_attention_grad(self, interpreter: Interpreter, op: nn.AttentionGradOp, args: PythonValues) -> PythonValues:
@@ -547,7 +595,7 @@ class NnFunctions(InterpreterFunctions):
         a = self.up(args)
         qkv = a[0].detach().requires_grad_(True)
         with torch.enable_grad():
-            out, _ = attention_reference(qkv, op)
+            out, _ = attention_reference(qkv, op, *a[4:])
             (grad,) = torch.autograd.grad(out, qkv, a[3])
         return self.rounded(op, grad)
 

@@ -16,6 +16,16 @@ GQA k/v and the strided packed views directly, bench/RESULTS.md 2026-11-23). cuD
 are called through their aten ops; any other choice (fp32, odd head dims, CPU) runs an exact
 fp32 math path. The cuDNN and flash backward passes are not bitwise reproducible (their dq
 accumulation): the one exception to coda-ir's determinism, and the same kernels the baselines use.
+
+Extensions (the optional properties and operand of `nn.attention`): `scale` rides along to the
+same SDPA kernels. A sliding `window`, a `softcap` or `segments` (documents and padding rows,
+coda_ir/dialects/nn.py) change the mask or the scores: on CUDA they run PyTorch's FlexAttention
+(`torch.nn.attention.flex_attention`, compiled once per process, a `BlockMask` built from the
+mask and a `score_mod` for the softcap; `flex_forward` / `flex_backward`); its backward recomputes
+the forward under autograd (the public API saves no state across the two calls), so a masked
+step costs one more attention forward than a plain one. On the CPU they run the fp32 math path
+with the mask (`math_forward` / `math_backward`). A query row that sees no key (left padding
+before the first token) gets output 0 and log-sum-exp -inf, and passes no gradient.
 """
 
 from __future__ import annotations
@@ -37,12 +47,13 @@ def _views(qkv: torch.Tensor, heads: int, kv_heads: int, head_dim: int, seq_len:
     return q, k, v
 
 
-def backend(qkv: torch.Tensor, heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool) -> int:
+def backend(qkv: torch.Tensor, heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool,
+            scale: float | None = None) -> int:
     """The SDPA backend these shapes run on (torch.nn.attention.SDPBackend values)."""
     if qkv.device.type != "cuda":
         return MATH
     q, k, v = _views(qkv, heads, kv_heads, head_dim, seq_len)
-    choice = int(torch._fused_sdp_choice(q, k, v, None, 0.0, causal, scale=None, enable_gqa=True))
+    choice = int(torch._fused_sdp_choice(q, k, v, None, 0.0, causal, scale=scale, enable_gqa=True))
     return choice if choice in (FLASH, CUDNN) else MATH
 
 
@@ -52,32 +63,66 @@ def _flat_rows(out: torch.Tensor) -> torch.Tensor:
     return out.transpose(1, 2).reshape(b * s, h * d)
 
 
-def _math_forward(q, k, v, causal: bool):
-    group = q.shape[1] // k.shape[1]
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    qf, kf, vf = q.float(), k.float().repeat_interleave(group, 1), v.float().repeat_interleave(group, 1)
+def visible_keys(b: int, seq: int, causal: bool, window: int, segments: torch.Tensor | None,
+                 device: torch.device) -> torch.Tensor | None:
+    """[B, 1, S, S] bool: which key rows each query row sees (None: all), as nn.attention
+    defines it (coda_ir.interpreters.nn.attention_visible, the reference, is the same rule)."""
+    from coda_ir.interpreters.nn import attention_visible
+
+    return attention_visible(b, seq, causal, window, segments, device)
+
+
+def _scores(qf, kf, scale: float, softcap: float):
+    """Scaled (and soft-capped) scores and, with a softcap, tanh of them (for the backward)."""
     scores = (qf @ kf.transpose(-1, -2)) * scale
-    if causal:
-        s = scores.shape[-1]
-        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1)
-    out = torch.exp(scores - lse[..., None]) @ vf
-    return out.to(q.dtype), lse
+    if not softcap:
+        return scores, None
+    t = torch.tanh(scores / softcap)
+    return t * softcap, t
 
 
-def _math_backward(dout, q, k, v, out, lse, causal: bool):
+def math_forward(q, k, v, causal: bool, scale: float | None = None, window: int = 0, softcap: float = 0.0,
+                 segments: torch.Tensor | None = None):
+    """The exact fp32 path: (out [B, H, S, hd] in q's dtype, lse [B, H, S] fp32)."""
     group = q.shape[1] // k.shape[1]
-    scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    qf, kf, vf = q.float(), k.float().repeat_interleave(group, 1), v.float().repeat_interleave(group, 1)
+    scores, _ = _scores(qf, kf, scale, softcap)
+    b, s = q.shape[0], q.shape[2]
+    visible = visible_keys(b, s, causal, window, segments, q.device)
+    if visible is None:
+        lse = torch.logsumexp(scores, dim=-1)
+        return (torch.exp(scores - lse[..., None]) @ vf).to(q.dtype), lse
+    scores = scores.masked_fill(~visible, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    # a row that sees no key: lse -inf; its weights exp(-inf - inf) are 0, its output 0
+    p = torch.exp(scores - _finite_or_inf(lse)[..., None])
+    return (p @ vf).to(q.dtype), lse
+
+
+def _finite_or_inf(lse: torch.Tensor) -> torch.Tensor:
+    """The log-sum-exp to subtract: +inf for a row that sees no key (so its weights are 0, not nan)."""
+    return lse.masked_fill(lse == float("-inf"), float("inf"))
+
+
+def math_backward(dout, q, k, v, out, lse, causal: bool, scale: float | None = None, window: int = 0,
+                  softcap: float = 0.0, segments: torch.Tensor | None = None):
+    """(dq, dk, dv) of the exact fp32 path from the forward's output and log-sum-exp."""
+    group = q.shape[1] // k.shape[1]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     qf, kf, vf = q.float(), k.float().repeat_interleave(group, 1), v.float().repeat_interleave(group, 1)
     do, of = dout.float(), out.float()
-    scores = (qf @ kf.transpose(-1, -2)) * scale
-    if causal:
-        s = scores.shape[-1]
-        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    p = torch.exp(scores - lse[..., None])
+    scores, t = _scores(qf, kf, scale, softcap)
+    b, s = q.shape[0], q.shape[2]
+    visible = visible_keys(b, s, causal, window, segments, q.device)
+    if visible is not None:
+        scores = scores.masked_fill(~visible, float("-inf"))
+    p = torch.exp(scores - _finite_or_inf(lse)[..., None])
     dv = p.transpose(-1, -2) @ do
     dp = do @ vf.transpose(-1, -2)
     ds = p * (dp - (do * of).sum(-1, keepdim=True))
+    if t is not None:  # d(c tanh(x / c)) / dx = 1 - tanh^2
+        ds = ds * (1 - t * t)
     dq = (ds @ kf) * scale
     dk = (ds.transpose(-1, -2) @ qf) * scale
     b, h, s, d = dk.shape
@@ -86,43 +131,151 @@ def _math_backward(dout, q, k, v, out, lse, causal: bool):
     return dq, dk, dv
 
 
-def attention_forward(qkv: torch.Tensor, heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool):
+# ----------------------------------------------------------------------------- FlexAttention (CUDA)
+
+_FLEX = None
+
+
+def _flex():
+    """FlexAttention compiled once per process (uncompiled it is a slow reference path)."""
+    global _FLEX
+    if _FLEX is None:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        _FLEX = torch.compile(flex_attention, dynamic=False, fullgraph=True)
+    return _FLEX
+
+
+_BLOCK_MASK: list = []  # [(segments, its version, b, seq, causal, window, device), BlockMask]
+
+
+def flex_block_mask(b: int, seq: int, causal: bool, window: int, segments: torch.Tensor | None, device):
+    """The BlockMask of nn.attention's mask (causal, window, documents and padding rows). Every
+    layer of a step masks with the same segments tensor: the last mask is kept (with the tensor
+    itself, so that its identity cannot pass to a new one) and reused while it is unchanged."""
+    key = (segments, None if segments is None else segments._version, b, seq, causal, window, str(device))
+    if _BLOCK_MASK and len(_BLOCK_MASK[0]) == len(key) and all(
+            a is c if i == 0 else a == c for i, (a, c) in enumerate(zip(_BLOCK_MASK[0], key))):
+        return _BLOCK_MASK[1]
+    mask = _make_block_mask(b, seq, causal, window, segments, device)
+    _BLOCK_MASK[:] = [key, mask]
+    return mask
+
+
+def _make_block_mask(b: int, seq: int, causal: bool, window: int, segments: torch.Tensor | None, device):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    seg = segments.view(b, seq) if segments is not None else None
+
+    def mask_mod(bi, hi, qi, ki):
+        ok = qi >= 0
+        if causal:
+            ok = ok & (ki <= qi)
+        if window:
+            ok = ok & (qi - ki < window)
+        if seg is not None:
+            sq, sk = seg[bi, qi], seg[bi, ki]
+            ok = ok & (sk >= 0) & ((sq == sk) | (sq < 0))
+        return ok
+
+    return create_block_mask(mask_mod, b if seg is not None else None, None, seq, seq, device=device)
+
+
+def _flex_call(q, k, v, causal, scale, window, softcap, segments, lse: bool):
+    from torch.nn.attention.flex_attention import AuxRequest
+
+    block_mask = flex_block_mask(q.shape[0], q.shape[2], causal, window, segments, q.device)
+    score_mod = None
+    if softcap:
+        def score_mod(score, bi, hi, qi, ki):
+            return softcap * torch.tanh(score / softcap)
+    kwargs = {"return_aux": AuxRequest(lse=True)} if lse else {}
+    return _flex()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=True, **kwargs)
+
+
+def flex_forward(q, k, v, causal: bool, scale, window: int, softcap: float, segments):
+    """(out [B, H, S, hd], lse [B, H, S] fp32) by FlexAttention."""
+    out, aux = _flex_call(q, k, v, causal, scale, window, softcap, segments, lse=True)
+    return out, aux.lse
+
+
+def flex_backward(do, q, k, v, causal: bool, scale, window: int, softcap: float, segments):
+    """(dq, dk, dv) by FlexAttention's own backward, the forward recomputed under autograd."""
+    with torch.enable_grad():
+        q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+        out = _flex_call(q, k, v, causal, scale, window, softcap, segments, lse=False)
+        return torch.autograd.grad(out, (q, k, v), do)
+
+
+def _masked(window: int, softcap: float, segments) -> bool:
+    """The mask or the scores differ from plain (causal) SDPA: not one of its fused kernels."""
+    return bool(window) or bool(softcap) or segments is not None
+
+
+def attention_forward(qkv: torch.Tensor, heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool,
+                      scale: float | None = None, window: int = 0, softcap: float = 0.0,
+                      segments: torch.Tensor | None = None):
     """(output [M, H*hd] in qkv's dtype, log-sum-exp flat fp32 [B*H*S])."""
     q, k, v = _views(qkv, heads, kv_heads, head_dim, seq_len)
-    which = backend(qkv, heads, kv_heads, head_dim, seq_len, causal)
+    if qkv.device.type == "cuda" and _masked(window, softcap, segments):
+        out, lse = flex_forward(q, k, v, causal, scale, window, softcap, segments)
+        return _flat_rows(out), lse.reshape(-1).float()
+    which = backend(qkv, heads, kv_heads, head_dim, seq_len, causal, scale) if not _masked(window, softcap, segments) else MATH
     if which == CUDNN:
-        result = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
+        result = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False, scale=scale)
         out, lse = result[0], result[1]
     elif which == FLASH:
-        result = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False)
+        result = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
         out, lse = result[0], result[1]
     else:
-        out, lse = _math_forward(q, k, v, causal)
+        out, lse = math_forward(q, k, v, causal, scale, window, softcap, segments)
     return _flat_rows(out), lse.reshape(-1).float()
 
 
+def attention_forward_segments(qkv: torch.Tensor, segments: torch.Tensor, heads: int, kv_heads: int, head_dim: int,
+                               seq_len: int, causal: bool, scale: float | None = None, window: int = 0,
+                               softcap: float = 0.0):
+    """`attention_forward` with the segments operand (generated code passes tensors first)."""
+    return attention_forward(qkv, heads, kv_heads, head_dim, seq_len, causal, scale, window, softcap, segments)
+
+
 def attention_backward(qkv: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, dout: torch.Tensor,
-                       heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool) -> torch.Tensor:
+                       heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool,
+                       scale: float | None = None, window: int = 0, softcap: float = 0.0,
+                       segments: torch.Tensor | None = None) -> torch.Tensor:
     """d(qkv) [M, (H + 2 KV) * hd] from the forward's output and log-sum-exp."""
     q, k, v = _views(qkv, heads, kv_heads, head_dim, seq_len)
     b = q.shape[0]
     o = out.view(b, seq_len, heads, head_dim).transpose(1, 2)
     do = dout.view(b, seq_len, heads, head_dim).transpose(1, 2)
-    which = backend(qkv, heads, kv_heads, head_dim, seq_len, causal)
+    masked = _masked(window, softcap, segments)
+    which = MATH if masked else backend(qkv, heads, kv_heads, head_dim, seq_len, causal, scale)
     # Without dropout the random-state tensors are not read; the forward returns them as one
     # (cuDNN: seed, offset) or two (flash: rng state) int64 values. `None` is an undefined tensor
     # (no bias, no cumulative sequence lengths of a nested batch), as the forward returns them.
-    if which == CUDNN:
+    if masked and qkv.device.type == "cuda":
+        dq, dk, dv = flex_backward(do, q, k, v, causal, scale, window, softcap, segments)
+    elif which == CUDNN:
         seed = torch.zeros(1, dtype=torch.int64, device=qkv.device)
         dq, dk, dv = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
             do, q, k, v, o, lse.view(b, heads, seq_len, 1), seed, seed, None, None, None, seq_len, seq_len,
-            0.0, causal)
+            0.0, causal, scale=scale)
     elif which == FLASH:
         state = torch.zeros(2, dtype=torch.int64, device=qkv.device)
         empty = torch.empty(0, dtype=torch.int64, device=qkv.device)
         dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_backward(
-            do, q, k, v, o, lse.view(b, heads, seq_len), None, None, seq_len, seq_len, 0.0, causal, state, empty)
+            do, q, k, v, o, lse.view(b, heads, seq_len), None, None, seq_len, seq_len, 0.0, causal, state, empty,
+            scale=scale)
     else:
-        dq, dk, dv = _math_backward(do, q, k, v, o, lse.view(b, heads, seq_len), causal)
+        dq, dk, dv = math_backward(do, q, k, v, o, lse.view(b, heads, seq_len), causal, scale, window, softcap, segments)
     dqkv = torch.cat([_flat_rows(dq), _flat_rows(dk), _flat_rows(dv)], dim=1)
     return dqkv.to(qkv.dtype)
+
+
+def attention_backward_segments(qkv: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, dout: torch.Tensor,
+                                segments: torch.Tensor, heads: int, kv_heads: int, head_dim: int, seq_len: int,
+                                causal: bool, scale: float | None = None, window: int = 0,
+                                softcap: float = 0.0) -> torch.Tensor:
+    """`attention_backward` with the segments operand (generated code passes tensors first)."""
+    return attention_backward(qkv, out, lse, dout, heads, kv_heads, head_dim, seq_len, causal, scale, window, softcap,
+                              segments)

@@ -27,8 +27,19 @@ interleaved kernels add paired-B variants) is compiled, run and timed (`triton.t
 median; candidates that fail to compile are skipped), the best three are timed again in reverse
 order (clocks drift on a hot GPU), and the winner is cached in memory and
 on disk, in JSON at `$CODA_CACHE_DIR/autotune.json` (default `~/.cache/coda-ir/autotune.json`),
-keyed by (kernel key or source hash, M, N, K, dtypes, transposes, interleave, tile
-constraints, path, mainloop kind, GPU name, Triton version). Kernels of one GEMM shape and mainloop share a
+keyed by (kernel key or source hash, the bucket of M, N, K, dtypes, transposes, interleave, tile
+constraints, path, mainloop kind, GPU name, Triton version). M enters as its bucket, the next
+power of two (`tuning_bucket`): a program of run-time rows (`#coda.rows`) launches its gemms at
+every token count of a step, and a new count reuses the tiles tuned for its bucket instead of
+tuning again (tiles tuned at 4096 rows are as good at 3072: the same waves of the same tiles, to
+within the last one). Triton compiles a kernel once per specialization of its integer
+arguments (M divisible by 16 or not, equal to 1): a static program's kernel compiles (not tunes)
+once more for an M of the other kind; the kernels of a `#coda.rows` module are not specialized
+on their row extents (`@triton.jit(do_not_specialize=...)`) and compile once. N and K enter as they are, except
+those the generated code names run-time row extents (`row_extents="K"`: a weight gradient's
+reduction over the tokens), which are bucketed the same way; for such a launch a bucket not
+tuned yet takes the tiles of a tuned neighbour (twice or half its rows) and tunes only where
+neither is (a static program's launch always tunes a new bucket). Kernels of one GEMM shape and mainloop share a
 tuning: the first one tunes (a line on stderr says so; `CODA_AUTOTUNE_PROGRESS=0` silences it)
 and records its choice under a shape-only key, which the others take when it runs for them
 (`CODA_AUTOTUNE=full`: tune every kernel on its own). `CODA_AUTOTUNE=0` skips tuning (first
@@ -321,11 +332,18 @@ def _kernel_identity(kernel, key: str) -> str:
     return f"{name}:{hashlib.sha256(str(src).encode()).hexdigest()[:16]}"
 
 
+def tuning_bucket(extent: int) -> int:
+    """The bucket of a gemm extent that shares one tuning: the next power of two."""
+    return tiling.pow2_at_least(extent)
+
+
 def _tuning_key(kernel, key, a, b, M, N, K, transpose_a, transpose_b, interleave,
-                bn_multiple_of, bm_multiple_of, path, layouts, mainloop_kind: str = "tl") -> str:
+                bn_multiple_of, bm_multiple_of, path, layouts, mainloop_kind: str = "tl", row_extents: str = "") -> str:
     gpu = _device_info(a.device.index or 0)[0] if a.is_cuda else "cpu"
+    n = f"N<={tuning_bucket(N)}" if "N" in row_extents else f"N={N}"
+    k = f"K<={tuning_bucket(K)}" if "K" in row_extents else f"K={K}"
     parts = [
-        _kernel_identity(kernel, key), f"M={M}", f"N={N}", f"K={K}",
+        _kernel_identity(kernel, key), f"M<={tuning_bucket(M)}", n, k,
         f"a={a.dtype}", f"b={b.dtype}", f"tA={int(transpose_a)}", f"tB={int(transpose_b)}",
         f"il={interleave}", f"bn%{bn_multiple_of}", f"bm%{bm_multiple_of}",
         f"path={path}", f"mainloop={mainloop_kind}", f"layout={layouts}", f"gpu={gpu}", f"triton={triton.__version__}",
@@ -602,6 +620,7 @@ def launch_gemm(
     tuning_group: str | None = None,
     mainloop: GluonMainloop | None = None,
     vendor: str | None = None,
+    row_extents: str = "",
 ) -> tuple[GemmConfig | None, Sequence[object]]:
     """Launch `kernel` for `op(a) @ op(b)`; returns the config and the extra args it used.
 
@@ -617,6 +636,9 @@ def launch_gemm(
     `vendor`: the gemm's `#coda.vendor_gemm` library (a plain gemm: its one argument is its
     output): on a GPU, outside the interpreter and with the default path, `vendor_gemm` runs it
     (the returned config is then None: no tile of the generated kernel ran).
+    `row_extents`: which of "M", "N", "K" are run-time row counts (`#coda.rows`); N and K are
+    then tuned per bucket like M (`tuning_bucket`), and a bucket not tuned yet takes the tiles of
+    a tuned neighbouring bucket (twice or half the rows) where it has one, instead of tuning.
     """
     if options is None:
         options = launch_options()
@@ -689,7 +711,7 @@ def launch_gemm(
                 candidates = portable_candidates(a.dtype == torch.float32, bn_multiple_of, bm_multiple_of)
             # the tl kernel's tuning (also where it stands in for a gemm's Gluon mainloop)
             tune_key = _tuning_key(kernel, key, a, b, M, N, K, transpose_a, transpose_b,
-                                   interleave, bn_multiple_of, bm_multiple_of, path, layouts, "tl")
+                                   interleave, bn_multiple_of, bm_multiple_of, path, layouts, "tl", row_extents)
             config = _MEMO.get(tune_key)
             if config is None:
                 config = _cached_config(tune_key)
@@ -698,11 +720,24 @@ def launch_gemm(
                 if tuning_group is not None:
                     shape_key = _tuning_key(kernel, f"{SHARED_TUNING}:{tuning_group}", a, b, M, N, K,
                                             transpose_a, transpose_b, interleave, bn_multiple_of, bm_multiple_of,
-                                            path, layouts, "tl")
+                                            path, layouts, "tl", row_extents)
                 if config is None and shape_key is not None and mode not in ("0", "", "full"):
                     shared = _cached_config(shape_key)
                     if shared is not None and shared in candidates and _runs(run_with, shared, extra_args_for):
                         config = shared
+                if config is None and row_extents and mode not in ("0", "", "full"):
+                    # a new bucket of M next to a tuned one (a new token count of a program of
+                    # run-time rows): its tiles, not a tuning in the middle of a training step
+                    bucket = tuning_bucket(M)
+                    for near in (2 * bucket, bucket // 2):
+                        if near < 1:
+                            continue
+                        near_key = _tuning_key(kernel, key, a, b, near, N, K, transpose_a, transpose_b, interleave,
+                                               bn_multiple_of, bm_multiple_of, path, layouts, "tl", row_extents)
+                        found = _MEMO.get(near_key) or _cached_config(near_key)
+                        if found is not None and found in candidates and _runs(run_with, found, extra_args_for):
+                            config = found
+                            break
                 if config is None:
                     if mode not in ("0", "") and len(candidates) > 1:
                         started = time.perf_counter()

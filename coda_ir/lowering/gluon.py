@@ -168,7 +168,8 @@ def epilogue_layout(warps: int, column_lanes: int) -> str:
 
 
 def emit_gluon_kernel(entry: str, record: coda.MainloopAttr, column_lanes: int, transpose_b: bool,
-                      tensors: Sequence[str], body: Sequence[str], carried: Sequence[tuple[str, str, str]]) -> list[str]:
+                      tensors: Sequence[str], body: Sequence[str], carried: Sequence[tuple[str, str, str]],
+                      unspecialized: Sequence[str] = ()) -> list[str]:
     """Source lines (module level, inside the `if _CODA_GLUON:` block, indented one level) of the
     Gluon kernel `entry` and its partitions, for a `tl.mainloop gluon_ws` (the printer's call).
 
@@ -265,7 +266,7 @@ def emit_gluon_kernel(entry: str, record: coda.MainloopAttr, column_lanes: int, 
     handoff = "gl.float32" if d["handoff"] == "f32" else "gl.bfloat16"
     ins = ", ".join(tensors)
     fn([
-        "@gluon.jit",
+        f"@gluon.jit(do_not_specialize={list(unspecialized)!r})" if unspecialized else "@gluon.jit",
         f"def {entry}(a_desc, b_desc, {'r_desc, ' if r_desc else ''}{ins}, M, N, K, HANDOFF_LAYOUT: gl.constexpr):",
         f"    a_bufs = gl.allocate_shared_memory({operand}, [{stages}] + a_desc.block_type.shape, a_desc.layout)",
         f"    b_bufs = gl.allocate_shared_memory({operand}, [{stages}] + b_desc.block_type.shape, b_desc.layout)",

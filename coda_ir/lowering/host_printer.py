@@ -7,7 +7,8 @@ ops that make values used once inside one statement (`host.empty`, `host.tiles`)
 expressions in it (the lambda of a launch's arguments is its region, printed as one
 expression). Its only choices are textual: names (each value's SSA name hint, made unique;
 the rebinding `x = x.contiguous()` keeps the name; the launch tuple, the configuration and
-the device have the fixed names `_e`, `_cfg`, `_dev`), and the gemm autotune key, which is the
+the device have the fixed names `_e`, `_cfg`, `_dev`; the row count of a function with
+run-time rows `_M`, its sequence-length argument `seq_len`), and the gemm autotune key, which is the
 kernel's name and a hash of its printed source (the key identifies the printed text, so only
 printing can know it).
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IntAttr, IntegerAttr, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, FloatAttr, IntAttr, IntegerAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from coda_ir.diagnostics import InternalCompilerBug
@@ -56,8 +57,10 @@ class HostPrinter:
             host.LaunchGemmOp, host.LaunchElementwiseOp, host.LaunchFoldOp, host.LaunchGroupOp))]
         kernels += [gluon_entry_name(op.kernel.root_reference.data) for op in fn.walk()
                     if isinstance(op, host.LaunchGemmOp) and op.mainloop is not None]
-        # a local must not shadow the function itself or a kernel it launches
-        self.names = KernelNames([*RESERVED, fn.py_name, *kernels])
+        # a local must not shadow the function itself or a kernel it launches (nor, with run-time
+        # rows, the row count and the sequence-length argument)
+        dynamic = ("_M", "seq_len") if fn.arg_rows is not None or fn.seq_len is not None else ()
+        self.names = KernelNames([*RESERVED, *dynamic, fn.py_name, *kernels])
         self.exprs: dict[SSAValue, str] = {}
         self.lines: list[str] = []
 
@@ -69,7 +72,7 @@ class HostPrinter:
     def get(self, v: SSAValue) -> str:
         if v not in self.exprs:
             owner = v.owner if isinstance(v.owner, Operation) else None
-            if isinstance(owner, (host.EmptyOp, host.TilesOp)):
+            if isinstance(owner, (host.EmptyOp, host.TilesOp, host.RowsOp)):
                 self.exprs[v] = self.expr(owner)
             else:
                 raise InternalCompilerBug(owner, "host value printed before its definition")
@@ -83,8 +86,18 @@ class HostPrinter:
             dims = [self.get(next(dynamic)) if d == DYNAMIC_INDEX else str(d) for d in ty.get_shape()]
             return f"torch.empty({_tuple(dims)}, dtype={torch_dtype(ty.get_element_type())}, device={self.get(op.device)})"
         if isinstance(op, host.TilesOp):
-            return f"triton.cdiv({op.extent.data}, {self.get(op.config)}.{op.field.data})"
+            return f"triton.cdiv({self.size(op.extent)}, {self.get(op.config)}.{op.field.data})"
+        if isinstance(op, host.RowsOp):
+            return f"{self.get(op.rows)} * {op.per.data}"
         raise InternalCompilerBug(op, f"'{op.name}' is no host expression")
+
+    @staticmethod
+    def size(attr: Attribute) -> str:
+        """A launch's extent: its value, or `_M` times the multiple (`#host.rows<c>`)."""
+        if isinstance(attr, host.RowsAttr):
+            return "_M" if attr.per.data == 1 else f"_M * {attr.per.data}"
+        assert isinstance(attr, IntAttr)
+        return str(attr.data)
 
     def lambda_(self, op: host.ArgsLambdaLaunch) -> str:
         cfg = op.args.block.args[0]
@@ -101,18 +114,22 @@ class HostPrinter:
 
     def elementwise_call(self, op: host.LaunchElementwiseOp | host.ElementwiseSpecOp) -> str:
         whole, fixed = self.config_suffix(op)
-        return f"{self.lambda_(op)}, M={op.m.data}, N={op.n.data}, bn_multiple_of={op.bn_multiple_of.data}{whole}{fixed}"
+        return f"{self.lambda_(op)}, M={self.size(op.m)}, N={self.size(op.n)}, bn_multiple_of={op.bn_multiple_of.data}{whole}{fixed}"
 
     def fold_call(self, op: host.LaunchFoldOp | host.FoldSpecOp) -> str:
         groups = [_tuple([self.get(v) for v in vs]) for vs in (op.partials, op.inputs, op.outputs)]
-        return f"{', '.join(groups)}, L={op.length.data}, sums={bool(op.sums.value.data)}"
+        return f"{', '.join(groups)}, L={self.size(op.length)}, sums={bool(op.sums.value.data)}"
 
     @staticmethod
     def literal(attr: Attribute) -> str:
+        if isinstance(attr, host.SeqLenAttr):
+            return "seq_len"
         if isinstance(attr, IntAttr):
             return str(attr.data)
         if isinstance(attr, IntegerAttr):
             return str(bool(attr.value.data))
+        if isinstance(attr, FloatAttr):
+            return repr(float(attr.value.data))
         return torch_dtype(attr)
 
     def targets(self, values: Sequence[SSAValue], tuple_: bool) -> str:
@@ -124,7 +141,7 @@ class HostPrinter:
         self.lines.append(IND + text)
 
     def statement(self, op: Operation) -> None:
-        if isinstance(op, (host.EmptyOp, host.TilesOp)):
+        if isinstance(op, (host.EmptyOp, host.TilesOp, host.RowsOp)):
             return  # printed where it is used
         if isinstance(op, host.CheckArgumentsOp):
             name = self.fn.py_name
@@ -132,6 +149,10 @@ class HostPrinter:
         elif isinstance(op, host.DeviceOfOp):
             self.exprs[op.result] = "_dev"
             self.emit(f"_dev = _rt.device_of({_tuple([self.get(a) for a in op.args])})")
+        elif isinstance(op, host.RowCountOp):
+            self.exprs[op.result] = "_M"
+            per = f" // {op.per.data}" if op.per.data != 1 else ""
+            self.emit(f"_M = {self.get(op.value)}.shape[{op.dim.data}]{per}")
         elif isinstance(op, host.ContiguousOp):
             x = self.get(op.value)
             self.exprs[op.result] = x
@@ -154,9 +175,12 @@ class HostPrinter:
                           f"{m['stages']}, {m['handoff']!r}, {m['accumulate_first']}), ")
             if op.vendor is not None:
                 fixed += f"vendor={op.vendor.library.data!r}, "
+            rows = "".join(d for d, size in (("M", op.m), ("N", op.n), ("K", op.k)) if isinstance(size, host.RowsAttr))
+            if rows:  # run-time row extents: tuned per bucket
+                fixed += f"row_extents={rows!r}, "
             self.emit(
                 f"_cfg, _e = launch_gemm({kernel}, {self.get(op.a)}, {self.get(op.b)}, {self.lambda_(op)}, "
-                f"M={op.m.data}, N={op.n.data}, K={op.k.data}, transpose_a={op.transpose_a is not None}, "
+                f"M={self.size(op.m)}, N={self.size(op.n)}, K={self.size(op.k)}, transpose_a={op.transpose_a is not None}, "
                 f"transpose_b={op.transpose_b is not None}, interleave={op.interleave.data}, "
                 f"bn_multiple_of={op.bn_multiple_of.data}, {fixed}key={key!r}, "
                 f"tuning_group='epilogue-half-tiles={op.epilogue_half_tiles.data}')"
@@ -211,22 +235,30 @@ class HostPrinter:
         block = fn.body.block
         params = [self.name(a, f"arg{i}") for i, a in enumerate(block.args)]
         sig = []
-        for p, a in zip(params, block.args):
+        for i, (p, a) in enumerate(zip(params, block.args)):
             ty = a.type
             assert isinstance(ty, TensorType)
-            sig.append(f"({p!r}, {tuple(ty.get_shape())!r}, {torch_dtype(ty.get_element_type())})")
+            if fn.arg_rows is None:
+                shape = repr(tuple(ty.get_shape()))
+            else:  # a row extent: `_rt.Rows(c)`, any c * M (the check takes M from the first)
+                dims = [f"_rt.Rows({c})" if c else str(d) for c, d in zip(fn.rows_of(i), ty.get_shape())]
+                shape = _tuple(dims)
+            sig.append(f"({p!r}, {shape}, {torch_dtype(ty.get_element_type())})")
+        # the sequence length of the attention calls: a keyword argument
+        sizes = ", *, seq_len" if fn.seq_len is not None else ""
+        declared = [f"_SEQ_LEN_{name} = True"] if fn.seq_len is not None else []
         if fn.takes_list:
             # the caller hands its references over in a list, emptied here: from now on these
             # locals are the only references the caller gave, and `del` of one can free it
             owned = sorted(fn.owned_indices())
-            head = [f"_SIG_{name} = {_tuple(sig)}", f"_OWNED_{name} = {_tuple([str(i) for i in owned])}", "", "",
-                    f"def {name}(_args):",
+            head = [f"_SIG_{name} = {_tuple(sig)}", f"_OWNED_{name} = {_tuple([str(i) for i in owned])}", *declared, "", "",
+                    f"def {name}(_args{sizes}):",
                     f'{IND}"""Host function for @{name}: {fn.launches.data} kernel launch(es); takes its arguments '
                     f'in a list, which it empties (owns arguments {owned})."""',
                     f"{IND}{', '.join(params)}{',' if len(params) == 1 else ''} = _args",
                     f"{IND}_args.clear()"]
         else:
-            head = [f"_SIG_{name} = {_tuple(sig)}", "", "", f"def {name}({', '.join(params)}):",
+            head = [f"_SIG_{name} = {_tuple(sig)}", *declared, "", "", f"def {name}({', '.join(params)}{sizes}):",
                     f'{IND}"""Host function for @{name}: {fn.launches.data} kernel launch(es)."""']
         for op in block.ops:
             self.statement(op)

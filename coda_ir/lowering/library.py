@@ -14,9 +14,15 @@ import triton
 import triton.language as tl
 
 from coda_ir.errors import ArgumentError
-from coda_ir.lowering.attention import attention_backward, attention_forward
+from coda_ir.lowering.attention import (
+    attention_backward,
+    attention_backward_segments,
+    attention_forward,
+    attention_forward_segments,
+)
 
-__all__ = ["attention_forward", "attention_backward", "embedding", "embedding_grad", "embedding_grad_into", "concat",
+__all__ = ["attention_forward", "attention_backward", "attention_forward_segments", "attention_backward_segments",
+           "embedding", "embedding_grad", "embedding_grad_into", "concat",
            "adjacent_view", "slice_copy"]
 
 

@@ -43,17 +43,57 @@ from coda_ir.tiling import ElementwiseConfig  # noqa: E402
 from coda_ir.lowering.gemm_launch import GluonMainloop  # noqa: E402,F401  (generated launches name it)
 
 
-def check_arguments(name: str, args: Sequence[object], signature: Sequence[tuple[str, tuple[int, ...], torch.dtype]]) -> None:
+@dataclass(frozen=True)
+class Rows:
+    """A signature's extent of `per` times the call's row count (a module with `#coda.rows`):
+    any `per * M` with M >= 1, the same M for every argument of the call."""
+
+    per: int = 1
+
+    def __repr__(self) -> str:
+        return "M" if self.per == 1 else f"{self.per}M"
+
+
+def row_count(shapes: Sequence[Sequence[int]], signature: Sequence[tuple[str, tuple, torch.dtype]]) -> int | None:
+    """The row count M the first row extent of `shapes` gives (None: the signature has none, or
+    that extent is no whole multiple)."""
+    for shape, (_, expected, _) in zip(shapes, signature):
+        for got, want in zip(shape, expected):
+            if isinstance(want, Rows):
+                return got // want.per if got % want.per == 0 and got >= want.per else None
+    return None
+
+
+def _resolved(shape: Sequence[object], rows: int | None) -> tuple:
+    return tuple(d.per * rows if isinstance(d, Rows) and rows is not None else d for d in shape)
+
+
+def check_arguments(name: str, args: Sequence[object], signature: Sequence[tuple[str, tuple, torch.dtype]]) -> int | None:
     """Raise `ArgumentError` unless `args` are real (not meta) tensors of the signature's shapes
-    and dtypes, all on one device that can run kernels (CPU: Triton's interpreter, or CUDA)."""
+    and dtypes, all on one device that can run kernels (CPU: Triton's interpreter, or CUDA).
+    A `Rows` extent takes any multiple of the call's row count, read from the first of them;
+    returns that row count (None: the signature has no row extent)."""
     _check_devices(name, args)
     if len(args) != len(signature):
         expected = ", ".join(f"{n}: {_describe(s, d)}" for n, s, d in signature)
         raise ArgumentError(f"{name}() takes {len(signature)} tensors ({expected}), got {len(args)}")
     device = None
+    rows: int | None = None
+    dynamic = any(isinstance(d, Rows) for _, shape, _ in signature for d in shape)
+    if dynamic:
+        first = next((i, a) for i, (a, (_, shape, _)) in enumerate(zip(args, signature)) if any(isinstance(d, Rows) for d in shape))
+        if isinstance(first[1], torch.Tensor):
+            rows = row_count([tuple(a.shape) if isinstance(a, torch.Tensor) else () for a in args], signature)
+            if rows is None or rows < 1:
+                pname, shape, dtype = signature[first[0]]
+                raise ArgumentError(
+                    f"{name}(): argument #{first[0]} '{pname}' must be {_describe(shape, dtype)} with M >= 1 rows, "
+                    f"got {_describe(tuple(first[1].shape), first[1].dtype)}", pname)
     for i, (arg, (pname, shape, dtype)) in enumerate(zip(args, signature)):
         if not isinstance(arg, torch.Tensor):
             raise ArgumentError(f"{name}(): argument #{i} '{pname}' must be a torch.Tensor, got {type(arg).__name__}", pname)
+        if dynamic:
+            shape = _resolved(shape, rows)
         if tuple(arg.shape) != tuple(shape) or arg.dtype != dtype:
             raise ArgumentError(
                 f"{name}(): argument #{i} '{pname}' must be {_describe(shape, dtype)}, "
@@ -64,6 +104,18 @@ def check_arguments(name: str, args: Sequence[object], signature: Sequence[tuple
             device = arg.device
         elif arg.device != device:
             raise ArgumentError(f"{name}(): argument #{i} '{pname}' is on {arg.device}, the others on {device}", pname)
+    return rows
+
+
+def check_seq_len(name: str, seq_len: object, rows: int | None) -> int:
+    """The `seq_len=` of a function whose attention takes the call's sequence length: an int
+    >= 1 that divides the row count (the rows are whole sequences)."""
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int):
+        raise ArgumentError(f"{name}() takes the sequence length as seq_len=<int> (its attention's sequences), "
+                            f"got {type(seq_len).__name__}", "seq_len")
+    if seq_len < 1 or (rows is not None and rows % seq_len):
+        raise ArgumentError(f"{name}(): seq_len = {seq_len} must be >= 1 and divide the {rows} rows", "seq_len")
+    return seq_len
 
 
 class UnknownFunctionError(ArgumentError, AttributeError):
@@ -135,7 +187,7 @@ class IndexCheck:
     what: str = "targets"
 
 
-def _describe(shape: Sequence[int], dtype: torch.dtype) -> str:
+def _describe(shape: Sequence[object], dtype: torch.dtype) -> str:
     dims = "x".join(map(str, shape)) if len(shape) else "0-d"
     return f"{dims} {str(dtype).removeprefix('torch.')}"
 
@@ -604,6 +656,7 @@ class CompiledModule:
             )
 
         def call(*args, **kwargs):
+            sizes = {"seq_len": kwargs.pop("seq_len")} if "seq_len" in kwargs else {}
             if kwargs:
                 raise ArgumentError(
                     f"{name}() takes its tensors by position (in the function's argument order), "
@@ -630,12 +683,21 @@ class CompiledModule:
                 )
             if owned is None:
                 tensors = args  # positional, as before (a list is no tensor: check_arguments says so)
-            check_arguments(name, tensors, getattr(module, f"_SIG_{name}"))
+            rows = check_arguments(name, tensors, getattr(module, f"_SIG_{name}"))
+            if not getattr(module, f"_SEQ_LEN_{name}", False) and sizes:
+                raise ArgumentError(f"{name}() takes its tensors by position (in the function's argument order), "
+                                    "got keyword argument(s) 'seq_len' (its attention has a static sequence length)",
+                                    "seq_len")
+            if getattr(module, f"_SEQ_LEN_{name}", False):
+                if "seq_len" not in sizes:
+                    raise ArgumentError(f"{name}() takes the sequence length of its attention as seq_len=<int> "
+                                        "(its module's row count is a run-time one, #coda.rows)", "seq_len")
+                check_seq_len(name, sizes["seq_len"], rows)
             if not indices_are_checked():
                 check_indices(name, tensors, self.index_checks.get(name, ()))
             try:
                 with triton_mode(interpret), _quiet_numpy(interpret):
-                    return host(tensors) if owned is not None else host(*tensors)
+                    return host(tensors, **sizes) if owned is not None else host(*tensors, **sizes)
             except CodaError:
                 raise
             except torch.cuda.OutOfMemoryError:

@@ -561,7 +561,7 @@ class BlockPrinter:
         assert isinstance(record, coda.MainloopAttr) and op.column_lanes is not None and op.combines is not None
         stores = [(n, self.get(p), c.data) for n, p, c in zip(names, op.carried, op.combines.data)]
         return emit_gluon_kernel(kernel.sym_name.data, record, op.column_lanes.data, op.transpose_b is not None,
-                                 tensors, body, stores)
+                                 tensors, body, stores, tl.unspecialized(kernel))
 
 
 # names a value of a kernel must not take: the modules and builtins printed kernels refer to
@@ -599,7 +599,8 @@ class KernelPrinter(BlockPrinter):
         heads = [*params[:n_rt]]
         for p, default in zip(params[n_rt:], k.default_values()[n_rt:]):
             heads.append(f"{p}: tl.constexpr" + ("" if default is None else f" = {default}"))
-        self.emit("", "@triton.jit")
+        fixed = tl.unspecialized(k)
+        self.emit("", f"@triton.jit(do_not_specialize={fixed!r})" if fixed else "@triton.jit")
         self.emit("", f"def {k.sym_name.data}({', '.join(heads)}):")
         self.analyse(body)
         start = len(self.lines)

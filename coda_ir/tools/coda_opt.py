@@ -32,6 +32,7 @@ from coda_ir.diagnostics import (
     LocatingParser,
     decode_source,
     parse_error_text,
+    empty_pipeline_entry,
     pipeline_error_text,
     verify_module,
 )
@@ -131,6 +132,11 @@ class CodaOptMain(xDSLOptMain):
         return stream, extension if extension in self.available_frontends else "mlir"
 
     def setup_pipeline(self):
+        empty = empty_pipeline_entry(self.args.passes)
+        if empty is not None:
+            raise ValueError(f"invalid pass pipeline: {empty}")
+        if not self.args.passes.strip():
+            self.args.passes = ""  # `-p ' '`: no passes, as with the Python API
         unknown = [spec.name for spec in parse_pipeline(self.args.passes) if spec.name not in self.available_passes]
         if unknown:
             raise ValueError(

@@ -15,6 +15,12 @@ compiling the same program twice reuses the first registration):
 
 Every op has a fake implementation computed from the IR types, so FakeTensor tracing
 (`torch.compile`, `aot_eager`) never runs a kernel.
+
+A module with a run-time row count (`#coda.rows`, `coda.RowsAttr`) makes one function for every
+row count: its specs' row extents are `Rows(c)` (c times the call's M, read from the first
+argument that has one), the argument check takes any M >= 1, the fake implementations size
+their results by the inputs' M, and where its attention takes the call's sequence length the
+ops take a trailing `seq_len` integer (`__call__(*tensors, seq_len=...)`).
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, SSAValue
 
 import coda_ir
-from coda_ir.dialects.coda import donate_arguments, own_arguments
-from coda_ir.lowering.runtime import ArgumentError, CompiledModule, check_arguments, indices_checked
+from coda_ir.dialects.coda import RowsAttr, donate_arguments, own_arguments, symbolic_rows
+from coda_ir.lowering.runtime import (ArgumentError, CompiledModule, Rows, check_arguments, check_seq_len,
+                                      indices_checked, row_count)
 from coda_ir.reference import element_dtype
 from coda_ir.remarks import printed_remarks
 
@@ -100,21 +107,26 @@ class TensorSpec:
     """Name, shape and dtype of one argument or result, read from the IR."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int | Rows, ...]  # Rows(c): c times the call's row count (#coda.rows)
     dtype: torch.dtype
 
     @property
     def is_float(self) -> bool:
         return self.dtype.is_floating_point
 
-    def signature(self) -> tuple[str, tuple[int, ...], torch.dtype]:
+    def signature(self) -> tuple[str, tuple[int | Rows, ...], torch.dtype]:
         return (self.name, self.shape, self.dtype)
 
+    def sized(self, rows: int | None) -> tuple[int, ...]:
+        """The shape at a call of `rows` rows."""
+        return tuple(d.per * rows if isinstance(d, Rows) else d for d in self.shape)  # type: ignore[operator]
 
-def _spec_of(value_type, name: str) -> TensorSpec:
+
+def _spec_of(value_type, name: str, rows: RowsAttr | None = None) -> TensorSpec:
     if not isinstance(value_type, TensorType):
         raise coda_ir.CompileError([f"<torch>: error: '{name}' is not a tensor ({value_type}); coda_ir.torch takes tensors only"])
-    return TensorSpec(name, tuple(value_type.get_shape()), element_dtype(value_type))
+    shape = tuple(Rows(rows.multiple(d)) if rows is not None and rows.multiple(d) else d for d in value_type.get_shape())
+    return TensorSpec(name, shape, element_dtype(value_type))
 
 
 def _identifier(text: str, fallback: str) -> str:
@@ -127,17 +139,25 @@ def _identifier(text: str, fallback: str) -> str:
 
 def _arg_specs(fn: func.FuncOp) -> list[TensorSpec]:
     specs, seen = [], set()
+    rows = symbolic_rows(fn)
     for i, arg in enumerate(fn.body.blocks[0].args):
         name = _identifier(arg.name_hint or "", f"arg{i}")
         if name in seen:
             name = f"{name}_{i}"
         seen.add(name)
-        specs.append(_spec_of(arg.type, name))
+        specs.append(_spec_of(arg.type, name, rows))
     return specs
 
 
 def _result_specs(fn: func.FuncOp) -> list[TensorSpec]:
-    return [_spec_of(t, f"result{i}") for i, t in enumerate(fn.function_type.outputs.data)]
+    rows = symbolic_rows(fn)
+    return [_spec_of(t, f"result{i}", rows) for i, t in enumerate(fn.function_type.outputs.data)]
+
+
+def _rows_of(specs: Sequence[TensorSpec], tensors: Sequence[object]) -> int | None:
+    """The row count of a call (None: the specs have no row extent)."""
+    shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else () for t in tensors]
+    return row_count(shapes, [s.signature() for s in specs])
 
 
 def _funcs(module: ModuleOp) -> dict[str, func.FuncOp]:
@@ -168,8 +188,8 @@ def _split_pipeline(pipeline: str | None) -> str | None:
     return ",".join(s for s in stages if s.split("{")[0].strip() != AUTODIFF_PASS) or None
 
 
-def _schema(args: Sequence[TensorSpec], n_results: int) -> str:
-    params = ", ".join(f"Tensor {a.name}" for a in args)
+def _schema(args: Sequence[TensorSpec], n_results: int, sizes: Sequence[str] = ()) -> str:
+    params = ", ".join([*(f"Tensor {a.name}" for a in args), *(f"SymInt {s}" for s in sizes)])
     if n_results == 1:
         returns = "Tensor"
     else:
@@ -216,27 +236,32 @@ def _as_tuple(value) -> tuple[torch.Tensor, ...]:
     return tuple(value)
 
 
-def _define_op(qualname: str, args: Sequence[TensorSpec], results: Sequence[TensorSpec], run, fname: str):
-    """Register (once per name) a custom op `run(*tensors) -> tuple` with a fake implementation
-    that makes tensors of `results`' shapes and dtypes on the inputs' device."""
+def _define_op(qualname: str, args: Sequence[TensorSpec], results: Sequence[TensorSpec], run, fname: str,
+               sizes: Sequence[str] = ()):
+    """Register (once per name) a custom op `run(*tensors, *sizes) -> tuple` with a fake
+    implementation that makes tensors of `results`' shapes (at the inputs' row count) and dtypes
+    on the inputs' device. `sizes`: trailing integer arguments (`seq_len`)."""
     with _OPS_LOCK:
         existing = _OPS.get(qualname)
         if existing is not None:
             return existing
         single = len(results) == 1
 
-        def impl(*tensors):
+        def impl(*inputs):
+            tensors = inputs[: len(args)]
             _refuse_meta(fname, args, tensors)
-            outs = _unaliased(run(*tensors), tensors)
+            outs = _unaliased(run(*inputs), tensors)
             return outs[0] if single else outs
 
-        def fake(*tensors):
+        def fake(*inputs):
+            tensors = inputs[: len(args)]
             _refuse_meta(fname, args, tensors)
             device = next((t.device for t in tensors if isinstance(t, torch.Tensor)), torch.device("cpu"))
-            outs = tuple(torch.empty(r.shape, dtype=r.dtype, device=device) for r in results)
+            rows = _rows_of(args, tensors)
+            outs = tuple(torch.empty(r.sized(rows), dtype=r.dtype, device=device) for r in results)
             return outs[0] if single else outs
 
-        op = torch.library.custom_op(qualname, impl, mutates_args=(), schema=_schema(args, len(results)))
+        op = torch.library.custom_op(qualname, impl, mutates_args=(), schema=_schema(args, len(results), sizes))
         op.register_fake(fake)
         _OPS[qualname] = op
         return op
@@ -281,6 +306,7 @@ class CodaFunction:
         self.pipeline = _split_pipeline(pipeline)
 
         fn = funcs[name]
+        self.rows = symbolic_rows(module)
         self.args = _arg_specs(fn)
         self.results = _result_specs(fn)
         self.float_args = [i for i, a in enumerate(self.args) if a.is_float]
@@ -304,12 +330,40 @@ class CodaFunction:
         self._variants: dict[tuple[tuple[bool, ...], bool, bool], CompiledModule] = {}
         self._aliased: dict[tuple[tuple[bool, ...], bool], list[int]] = {}
         self._lock = threading.RLock()
+        self._bound: dict[int, BoundFunction] = {}
 
+        self._takes: dict[tuple[int, str], bool] = {}  # (id of a CompiledModule this holds, function): takes seq_len
+        self.sizes = ("seq_len",) if self._takes_seq_len(self.compiled, name) else ()
         self.forward_op = _define_op(
-            self.op_name, self.args, self.results, lambda *t: _as_tuple(getattr(self.compiled, name)(*t)), name
+            self.op_name, self.args, self.results,
+            lambda *t: _as_tuple(self._call(self.compiled, name, t[: len(self.args)], t[len(self.args):])), name, self.sizes
         )
         if self.differentiable:
             self._prepare_autograd(_funcs(self.nn_module))
+
+    # ------------------------------------------------------------------ run-time sizes
+
+    @staticmethod
+    def _takes_seq_len(compiled: CompiledModule, name: str) -> bool:
+        """Whether the compiled `name` takes the call's sequence length (`seq_len=`)."""
+        from coda_ir.transforms.coda_to_host import takes_seq_len
+
+        ir = compiled.ir
+        fn = next((f for f in ir.walk() if isinstance(f, func.FuncOp) and f.sym_name.data == name), None) if ir else None
+        return fn is not None and takes_seq_len(fn, symbolic_rows(fn))
+
+    def _call(self, compiled: CompiledModule, name: str, tensors, sizes: Sequence[int]):
+        """Run the compiled `name`, with `seq_len=` where it takes it (`sizes`: this function's; a
+        backward variant whose attention gradient was dropped takes none)."""
+        takes = False
+        if sizes:
+            key = (id(compiled), name)
+            takes = self._takes.get(key)
+            if takes is None:
+                takes = self._takes[key] = self._takes_seq_len(compiled, name)
+        if takes:
+            return getattr(compiled, name)(*tensors, seq_len=int(sizes[0]))
+        return getattr(compiled, name)(*tensors)
 
     # ------------------------------------------------------------------ forward with saves
 
@@ -347,11 +401,13 @@ class CodaFunction:
         picked = list(range(n)) + extra_positions
         extra_specs = [fwd_results[p] for p in extra_positions]
 
-        def run_fwd(*tensors):
-            outs = _as_tuple(getattr(self.forward_module, self.fwd_name)(*tensors))
+        def run_fwd(*inputs):
+            k = len(self.args)
+            outs = _as_tuple(self._call(self.forward_module, self.fwd_name, inputs[:k], inputs[k:]))
             return tuple(outs[p] for p in picked)
 
-        self.fwd_op = _define_op(f"{self.op_name}_fwd", self.args, [*self.results, *extra_specs], run_fwd, self.fwd_name)
+        self.fwd_op = _define_op(f"{self.op_name}_fwd", self.args, [*self.results, *extra_specs], run_fwd, self.fwd_name,
+                                 self.sizes)
         if not getattr(self.fwd_op, "_coda_autograd", False):
             self.fwd_op.register_autograd(self._backward, setup_context=self._setup_context)
             self.fwd_op._coda_autograd = True
@@ -368,6 +424,8 @@ class CodaFunction:
             else:
                 saved.append(output[n + s.index])
         ctx.save_for_backward(*saved)
+        ctx.coda_sizes = tuple(inputs[len(self.args):])  # seq_len: the backward's attention takes it too
+        ctx.coda_rows = _rows_of(self.args, inputs[: len(self.args)])
         ctx.coda_extras_private = getattr(_PRIVATE_EXTRAS, "active", False)
         # the extra outputs exist only to be saved: no gradient flows into them. Autograd must
         # not materialize their (absent) gradients as zero tensors either: that was a full-size
@@ -381,14 +439,15 @@ class CodaFunction:
         n = len(self.results)
         saved = ctx.saved_tensors
         mask = tuple(bool(ctx.needs_input_grad[i]) for i in self.float_args)
-        gradients: list[torch.Tensor | None] = [None] * len(self.args)
+        gradients: list[torch.Tensor | None] = [None] * (len(self.args) + len(self.sizes))
         if not any(mask):
             return tuple(gradients)
+        sizes = ctx.coda_sizes
         device = next((t.device for t in (*saved, *grads) if isinstance(t, torch.Tensor)), torch.device("cpu"))
         upstream = []
         for g, spec in zip(grads[:n], self.results):
             # a result the loss does not use has no gradient: the backward takes zeros
-            upstream.append(torch.zeros(spec.shape, dtype=spec.dtype, device=device) if g is None else g)
+            upstream.append(torch.zeros(spec.sized(ctx.coda_rows), dtype=spec.dtype, device=device) if g is None else g)
         # Eager autograd that does not keep the graph: the saved tensors are read by this backward
         # only, so @f_bwd takes them over and drops each at its last reader. Traced backwards
         # (torch.compile, AOT dispatch: fake or functional tensor subclasses, dispatch modes)
@@ -408,9 +467,9 @@ class CodaFunction:
             clear = getattr(ctx, "maybe_clear_saved_tensors", None)
             if clear is not None:
                 clear()
-            outs = self._run_handing_over(mask, donate, arguments)
+            outs = self._run_handing_over(mask, donate, arguments, sizes)
         else:
-            outs = _as_tuple(self._backward_op(mask)(*saved, *upstream))
+            outs = _as_tuple(self._backward_op(mask)(*saved, *upstream, *sizes))
         wanted = [i for i, keep in zip(self.float_args, mask) if keep]
         for i, g in zip(wanted, outs):
             gradients[i] = g
@@ -475,7 +534,8 @@ class CodaFunction:
             own_arguments(bwd, range(self.num_saved))
         return module
 
-    def _run_handing_over(self, mask: tuple[bool, ...], donate: bool, arguments: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def _run_handing_over(self, mask: tuple[bool, ...], donate: bool, arguments: list[torch.Tensor],
+                          sizes: Sequence[int] = ()) -> tuple[torch.Tensor, ...]:
         """Run the `hand_over` variant of `@f_bwd` on `arguments` (saved tensors, then upstream
         gradients), which it empties: called directly, not through the custom op, whose
         dispatcher would hold every argument until it returns. What the op adds is kept: a
@@ -490,7 +550,7 @@ class CodaFunction:
             self._aliased[(mask, donate)] = aliased
         # the saved index arguments (ids, targets) are those the forward call checked
         with indices_checked():
-            outs = _as_tuple(getattr(module, self.bwd_name)(arguments))
+            outs = _as_tuple(self._call(module, self.bwd_name, [arguments], sizes))
         return tuple(o.clone() if i in aliased else o for i, o in enumerate(outs))
 
     def _backward_op(self, mask: tuple[bool, ...]):
@@ -503,23 +563,35 @@ class CodaFunction:
         wanted = [self.args[i] for i, keep in zip(self.float_args, mask) if keep]
         specs = [TensorSpec(f"d{a.name}", a.shape, a.dtype) for a in wanted]
 
-        def run_bwd(*tensors):
+        def run_bwd(*inputs):
+            k = len(self._bwd_args)
             # the saved index arguments (ids, targets) are those the forward call checked
             with indices_checked():
-                return _as_tuple(getattr(self.backward_module(mask), self.bwd_name)(*tensors))
+                return _as_tuple(self._call(self.backward_module(mask), self.bwd_name, inputs[:k], inputs[k:]))
 
-        return _define_op(qualname, self._bwd_args, specs, run_bwd, self.bwd_name)
+        return _define_op(qualname, self._bwd_args, specs, run_bwd, self.bwd_name, self.sizes)
 
     # ------------------------------------------------------------------ calling
 
-    def check(self, tensors: Sequence[object]) -> None:
+    def check(self, tensors: Sequence[object], seq_len: object = None) -> tuple[int, ...]:
         """Raise ArgumentError for a wrong number, shape, dtype or device of tensors, or for
-        meta tensors (no data); never casts."""
-        check_arguments(self.name, tensors, [a.signature() for a in self.args])
+        meta tensors (no data), or a missing or wrong `seq_len` (where the function takes one:
+        an int dividing the row count); never casts. Returns the trailing integer arguments of
+        the ops (`(seq_len,)` or `()`)."""
+        rows = check_arguments(self.name, tensors, [a.signature() for a in self.args])
         _refuse_meta(self.name, self.args, tensors)
+        if not self.sizes:
+            if seq_len is not None:
+                raise ArgumentError(f"{self.name}() takes no seq_len (its attention, if any, has a static sequence "
+                                    "length)", "seq_len")
+            return ()
+        if seq_len is None:
+            raise ArgumentError(f"{self.name}() takes the sequence length of its attention as seq_len=<int> "
+                                "(a run-time row count, #coda.rows)", "seq_len")
+        return (check_seq_len(self.name, seq_len, rows),)
 
-    def __call__(self, *tensors: torch.Tensor):
-        self.check(tensors)
+    def __call__(self, *tensors: torch.Tensor, seq_len: int | None = None):
+        sizes = self.check(tensors, seq_len)
         needs_grad = torch.is_grad_enabled() and any(tensors[i].requires_grad for i in self.float_args)
         if needs_grad:
             if not self.differentiable:
@@ -528,20 +600,48 @@ class CodaFunction:
                     f"(the {AUTODIFF_PASS} pass is not available and the module does not define it)"
                 )
             if torch.compiler.is_compiling():  # Dynamo cannot trace the thread-local flag; donation is eager-only
-                outs = _as_tuple(self.fwd_op(*tensors))[: len(self.results)]
+                outs = _as_tuple(self.fwd_op(*tensors, *sizes))[: len(self.results)]
             else:
                 before = getattr(_PRIVATE_EXTRAS, "active", False)
                 _PRIVATE_EXTRAS.active = True  # the extra outputs are dropped right here
                 try:
-                    outs = _as_tuple(self.fwd_op(*tensors))[: len(self.results)]
+                    outs = _as_tuple(self.fwd_op(*tensors, *sizes))[: len(self.results)]
                 finally:
                     _PRIVATE_EXTRAS.active = before
         else:
-            outs = _as_tuple(self.forward_op(*tensors))
+            outs = _as_tuple(self.forward_op(*tensors, *sizes))
         return outs[0] if len(outs) == 1 else outs
+
+    def bind(self, seq_len: int) -> "BoundFunction":
+        """This function with its attention's sequence length fixed (one object per length)."""
+        with self._lock:
+            bound = self._bound.get(seq_len)
+            if bound is None:
+                bound = self._bound[seq_len] = BoundFunction(self, seq_len)
+            return bound
 
     def __repr__(self) -> str:
         return f"<coda_ir.torch.function @{self.name} op={self.op_name}>"
+
+
+class BoundFunction:
+    """A `CodaFunction` of a run-time row count called with one sequence length:
+    `bound(*tensors)` is `function(*tensors, seq_len=bound.seq_len)`; other attributes are the
+    function's."""
+
+    def __init__(self, function: CodaFunction, seq_len: int):
+        self.function, self.seq_len = function, seq_len
+
+    def __call__(self, *tensors: torch.Tensor):
+        return self.function(*tensors, seq_len=self.seq_len)
+
+    def __getattr__(self, name: str):
+        if name == "function":  # not set yet (copying)
+            raise AttributeError(name)
+        return getattr(self.function, name)
+
+    def __repr__(self) -> str:
+        return f"<{self.function!r} seq_len={self.seq_len}>"
 
 
 def function(source: object, name: str | None = None, *, pipeline: str | None = "nn-to-coda", remarks: bool = True) -> CodaFunction:

@@ -11,8 +11,13 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
 * the programs are written as Hugging Face computes (separate q/k/v and gate/up linears,
   `silu(gate) * up`); the `nn-fuse-siblings` step of the pipeline derives the packed QKV GEMM and
   the gated pair that the GEMM epilogues fuse;
-* one program per distinct shape: every decoder layer of a model has the same program, so a
-  shape compiles once for all layers (progress is printed to stderr unless `progress=False`);
+* one program per bucket of token counts, not per shape: a unit's program is written for a
+  run-time row count (`#coda.rows`: planned at a representative count of the power-of-two
+  bucket `(hi/2, hi]` of the step's tokens, the attention's sequence length an argument of the
+  call), so a new [batch, seq] in a bucket already compiled runs the same program (the GEMMs'
+  tuned tiles are shared per bucket too, `gemm_launch`); every decoder layer of a model has the
+  same program, so a bucket compiles once for all layers (progress is printed to stderr unless
+  `progress=False`);
 * `layers` is a `ModuleList` of the decoder units, the modules that FSDP2's `fully_shard` and
   activation checkpointing wrap; `embed` and `head` are the first and last units;
 * each unit reads its tensor-parallel layout off its weights' placements at each call
@@ -27,10 +32,11 @@ runs something different from the Hugging Face model.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.utils.checkpoint
@@ -38,7 +44,7 @@ import torch.utils.checkpoint
 from coda_ir.errors import ArgumentError, CompileError
 from coda_ir.lowering.runtime import indices_checked
 from coda_ir.torch import tensor_parallel as tp
-from coda_ir.torch.function import CodaFunction
+from coda_ir.torch.function import BoundFunction, CodaFunction
 
 __all__ = ["from_hf", "CodaCausalLM", "ModelSpec"]
 
@@ -49,10 +55,23 @@ _MLIR_DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f1
 
 
 @dataclass(frozen=True)
-class ModelSpec:
-    """What the programs depend on, read from a Hugging Face config (and the weights' dtype)."""
+class LayerKind:
+    """What may differ between the decoder layers of one model (per-layer config fields): whether
+    the layer rotates q/k (SmolLM3's `no_rope_layers`), its RoPE base, and its sliding window
+    (keys `k` with `q - k < window` are seen, Hugging Face's `sliding_window`; None: full causal)."""
 
-    family: str  # "llama" or "qwen3"
+    rope: bool = True
+    theta: float | None = None  # None: the model's `ModelSpec.theta`
+    window: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the programs depend on, read from a Hugging Face config, the layers' module structure
+    (biases, fused projections, which norms a layer has) and the weights' dtype. Every field is
+    data: a family that differs from a supported one only by its name maps to the same spec."""
+
+    family: str  # config.model_type (informative: the programs read the fields below)
     hidden: int
     layers: int
     heads: int
@@ -62,17 +81,60 @@ class ModelSpec:
     vocab: int
     eps: float
     theta: float
-    qk_norm: bool
+    qk_norm: bool | str  # "none", "head" (one weight per head_dim, Qwen3) or "full" (over all heads' columns, OLMo2); bools: False / True = "head"
     tied: bool
     dtype: torch.dtype
+    qkv_bias: bool = False  # q/k/v projections with a bias (Qwen2, attention_bias)
+    o_bias: bool = False
+    mlp_bias: bool = False
+    fused_qkv: bool = False  # one `qkv_proj` weight [q rows | k rows | v rows] (Phi3)
+    fused_gate_up: bool = False  # one `gate_up_proj` weight [gate rows | up rows] (Phi3)
+    activation: str = "silu"  # the gate's: "silu", "gelu" (erf) or "gelu_tanh"
+    norm_offset: float = 0.0  # RMSNorm weight w applied as (w + offset) (Gemma: 1)
+    norms: tuple = ("input_layernorm", None, "post_attention_layernorm", None)
+    """The layer's RMSNorm modules: (before attention, after attention, before the MLP, after the
+    MLP); None where the layer has none (OLMo2: post-norms only; Gemma2/3, GLM4: all four)."""
+    embed_scale: float = 1.0  # embedding rows times this (Granite embedding_multiplier, Gemma sqrt(hidden))
+    embed_scale_rounded: bool = False  # the scale is first rounded to the weights' dtype (Gemma)
+    residual_scale: float = 1.0  # attention / MLP outputs times this before the residual add (Granite)
+    logits_scale: float = 1.0  # logits times this (Granite: 1 / logits_scaling)
+    attention_scale: float | None = None  # the softmax scale; None: 1 / sqrt(head_dim)
+    layer_kinds: tuple = ()  # LayerKind per layer; () = every layer the default LayerKind()
     # the model's own RoPE frequencies (its rotary_emb.inv_freq buffer, fp32 numbers), which the
     # programs use bit for bit: Hugging Face's fp32 formula is 1-2 ulp off theta ** (-2i / hd) in
-    # about a third of them, ~1e-4 rad of angle at position 4096 (see _inv_freq). None: from theta.
+    # about a third of them, ~1e-4 rad of angle at position 4096 (see _inv_freq); a layer whose RoPE
+    # base is the model's uses them. None: from theta.
     inv_freq: tuple[float, ...] | None = None
+
+    def __post_init__(self):
+        if isinstance(self.qk_norm, bool):
+            object.__setattr__(self, "qk_norm", "head" if self.qk_norm else "none")
 
     @property
     def element(self) -> str:
         return _MLIR_DTYPES[self.dtype]
+
+    def layer(self, index: int) -> LayerKind:
+        kind = self.layer_kinds[index] if self.layer_kinds else LayerKind()
+        return kind if kind.theta is not None else replace(kind, theta=self.theta)
+
+    def tensor_parallel_gaps(self) -> list[str]:
+        """What of this model the tensor-parallel segments (`tp_*_program`, LLaMA / Qwen3
+        blocks) do not implement; [] when they cover it."""
+        default = ModelSpec(family=self.family, hidden=self.hidden, layers=self.layers, heads=self.heads,
+                            kv_heads=self.kv_heads, head_dim=self.head_dim, intermediate=self.intermediate,
+                            vocab=self.vocab, eps=self.eps, theta=self.theta, qk_norm=self.qk_norm,
+                            tied=self.tied, dtype=self.dtype)
+        gaps = [f.name for f in fields(self) if f.name not in _TP_FIELDS and getattr(self, f.name) != getattr(default, f.name)]
+        if self.qk_norm not in ("none", "head"):
+            gaps.append(f"qk_norm={self.qk_norm!r}")
+        if any(self.layer(i) != LayerKind(theta=self.theta) for i in range(self.layers)):
+            gaps.append("layer_kinds (per-layer RoPE / sliding windows)")
+        return gaps
+
+
+_TP_FIELDS = {"family", "hidden", "layers", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "eps", "theta",
+              "qk_norm", "tied", "dtype", "layer_kinds", "inv_freq"}
 
 
 def _unsupported(field: str, value: object, why: str) -> CompileError:
@@ -87,7 +149,10 @@ def _rope_theta(config) -> float:
         rope_type = params.get("rope_type", params.get("type", "default"))
         if rope_type not in (None, "default"):
             raise _unsupported("rope_parameters['rope_type']", rope_type, "only the default RoPE (no scaling) is implemented")
-        extra = sorted(set(params) - {"rope_type", "type", "rope_theta"})
+        if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
+            raise _unsupported("rope_parameters['partial_rotary_factor']", params["partial_rotary_factor"],
+                               "only RoPE over whole heads is implemented")
+        extra = sorted(set(params) - {"rope_type", "type", "rope_theta", "partial_rotary_factor"})
         if extra:
             raise _unsupported(f"rope_parameters['{extra[0]}']", params[extra[0]], "only the default RoPE (no scaling) is implemented")
         if "rope_theta" in params:
@@ -97,6 +162,8 @@ def _rope_theta(config) -> float:
         rope_type = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else scaling
         if rope_type not in (None, "default"):
             raise _unsupported("rope_scaling", scaling, "only the default RoPE (no scaling) is implemented")
+    if float(getattr(config, "partial_rotary_factor", 1.0) or 1.0) != 1.0:
+        raise _unsupported("partial_rotary_factor", config.partial_rotary_factor, "only RoPE over whole heads is implemented")
     theta = getattr(config, "rope_theta", None)
     if theta is None:
         raise _unsupported("rope_theta", None, "the RoPE base is missing")
@@ -121,32 +188,92 @@ def _inv_freq(model, head_dim: int) -> tuple[float, ...] | None:
     return tuple(float(v) for v in values.tolist())
 
 
+FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma")
+"""`config.model_type`s whose decoder layers are the spec's data (README table). Models of
+these types are read by the same code: config fields and the layers' modules give the spec."""
+
+_NORM_OFFSET = {"gemma": 1.0}
+"""RMSNorm weights applied as `1 + w` (the family's RMSNorm class: not a config field)."""
+
+_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh"}
+"""Hugging Face `hidden_act` names -> the gate activation (ACT2FN: `gelu` is the erf form)."""
+
+_MOE_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+
+
+def _dropout_fields(config) -> None:
+    for field in ("attention_dropout", "resid_pdrop", "embd_pdrop", "hidden_dropout", "mlp_dropout"):
+        value = getattr(config, field, 0.0)
+        if value not in (None, 0, 0.0):
+            raise _unsupported(field, value, "dropout is not implemented")
+
+
+def _layer_kinds(config, family: str, layers: int, theta: float) -> tuple:
+    """Per layer: RoPE on/off (`no_rope_layers`, 1 = rotate) and the sliding window
+    (`layer_types` with `sliding_window`; without layer_types a `sliding_window` applies to
+    every layer, as Mistral / Phi3 do)."""
+    no_rope = getattr(config, "no_rope_layers", None)
+    if no_rope is not None and len(no_rope) != layers:
+        raise _unsupported("no_rope_layers", no_rope, f"needs one entry per layer ({layers})")
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if types is not None and len(types) != layers:
+        raise _unsupported("layer_types", types, f"needs one entry per layer ({layers})")
+    if types is not None:
+        bad = next((t for t in types if t not in ("full_attention", "sliding_attention")), None)
+        if bad is not None:
+            raise _unsupported("layer_types", bad, "only full and sliding-window causal attention layers are implemented")
+    if family == "smollm3" and not getattr(config, "use_sliding_window", False):
+        window = None  # SmolLM3's attention reads its window only with use_sliding_window
+    if window is not None and int(window) <= 0:
+        raise _unsupported("sliding_window", window, "a window must be positive")
+    kinds = []
+    for i in range(layers):
+        sliding = window is not None and (types is None or types[i] == "sliding_attention")
+        kinds.append(LayerKind(rope=bool(no_rope[i]) if no_rope is not None else True, theta=theta,
+                               window=int(window) if sliding else None))
+    return tuple(kinds)
+
+
+def _norm_names(layer) -> tuple:
+    """(before attention, after attention, before the MLP, after the MLP) RMSNorm module names,
+    from the layer's structure: a `post_feedforward_layernorm` makes `post_attention_layernorm`
+    the attention's post-norm (OLMo2, Gemma2/3); without one it is the MLP's pre-norm (LLaMA)."""
+    has = lambda name: isinstance(getattr(layer, name, None), torch.nn.Module)  # noqa: E731
+    if has("post_feedforward_layernorm"):
+        names = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
+    else:
+        names = ("input_layernorm", None, "post_attention_layernorm", None)
+    return tuple(n if n is not None and has(n) else None for n in names)
+
+
 def spec_of(model) -> ModelSpec:
-    """The ModelSpec of a `LlamaForCausalLM` / `Qwen3ForCausalLM`, or a CompileError naming the
-    first config field (or model property) this bridge does not implement."""
+    """The ModelSpec of a Hugging Face causal LM of a supported family (`FAMILIES`), or a
+    CompileError naming the first config field (or model property) this bridge does not implement."""
     config = getattr(model, "config", None)
     family = getattr(config, "model_type", None)
-    if family not in ("llama", "qwen3"):
+    for field in _MOE_FIELDS:
+        experts = getattr(config, field, None)
+        if isinstance(experts, int) and experts > 0:
+            raise _unsupported(field, experts, "mixture-of-experts layers are not implemented")
+    if family not in FAMILIES:
         raise CompileError([f"<from_hf>: error: {type(model).__name__} (config.model_type = {family!r}) is not supported: "
-                            "from_hf takes a LlamaForCausalLM or a Qwen3ForCausalLM"])
+                            f"from_hf takes a causal LM of model_type {', '.join(FAMILIES)} (e.g. LlamaForCausalLM, "
+                            "Qwen3ForCausalLM)"])
     if not hasattr(model, "lm_head") or not hasattr(getattr(model, "model", None), "layers"):
         raise CompileError([f"<from_hf>: error: {type(model).__name__} has no .model.layers / .lm_head: pass the ...ForCausalLM model"])
-    act = getattr(config, "hidden_act", "silu")
-    if act != "silu":
-        raise _unsupported("hidden_act", act, "the MLP must be silu(gate) * up")
-    for field in ("attention_bias", "mlp_bias"):
-        if getattr(config, field, False):
-            raise _unsupported(field, True, "linear layers with a bias are not implemented")
-    if float(getattr(config, "attention_dropout", 0.0) or 0.0) != 0.0:
-        raise _unsupported("attention_dropout", config.attention_dropout, "attention dropout is not implemented")
+    act_field = "hidden_activation" if getattr(config, "hidden_activation", None) else "hidden_act"
+    act = getattr(config, act_field, "silu")
+    if act not in _ACTIVATIONS:
+        raise _unsupported(act_field, act, f"the MLP gate's activation must be one of {', '.join(_ACTIVATIONS)}")
+    _dropout_fields(config)
     if getattr(config, "pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", config.pretraining_tp, "tensor-parallel pretraining slices are not implemented")
-    if getattr(config, "use_sliding_window", False):
-        raise _unsupported("use_sliding_window", True, "sliding-window attention is not implemented")
-    layer_types = getattr(config, "layer_types", None)
-    if layer_types and any(t != "full_attention" for t in layer_types):
-        bad = next(t for t in layer_types if t != "full_attention")
-        raise _unsupported("layer_types", bad, "only full (causal) attention layers are implemented")
+    for field in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if getattr(config, field, None) is not None:
+            raise _unsupported(field, getattr(config, field), "logit soft-capping is not implemented")
+    if getattr(config, "use_bidirectional_attention", False):
+        raise _unsupported("use_bidirectional_attention", True, "only causal attention is implemented")
     heads = int(config.num_attention_heads)
     kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
     hidden = int(config.hidden_size)
@@ -156,21 +283,53 @@ def spec_of(model) -> ModelSpec:
     dtypes = {p.dtype for p in model.parameters()}
     if len(dtypes) != 1 or next(iter(dtypes)) not in _MLIR_DTYPES:
         raise ArgumentError(f"from_hf: the model's parameters must all be one of float32, bfloat16, float16; got {sorted(map(str, dtypes))}")
+    layers = int(config.num_hidden_layers)
+    theta = _rope_theta(config)
+    layer0 = model.model.layers[0]
+    attn, mlp = layer0.self_attn, layer0.mlp
+    has_bias = lambda module: getattr(module, "bias", None) is not None  # noqa: E731
+    fused_qkv = hasattr(attn, "qkv_proj")
+    fused_gate_up = hasattr(mlp, "gate_up_proj")
+    qk_norm = "none"
+    if isinstance(getattr(attn, "q_norm", None), torch.nn.Module):
+        qk_norm = "head" if attn.q_norm.weight.shape[0] == head_dim else "full"
+    scale = float(getattr(config, "attention_multiplier", head_dim ** -0.5))
+    embed_scale = float(getattr(config, "embedding_multiplier", 1.0))
+    scalar = getattr(model.model.embed_tokens, "scalar_embed_scale", None)  # a scaled embedding module (Gemma)
+    if scalar is not None:
+        embed_scale *= float(scalar)
+    logits_scaling = float(getattr(config, "logits_scaling", 1.0))
+    if logits_scaling == 0:
+        raise _unsupported("logits_scaling", 0, "the logits are divided by it")
     tied = model.lm_head.weight is model.model.embed_tokens.weight
     return ModelSpec(
         family=family,
         hidden=hidden,
-        layers=int(config.num_hidden_layers),
+        layers=layers,
         heads=heads,
         kv_heads=kv_heads,
         head_dim=head_dim,
         intermediate=int(config.intermediate_size),
         vocab=int(config.vocab_size),
         eps=float(config.rms_norm_eps),
-        theta=_rope_theta(config),
-        qk_norm=family == "qwen3",
+        theta=theta,
+        qk_norm=qk_norm,
         tied=tied,
         dtype=next(iter(dtypes)),
+        qkv_bias=has_bias(attn.qkv_proj if fused_qkv else attn.q_proj),
+        o_bias=has_bias(attn.o_proj),
+        mlp_bias=has_bias(mlp.gate_up_proj if fused_gate_up else mlp.gate_proj),
+        fused_qkv=fused_qkv,
+        fused_gate_up=fused_gate_up,
+        activation=_ACTIVATIONS[act],
+        norm_offset=_NORM_OFFSET.get(family, 0.0),
+        norms=_norm_names(layer0),
+        embed_scale=embed_scale,
+        embed_scale_rounded=scalar is not None,
+        residual_scale=float(getattr(config, "residual_multiplier", 1.0)),
+        logits_scale=1.0 / logits_scaling,
+        attention_scale=None if scale == head_dim ** -0.5 else scale,
+        layer_kinds=_layer_kinds(config, family, layers, theta),
         inv_freq=_inv_freq(model, head_dim),
     )
 
@@ -186,42 +345,166 @@ def _t(*shape: int, element: str) -> str:
     return "tensor<" + "x".join(str(s) for s in shape) + f"x{element}>"
 
 
-def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str) -> tuple[list[str], list[str]]:
+@dataclass(frozen=True)
+class Weight:
+    """One weight argument of a decoder program: its SSA name, its Hugging Face name under the
+    layer (`self_attn.q_proj.weight`), its shape and its tensor-parallel role."""
+
+    arg: str
+    name: str
+    shape: tuple
+    role: object
+
+
+def _attention_weights(spec: ModelSpec) -> list[Weight]:
+    D, H, KV, hd = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim
+    col, row, rep = tp.COLUMN, tp.ROW, tp.REPLICATED
+    a = "self_attn."
+    ws: list[Weight] = []
+    if spec.fused_qkv:
+        ws.append(Weight("%wqkv", a + "qkv_proj.weight", ((H + 2 * KV) * hd, D), col))
+        if spec.qkv_bias:
+            ws.append(Weight("%bqkv", a + "qkv_proj.bias", ((H + 2 * KV) * hd,), col))
+    else:
+        for p, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+            ws.append(Weight(f"%w{p}", f"{a}{p}_proj.weight", (rows, D), col))
+        if spec.qkv_bias:
+            for p, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
+                ws.append(Weight(f"%b{p}", f"{a}{p}_proj.bias", (rows,), col))
+    if spec.qk_norm == "head":
+        ws += [Weight("%wqn", a + "q_norm.weight", (hd,), rep), Weight("%wkn", a + "k_norm.weight", (hd,), rep)]
+    elif spec.qk_norm == "full":
+        ws += [Weight("%wqn", a + "q_norm.weight", (H * hd,), rep), Weight("%wkn", a + "k_norm.weight", (KV * hd,), rep)]
+    ws.append(Weight("%wo", a + "o_proj.weight", (D, H * hd), row))
+    if spec.o_bias:
+        ws.append(Weight("%bo", a + "o_proj.bias", (D,), rep))
+    return ws
+
+
+def _mlp_weights(spec: ModelSpec) -> list[Weight]:
+    D, F = spec.hidden, spec.intermediate
+    col, row, rep = tp.COLUMN, tp.ROW, tp.REPLICATED
+    if spec.fused_gate_up:
+        ws = [Weight("%wgu", "mlp.gate_up_proj.weight", (2 * F, D), col)]
+        ws += [Weight("%bgu", "mlp.gate_up_proj.bias", (2 * F,), col)] if spec.mlp_bias else []
+    else:
+        ws = [Weight("%wg", "mlp.gate_proj.weight", (F, D), col), Weight("%wu", "mlp.up_proj.weight", (F, D), col)]
+        ws += [Weight("%bg", "mlp.gate_proj.bias", (F,), col), Weight("%bu", "mlp.up_proj.bias", (F,), col)] if spec.mlp_bias else []
+    ws.append(Weight("%wd", "mlp.down_proj.weight", (D, F), row))
+    if spec.mlp_bias:
+        ws.append(Weight("%bd", "mlp.down_proj.bias", (D,), rep))
+    return ws
+
+
+_NORM_ARGS = ("%w_in", "%w_attn_post", "%w_post", "%w_mlp_post")  # the order of ModelSpec.norms
+
+
+def decoder_weights(spec: ModelSpec) -> list[Weight]:
+    """A decoder program's weight arguments in order (after x and the positions)."""
+    norm = [Weight(arg, f"{name}.weight", (spec.hidden,), tp.REPLICATED) if name else None
+            for arg, name in zip(_NORM_ARGS, spec.norms)]
+    return [w for w in (norm[0], *_attention_weights(spec), norm[1], norm[2], *_mlp_weights(spec), norm[3]) if w]
+
+
+def _args(ws: list[Weight], element: str) -> list[str]:
+    return [f"{w.arg}: {_t(*w.shape, element=element)}" for w in ws]
+
+
+def _norm_props(spec: ModelSpec) -> str:
+    props = f"eps = {_f32(spec.eps)}"
+    if spec.norm_offset:
+        props += f", offset = {_f32(spec.norm_offset)}"
+    return props
+
+
+def _rms_norm(spec: ModelSpec, out: str, x: str, w: str, rows: int, cols: int) -> str:
+    X, W = _t(rows, cols, element=spec.element), _t(cols, element=spec.element)
+    return f'{out} = "nn.rms_norm"({x}, {w}) <{{{_norm_props(spec)}}}> : ({X}, {W}) -> {X}'
+
+
+def _linear(spec: ModelSpec, out: str, x: str, w: str, rows: int, k: int, n: int, bias: str | None = None) -> list[str]:
+    """`out = x @ w.T (+ bias)`: the bias as an `nn.add` of a rank-1 operand (a GEMM epilogue)."""
+    e = spec.element
+    X, W, Y = _t(rows, k, element=e), _t(n, k, element=e), _t(rows, n, element=e)
+    if bias is None:
+        return [f'{out} = "nn.linear"({x}, {w}) : ({X}, {W}) -> {Y}']
+    return [f'{out}_nb = "nn.linear"({x}, {w}) : ({X}, {W}) -> {Y}',
+            f'{out} = "nn.add"({out}_nb, {bias}) : ({Y}, {_t(n, element=e)}) -> {Y}']
+
+
+def _scale(spec: ModelSpec, out: str, x: str, rows: int, cols: int, factor: float) -> list[str]:
+    X = _t(rows, cols, element=spec.element)
+    return [f'{out} = "nn.scale"({x}) <{{factor = {_f32(factor)}}}> : ({X}) -> {X}']
+
+
+def _needs_attention_prop(name: str, field: str, value) -> None:
+    """Attention props (`scale`, `window`) are optional properties of nn.attention; a dialect
+    without them cannot run this layer: refuse by the config field instead of running another one."""
+    if name not in _attention_properties():
+        raise _unsupported(field, value, f"needs nn.attention's `{name}` property, which this coda-ir does not have")
+
+
+def _attention_properties() -> set[str]:
+    from coda_ir.dialects import nn
+
+    return set(nn.AttentionOp.get_irdl_definition().properties)
+
+
+def _attention_props(spec: ModelSpec, layer: LayerKind, seq_len: int) -> str:
+    H, KV, hd = spec.heads, spec.kv_heads, spec.head_dim
+    props = f"heads = {H} : i64, kv_heads = {KV} : i64, head_dim = {hd} : i64, seq_len = {seq_len} : i64, causal = true"
+    if spec.attention_scale is not None:
+        _needs_attention_prop("scale", "attention_multiplier", spec.attention_scale)
+        props += f", scale = {_f32(spec.attention_scale)}"
+    if layer.window is not None and layer.window < seq_len:
+        # a window of at least the sequence sees every earlier key: a full causal layer
+        _needs_attention_prop("window", "sliding_window", layer.window)
+        props += f", window = {layer.window} : i64"
+    return props
+
+
+def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: LayerKind | None = None) -> tuple[list[str], list[str]]:
     """The attention half of a decoder layer from the normalized rows `h` to the output
     projection `%a` [tokens, hidden]: its weight arguments and body lines. With `spec`'s heads
     those of one tensor-parallel shard, it is that shard's part (its heads, its columns of wo)."""
+    layer = layer or spec.layer(0)
     e = spec.element
     D, H, KV, hd, M = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim, tokens
     q_cols, kv_cols, qkv_cols = H * hd, KV * hd, (H + 2 * KV) * hd
-    X = _t(M, D, element=e)
     Q, KVT, QKV = _t(M, q_cols, element=e), _t(M, kv_cols, element=e), _t(M, qkv_cols, element=e)
     POS = _t(M, element="i32")
-    args = [f"%wq: {_t(q_cols, D, element=e)}", f"%wk: {_t(kv_cols, D, element=e)}", f"%wv: {_t(kv_cols, D, element=e)}"]
-    if spec.qk_norm:
-        args += [f"%wqn: {_t(hd, element=e)}", f"%wkn: {_t(hd, element=e)}"]
-    args += [f"%wo: {_t(D, q_cols, element=e)}"]
+    ws = _attention_weights(spec)
     eps = _f32(spec.eps)
-    body = [
-        f'%q = "nn.linear"({h}, %wq) : ({X}, {_t(q_cols, D, element=e)}) -> {Q}',
-        f'%k = "nn.linear"({h}, %wk) : ({X}, {_t(kv_cols, D, element=e)}) -> {KVT}',
-        f'%v = "nn.linear"({h}, %wv) : ({X}, {_t(kv_cols, D, element=e)}) -> {KVT}',
-        f'%qkv = "nn.concat"(%q, %k, %v) <{{axis = 1 : i64}}> : ({Q}, {KVT}, {KVT}) -> {QKV}',
-    ]
+    if spec.fused_qkv:
+        body = _linear(spec, "%qkv", h, "%wqkv", M, D, qkv_cols, "%bqkv" if spec.qkv_bias else None)
+    else:
+        body = []
+        for p, cols in (("q", q_cols), ("k", kv_cols), ("v", kv_cols)):
+            body += _linear(spec, f"%{p}", h, f"%w{p}", M, D, cols, f"%b{p}" if spec.qkv_bias else None)
+        q, k = "%q", "%k"
+        if spec.qk_norm == "full":  # one RMSNorm over all q heads' columns, one over all k heads'
+            body += [_rms_norm(spec, "%qn", "%q", "%wqn", M, q_cols), _rms_norm(spec, "%kn", "%k", "%wkn", M, kv_cols)]
+            q, k = "%qn", "%kn"
+        body.append(f'%qkv = "nn.concat"({q}, {k}, %v) <{{axis = 1 : i64}}> : ({Q}, {KVT}, {KVT}) -> {QKV}')
     pre_rope = "%qkv"
-    if spec.qk_norm:
+    if spec.qk_norm == "head":
         W_HD = _t(hd, element=e)
         body += [
-            f'%qn = "nn.head_rms_norm"(%qkv, %wqn) <{{head_dim = {hd} : i64, heads = {H} : i64, eps = {eps}, first_head = 0 : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
-            f'%kn = "nn.head_rms_norm"(%qn, %wkn) <{{head_dim = {hd} : i64, heads = {KV} : i64, eps = {eps}, first_head = {H} : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
+            f'%qhn = "nn.head_rms_norm"(%qkv, %wqn) <{{head_dim = {hd} : i64, heads = {H} : i64, eps = {eps}, first_head = 0 : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
+            f'%khn = "nn.head_rms_norm"(%qhn, %wkn) <{{head_dim = {hd} : i64, heads = {KV} : i64, eps = {eps}, first_head = {H} : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
         ]
-        pre_rope = "%kn"
-    freqs = "" if spec.inv_freq is None else ", inv_freq = array<f32: " + ", ".join(f"{v:.9e}" for v in spec.inv_freq) + ">"
-    body += [
-        f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(spec.theta)}, style = "half"{freqs}}}> : ({QKV}, {POS}) -> {QKV}',
-        f'%y = "nn.attention"(%r) <{{heads = {H} : i64, kv_heads = {KV} : i64, head_dim = {hd} : i64, seq_len = {seq_len} : i64, causal = true}}> : ({QKV}) -> {Q}',
-        f'%a = "nn.linear"(%y, %wo) : ({Q}, {_t(D, q_cols, element=e)}) -> {X}',
-    ]
-    return args, body
+        pre_rope = "%khn"
+    if layer.rope:
+        # the model's own frequencies where this layer rotates by the model's base (ModelSpec.inv_freq)
+        freqs = spec.inv_freq if spec.inv_freq is not None and layer.theta == spec.theta else None
+        freqs = "" if freqs is None else ", inv_freq = array<f32: " + ", ".join(f"{v:.9e}" for v in freqs) + ">"
+        body.append(f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(layer.theta)}, style = "half"{freqs}}}> : ({QKV}, {POS}) -> {QKV}')
+        pre_attn = "%r"
+    else:
+        pre_attn = pre_rope
+    body.append(f'%y = "nn.attention"({pre_attn}) <{{{_attention_props(spec, layer, seq_len)}}}> : ({QKV}) -> {Q}')
+    body += _linear(spec, "%a", "%y", "%wo", M, q_cols, D, "%bo" if spec.o_bias else None)
+    return _args(ws, e), body
 
 
 def _mlp_block(spec: ModelSpec, tokens: int, h: str) -> tuple[list[str], list[str]]:
@@ -230,37 +513,64 @@ def _mlp_block(spec: ModelSpec, tokens: int, h: str) -> tuple[list[str], list[st
     shard's part: its gate/up rows and down columns)."""
     e = spec.element
     D, F, M = spec.hidden, spec.intermediate, tokens
-    X, G = _t(M, D, element=e), _t(M, F, element=e)
-    args = [f"%wg: {_t(F, D, element=e)}", f"%wu: {_t(F, D, element=e)}", f"%wd: {_t(D, F, element=e)}"]
-    body = [
-        f'%g = "nn.linear"({h}, %wg) : ({X}, {_t(F, D, element=e)}) -> {G}',
-        f'%u = "nn.linear"({h}, %wu) : ({X}, {_t(F, D, element=e)}) -> {G}',
-        f'%s = "nn.silu"(%g) : ({G}) -> {G}',
-        f'%m = "nn.mul"(%s, %u) : ({G}, {G}) -> {G}',
-        f'%dn = "nn.linear"(%m, %wd) : ({G}, {_t(D, F, element=e)}) -> {X}',
-    ]
-    return args, body
+    G, Z = _t(M, F, element=e), _t(M, 2 * F, element=e)
+    approximate = "tanh" if spec.activation == "gelu_tanh" else "none"
+    if spec.fused_gate_up:  # [gate | up] columns of one GEMM: the packed form itself
+        body = _linear(spec, "%z", h, "%wgu", M, D, 2 * F, "%bgu" if spec.mlp_bias else None)
+        if spec.activation == "silu":
+            body.append(f'%m = "nn.swiglu"(%z) : ({Z}) -> {G}')
+        else:
+            body.append(f'%m = "nn.geglu"(%z) <{{approximate = "{approximate}"}}> : ({Z}) -> {G}')
+    else:  # as Hugging Face writes it: nn-fuse-siblings packs the pair
+        body = _linear(spec, "%g", h, "%wg", M, D, F, "%bg" if spec.mlp_bias else None)
+        body += _linear(spec, "%u", h, "%wu", M, D, F, "%bu" if spec.mlp_bias else None)
+        if spec.activation == "silu":
+            body.append(f'%s = "nn.silu"(%g) : ({G}) -> {G}')
+        else:
+            body.append(f'%s = "nn.gelu"(%g) <{{approximate = "{approximate}"}}> : ({G}) -> {G}')
+        body.append(f'%m = "nn.mul"(%s, %u) : ({G}, {G}) -> {G}')
+    body += _linear(spec, "%dn", "%m", "%wd", M, F, D, "%bd" if spec.mlp_bias else None)
+    return _args(_mlp_weights(spec), e), body
 
 
-def decoder_program(spec: ModelSpec, tokens: int, seq_len: int) -> str:
-    """One decoder layer as Hugging Face computes it, attention included: x -> x'."""
+def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0) -> str:
+    """Decoder layer `layer` as Hugging Face computes it, attention included: x -> x'. Layers of
+    equal `LayerKind`s have equal programs (compiled once)."""
     e = spec.element
     D, M = spec.hidden, tokens
-    X, W_D = _t(M, D, element=e), _t(D, element=e)
+    X = _t(M, D, element=e)
     POS = _t(M, element="i32")
-    attn_args, attn_body = _attention_block(spec, tokens, seq_len, "%h")
-    mlp_args, mlp_body = _mlp_block(spec, tokens, "%h1")
-    args = [f"%x: {X}", f"%pos: {POS}", f"%w_in: {W_D}", *attn_args, f"%w_post: {W_D}", *mlp_args]
-    eps = _f32(spec.eps)
-    body = [
-        f'%h = "nn.rms_norm"(%x, %w_in) <{{eps = {eps}}}> : ({X}, {W_D}) -> {X}',
-        *attn_body,
-        f'%x1 = "nn.add"(%x, %a) : ({X}, {X}) -> {X}',
-        f'%h1 = "nn.rms_norm"(%x1, %w_post) <{{eps = {eps}}}> : ({X}, {W_D}) -> {X}',
-        *mlp_body,
-        f'%x2 = "nn.add"(%x1, %dn) : ({X}, {X}) -> {X}',
-        f"func.return %x2 : {X}",
-    ]
+    pre_attn, post_attn, pre_mlp, post_mlp = spec.norms
+    body: list[str] = []
+    h = "%x"
+    if pre_attn:
+        body.append(_rms_norm(spec, "%h", "%x", "%w_in", M, D))
+        h = "%h"
+    _, attn_body = _attention_block(spec, tokens, seq_len, h, spec.layer(layer))
+    body += attn_body
+    a = "%a"
+    if post_attn:
+        body.append(_rms_norm(spec, "%an", "%a", "%w_attn_post", M, D))
+        a = "%an"
+    if spec.residual_scale != 1.0:
+        body += _scale(spec, "%as", a, M, D, spec.residual_scale)
+        a = "%as"
+    body.append(f'%x1 = "nn.add"(%x, {a}) : ({X}, {X}) -> {X}')
+    h1 = "%x1"
+    if pre_mlp:
+        body.append(_rms_norm(spec, "%h1", "%x1", "%w_post", M, D))
+        h1 = "%h1"
+    _, mlp_body = _mlp_block(spec, tokens, h1)
+    body += mlp_body
+    d = "%dn"
+    if post_mlp:
+        body.append(_rms_norm(spec, "%dnn", "%dn", "%w_mlp_post", M, D))
+        d = "%dnn"
+    if spec.residual_scale != 1.0:
+        body += _scale(spec, "%ds", d, M, D, spec.residual_scale)
+        d = "%ds"
+    body += [f'%x2 = "nn.add"(%x1, {d}) : ({X}, {X}) -> {X}', f"func.return %x2 : {X}"]
+    args = [f"%x: {X}", f"%pos: {POS}", *_args(decoder_weights(spec), e)]
     return _func("decoder_layer", args, [X], body)
 
 
@@ -309,11 +619,24 @@ def tp_fold_program(spec: ModelSpec, rows: int, pieces: int, *, norm: bool, keep
     return _func(name, args, [X] * len(results), body)
 
 
+def embedding_scale(spec: ModelSpec) -> float:
+    """The embedding's multiplier as the model applies it: Gemma's sqrt(hidden) rounded to the
+    weights' dtype first (its buffer is cast with the model), Granite's as the float it is."""
+    if spec.embed_scale_rounded:
+        return float(torch.tensor(spec.embed_scale, dtype=torch.float64).to(spec.dtype))
+    return spec.embed_scale
+
+
 def embedding_program(spec: ModelSpec, tokens: int) -> str:
     e, M, D, V = spec.element, tokens, spec.hidden, spec.vocab
     X, W = _t(M, D, element=e), _t(V, D, element=e)
     IDS = _t(M, element="i32")
-    body = [f'%x = "nn.embedding"(%ids, %w) : ({IDS}, {W}) -> {X}', f"func.return %x : {X}"]
+    scale = embedding_scale(spec)
+    if scale == 1.0:
+        body = [f'%x = "nn.embedding"(%ids, %w) : ({IDS}, {W}) -> {X}']
+    else:
+        body = [f'%x0 = "nn.embedding"(%ids, %w) : ({IDS}, {W}) -> {X}', *_scale(spec, "%x", "%x0", M, D, scale)]
+    body.append(f"func.return %x : {X}")
     return _func("embed_tokens", [f"%ids: {IDS}", f"%w: {W}"], [X], body)
 
 
@@ -322,10 +645,12 @@ def head_program(spec: ModelSpec, tokens: int, *, loss: bool) -> str:
     e, M, D, V = spec.element, tokens, spec.hidden, spec.vocab
     X, W_D, W_LM, L = _t(M, D, element=e), _t(D, element=e), _t(V, D, element=e), _t(M, V, element=e)
     args = [f"%x: {X}", f"%w_norm: {W_D}", f"%w_lm: {W_LM}"]
-    body = [
-        f'%h = "nn.rms_norm"(%x, %w_norm) <{{eps = {_f32(spec.eps)}}}> : ({X}, {W_D}) -> {X}',
-        f'%logits = "nn.linear"(%h, %w_lm) : ({X}, {W_LM}) -> {L}',
-    ]
+    body = [_rms_norm(spec, "%h", "%x", "%w_norm", M, D)]
+    if spec.logits_scale == 1.0:
+        body.append(f'%logits = "nn.linear"(%h, %w_lm) : ({X}, {W_LM}) -> {L}')
+    else:
+        body.append(f'%logits0 = "nn.linear"(%h, %w_lm) : ({X}, {W_LM}) -> {L}')
+        body += _scale(spec, "%logits", "%logits0", M, V, spec.logits_scale)
     if not loss:
         return _func("lm_head_logits", args, [L], body + [f"func.return %logits : {L}"])
     T, S = _t(M, element="i32"), "tensor<f32>"
@@ -371,6 +696,52 @@ def _compiled(program: str, what: str, pipeline: str | None, progress: bool, rem
         return fn
 
 
+# ---------------------------------------------------------------- run-time token counts
+# A unit's program serves every token count of a bucket: it is written at a representative row
+# count R (`#coda.rows<count = R, lo, hi>`, coda.RowsAttr) and its host code reads the call's
+# rows, so a new [batch, seq] in a compiled bucket compiles nothing. R is a prime of the bucket
+# dividing no other extent of the program: an extent that is a multiple of R is then a row
+# extent and nothing else (the attention's log-sum-exp has R * heads entries).
+
+ROW_BUCKET_MIN = 16  # the smallest bucket: every token count up to 16
+ROW_COUNT_MIN = 11  # the smallest representative count (a small prime would divide model extents)
+
+
+def row_bucket(tokens: int) -> tuple[int, int]:
+    """`(lo, hi)`: the token counts that share a program with `tokens` (hi the next power of two,
+    lo = hi / 2 + 1; the first bucket is 1..ROW_BUCKET_MIN)."""
+    hi = max(ROW_BUCKET_MIN, 1 << max(tokens - 1, 0).bit_length())
+    return (1 if hi == ROW_BUCKET_MIN else hi // 2 + 1), hi
+
+
+def _is_prime(n: int) -> bool:
+    return n >= 2 and all(n % p for p in range(2, int(n ** 0.5) + 1))
+
+
+_EXTENT = re.compile(r"tensor<((?:\d+x)+)")
+
+
+def representative_rows(program_at_one_row: str, lo: int, hi: int) -> int | None:
+    """The row count to write a bucket's program at: the largest prime in [lo, hi], at least
+    ROW_COUNT_MIN, that divides no extent of the program written for one row (its static extents,
+    twice each: the packed gate/up GEMM of nn-fuse-siblings, and half each: a RoPE table's head_dim
+    / 2 columns, a gated product's F of 2F) -- so that a multiple of it can only be a row extent.
+    None where no prime of the bucket qualifies (the unit then compiles per exact shape)."""
+    extents = {int(d) for dims in _EXTENT.findall(program_at_one_row) for d in dims.split("x") if d}
+    extents |= {2 * e for e in extents} | {e // 2 for e in extents if e % 2 == 0}
+    for count in range(hi, max(lo, ROW_COUNT_MIN) - 1, -1):
+        if _is_prime(count) and all(e % count for e in extents):
+            return count
+    return None
+
+
+def _symbolic(program: str, count: int, lo: int, hi: int) -> str:
+    """`program` in a module whose row count is a run-time one (`#coda.rows`)."""
+    body = "\n".join("  " + line if line else line for line in program.splitlines())
+    return (f"builtin.module attributes {{coda.rows = #coda.rows<count = {count}, lo = {lo}, hi = {hi}>}} {{\n"
+            f"{body}\n}}\n")
+
+
 def _static(value, what: str) -> int:
     if not isinstance(value, int):
         raise ArgumentError(
@@ -395,6 +766,8 @@ class _Unit(torch.nn.Module):
         self.spec, self.pipeline, self.progress, self.remarks = spec, options.pipeline, options.progress, options.remarks
         self.where = f"from_hf model: {where}"  # how errors name this unit
         self._functions: dict[tuple, CodaFunction] = {}
+        self._buckets: dict[tuple, tuple[int | None]] = {}  # (kind, bucket's lo, dtype) -> (its count,)
+        self._calls: dict[tuple, CodaFunction | BoundFunction] = {}  # (kind, tokens, seq_len, dtype) -> what runs it
 
     def _program(self, spec: ModelSpec, kind: str, tokens: int, seq_len: int) -> tuple[str, str]:
         raise NotImplementedError
@@ -416,14 +789,42 @@ class _Unit(torch.nn.Module):
 
     @torch.compiler.assume_constant_result
     def _prepare(self, kind: str, tokens: int, seq_len: int, dtype: torch.dtype) -> bool:
-        """Compile (once) the program this unit runs at this shape. Under `torch.compile` this
-        runs at trace time and counts as a constant, so Dynamo traces only the compiled
-        program's custom ops (no graph break)."""
-        key = (kind, tokens, seq_len, dtype)
+        """Compile (once) the program this unit runs at this shape: the one of its bucket of token
+        counts (`row_bucket`), written for a run-time row count, or where the bucket has no
+        usable representative count (`representative_rows`) the one of this exact shape. Under
+        `torch.compile` this runs at trace time and counts as a constant, so Dynamo traces only
+        the compiled program's custom ops (no graph break)."""
+        call = (kind, tokens, seq_len, dtype)
+        if call in self._calls:
+            return True
+        key = self._key(kind, tokens, seq_len, dtype)
         if key not in self._functions:
-            program, what = self._program(replace(self.spec, dtype=dtype), kind, tokens, seq_len)
+            spec = replace(self.spec, dtype=dtype)
+            if key[1] == "bucket":
+                lo, hi, count = key[2]
+                program, what = self._program(spec, kind, count, count)
+                program = _symbolic(program, count, lo, hi)
+                what = re.sub(r"\(\d+ tokens(, sequences of \d+)?", f"(every {lo}..{hi} tokens", what)
+            else:
+                program, what = self._program(spec, kind, tokens, seq_len)
             self._functions[key] = _compiled(program, what, self.pipeline, self.progress, self.remarks)
+        fn = self._functions[key]
+        # a program of run-time rows whose attention takes the call's sequence length: bound to it
+        self._calls[call] = fn.bind(seq_len) if fn.sizes else fn
         return True
+
+    def _key(self, kind: str, tokens: int, seq_len: int, dtype: torch.dtype) -> tuple:
+        """The compile key of a call: `(kind, "bucket", (lo, hi, count), dtype)` for the program of
+        the token count's bucket, `(kind, "exact", (tokens, seq_len), dtype)` where the bucket
+        has no representative count."""
+        lo, hi = row_bucket(tokens)
+        found = self._buckets.get((kind, lo, dtype))
+        if found is None:
+            count = representative_rows(self._program(replace(self.spec, dtype=dtype), kind, 1, 1)[0], lo, hi)
+            found = self._buckets[(kind, lo, dtype)] = (count,)
+        if found[0] is None:
+            return (kind, "exact", (tokens, seq_len), dtype)
+        return (kind, "bucket", (lo, hi, found[0]), dtype)
 
     def _dtype(self, weights: list[torch.Tensor]) -> torch.dtype:
         dtypes = {w.dtype for w in weights}
@@ -432,14 +833,14 @@ class _Unit(torch.nn.Module):
                                 f"got {sorted(map(str, dtypes))}")
         return next(iter(dtypes))
 
-    def function(self, kind: str, tokens: int, seq_len: int) -> CodaFunction:
+    def function(self, kind: str, tokens: int, seq_len: int) -> CodaFunction | BoundFunction:
         """The compiled program this unit runs for `tokens` rows in sequences of `seq_len`, in
         the dtype its weights have *now*: FSDP2's `MixedPrecisionPolicy(param_dtype=...)` runs
         the forward and backward on weights cast from the (sharded) master copies, so a unit
         of a float32 model may run its bfloat16 program."""
         dtype = self._dtype(self.weights())
         self._prepare(kind, _static(tokens, "the token count"), _static(seq_len, "the sequence length"), dtype)
-        return self._functions[(kind, tokens, seq_len, dtype)]
+        return self._calls[(kind, tokens, seq_len, dtype)]
 
     def segment(self, key: tuple, build) -> CodaFunction:
         """A tensor-parallel segment's compiled program, `build() -> (program, what)`, once per key
@@ -480,6 +881,9 @@ class EmbeddingUnit(_Unit):
         self.layout()  # a vocabulary-sharded embedding is refused by name
         if tied_weight is not None:
             x = _RowGradientEmbedding.apply(ids, tied_weight)
+            scale = embedding_scale(replace(self.spec, dtype=x.dtype))
+            if scale != 1.0:  # the program's nn.scale (one rounding of the fp32 product, as torch's)
+                x = x * scale
         else:
             x = self.function("embed", ids.shape[0], seq_len)(ids, *map(tp.local, self.weights()))
         padding_idx = getattr(self.embed_tokens, "padding_idx", None)
@@ -587,12 +991,20 @@ def pack_rows(params: list[torch.nn.Parameter]) -> None:
             start += p.shape[0]
 
 
+def _refuse_tensor_parallel(where: str, spec: ModelSpec) -> None:
+    gaps = spec.tensor_parallel_gaps()
+    if gaps:
+        raise ArgumentError(f"{where}: tensor parallelism runs LLaMA / Qwen3 blocks; this {spec.family} model's "
+                            f"{', '.join(gaps)} are not supported there (run it without a parallelize_module plan)")
+
+
 class DecoderUnit(_Unit):
     """One decoder layer, attention included, over the Hugging Face layer's own parameters."""
 
     def __init__(self, layer: torch.nn.Module, spec: ModelSpec, options: Options, index: int = 0):
         super().__init__(spec, options, f"layers.{index}")
         self.layer = layer
+        self.index = index
         self.hf_prefix = f"model.layers.{index}."
         self.pack_weights()
 
@@ -601,22 +1013,31 @@ class DecoderUnit(_Unit):
         weights: with the weights back to back in one storage that concatenation is a view.
         Moves them there once (for a tensor-parallel plan's DTensors: their local shards)."""
         attn, mlp = self.layer.self_attn, self.layer.mlp
-        for group in ([attn.q_proj, attn.k_proj, attn.v_proj], [mlp.gate_proj, mlp.up_proj]):
-            pack_rows([m.weight._local_tensor if tp.is_dtensor(m.weight) else m.weight for m in group])
+        groups = []
+        if not self.spec.fused_qkv:  # a fused qkv_proj is one weight already
+            groups.append([attn.q_proj, attn.k_proj, attn.v_proj])
+        if not self.spec.fused_gate_up:
+            groups.append([mlp.gate_proj, mlp.up_proj])
+        for group in groups:
+            for name in ("weight", "bias"):
+                tensors = [getattr(m, name) for m in group]
+                if all(t is not None for t in tensors):
+                    pack_rows([t._local_tensor if tp.is_dtensor(t) else t for t in tensors])
 
     def _program(self, spec, kind, tokens, seq_len):
-        return decoder_program(spec, tokens, seq_len), f"a decoder layer ({tokens} tokens, sequences of {seq_len}, {spec.element})"
+        kind = spec.layer(self.index)
+        return (decoder_program(spec, tokens, seq_len, self.index),
+                f"a decoder layer ({tokens} tokens, sequences of {seq_len}, {spec.element}"
+                + ("" if kind == spec.layer(0) else f", layer {self.index}'s kind") + ")")
 
     def named_weights(self):
-        layer, attn, mlp = self.layer, self.layer.self_attn, self.layer.mlp
-        col, row, rep = tp.COLUMN, tp.ROW, tp.REPLICATED
-        ws = [("input_layernorm", layer.input_layernorm, rep), ("self_attn.q_proj", attn.q_proj, col),
-              ("self_attn.k_proj", attn.k_proj, col), ("self_attn.v_proj", attn.v_proj, col)]
-        if self.spec.qk_norm:
-            ws += [("self_attn.q_norm", attn.q_norm, rep), ("self_attn.k_norm", attn.k_norm, rep)]
-        ws += [("self_attn.o_proj", attn.o_proj, row), ("post_attention_layernorm", layer.post_attention_layernorm, rep),
-               ("mlp.gate_proj", mlp.gate_proj, col), ("mlp.up_proj", mlp.up_proj, col), ("mlp.down_proj", mlp.down_proj, row)]
-        return [(f"{self.hf_prefix}{name}.weight", module.weight, role) for name, module, role in ws]
+        def tensor(name: str) -> torch.Tensor:
+            obj = self.layer
+            for part in name.split("."):
+                obj = getattr(obj, part)
+            return obj
+
+        return [(self.hf_prefix + w.name, tensor(w.name), w.role) for w in decoder_weights(self.spec)]
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, seq_len: int, pieces: torch.Tensor | None = None):
         """x -> the next layer's x. Tensor parallel (DTensor weights): `x` is this rank's rows of
@@ -631,6 +1052,7 @@ class DecoderUnit(_Unit):
         return self._forward_tensor_parallel(layout, x, positions, seq_len, pieces)
 
     def _forward_tensor_parallel(self, layout, x, positions, seq_len, pieces):
+        _refuse_tensor_parallel(self.where, self.spec)
         T, H, KV = layout.degree, self.spec.heads, self.spec.kv_heads
         tp.check_heads(f"<{self.where}>", H, KV, T)
         tokens = _static(positions.shape[0], "the token count")
@@ -696,6 +1118,8 @@ class HeadUnit(_Unit):
 
     def _forward_tensor_parallel(self, layout, x, targets, seq_len, pieces):
         from coda_ir.torch.vocab_parallel import sharded_cross_entropy
+
+        _refuse_tensor_parallel(self.where, self.spec)
 
         T, rows = layout.degree, x.shape[0]
         norm, lm = self.weights()

@@ -139,8 +139,9 @@ def _gemm_grad(op: nn.GemmOp, dys, wants, fwd):
 
 
 def _reduce_to(dy: SSAValue, like: SSAValue, ops: list[Operation]) -> SSAValue:
-    """The gradient of a broadcast rank-1 operand: the column sums of dy."""
-    if len(_shape(like)) == 1:
+    """The gradient of a broadcast rank-1 operand: the column sums of dy (a rank-1 operand of a
+    rank-1 op, e.g. a Gemma-style weight `w + 1`, is not broadcast: its gradient is dy)."""
+    if len(_shape(like)) == 1 and len(_shape(dy)) == 2:
         ops.append(s := nn.ColumnSumOp(dy))
         return s.result
     return dy
@@ -164,7 +165,7 @@ def _mul_grad(op, dys, wants, fwd):
         ops.append(m := nn.MulOp(dy, fwd(op.rhs)))
         da = m.result
     if wants[1]:
-        if len(_shape(op.rhs)) == 1:  # a scale's gradient: one column_sum of dy * lhs (never rounded between)
+        if len(_shape(op.rhs)) == 1 and len(_shape(op.lhs)) == 2:  # a scale's gradient: one column_sum of dy * lhs (never rounded between)
             ops.append(s := nn.ColumnSumOp(dy, fwd(op.lhs)))
             db = s.result
         else:
@@ -190,9 +191,15 @@ def _unary_grad(op, dys, wants, fwd):
     return [g], [g.result]
 
 
+def _scale_grad(op: nn.ScaleOp, dys, wants, fwd):
+    (dy,) = dys
+    g = nn.ScaleOp(dy, op.factor.value.data)  # linear: d(x * c) = dy * c
+    return [g], [g.result]
+
+
 def _rms_grad(op: nn.RMSNormOp, dys, wants, fwd):
     (dy,) = dys
-    g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)))
+    g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)), offset=nn.norm_offset(op))
     return [g], [g.dx if wants[0] else None, g.dw if wants[1] else None]
 
 
@@ -234,8 +241,9 @@ def _embedding_grad(op: nn.EmbeddingOp, dys, wants, fwd):
 
 def _attention_grad(op: nn.AttentionOp, dys, wants, fwd):
     (dy,) = dys
-    g = nn.AttentionGradOp(fwd(op.qkv), fwd(op.result), fwd(Stat(op, 0)), dy, dict(op.properties))
-    return [g], [g.result]
+    segments = fwd(op.segments[0]) if op.segments else None
+    g = nn.AttentionGradOp(fwd(op.qkv), fwd(op.result), fwd(Stat(op, 0)), dy, dict(op.properties), segments)
+    return [g], [g.result] + [None] * len(op.segments)
 
 
 def _concat_grad(op: nn.ConcatOp, dys, wants, fwd):
@@ -285,6 +293,7 @@ RULES: dict[type[Operation], Rule] = {
     nn.SiluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.ReluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.GeluOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
+    nn.ScaleOp: Rule(lambda op, wants: [], _scale_grad),
     nn.SwiGLUOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.GeGLUOp: Rule(lambda op, wants: [op.operands[0]], _unary_grad),
     nn.RMSNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0)], _rms_grad),
@@ -295,14 +304,15 @@ RULES: dict[type[Operation], Rule] = {
     nn.CrossEntropyOp: Rule(lambda op, wants: [op.logits, op.targets, Stat(op, 0)], _ce_grad),
     nn.EmbeddingOp: Rule(lambda op, wants: [op.ids], _embedding_grad),
     # attention saves its output and log-sum-exp: the backward never re-runs the forward
-    nn.AttentionOp: Rule(lambda op, wants: [op.qkv, op.result, Stat(op, 0)], _attention_grad),
+    # (and its integer segments, which the gradient masks with as the forward did)
+    nn.AttentionOp: Rule(lambda op, wants: [op.qkv, op.result, Stat(op, 0), *op.segments], _attention_grad),
     nn.ConcatOp: Rule(lambda op, wants: [], _concat_grad),
     nn.SliceOp: Rule(lambda op, wants: [], _slice_grad),
 }
 
 
 FORWARD_VARIANTS: dict[type[Operation], Callable[[Operation], Operation]] = {
-    nn.AttentionOp: lambda op: nn.AttentionFwdOp(op.qkv, dict(op.properties)),
+    nn.AttentionOp: lambda op: nn.AttentionFwdOp(op.qkv, dict(op.properties), op.segments[0] if op.segments else None),
     nn.CrossEntropyOp: lambda op: nn.CrossEntropyFwdOp(op.logits, op.targets, dict(op.properties)),
 }
 """Forward ops whose saved statistic (Stat index 0, the log-sum-exp) is a second result of a
@@ -640,7 +650,7 @@ class _Differentiator:
                 total = acc.result
         if total is None:
             return RULES[nn.RMSNormOp].grad(op, dys, wants, fwd)
-        g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)), total)
+        g = nn.RMSNormGradOp(dy, fwd(op.x), fwd(op.w), fwd(Stat(op, 0)), total, offset=nn.norm_offset(op))
         ops.append(g)
         return ops, [g.dx if wants[0] else None, g.dw if wants[1] else None]
 
@@ -649,7 +659,7 @@ class _Differentiator:
         assert isinstance(op, Operation)
         new: Operation
         if isinstance(op, nn.RMSNormOp):
-            new = nn.RMSNormApplyOp(fwd_map[op.x], fwd_map[op.w], fwd_map[Stat(op, 0)])
+            new = nn.RMSNormApplyOp(fwd_map[op.x], fwd_map[op.w], fwd_map[Stat(op, 0)], nn.norm_offset(op))
         elif isinstance(op, nn.LayerNormOp):
             new = nn.LayerNormApplyOp(fwd_map[op.x], fwd_map[op.w], fwd_map[op.b], fwd_map[Stat(op, 0)],
                                       fwd_map[Stat(op, 1)])

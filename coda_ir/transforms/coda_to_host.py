@@ -29,6 +29,14 @@ decision the host code embodies is made here and recorded in the ops:
   drops each after its last reader like its own buffers; without, arguments are positional
   and never dropped.
 
+* run-time rows: in a module with `#coda.rows` (`coda.RowsAttr`), every extent that is a
+  multiple `c * count` of its representative row count is the call's `c * M`: such dimensions
+  are dynamic in the host types (the signature marks them, `arg_rows`), the function reads M
+  once from its first argument that has one (`host.row_count`: `_M = x.shape[0]`), and every
+  allocation, launch size (M, N, K), fold length and tile count takes `_M` (times c) instead of
+  the constant; an attention whose `seq_len` is `count` takes the call's `seq_len` argument.
+  Tile plans and autotuning stay per launch (the runtime buckets its tuning by M).
+
 The `func.func` stays (its coda.gemm / coda.elementwise kernels are still emitted as text by
 `lowering/triton.py`); the `host.func` is inserted right after it.
 """
@@ -41,26 +49,44 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IntAttr, IntegerAttr, ModuleOp, TensorType, f32, i1
+from xdsl.dialects.builtin import DYNAMIC_INDEX, FloatAttr, IntAttr, IntegerAttr, ModuleOp, TensorType, f32, f64, i1
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
-from coda_ir.dialects import coda
+from coda_ir.dialects import coda, nn
 from coda_ir.dialects import triton_host as host
 from coda_ir.dialects.coda import WRITES_OVER, donated_arguments, owned_arguments, writes_over
 from coda_ir.analysis.liveness import dead_after
 from coda_ir.transforms.coda_to_tl import kernel_symbol
 
 
-def host_type(ty: Attribute) -> Attribute:
+def host_type(ty: Attribute, rows: coda.RowsAttr | None = None) -> Attribute:
     """The torch tensor holding a coda value: itself, or for partials a float32 [L, tiles]
-    buffer whose tile count the launch's configuration fixes."""
+    buffer whose tile count the launch's configuration fixes. With run-time `rows`, every
+    extent that is a multiple of the row count is dynamic (`?`)."""
     if isinstance(ty, coda.PartialsType):
-        return TensorType(f32, [ty.length.data, DYNAMIC_INDEX])
+        ty = TensorType(f32, [ty.length.data, DYNAMIC_INDEX])
+    if rows is not None and isinstance(ty, TensorType):
+        shape = [DYNAMIC_INDEX if d != DYNAMIC_INDEX and rows.multiple(d) else d for d in ty.get_shape()]
+        if shape != list(ty.get_shape()):
+            return TensorType(ty.get_element_type(), shape)
     return ty
+
+
+def row_multiples(ty: Attribute, rows: coda.RowsAttr | None) -> list[int]:
+    """Per dimension of a (tensor or partials) type: c where it is c times the row count, else 0."""
+    if isinstance(ty, coda.PartialsType):
+        shape = [ty.length.data, DYNAMIC_INDEX]
+    elif isinstance(ty, TensorType):
+        shape = list(ty.get_shape())
+    else:
+        return []
+    if rows is None:
+        return [0] * len(shape)
+    return [(rows.multiple(d) or 0) if d != DYNAMIC_INDEX else 0 for d in shape]
 
 
 def _hint(value: SSAValue, default: str) -> str:
@@ -68,9 +94,20 @@ def _hint(value: SSAValue, default: str) -> str:
     return value.name_hint if value.name_hint and re.fullmatch(r"[A-Za-z_]\w*", value.name_hint) else default
 
 
+def takes_seq_len(fn: func.FuncOp, rows: coda.RowsAttr | None) -> bool:
+    """Whether an attention of `fn` takes the call's sequence length: with run-time rows, one
+    whose `seq_len` is the representative row count (all rows one sequence, as planned)."""
+    if rows is None:
+        return False
+    return any(isinstance(op, (coda.AttentionOp, coda.AttentionGradOp))
+               and op.properties["seq_len"].value.data == rows.count.data for op in fn.walk())
+
+
 class _FunctionLowering:
-    def __init__(self, fn: func.FuncOp):
+    def __init__(self, fn: func.FuncOp, rows: coda.RowsAttr | None = None):
         self.fn = fn
+        self.rows = rows
+        self.row_count: SSAValue | None = None  # `_M`, read from the arguments (run-time rows)
         self.vals: dict[SSAValue, SSAValue] = {}
         self.block: Block
         self.device: SSAValue
@@ -102,13 +139,26 @@ class _FunctionLowering:
             if not isinstance(arg.type, TensorType):
                 raise CompilerError(fn, f"argument #{i} must be a tensor to be passed from torch, got {arg.type}")
         ret = entry.last_op
-        outputs = [host_type(v.type) for v in ret.operands] if isinstance(ret, func.ReturnOp) else []
+        rows = self.rows
+        outputs = [host_type(v.type, rows) for v in ret.operands] if isinstance(ret, func.ReturnOp) else []
         owned = owned_arguments(fn)
-        hfn = host.FuncOp(name, [a.type for a in entry.args], outputs, coda.launch_count(fn), sorted(owned) if owned else None)
+        arg_rows = [row_multiples(a.type, rows) for a in entry.args] if rows is not None else None
+        for i, dims in enumerate(arg_rows or []):
+            if dims.count(0) == 0 and len(dims) > 1:
+                raise CompilerError(fn, f"argument #{i} ({entry.args[i].type}) has only row extents of the run-time row "
+                                        f"count {rows.count.data} (#coda.rows): which is which is ambiguous")
+        hfn = host.FuncOp(name, [host_type(a.type, rows) for a in entry.args], outputs, coda.launch_count(fn),
+                          sorted(owned) if owned else None, arg_rows, seq_len=self.takes_seq_len())
         self.block = hfn.body.block
         params = list(self.block.args)
         self.bind(entry.args, params, lambda i: f"arg{i}")
         self.add(host.CheckArgumentsOp(params))
+        if arg_rows is not None:
+            # the row count, from the first argument with a row extent (one of M rows if any)
+            found = [(c != 1, i, d, c) for i, dims in enumerate(arg_rows) for d, c in enumerate(dims) if c]
+            if found:
+                _, i, d, c = min(found)
+                self.row_count = self.add(host.RowCountOp(params[i], d, c)).results[0]
         self.device = self.add(host.DeviceOfOp(params)).results[0]
         # tensors read by epilogues/folds are read with contiguous row-major strides
         dense: set[SSAValue] = set()
@@ -166,18 +216,53 @@ class _FunctionLowering:
         if values:
             self.add(host.DropOp(values))
 
+    # ------------------------------------------------------------------ run-time rows
+    def takes_seq_len(self) -> bool:
+        return takes_seq_len(self.fn, self.rows)
+
+    def size(self, op: Operation, extent: int) -> IntAttr | host.RowsAttr | int:
+        """A launch's extent: the constant, or `#host.rows<c>` for c times the run-time row count."""
+        per = self.rows.multiple(extent) if self.rows is not None else None
+        if not per:
+            return extent
+        if self.row_count is None:
+            raise CompilerError(op, f"has an extent {extent} of the run-time row count (#coda.rows), but no argument "
+                                    "of the function has one to read it from")
+        return host.RowsAttr(per)
+
+    def rows_extent(self, op: Operation, per: int, into: Block) -> SSAValue:
+        """`_M * per` as an index value (a dynamic extent of an allocation)."""
+        if self.row_count is None:
+            raise CompilerError(op, "allocates a buffer of run-time rows (#coda.rows), but no argument of the function "
+                                    "has a row extent to read the row count from")
+        if per == 1:
+            return self.row_count
+        scaled = host.RowsOp(self.row_count, per)
+        into.add_op(scaled)
+        return scaled.result
+
+    def text(self, extent: int) -> str:
+        """An extent in a comment: `M` / `32M` for run-time rows."""
+        per = self.rows.multiple(extent) if self.rows is not None else None
+        return extent if not per else ("M" if per == 1 else f"{per}M")
+
     # ------------------------------------------------------------------ buffers
     def alloc(self, result: SSAValue, config: SSAValue | None, m: int, n: int, into: Block) -> SSAValue:
         ty = result.type
         extents: list[SSAValue] = []
+        for per in row_multiples(ty, self.rows)[:1] if isinstance(ty, coda.PartialsType) else []:
+            if per:  # a partials buffer [L, tiles] over the run-time rows
+                extents.append(self.rows_extent(result.owner, per, into))
         if isinstance(ty, coda.PartialsType):
             assert config is not None
             # one partial per tile along the reduced axis: row partials per column tile
             rows = ty.axis == coda.Axis.ROWS
-            tiles = host.TilesOp(config, n if rows else m, "bn" if rows else "bm")
+            tiles = host.TilesOp(config, self.size(result.owner, n if rows else m), "bn" if rows else "bm")
             into.add_op(tiles)
             extents.append(tiles.result)
-        empty = host.EmptyOp(self.device, host_type(ty), extents)
+        else:
+            extents = [self.rows_extent(result.owner, per, into) for per in row_multiples(ty, self.rows) if per]
+        empty = host.EmptyOp(self.device, host_type(ty, self.rows), extents)
         into.add_op(empty)
         return empty.result
 
@@ -230,9 +315,9 @@ class _FunctionLowering:
         m, n, k = op.problem_shape()
         args = self.args_region(op, m, n)
         ty = host.TupleType([v.type for v in args.block.last_op.operands])  # type: ignore[union-attr]
-        self.add(host.CommentOp(f"{name}: coda.gemm {m}x{n}x{k}"))
+        self.add(host.CommentOp(f"{name}: coda.gemm {self.text(m)}x{self.text(n)}x{self.text(k)}"))
         launch = host.LaunchGemmOp(
-            name, self.get(op, op.a), self.get(op, op.b), (m, n, k),
+            name, self.get(op, op.a), self.get(op, op.b), tuple(self.size(op, e) for e in (m, n, k)),
             transpose_a=op.transpose_a is not None, transpose_b=op.transpose_b is not None,
             interleave=op.interleave.value.data if op.interleave is not None else 0,
             bn_multiple_of=coda.recorded_bn_multiple_of(op), n_inputs=len(op.inputs),
@@ -250,15 +335,18 @@ class _FunctionLowering:
         whole = op.whole_axis.value if op.whole_axis is not None else None
         kw = dict(bn_multiple_of=coda.recorded_bn_multiple_of(op), n_inputs=len(op.inputs), whole=whole,
                   config=self.checked_config(op), args=args)
-        comment = f"coda.elementwise {m}x{n}{' whole ' + whole if whole else ''}"
+        comment = f"coda.elementwise {self.text(m)}x{self.text(n)}{' whole ' + whole if whole else ''}"
         return kw, args, comment
+
+    def iteration_sizes(self, op: coda.ElementwiseOp) -> tuple:
+        return tuple(self.size(op, e) for e in op.iteration_shape())
 
     def launch_elementwise(self, op: coda.ElementwiseOp) -> None:
         name = kernel_symbol(op)
         kw, args, comment = self.elementwise(op)
         ty = host.TupleType([v.type for v in args.block.last_op.operands])  # type: ignore[union-attr]
         self.add(host.CommentOp(f"{name}: {comment}"))
-        launch = self.add(host.LaunchElementwiseOp(name, op.iteration_shape(), result_type=ty, **kw))
+        launch = self.add(host.LaunchElementwiseOp(name, self.iteration_sizes(op), result_type=ty, **kw))
         self.launched = launch.results[0]
         self.unpack(op, launch.results[0], len(op.inputs))
 
@@ -267,11 +355,11 @@ class _FunctionLowering:
         ins = [self.get(op, v) for v in op.inputs]
         outs = [self.alloc(r, None, 0, 0, self.block) for r in op.outputs]
         sums = any(not r.type.get_shape() for r in op.outputs)  # type: ignore[union-attr]
-        return parts, ins, outs, {"length": op.length(), "sums": sums}
+        return parts, ins, outs, {"length": self.size(op, op.length()), "sums": sums}
 
     def launch_fold(self, op: coda.FoldOp) -> None:
         name = kernel_symbol(op)
-        self.add(host.CommentOp(f"{name}: coda.fold over {op.length()} rows"))
+        self.add(host.CommentOp(f"{name}: coda.fold over {self.text(op.length())} rows"))
         parts, ins, outs, kw = self.fold_operands(op)
         launch = self.add(host.LaunchFoldOp(name, parts, ins, outs, **kw))
         self.launched = launch.results[0]
@@ -286,9 +374,9 @@ class _FunctionLowering:
                 kw, args, comment = self.elementwise(op)
                 outs = [v.type for v in list(args.block.last_op.operands)[len(op.inputs):]]  # type: ignore[union-attr]
                 self.add(host.CommentOp(f"  {kernel_symbol(op)}: {comment}"))
-                spec = self.add(host.ElementwiseSpecOp(op.iteration_shape(), result_type=host.LaunchSpecType(outs), **kw))
+                spec = self.add(host.ElementwiseSpecOp(self.iteration_sizes(op), result_type=host.LaunchSpecType(outs), **kw))
             elif isinstance(op, coda.FoldOp):
-                self.add(host.CommentOp(f"  {kernel_symbol(op)}: coda.fold over {op.length()} rows"))
+                self.add(host.CommentOp(f"  {kernel_symbol(op)}: coda.fold over {self.text(op.length())} rows"))
                 parts, ins, outs_v, kw2 = self.fold_operands(op)
                 spec = self.add(host.FoldSpecOp(parts, ins, outs_v, **kw2))
             else:
@@ -313,7 +401,19 @@ class _FunctionLowering:
         if isinstance(op, (coda.AttentionOp, coda.AttentionGradOp)):
             callee = "attention_forward" if isinstance(op, coda.AttentionOp) else "attention_backward"
             literals = [IntAttr(op.properties[k].value.data) for k in ("heads", "kv_heads", "head_dim", "seq_len")]
+            if self.takes_seq_len() and literals[3].data == self.rows.count.data:  # type: ignore[union-attr]
+                literals[3] = host.SeqLenAttr()  # the call's sequence length
             literals.append(IntegerAttr(int(bool(op.properties["causal"].value.data)), i1))
+            options = nn.attention_options(op)
+            if op.segments:
+                # the tensors come first in the call: a variant that takes the segments second
+                callee += "_segments"
+            if op.segments or not options.plain:
+                # scale (the effective one: the property's f32 value, else 1 / sqrt(head_dim)),
+                # window, softcap; a plain attention keeps the short call (its SDPA default scale)
+                hd = op.properties["head_dim"].value.data
+                literals += [FloatAttr(options.effective_scale(hd), f64), IntAttr(options.window),
+                             FloatAttr(options.softcap, f64)]
         elif isinstance(op, coda.EmbeddingOp):
             callee = "embedding"
         elif isinstance(op, coda.EmbeddingGradOp):
@@ -326,10 +426,12 @@ class _FunctionLowering:
             callee = "slice_copy"
             axis = op.axis.value.data
             literals = [IntAttr(axis), IntAttr(op.start.value.data), IntAttr(op.result.type.get_shape()[axis])]
+            if self.rows is not None and any(self.rows.multiple(lit.data) for lit in literals[1:]):
+                raise CompilerError(op, "slices along the run-time rows (#coda.rows): not supported")
         else:
             raise CompilerError(op, f"'{op.name}' has no library function")
         self.add(host.CommentOp(op.name))
-        call = self.add(host.LibraryCallOp(callee, args, literals, [r.type for r in op.results], as_list))
+        call = self.add(host.LibraryCallOp(callee, args, literals, [host_type(r.type, self.rows) for r in op.results], as_list))
         self.bind(op.results, call.results, lambda i: "t")
 
 
@@ -351,8 +453,9 @@ def epilogue_half_tiles(op: coda.GemmOp) -> int:
 
 
 def lower_function(fn: func.FuncOp) -> host.FuncOp:
-    """The `host.func` of one function of coda kernels (named by convert-coda-to-tl)."""
-    return _FunctionLowering(fn).lower()
+    """The `host.func` of one function of coda kernels (named by convert-coda-to-tl), with the
+    run-time row count of its module's `#coda.rows` where it has one."""
+    return _FunctionLowering(fn, coda.symbolic_rows(fn)).lower()
 
 
 def host_functions(module: ModuleOp) -> list[host.FuncOp]:

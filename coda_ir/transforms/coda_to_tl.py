@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math, scf
-from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr, TensorType, f32, f64, i32, i64
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, SymbolRefAttr, TensorType, f32, f64, i32, i64
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -66,6 +66,57 @@ def kernel_symbol(op: Operation) -> str:
 
 def tl_kernels(module: ModuleOp) -> dict[str, tl.KernelOp]:
     return {op.sym_name.data: op for op in module.ops if isinstance(op, tl.KernelOp)}
+
+
+# ============================================================================ run-time rows
+
+
+def row_parameters(kernel: Operation, rows: coda.RowsAttr) -> list[str]:
+    """The integer parameters of a kernel's Triton function that hold run-time row extents
+    (`#coda.rows`): a gemm's M / N / K, an elementwise kernel's M / N, a fold's length, the tile
+    counts of column partials (cdiv(M, BM)) and its program count."""
+    def rowy(extent: int) -> bool:
+        return rows.multiple(extent) is not None
+
+    if isinstance(kernel, coda.GemmOp):
+        return [d for d, e in zip("MNK", kernel.problem_shape()) if rowy(e)]
+    if isinstance(kernel, coda.ElementwiseOp):
+        return [d for d, e in zip("MN", kernel.iteration_shape()) if rowy(e)]
+    assert isinstance(kernel, coda.FoldOp)
+    names = ["L", "NPROG"] if rowy(kernel.length()) else []
+    for i, p in enumerate(kernel.partials):
+        ty = p.type
+        if isinstance(ty, coda.PartialsType) and ty.axis == coda.Axis.COLS:
+            names.append(f"T{i}")  # one partial per row tile of the run-time rows
+    return names
+
+
+def _unspecialize_rows(fn: func.FuncOp, built: dict[str, tl.KernelOp], rows: coda.RowsAttr) -> None:
+    """Record on each Triton kernel of `fn` which of its integer parameters Triton must not
+    specialize (divisibility by 16, equality to 1): those holding run-time row extents, so that a
+    new token count reuses the kernels compiled for the bucket. A launch group's program-count
+    ends depend on them too."""
+    from coda_ir.transforms.tl_gemm import gluon_entry_name
+
+    def mark(kernel: tl.KernelOp, names: Sequence[str]) -> None:
+        present = [n for n in kernel.param_names() if n in set(names)]
+        if present:
+            kernel.attributes[tl.DO_NOT_SPECIALIZE] = ArrayAttr([StringAttr(n) for n in present])
+
+    for k in coda.kernels(fn):
+        name = kernel_symbol(k)
+        names = row_parameters(k, rows)
+        if name in built:
+            mark(built[name], names)
+        if isinstance(k, coda.GemmOp) and gluon_entry_name(name) in built:
+            mark(built[gluon_entry_name(name)], names)
+    for g in fn.walk():
+        if isinstance(g, coda.LaunchGroupOp) and kernel_symbol(g) in built:
+            group = built[kernel_symbol(g)]
+            names = [f"END{i}" for i in range(len(g.members()))]
+            for i, m in enumerate(g.members()):
+                names += [f"{n}_{i}" for n in row_parameters(m, rows)]
+            mark(group, names)
 
 
 # ============================================================================ coda.fold
@@ -307,6 +358,9 @@ class ConvertCodaToTLPass(ModulePass):
                     else:
                         raise CompilerError(m, f"a {m.name} cannot be a member of a coda.launch_group")
                 built.append(lower_launch_group(g, name, members))
+            rows = coda.symbolic_rows(op)
+            if rows is not None:
+                _unspecialize_rows(fn, {k.sym_name.data: k for k in built}, rows)
             anchor = fn
             while anchor.parent_op() is not op:
                 anchor = anchor.parent_op()  # type: ignore[assignment]

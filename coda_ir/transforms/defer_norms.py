@@ -69,10 +69,18 @@ from coda_ir.dialects import nn
 from coda_ir.dialects.coda import Axis, ReduceKind
 from coda_ir import remarks
 from coda_ir.transforms.kernel_builder import Epilogue, elementwise, elt_of, fold, gemm, shape_of
-from coda_ir.transforms.lower_nn import stamp_origin, prop_value, ln_moments, ln_stats, rms_stats, row_kernel_fits
+from coda_ir.transforms.lower_nn import (
+    ln_moments,
+    ln_stats,
+    prop_value,
+    rms_stats,
+    row_kernel_fits,
+    scale_by_norm_weight,
+    stamp_origin,
+)
 
 
-ELEMENTWISE_NN = (nn.AddOp, nn.MulOp, nn.SiluOp, nn.ReluOp, nn.GeluOp)
+ELEMENTWISE_NN = (nn.AddOp, nn.MulOp, nn.SiluOp, nn.ReluOp, nn.GeluOp, nn.ScaleOp)
 
 
 def gemm_produced(value: SSAValue, depth: int = 4) -> bool:
@@ -190,7 +198,7 @@ class DeferNorm(RewritePattern):
         stats = stats_ops[-1]
         rstd = stats.results[0]
         scaled = elementwise(
-            shape_of(x), [x, g], lambda e, xt, gv: [e.scale(e.load(xt), gv, Axis.COLS)], [elt_of(x)]
+            shape_of(x), [x, g], lambda e, xt, gv: [scale_by_norm_weight(e, e.load(xt), gv, nn.norm_offset(op))], [elt_of(x)]
         )
         # the statistics go before the first op that needs them (a saved-stats op may come
         # before the norm); they read x only, which dominates both
@@ -242,7 +250,7 @@ class DeferNorm(RewritePattern):
         def build(e: Epilogue, xt, gv):
             t = e.load(xt)
             sums = [e.reduce(ReduceKind.SUM, t, 1)] if is_ln else []
-            return [e.scale(t, gv, Axis.COLS), *sums, e.reduce(ReduceKind.SUMSQ, t, 1)]
+            return [scale_by_norm_weight(e, t, gv, nn.norm_offset(op)), *sums, e.reduce(ReduceKind.SUMSQ, t, 1)]
 
         stats = elementwise((m, d), [x, g], build, [elt_of(x), *([None] if is_ln else []), None], whole=Axis.ROWS)
         stamp_origin(stats, op, "stats")

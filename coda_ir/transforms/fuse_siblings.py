@@ -6,7 +6,9 @@ algebra turn them into the packed forms the rest of the pipeline fuses:
 * columns of a concatenation of products are a product with the concatenated weight rows:
   `concat_cols(x @ W_1.T, ..., x @ W_n.T) = x @ concat_rows(W_1, ..., W_n).T`, so
   `nn.concat{axis=1}` of `nn.linear(x, w_i)` (one x) is `nn.linear(x, nn.concat{axis=0}(w_i))`
-  (the packed QKV projection);
+  (the packed QKV projection); with a rank-1 bias added to every sibling (Qwen2's q/k/v),
+  `concat_cols(x @ W_i.T + b_i) = x @ concat_rows(W_i).T + concat(b_i)`: the packed GEMM's bias
+  is the concatenated biases, a column shift in its epilogue;
 * `silu(x @ Wg.T) * (x @ Wu.T)` is `nn.swiglu(x @ concat_rows(Wg, Wu).T)` (gate half first), and
   `gelu(...) * (...)` is `nn.geglu` with the same approximation: the gated pair that the GEMM
   epilogue fuses after interleaving.
@@ -43,41 +45,96 @@ def _only_use_is(value: SSAValue, user: Operation) -> bool:
     return all(use.operation is user for use in value.uses) and len(list(value.uses)) == 1
 
 
-def _packed_linear(x: SSAValue, weights: list[SSAValue], where: Operation) -> tuple[list[Operation], SSAValue]:
+def _packed_linear(x: SSAValue, weights: list[SSAValue], where: Operation,
+                   biases: list[SSAValue] | None = None) -> tuple[list[Operation], SSAValue]:
+    """`linear(x, concat_rows(weights))`, plus `concat(biases)` as a rank-1 `nn.add` when given."""
     packed = nn.ConcatOp(weights, 0)
     hints = [w.name_hint for w in weights]
     packed.result.name_hint = "_".join(hints) if all(hints) else None
     linear = nn.LinearOp(x, packed.result)
-    linear.result.name_hint = where.results[0].name_hint
-    for op in (packed, linear):
+    new_ops: list[Operation] = [packed, linear]
+    result = linear.result
+    if biases is not None:
+        bias = nn.ConcatOp(biases, 0)
+        hints = [b.name_hint for b in biases]
+        bias.result.name_hint = "_".join(hints) if all(hints) else None
+        shifted = nn.AddOp(linear.result, bias.result)
+        new_ops += [bias, shifted]
+        result = shifted.result
+    result.name_hint = where.results[0].name_hint
+    for op in new_ops:
         op.location = where.location
-    return [packed, linear], linear.result
+    return new_ops, result
+
+
+@dataclass
+class _Sibling:
+    """A linear, with the rank-1 bias added to its result when there is one:
+    `linear(x, w)` or `add(linear(x, w), b)` (Hugging Face's nn.Linear with a bias)."""
+
+    linear: nn.LinearOp
+    bias: SSAValue | None
+    add: nn.AddOp | None
+
+    @property
+    def result(self) -> SSAValue:
+        return (self.add or self.linear).results[0]
+
+    def ops(self) -> list[Operation]:
+        """The ops the packed form replaces, users first (the erase order)."""
+        return [op for op in (self.add, self.linear) if op is not None]
+
+
+def _sibling(value: SSAValue) -> _Sibling | None:
+    owner = value.owner
+    if isinstance(owner, nn.LinearOp):
+        return _Sibling(owner, None, None)
+    if isinstance(owner, nn.AddOp) and isinstance(owner.lhs.owner, nn.LinearOp) and len(owner.rhs.type.get_shape()) == 1:
+        linear = owner.lhs.owner
+        if _only_use_is(linear.result, owner):
+            return _Sibling(linear, owner.rhs, owner)
+    return None
+
+
+def _pack(siblings: list[_Sibling], where: Operation) -> tuple[list[Operation], SSAValue] | None:
+    """The packed linear of siblings sharing one x, all with a bias or none (else None)."""
+    x = siblings[0].linear.x
+    if any(s.linear.x is not x for s in siblings):
+        return None
+    with_bias = [s.bias is not None for s in siblings]
+    if any(with_bias) and not all(with_bias):
+        return None  # a zero bias for the others would be a new tensor: leave them apart
+    biases = [s.bias for s in siblings] if all(with_bias) else None
+    return _packed_linear(x, [s.linear.w for s in siblings], where, biases)  # type: ignore[list-item]
 
 
 class PackConcatOfLinears(RewritePattern):
-    """`concat_cols(linear(x, w_i))` -> `linear(x, concat_rows(w_i))`."""
+    """`concat_cols(linear(x, w_i) [+ b_i])` -> `linear(x, concat_rows(w_i)) [+ concat(b_i)]`."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: nn.ConcatOp, rewriter: PatternRewriter) -> None:
         if op.axis.value.data != 1 or len(op.inputs) < 2:
             return
-        linears = [v.owner for v in op.inputs]
-        if not all(isinstance(lin, nn.LinearOp) for lin in linears):
+        siblings = [_sibling(v) for v in op.inputs]
+        if any(s is None for s in siblings):
             return
-        x = linears[0].x  # type: ignore[union-attr]
-        if any(lin.x is not x or not _only_use_is(lin.result, op) for lin in linears):  # type: ignore[union-attr]
+        if any(not _only_use_is(s.result, op) for s in siblings):  # type: ignore[union-attr]
             return
-        if len({id(lin) for lin in linears}) != len(linears):  # the same linear twice
+        if len({id(s.linear) for s in siblings}) != len(siblings):  # type: ignore[union-attr]
+            return  # the same linear twice
+        packed = _pack(siblings, op)  # type: ignore[arg-type]
+        if packed is None:
             return
-        new_ops, result = _packed_linear(x, [lin.w for lin in linears], op)  # type: ignore[union-attr]
+        new_ops, result = packed
         rewriter.replace(op, new_ops, [result])
-        for lin in linears:
-            rewriter.erase(lin)
+        for s in siblings:
+            for dead in s.ops():  # type: ignore[union-attr]
+                rewriter.erase(dead)
 
 
 class GatedPairOfSiblings(RewritePattern):
-    """`silu(linear(x, wg)) * linear(x, wu)` -> `swiglu(linear(x, concat_rows(wg, wu)))`
-    (gelu -> geglu), in either operand order."""
+    """`silu(linear(x, wg) [+ bg]) * (linear(x, wu) [+ bu])` -> `swiglu(linear(x, concat_rows(wg, wu))
+    [+ concat(bg, bu)])` (gelu -> geglu with the same approximation), in either operand order."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: nn.MulOp, rewriter: PatternRewriter) -> None:
@@ -85,18 +142,22 @@ class GatedPairOfSiblings(RewritePattern):
             act = act_value.owner
             if not isinstance(act, (nn.SiluOp, nn.GeluOp)) or not _only_use_is(act.results[0], op):
                 continue
-            gate, up = act.operands[0].owner, up_value.owner
-            if not (isinstance(gate, nn.LinearOp) and isinstance(up, nn.LinearOp)) or gate is up:
+            gate, up = _sibling(act.operands[0]), _sibling(up_value)
+            if gate is None or up is None or gate.linear is up.linear:
                 continue
-            if gate.x is not up.x or gate.w.type != up.w.type:
+            if gate.linear.w.type != up.linear.w.type:
                 continue
             if not (_only_use_is(gate.result, act) and _only_use_is(up.result, op)):
                 continue
-            new_ops, z = _packed_linear(gate.x, [gate.w, up.w], op)
+            packed = _pack([gate, up], op)
+            if packed is None:
+                continue
+            new_ops, z = packed
             pair = nn.SwiGLUOp(z) if isinstance(act, nn.SiluOp) else nn.GeGLUOp(z, act.approximate.data)
             pair.location = op.location
             rewriter.replace(op, [*new_ops, pair], [pair.results[0]])
-            for dead in (act, gate, up):
+            rewriter.erase(act)
+            for dead in (*gate.ops(), *up.ops()):
                 rewriter.erase(dead)
             return
 

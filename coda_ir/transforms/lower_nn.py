@@ -7,7 +7,7 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 |---|---|
 | linear / matmul | `coda.gemm` (transpose_b for linear) with a plain epilogue |
 | add / mul | `coda.elementwise`: accumulate / map, or shift / scale cols for a rank-1 rhs |
-| silu / relu / gelu | `coda.elementwise` with a `coda.map` |
+| silu / relu / gelu / scale | `coda.elementwise` with a `coda.map` |
 | rms_norm | one row kernel (`segment_reduce sumsq width D`, D a power of two <= 8192); otherwise elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
 | layer_norm | one row kernel (mean, then variance of x - mean); otherwise sum and sum-of-squares partials, fold -> (rstd, -mean), apply |
 | swiglu / geglu | elementwise [M, F] over the 2F-wide z tile: `coda.pair_map stride F` (2 -> 1) |
@@ -95,6 +95,9 @@ def unary_fn(op: Operation) -> Callable:
         return lambda s, x: s.silu(x)
     if isinstance(op, nn.ReluOp):
         return lambda s, x: s.relu(x)
+    if isinstance(op, nn.ScaleOp):
+        factor = prop_value(op, "factor")
+        return lambda s, x: s.mul(x, s.const(factor))
     assert isinstance(op, nn.GeluOp)
     approximate = prop_value(op, "approximate")
     return lambda s, x: s.gelu(x, approximate)
@@ -160,6 +163,20 @@ def row_kernel_fits(d: int) -> bool:
     return d & (d - 1) == 0 and 16 <= d <= ROW_KERNEL_MAX
 
 
+def norm_weight(e: Epilogue, w: SSAValue, like: SSAValue, offset: float) -> SSAValue:
+    """An RMSNorm weight broadcast over the columns of `like` as the norm applies it: `w + offset`
+    in fp32 (nn.rms_norm's optional offset, Gemma's `1 + w`), w itself without an offset."""
+    wt = e.broadcast(w, Axis.COLS, like)
+    return wt if not offset else e.map1([wt], lambda s, g: s.add(g, s.const(offset)))
+
+
+def scale_by_norm_weight(e: Epilogue, tile: SSAValue, w: SSAValue, offset: float) -> SSAValue:
+    """`tile * (w + offset)` over columns: a column scale without an offset."""
+    if not offset:
+        return e.scale(tile, w, Axis.COLS)
+    return e.map1([tile, norm_weight(e, w, tile, offset)], lambda s, v, g: s.mul(v, g))
+
+
 def rms_row_kernel(op: nn.RMSNormOp) -> tuple[list[Operation], SSAValue]:
     """One kernel whose column tile holds whole rows: `segment_reduce sumsq width D`."""
     m, d = shape_of(op.x)
@@ -168,7 +185,7 @@ def rms_row_kernel(op: nn.RMSNormOp) -> tuple[list[Operation], SSAValue]:
     def build(e: Epilogue, x, w):
         t = e.load(x)
         ss = e.segment_reduce(ReduceKind.SUMSQ, t, d)
-        wt = e.broadcast(w, Axis.COLS, t)
+        wt = norm_weight(e, w, t, nn.norm_offset(op))
         return [e.map1([t, ss, wt], lambda s, v, q, g: s.mul(s.mul(v, s.rsqrt(s.add(s.mul(q, s.const(1.0 / d)), s.const(eps)))), g))]
 
     k = elementwise((m, d), [op.x, op.w], build, [elt_of(op.results[0])])
@@ -209,7 +226,7 @@ def rms_apply_kernel(op: Operation, x: SSAValue, w: SSAValue, rstd: SSAValue) ->
     """`x * rstd[m] * w` from a known statistic (an RMSNorm's apply step, `nn.rms_norm_apply`)."""
 
     def build(e: Epilogue, xt, r, wt):
-        return [e.scale(e.scale(e.load(xt), r, Axis.ROWS), wt, Axis.COLS)]
+        return [scale_by_norm_weight(e, e.scale(e.load(xt), r, Axis.ROWS), wt, nn.norm_offset(op))]
 
     apply = elementwise(shape_of(x), [x, rstd, w], build, [elt_of(op.results[0])])
     return stamp_origin(apply, op, "apply")
@@ -688,9 +705,11 @@ def lower_rms_norm_grad(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[SSA
     if op.hdh is not None:
         return rms_norm_grad_from_hdh(op)
 
+    offset = nn.norm_offset(op)
+
     def stats(e: Epilogue, dy, x, w, r):
         dyt, xt = e.load(dy), e.load(x)
-        wt, rt = e.broadcast(w, Axis.COLS, dyt), e.broadcast(r, Axis.ROWS, dyt)
+        wt, rt = norm_weight(e, w, dyt, offset), e.broadcast(r, Axis.ROWS, dyt)
         qx = e.map1([dyt, wt, xt], lambda s, g, v, u: s.mul(s.mul(g, v), u))
         dyn = e.map1([dyt, xt, rt], lambda s, g, u, q: s.mul(g, s.mul(u, q)))
         return [e.reduce(ReduceKind.SUM, qx, 1), e.reduce(ReduceKind.SUM, dyn, 0)]
@@ -703,7 +722,7 @@ def lower_rms_norm_grad(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[SSA
 
     def apply(e: Epilogue, dy, x, w, r, c):
         dyt = e.load(dy)
-        ins = [dyt, e.load(x), e.broadcast(w, Axis.COLS, dyt), e.broadcast(r, Axis.ROWS, dyt), e.broadcast(c, Axis.ROWS, dyt)]
+        ins = [dyt, e.load(x), norm_weight(e, w, dyt, offset), e.broadcast(r, Axis.ROWS, dyt), e.broadcast(c, Axis.ROWS, dyt)]
         return [e.map1(ins, lambda s, g, u, v, q, k: s.mul(q, s.sub(s.mul(g, v), s.mul(s.mul(u, q), k))))]
 
     dx = elementwise((m, d), [op.dy, op.x, op.w, op.rstd, mean_qn.results[0]], apply, [elt_of(op.dx)])
@@ -731,7 +750,7 @@ def rms_norm_grad_from_hdh(op: nn.RMSNormGradOp) -> tuple[list[Operation], list[
         dyt, xt = e.load(dy), e.load(x)
         if separate:
             dyt.owner.attributes[coda.FULL_PRECISION] = UnitAttr()  # type: ignore[union-attr]
-        wt, rt, ht = e.broadcast(w, Axis.COLS, dyt), e.broadcast(r, Axis.ROWS, dyt), e.broadcast(hdh, Axis.ROWS, dyt)
+        wt, rt, ht = norm_weight(e, w, dyt, nn.norm_offset(op)), e.broadcast(r, Axis.ROWS, dyt), e.broadcast(hdh, Axis.ROWS, dyt)
         dx, dyn = e.map([dyt, xt, wt, rt, ht], lambda s, g, u, v, q, k: [
             s.mul(q, s.sub(s.mul(g, v), s.mul(s.mul(u, q), s.mul(k, s.const(inv_d))))),
             s.mul(g, s.mul(u, q)),
@@ -920,9 +939,9 @@ def _attention_step(op: Operation) -> coda.AttentionOp:
     heads, hd = op.properties["heads"].value.data, op.properties["head_dim"].value.data  # type: ignore[attr-defined]
     elt = qkv.type.get_element_type()  # type: ignore[attr-defined]
     step = coda.AttentionOp.create(
-        operands=[qkv],
+        operands=list(op.operands),  # qkv, then the segments when it has them
         result_types=[TensorType(elt, [m, heads * hd]), TensorType(f32, [m * heads])],
-        properties={k: op.properties[k] for k in nn.ATTENTION_PROPS},
+        properties=nn.attention_carried_props(op),
     )
     step.location = op.location
     return step
@@ -941,7 +960,7 @@ def lower_attention_fwd(op: nn.AttentionFwdOp) -> tuple[list[Operation], list[SS
 def lower_attention_grad(op: nn.AttentionGradOp) -> tuple[list[Operation], SSAValue]:
     return _library(op, coda.AttentionGradOp.create(
         operands=list(op.operands), result_types=[op.result.type],
-        properties={k: op.properties[k] for k in nn.ATTENTION_PROPS}))
+        properties=nn.attention_carried_props(op)))
 
 
 def lower_concat(op: nn.ConcatOp) -> tuple[list[Operation], SSAValue]:
@@ -962,6 +981,7 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue |
     nn.SiluOp: lower_unary,
     nn.ReluOp: lower_unary,
     nn.GeluOp: lower_unary,
+    nn.ScaleOp: lower_unary,
     nn.RMSNormOp: lower_rms_norm,
     nn.LayerNormOp: lower_layer_norm,
     nn.SwiGLUOp: lower_gated,

@@ -107,3 +107,36 @@ def test_nn_graph_builder():
     if "nn-to-coda" not in PASSES:
         with pytest.raises(coda_ir.CompileError, match="not registered"):
             coda_ir.compile(scope["fb"].module)
+
+
+def test_nn_ops_are_discoverable_and_callable():
+    """Issue 34: `dir(fb.nn)` was empty and `fb.nn.concat` could not be called (a list was
+    refused, two tensors clashed with `axis`). Every op of the dialect is listed with its
+    signature and meaning; concat takes a list or separate tensors; several results: a tuple."""
+    import inspect
+
+    from coda_ir.dialects.nn import NN
+
+    fb = FunctionBuilder("cat", a=((5, 24), "f32"), b=((5, 40), "f32"), c=((3, 24), "f32"))
+    assert dir(fb.nn) == sorted(op.name.removeprefix("nn.") for op in NN.operations)
+    for name in dir(fb.nn):
+        doc = getattr(fb.nn, name).__doc__
+        assert doc.startswith(f"nn.{name}(") and "\n\n" in doc, doc  # signature, then meaning
+    assert str(inspect.signature(fb.nn.concat)) == "(inputs: Sequence[SSAValue], axis: int)"
+    cols = fb.nn.concat(fb.a, fb.b, axis=1)
+    rows = fb.nn.concat([fb.a, fb.c], axis=0)
+    mean, rstd = fb.nn.layer_norm_stats(rows, 1e-5)
+    fb.returns(cols, rows, rstd)
+    program = coda_ir.compile(fb.module)
+    a, b, c = torch.randn(5, 24), torch.randn(5, 40), torch.randn(3, 24)
+    y_cols, y_rows, y_rstd = program.cat(a, b, c)
+    assert torch.equal(y_cols, torch.cat([a, b], 1)) and torch.equal(y_rows, torch.cat([a, c], 0))
+    ref = torch.rsqrt(torch.cat([a, c], 0).double().var(1, unbiased=False) + 1e-5)
+    torch.testing.assert_close(y_rstd.double(), ref, rtol=1e-5, atol=0)
+    fb2 = FunctionBuilder("bad", a=((5, 24), "f32"))
+    with pytest.raises(coda_ir.ArgumentError, match=r"nn\.concat: 'inputs' needs at least one tensor value"):
+        fb2.nn.concat([], axis=0)
+    with pytest.raises(coda_ir.ArgumentError, match=r"nn\.concat: operand #1 must be a tensor value.*got int"):
+        fb2.nn.concat([fb2.a, 3], axis=0)
+    with pytest.raises(coda_ir.ArgumentError, match=r"nn\.concat: missing a required argument: 'axis'; expected nn\.concat\(inputs"):
+        fb2.nn.concat(fb2.a, fb2.a)

@@ -25,7 +25,8 @@ mini_llama3) and atol 1e-8, parameters atol 5e-3 and rtol 1e-5; bf16: loss rtol 
   1e-2 these models train chaotically and the same differences grew to 4e-6 in 8 steps). 1e-5
   = 170 u is Liger's demand of Liger, whose GEMMs are cuBLAS's own (it replaces only the norm,
   RoPE, SwiGLU and the loss): the same bar for a compiler that generates every kernel.
-  Measured (CPU, 8 steps): worst step 1.2e-7 (2 u) for both families, also at positions ~3000.
+  Measured (CPU, 8 steps): worst step 1.2e-7 (2 u) for both families. (Far into a context
+  RoPE's frequencies matter: tests/torch/test_hf.py, test_fp32_rope_uses_the_models_frequencies_...)
 * bf16 loss: rtol 1e-2, atol 1e-3 (Liger's). u = 2^-8 = 3.9e-3. Hugging Face rounds to bf16
   after every op, coda-ir keeps fused intermediates in fp32 and rounds once: activations differ
   by ~u relative; the mean over tokens averages that down, but the bf16 weights then move by
@@ -135,20 +136,6 @@ def padded_batch(seed: int) -> Batch:
                  lambda m: m(input_ids=ids, attention_mask=mask, labels=labels, use_cache=False).loss)
 
 
-FAR = 3000  # position of the far batches' first token
-
-
-def far_batch(seed: int) -> Batch:
-    """The plain batch at positions FAR.. (a window deep into a long context): RoPE angles of
-    thousands of radians, where a frequency one ulp off moves the angle by ~1e-4 rad (pos x
-    inv_freq x 2^-24), ~1000x the rounding of the angle itself."""
-    ids = language(BATCH, SEQ, seed)
-    labels = ids.clone()
-    positions = torch.arange(FAR, FAR + SEQ).unsqueeze(0)
-    return Batch(ids, labels, {"position_ids": positions},
-                 lambda m: m(input_ids=ids, labels=labels, position_ids=positions, use_cache=False).loss)
-
-
 DOCS = (5, 3, 6)  # one row of 14 tokens: three documents packed back to back
 
 
@@ -179,7 +166,7 @@ def packed_batch(seed: int) -> Batch:
     return Batch(ids, labels, {"position_ids": positions}, hf_loss)
 
 
-VARIANTS = {"plain": plain_batch, "far": far_batch, "padded": padded_batch, "packed": packed_batch}
+VARIANTS = {"plain": plain_batch, "padded": padded_batch, "packed": packed_batch}
 
 
 # ----------------------------------------------------------------------------- the harness
@@ -267,8 +254,18 @@ def converge(family: str, dtype: torch.dtype, variant: str, steps: int):
 ATTENTION_MASKS = pytest.mark.xfail(strict=True, reason="needs attention masks (branch attention)")
 
 
+def pytest_generate_tests(metafunc):
+    # the families to train: --convergence-families (CI: llama, qwen3; "all": every registered one)
+    if metafunc.function.__name__ == "test_converges_like_hugging_face":
+        chosen = metafunc.config.getoption("--convergence-families")
+        families = sorted(FAMILIES) if chosen == "all" else [f.strip() for f in chosen.split(",") if f.strip()]
+        unknown = sorted(set(families) - set(FAMILIES))
+        if unknown:
+            raise pytest.UsageError(f"--convergence-families: unknown {unknown}; known: {sorted(FAMILIES)}")
+        metafunc.parametrize("family", families)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_converges_like_hugging_face(family, dtype, steps):
     from coda_ir.lowering.library import adjacent_view
 
@@ -277,8 +274,10 @@ def test_converges_like_hugging_face(family, dtype, steps):
           f"weights {max(aggregate.values()):.2e}, log-probs {worst:.2e}; losses {run.losses_hf}")
     # the optimizer updated the packed weights in place: their concatenation is still a view
     attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
-    assert adjacent_view([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]) is not None
-    assert adjacent_view([mlp.gate_proj.weight, mlp.up_proj.weight]) is not None
+    if hasattr(attn, "q_proj"):  # (Phi3's are one fused weight each)
+        assert adjacent_view([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]) is not None
+    if hasattr(mlp, "gate_proj"):
+        assert adjacent_view([mlp.gate_proj.weight, mlp.up_proj.weight]) is not None
 
 
 @pytest.mark.parametrize("variant", [pytest.param("padded", marks=ATTENTION_MASKS),

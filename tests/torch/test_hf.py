@@ -1,4 +1,5 @@
-"""coda_ir.torch.from_hf: Hugging Face LLaMA / Qwen3 models trained through coda-ir.
+"""coda_ir.torch.from_hf: Hugging Face causal LMs (LLaMA, Qwen3 and the other families of the
+README table) trained through coda-ir.
 
 Tiny random-init configurations (no downloads, tests/torch/hf_families.py): hidden 64, 2 layers,
 GQA 4/2 of head_dim 16, vocab 128, intermediate 96; batch 2 x seq 7 (odd: no tile divides it).
@@ -22,6 +23,8 @@ from coda_ir.torch.hf import decoder_program, from_hf, shifted_targets, spec_of 
 from tests.torch.hf_families import VOCAB, tiny_model  # noqa: E402 (the registry of families)
 
 BATCH, SEQ = 2, 7
+
+
 
 
 def batch(seed: int = 1, ignored: bool = True):
@@ -91,6 +94,43 @@ def test_fp32_rope_uses_the_models_frequencies_far_into_the_context(family):
     names = sorted(grads[0])
     ours = {n: p.grad for n, p in modelT.named_parameters()}
     assert_matches([ours[n] for n in names], [grads[0][n] for n in names], [grads[1][n] for n in names], names)
+
+
+def _check_loss_and_every_gradient(model_t, dtype):
+    model64 = copy.deepcopy(model_t).double()  # the same (rounded) weights
+    ids, labels = batch()
+    loss64, grads64 = hf_loss_and_grads(model64, ids, labels)
+    loss_t, grads_t = hf_loss_and_grads(copy.deepcopy(model_t), ids, labels)
+    cmodel = from_hf(model_t, progress=False)
+    loss, grads = coda_loss_and_grads(model_t, cmodel, ids, labels)
+    names = sorted(grads64)
+    assert set(grads) == set(names)
+    assert_matches([loss] + [grads[n] for n in names], [loss64] + [grads64[n] for n in names],
+                   [loss_t] + [grads_t[n] for n in names], ["loss"] + names, loss=(dtype, BATCH * SEQ))
+    return cmodel
+
+
+# One dtype per family in the default run (each case compiles its decoder programs on the Triton
+# CPU interpreter, ~5-10 s): bf16 where the family's difference is in rounding (the fp32 norm math
+# and rounded embedding scale of Gemma, the multipliers of Granite, biases), fp32 elsewhere;
+# LLaMA and Qwen3 run both above.
+FAMILY_CASES = [
+    ("mistral", torch.bfloat16, {}),
+    ("qwen2", torch.float32, {}),
+    ("phi3", torch.bfloat16, {}),
+    ("granite", torch.bfloat16, {}),
+    ("smollm3", torch.float32, {}),
+    ("olmo2", torch.float32, {}),
+    ("gemma", torch.bfloat16, {}),
+    ("llama", torch.float32, dict(attention_bias=True, mlp_bias=True)),  # every linear with a bias
+]
+
+
+@pytest.mark.parametrize("family, dtype, overrides", FAMILY_CASES,
+                         ids=[f"{f}-{str(d)[6:]}" + ("-biases" if o else "") for f, d, o in FAMILY_CASES])
+def test_family_loss_and_every_gradient_match_float64(family, dtype, overrides):
+    cmodel = _check_loss_and_every_gradient(tiny_model(family, dtype, **overrides), dtype)
+    assert cmodel.spec.family == family
 
 
 def test_logits_without_labels_match_float64():
@@ -342,10 +382,10 @@ def test_shifted_targets_follow_hugging_face():
     [
         ("llama", dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}), "rope"),
-        ("llama", dict(hidden_act="gelu"), "hidden_act"),
-        ("llama", dict(attention_bias=True), "attention_bias"),
-        ("llama", dict(mlp_bias=True), "mlp_bias"),
-        ("qwen3", dict(use_sliding_window=True, sliding_window=4, max_window_layers=0), "sliding"),
+        ("llama", dict(hidden_act="relu"), "hidden_act"),
+        ("llama", dict(attention_dropout=0.1), "attention_dropout"),
+        ("phi3", dict(partial_rotary_factor=0.5), "partial_rotary_factor"),
+        ("olmo2", dict(layer_types=["full_attention", "chunked_attention"]), "layer_types"),
     ],
 )
 def test_unsupported_configuration_names_the_field(family, overrides, field):
@@ -360,6 +400,74 @@ def test_unsupported_configuration_names_the_field(family, overrides, field):
 def test_not_a_causal_lm_is_refused():
     with pytest.raises(coda_ir.CodaError, match="LlamaForCausalLM"):
         from_hf(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("config_cls, model_cls, field", [
+    ("MixtralConfig", "MixtralForCausalLM", "num_local_experts"),
+    ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", "num_(local_)?experts"),
+])
+def test_mixture_of_experts_is_refused_by_the_field(config_cls, model_cls, field):
+    config = getattr(transformers, config_cls)(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                               num_key_value_heads=1, vocab_size=VOCAB, intermediate_size=32,
+                                               head_dim=16, moe_intermediate_size=16)
+    model = getattr(transformers, model_cls)(config)
+    with pytest.raises(coda_ir.CompileError, match=rf"config\.{field} = \d+ is not supported: mixture-of-experts"):
+        from_hf(model)
+
+
+def test_another_model_type_is_refused_by_name():
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=VOCAB))
+    with pytest.raises(coda_ir.CompileError, match=r"config\.model_type = 'gpt2'"):
+        from_hf(model)
+
+
+def test_a_window_smaller_than_the_sequence():
+    # every layer sliding with a window of 4 < 7 positions: nn.attention's `window` property
+    # (sequences no longer than the window run full causal layers: Mistral's test above)
+    from coda_ir.torch.hf import _attention_properties
+
+    model = tiny_model("qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=0)
+    assert spec_of(model).layer(1).window == 4
+    if "window" in _attention_properties():
+        _check_loss_and_every_gradient(model, torch.float32)
+    else:  # refused by the config field until nn.attention has the property, never run unmasked
+        ids, labels = batch()
+        with pytest.raises(coda_ir.CompileError, match=r"config\.sliding_window = 4 .*`window`"):
+            from_hf(model, progress=False)(ids, labels=labels)
+
+
+def test_granite_attention_multiplier_is_the_softmax_scale():
+    from coda_ir.torch.hf import _attention_properties
+
+    model = tiny_model("granite", attention_multiplier=0.125)  # not 1/sqrt(head_dim)
+    assert spec_of(model).attention_scale == 0.125
+    if "scale" in _attention_properties():
+        _check_loss_and_every_gradient(model, torch.float32)
+    else:
+        ids, labels = batch()
+        with pytest.raises(coda_ir.CompileError, match=r"config\.attention_multiplier = 0\.125 .*`scale`"):
+            from_hf(model, progress=False)(ids, labels=labels)
+
+
+def test_family_specs_are_data():
+    # a family that differs from LLaMA only by name has LLaMA's spec and programs
+    llama, mistral = spec_of(tiny_model("llama")), spec_of(tiny_model("mistral"))
+    assert decoder_program(mistral, BATCH * SEQ, SEQ) == decoder_program(llama, BATCH * SEQ, SEQ)
+    qwen2 = spec_of(tiny_model("qwen2"))
+    assert qwen2.qkv_bias and not qwen2.o_bias and not qwen2.mlp_bias
+    phi3 = spec_of(tiny_model("phi3"))
+    assert phi3.fused_qkv and phi3.fused_gate_up
+    olmo2 = spec_of(tiny_model("olmo2"))
+    assert olmo2.qk_norm == "full" and olmo2.norms == (None, "post_attention_layernorm", None, "post_feedforward_layernorm")
+    smol = spec_of(tiny_model("smollm3"))
+    assert [smol.layer(i).rope for i in range(2)] == [True, False]
+    assert decoder_program(smol, BATCH * SEQ, SEQ, 0) != decoder_program(smol, BATCH * SEQ, SEQ, 1)
+    gemma = spec_of(tiny_model("gemma"))
+    assert (gemma.norm_offset, gemma.embed_scale, gemma.embed_scale_rounded, gemma.activation) == (1.0, 8.0, True, "gelu_tanh")
+    assert "offset = 1.0" in decoder_program(gemma, BATCH * SEQ, SEQ)
+    granite = spec_of(tiny_model("granite"))
+    assert (granite.embed_scale, granite.residual_scale, granite.logits_scale) == (12.0, 0.22, 1 / 8.0)
+    assert not llama.tensor_parallel_gaps() and "qkv_bias" in qwen2.tensor_parallel_gaps()
 
 
 def test_bad_inputs_are_argument_errors():

@@ -234,3 +234,20 @@ func.func @sq(%x: tensor<5x24xf32>) -> tensor<5x24xf32> {
     assert exact_gap(source) < 1e-12
     program = coda_ir.compile(source, pipeline="nn-autodiff,nn-to-coda")
     testing.check_gradients(program, source, testing.random_inputs(source, seed=1), seed=1)
+
+
+def test_rank1_add_and_mul_are_not_broadcasts():
+    """A Gemma-style norm weight `w + ones` (rank-1 + rank-1) and a rank-1 product: their
+    gradients are dy (times the other factor), not the column sums of a broadcast (issue 34:
+    an IndexError). Exact against float64 autograd, and compiled within the bar."""
+    source = """
+func.func @gemma(%x: tensor<7x24xf32>, %w: tensor<24xf32>, %ones: tensor<24xf32>, %s: tensor<24xf32>) -> tensor<7x24xf32> {
+  %w1 = nn.add %w, %ones : tensor<24xf32>, tensor<24xf32> -> tensor<24xf32>
+  %w2 = nn.mul %w1, %s : tensor<24xf32>, tensor<24xf32> -> tensor<24xf32>
+  %h = nn.mul %x, %w2 : tensor<7x24xf32>, tensor<24xf32> -> tensor<7x24xf32>
+  func.return %h : tensor<7x24xf32>
+}
+"""
+    assert exact_gap(source) < 1e-12
+    program = coda_ir.compile(source, pipeline="nn-autodiff,nn-to-coda")
+    testing.check_gradients(program, source, testing.random_inputs(source, seed=2), seed=2)

@@ -161,3 +161,17 @@ func.func @owned(%a: tensor<8x16xf32> {coda.owned}, %b: tensor<16x16xf32>) -> te
 // CHECK-NEXT:      y, = _e[0:]
 // CHECK-NEXT:      del _e, x
 // CHECK-NEXT:      return y
+
+// -----
+
+// Attention's optional properties and segments: the `_segments` variant takes the segments
+// second; the scale and softcap literals print as Python floats.
+func.func @attention_ext(%qkv: tensor<10x128xf32>, %seg: tensor<10xi32>) -> (tensor<10x64xf32>, tensor<10x64xf32>) {
+  %y, %lse = "coda.attention"(%qkv, %seg) <{heads = 4 : i64, kv_heads = 2 : i64, head_dim = 16 : i64, seq_len = 5 : i64, causal = true, window = 3 : i64}> : (tensor<10x128xf32>, tensor<10xi32>) -> (tensor<10x64xf32>, tensor<40xf32>)
+  %z, %lz = "coda.attention"(%qkv) <{heads = 4 : i64, kv_heads = 2 : i64, head_dim = 16 : i64, seq_len = 5 : i64, causal = true, scale = 6.250000e-02 : f32, softcap = 5.000000e+01 : f32}> : (tensor<10x128xf32>) -> (tensor<10x64xf32>, tensor<40xf32>)
+  func.return %y, %z : tensor<10x64xf32>, tensor<10x64xf32>
+}
+
+// CHECK-LABEL: def attention_ext(qkv, seg):
+// CHECK:           y, lse = _lib.attention_forward_segments(qkv, seg, 4, 2, 16, 5, True, 0.25, 3, 0.0)
+// CHECK:           z, lz = _lib.attention_forward(qkv, 4, 2, 16, 5, True, 0.0625, 0, 50.0)

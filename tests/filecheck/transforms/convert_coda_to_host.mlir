@@ -175,3 +175,23 @@ func.func @owned(%a: tensor<8x16xf32> {coda.owned}, %b: tensor<16x16xf32> {coda.
 // CHECK:        %y = host.unpack %[[E1]]
 // CHECK-NEXT:   host.drop %[[E1]], %x : !host.tuple<[tensor<8x16xf32>]>, tensor<8x16xf32>
 // CHECK-NEXT:   host.return %y, %b
+
+// -----
+
+// Attention with its optional properties and segments: the segments are the call's second
+// tensor (the `_segments` variant of the library function), then the literals: head counts,
+// causality, the effective scale (the property's f32 value, or 1 / sqrt(head_dim) = 0.25 when
+// absent), the window and the softcap as f64 floats. Without segments but with a property, the
+// plain callee takes the same three extra literals.
+func.func @attention_ext(%qkv: tensor<10x128xf32>, %seg: tensor<10xi32>, %dy: tensor<10x64xf32>) -> (tensor<10x64xf32>, tensor<10x64xf32>, tensor<10x128xf32>) {
+  %y, %lse = "coda.attention"(%qkv, %seg) <{heads = 4 : i64, kv_heads = 2 : i64, head_dim = 16 : i64, seq_len = 5 : i64, causal = true, window = 3 : i64}> : (tensor<10x128xf32>, tensor<10xi32>) -> (tensor<10x64xf32>, tensor<40xf32>)
+  %z, %lz = "coda.attention"(%qkv) <{heads = 4 : i64, kv_heads = 2 : i64, head_dim = 16 : i64, seq_len = 5 : i64, causal = true, scale = 6.250000e-02 : f32, softcap = 5.000000e+01 : f32}> : (tensor<10x128xf32>) -> (tensor<10x64xf32>, tensor<40xf32>)
+  %g = "coda.attention_grad"(%qkv, %y, %lse, %dy, %seg) <{heads = 4 : i64, kv_heads = 2 : i64, head_dim = 16 : i64, seq_len = 5 : i64, causal = true, window = 3 : i64}> : (tensor<10x128xf32>, tensor<10x64xf32>, tensor<40xf32>, tensor<10x64xf32>, tensor<10xi32>) -> tensor<10x128xf32>
+  func.return %y, %z, %g : tensor<10x64xf32>, tensor<10x64xf32>, tensor<10x128xf32>
+}
+
+// CHECK:        host.comment "coda.attention"
+// CHECK-NEXT:   %y, %lse = host.library_call attention_forward_segments(%qkv, %seg) literals [4, 2, 16, 5, true, 0.25, 3, 0.0] : tensor<10x128xf32>, tensor<10xi32> -> (tensor<10x64xf32>, tensor<40xf32>)
+// CHECK:        %z, %lz = host.library_call attention_forward(%qkv) literals [4, 2, 16, 5, true, 0.0625, 0, 50.0] : tensor<10x128xf32> -> (tensor<10x64xf32>, tensor<40xf32>)
+// CHECK:        host.comment "coda.attention_grad"
+// CHECK-NEXT:   %g = host.library_call attention_backward_segments(%qkv, %y, %lse, %dy, %seg) literals [4, 2, 16, 5, true, 0.25, 3, 0.0] : tensor<10x128xf32>, tensor<10x64xf32>, tensor<40xf32>, tensor<10x64xf32>, tensor<10xi32> -> tensor<10x128xf32>

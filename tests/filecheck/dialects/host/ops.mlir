@@ -255,3 +255,17 @@ host.func @owned(%a: tensor<8x16xf32>, %b: tensor<16x16xf32>, %c: tensor<16x16xf
 // CHECK-GENERIC: "host.check_arguments"(%a, %b, %c, %u) : (tensor<8x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<8x16xf32>) -> ()
 // CHECK-GENERIC: %0 = "host.device_of"(%a, %b, %c, %u) : (tensor<8x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<8x16xf32>) -> !host.device
 // CHECK-GENERIC: "host.drop"(%u) : (tensor<8x16xf32>) -> ()
+
+// -----
+
+// Float literals (attention's scale and softcap, f64): printed as the shortest text that reads
+// back the same, always with a point.
+host.func @attention_ext(%qkv: tensor<10x128xf32>, %seg: tensor<10xi32>) -> (tensor<10x64xf32>, tensor<40xf32>) launches 1 {
+  %y, %lse = host.library_call attention_forward_segments(%qkv, %seg) literals [4, 2, 16, 5, true, 0.0625, 3, 5.0e+01] : tensor<10x128xf32>, tensor<10xi32> -> (tensor<10x64xf32>, tensor<40xf32>)
+  host.return %y, %lse : tensor<10x64xf32>, tensor<40xf32>
+}
+
+// CHECK-LABEL: host.func @attention_ext(
+// CHECK-NEXT:    %y, %lse = host.library_call attention_forward_segments(%qkv, %seg) literals [4, 2, 16, 5, true, 0.0625, 3, 50.0] : tensor<10x128xf32>, tensor<10xi32> -> (tensor<10x64xf32>, tensor<40xf32>)
+// CHECK-GENERIC-LABEL: "host.func"() <{function = @attention_ext
+// CHECK-GENERIC:         callee = "attention_forward_segments", literals = [#builtin.int<4>, #builtin.int<2>, #builtin.int<16>, #builtin.int<5>, true, 6.250000e-02 : f64, #builtin.int<3>, 5.000000e+01 : f64]

@@ -80,7 +80,7 @@
 }) : () -> ()
 // CHECK: {{.*}}verify.mlir:76:{{[0-9]+}}: error: 'host.check_arguments' op host.check_arguments: checks exactly the host.func's arguments, in order
 // CHECK: {{.*}}verify.mlir:77:{{[0-9]+}}: error: 'host.library_call' op host.library_call: unknown library function 'matmul'
-// CHECK: {{.*}}verify.mlir:78:{{[0-9]+}}: error: 'host.library_call' op host.library_call: a literal is an integer, a boolean or a torch dtype, got "zero"
+// CHECK: {{.*}}verify.mlir:78:{{[0-9]+}}: error: 'host.library_call' op host.library_call: a literal is an integer, a boolean, a finite f64 or a torch dtype, got "zero"
 
 // -----
 
