@@ -2,8 +2,8 @@
 (`from_hf`) against HF eager (sdpa), HF + torch.compile and HF + Liger, each family's step limit
 (its GEMMs in cuBLAS plus SDPA attention, `bench_model.limit_step`) measured in the same rounds.
 
-Families (`--families`, default llama,qwen3,mistral,qwen2,gemma,phi3,olmo2,granite,smollm3):
-hand-written 1-3B shapes (`FAMILIES`), random init, `--layers` decoder layers (4), `--batch` x
+Families (`--families`, default llama,qwen3,gemma,olmo2; `all`: also mistral, qwen2, phi3,
+granite, smollm3, over several calls as the caches warm): hand-written 1-3B shapes (`FAMILIES`), random init, `--layers` decoder layers (4), `--batch` x
 `--seq` tokens (2 x 4096), bf16 built as `from_pretrained(torch_dtype=bfloat16)` builds it: the
 parameters in bf16, the rotary `inv_freq` in fp32 (a `Module.to(bfloat16)` would round it to
 bf16, a RoPE no loaded checkpoint has; `info.inv_freq_dtype` records it). A family `from_hf`
@@ -29,7 +29,8 @@ what does not fit and the JSON always comes out):
     python3 -m pip install -q --no-index --no-deps --target .site .whl/*.whl && \
     export PYTHONPATH=$PWD/.site:$PWD CODA_CACHE_DIR=$PWD/.devcache/coda \
       TRITON_CACHE_DIR=$PWD/.devcache/triton TORCHINDUCTOR_CACHE_DIR=$PWD/.devcache/inductor && \
-    timeout 570 python3 bench/bench_families.py --budget-s 520 --out $OUT/families.json
+    timeout 570 python3 bench/bench_families.py --out $OUT/families.json
+    timeout 570 python3 bench/bench_families.py --families mistral,qwen2,phi3,granite,smollm3 --out $OUT/families-2.json
 
 CPU smoke (tests/test_bench_smoke.py): `python bench/bench_families.py --smoke` (tiny shapes of
 llama and qwen3 plus a refused family, limit / eager / coda, one round, checks only).
@@ -101,6 +102,9 @@ FAMILIES = {
 SMOKE = dict(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
              vocab_size=128, tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None)
 VARIANTS = ("limit", "eager", "compile", "liger", "coda")
+# the default run: LLaMA and Qwen3 (the reference families) and the two whose layers differ most
+# from theirs (Gemma: GeGLU, (1 + w) norms, head_dim 256; OLMo2: post-norms, full QK-norm)
+DEFAULT_FAMILIES = ("llama", "qwen3", "gemma", "olmo2")
 # built in this order: coda first, so that a family from_hf refuses costs no baseline builds
 # (torch.compile alone is ~30 s a family) unless --baselines-when-refused
 BUILD_ORDER = ("coda", "limit", "eager", "liger", "compile")
@@ -391,7 +395,10 @@ def print_table(cases: list[dict]) -> None:
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--families", default=",".join(FAMILIES))
+    p.add_argument("--families", default=",".join(DEFAULT_FAMILIES),
+                   help=f"comma-separated, or 'all' ({', '.join(FAMILIES)}); default {','.join(DEFAULT_FAMILIES)}: "
+                        "what fits one ~8-minute call from cold caches (~1.5-2 min a family: coda-ir's first step "
+                        "with its GEMM autotuning, torch.compile's ~30 s)")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=4096)
@@ -404,8 +411,9 @@ def main(argv=None) -> dict:
     p.add_argument("--tune", choices=("short", "full", "off"), default="short",
                    help="coda GEMM autotuning (bench_block.set_tuning): short = 3 Hopper tile candidates")
     p.add_argument("--pipelined", action="store_true", help="also time steps back to back (bench_model's pipelined)")
-    p.add_argument("--budget-s", type=float, default=None,
-                   help="wall-time budget: variants not built by then are skipped, rounds cut (the JSON always comes out)")
+    p.add_argument("--budget-s", type=float, default=480.0,
+                   help="wall-time budget (s; 0: none): variants not built by then are skipped, rounds cut (the JSON "
+                        "always comes out)")
     p.add_argument("--out", default=None, help="JSON path (default: $OUT/families.json when $OUT is set)")
     p.add_argument("--smoke", action="store_true", help="tiny CPU run through the Triton interpreter, no timing to speak of")
     args = p.parse_args(argv)
@@ -415,7 +423,7 @@ def main(argv=None) -> dict:
             args.variants = "limit,eager,coda"
     device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    families = list(FAMILIES) if args.families == "all" else [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown:
         p.error(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
@@ -426,7 +434,7 @@ def main(argv=None) -> dict:
 
         tuning = set_tuning(args.tune)
     start = time.perf_counter()
-    deadline = start + args.budget_s if args.budget_s else float("inf")
+    deadline = start + args.budget_s if args.budget_s and not args.smoke else float("inf")
     import transformers
 
     info = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",

@@ -3,7 +3,9 @@
 The same tiny model (tests/torch/hf_families.py) trains N steps of AdamW twice from the same
 weights on the same batches: once through coda-ir, once as plain Hugging Face in the same dtype.
 Checked: every step's loss, every final weight, and the top-k log-probabilities of a held-out
-batch. `--convergence-steps N` trains longer (CI: 8 steps).
+batch. `--convergence-steps N` trains longer (CI: 8 steps); `--convergence-families all` trains
+every family of tests/torch/hf_families.py (CI: llama and qwen3, ~15 s a family and dtype; the
+other families' loss and gradients are checked once in tests/torch/test_hf.py).
 
 Data: a small synthetic language the model can learn (token t is followed by (5 t + 3) mod V,
 one token in eight replaced by noise), three batches cycled, AdamW at lr 2e-3: the loss falls by
