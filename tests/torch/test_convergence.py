@@ -9,7 +9,8 @@ other families' loss and gradients are checked once in tests/torch/test_hf.py).
 
 Data: a small synthetic language the model can learn (token t is followed by (5 t + 3) mod V,
 one token in eight replaced by noise), three batches cycled, AdamW at lr 2e-3: the loss falls by
-~20% in 8 steps (1000x the fp32 tolerance: the comparison is not of two flat curves), and the
+~20% in 8 steps (2% for Granite, whose logits are scaled by 1/8), 200-2000x the fp32 tolerance:
+the comparison is not of two flat curves (checked: > 100x), and the
 held-out batch's top-k log-probabilities are those of a model that learned something (a
 random-init model's loss is ln V to ~1e-4, insensitive to everything).
 
@@ -27,25 +28,26 @@ mini_llama3) and atol 1e-8, parameters atol 5e-3 and rtol 1e-5; bf16: loss rtol 
   1e-2 these models train chaotically and the same differences grew to 4e-6 in 8 steps). 1e-5
   = 170 u is Liger's demand of Liger, whose GEMMs are cuBLAS's own (it replaces only the norm,
   RoPE, SwiGLU and the loss): the same bar for a compiler that generates every kernel.
-  Measured (CPU, 8 steps): worst step 1.2e-7 (2 u) for both families. (Far into a context
+  Measured (CPU, 8 steps, all 9 families): worst step 2.0e-7 (3 u; LLaMA / Qwen3 1.2e-7). (Far into a context
   RoPE's frequencies matter: tests/torch/test_hf.py, test_fp32_rope_uses_the_models_frequencies_...)
 * bf16 loss: rtol 1e-2, atol 1e-3 (Liger's). u = 2^-8 = 3.9e-3. Hugging Face rounds to bf16
   after every op, coda-ir keeps fused intermediates in fp32 and rounds once: activations differ
   by ~u relative; the mean over tokens averages that down, but the bf16 weights then move by
   whole ulps or not at all (an update below half an ulp vanishes), so the runs drift apart:
-  Liger's 2.5 u. Measured: worst step 1.5e-3 (0.4 u).
+  Liger's 2.5 u. Measured: worst step 1.6e-3 (0.4 u; OLMo2, Qwen3 1.5e-3).
 * weights, elementwise: |w_coda - w_hf| <= steps x lr x 1.5 + rtol |w_hf|. The first term is
   Liger's parameter atol read as what it is (5e-3 ~ 32 x 1e-4 x 1.5): AdamW moves an entry whose
   gradient is rounding noise by ~lr per step in either direction, whatever the implementation.
   rtol: fp32 1e-5 (Liger's), bf16 1e-2 (Liger's; 1.3 ulp of a bf16 weight).
 * weights, aggregate (fp32 only): ||w_coda - w_hf|| / ||w_hf - w_0|| per tensor <= 1e-3, i.e.
   the runs' distance relative to how far training moved the weights: a handful of noise-sign
-  entries among thousands pass, a systematic difference does not. Measured: 4.4e-5. Not in bf16:
+  entries among thousands pass, a systematic difference does not. Measured: 3.4e-4 (Qwen2's
+  biases), LLaMA / Qwen3 5e-5. Not in bf16:
   a norm weight near 1 (ulp 7.8e-3 > lr) barely moves, so the ratio is 0 / 0-ish.
 * held-out top-5 log-probabilities (at Hugging Face's top-5 ids), absolute: fp32 1e-4 (the
-  weights' ~1e-5 relative drift times logits of magnitude ~5; measured 2e-6); bf16 1e-1: a
+  weights' ~1e-5 relative drift times logits of magnitude ~5; measured 2.3e-6); bf16 1e-1: a
   log-prob z_i - lse(z) errs by up to twice a logit's error, and a bf16 logit of magnitude 4-8
-  has an ulp of 3.1e-2, so ~1.5 ulp (measured 2.6e-2).
+  has an ulp of 3.1e-2, so ~1.5 ulp (measured 4.2e-2 for OLMo2, 2.6e-2 Qwen3).
 
 Variants: `padded` (right padding, 2-D attention_mask) and `packed` (documents packed in one
 row, position_ids restarting at 0 per document: flash-attention semantics) need
@@ -245,7 +247,8 @@ def converge(family: str, dtype: torch.dtype, variant: str, steps: int):
     tol = TOLERANCES[dtype]
     model = tiny_model(family, dtype)
     cmodel, reference, initial, run = train_side_by_side(model, dtype, variant, steps, tol)
-    assert run.losses_hf[-1] < 0.9 * run.losses_hf[0], run.losses_hf  # it learns: the loss moves 1000x rtol
+    # it learns: the loss falls by more than 100x the fp32 tolerance (the curves compared are not flat)
+    assert run.losses_hf[0] - run.losses_hf[-1] > 100 * TOLERANCES[torch.float32].loss_rtol * run.losses_hf[0], run.losses_hf
     aggregate = check_weights(model, reference, initial, steps, tol)
     worst_logprob = held_out_logprobs(cmodel, reference, tol)
     return model, run, aggregate, worst_logprob
