@@ -29,8 +29,19 @@ def pytest_addoption(parser):
         help="tests/torch/test_distributed.py: also train on 4 gloo ranks with FSDP2 x tensor parallelism "
              "(a 2 x 2 mesh; about a minute more on 2 cores)",
     )
-
-
+    parser.addoption(
+        "--convergence-steps",
+        type=int,
+        default=8,
+        help="tests/torch/test_convergence.py: AdamW steps of each coda-ir / Hugging Face run (CI: 8; "
+             "Liger-Kernel's convergence tests run 32)",
+    )
+    parser.addoption(
+        "--convergence-families",
+        default="llama,qwen3",
+        help="tests/torch/test_convergence.py: the families to train, comma-separated, or 'all' for every one of "
+             "tests/torch/hf_families.py (CI: llama,qwen3; ~15 s a family and dtype)",
+    )
     parser.addoption(
         "--gluon-compile-all",
         action="store_true",

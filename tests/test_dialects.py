@@ -209,6 +209,31 @@ def test_nn_defaults_are_filled_for_generic_input():
     assert ce.reduction.data == "mean" and ce.ignore_index.value.data == -100
 
 
+def test_rope_inv_freq_is_optional_and_checked():
+    # the model's own frequencies (Hugging Face's fp32 inv_freq buffer), exact in the reference
+    import torch
+
+    from coda_ir.interpreters.nn import _rope
+
+    rope = """
+        func.func @f(%x: tensor<3x8xf32>, %p: tensor<3xi32>) {{
+          %1 = "nn.rope"(%x, %p) <{{head_dim = 8 : i64, rotary_heads = 1 : i64, theta = 1.000000e+04 : f32, style = "half"{extra}}}> : (tensor<3x8xf32>, tensor<3xi32>) -> tensor<3x8xf32>
+          func.return
+        }}"""
+    freqs = (1.0, 0.1, 0.00999999977648258, 0.0010000000474974513)
+    module = parse(rope.format(extra=", inv_freq = array<f32: " + ", ".join(f"{v:.9e}" for v in freqs) + ">"))
+    module.verify()
+    op = next(o for o in module.walk() if o.name == "nn.rope")
+    assert nn.inv_freq_of(op) == tuple(float(torch.tensor(v, dtype=torch.float32)) for v in freqs)
+    x, pos = torch.randn(3, 8, dtype=torch.float64), torch.tensor([0, 1, 4000])
+    out = _rope(x, pos, 8, 1, 1e4, "half", freqs=nn.inv_freq_of(op))
+    angle = 4000 * torch.tensor(nn.inv_freq_of(op), dtype=torch.float64)
+    assert torch.allclose(out[2, 0:4], x[2, 0:4] * angle.cos() - x[2, 4:8] * angle.sin(), rtol=0, atol=1e-12)
+    assert nn.inv_freq_of(parse(rope.format(extra="")).body.block.first_op.body.block.first_op) is None
+    with pytest.raises(VerifyException, match="head_dim / 2 = 4 frequencies, got 2"):
+        parse(rope.format(extra=", inv_freq = array<f32: 1.0, 0.5>")).verify()
+
+
 def test_nn_verifier_diagnostics_name_op_and_location():
     module = parse(
         """func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x4xf32>) {

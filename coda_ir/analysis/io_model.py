@@ -905,12 +905,13 @@ ROPE_ROTATE_INSTR_PER_PAIR = 6.0
 """The rotation itself: 4 multiplies, 2 adds per pair."""
 
 
-def rope_angle_instr(head_dim: int) -> float:
+def rope_angle_instr(head_dim: int, explicit_freqs: bool = False) -> float:
     """Instructions per pair of the angle `pos[m] * inv_freq(p mod hd/2)` as lower_nn builds it:
-    inv_freq is two select chains of ~sqrt(hd/2) constants (compare + select each), plus the
-    div/rem of the index, the int -> float conversion, the multiply and the rotary-head select."""
+    inv_freq is two select chains of ~sqrt(hd/2) constants (compare + select each), or with
+    `explicit_freqs` (nn.rope's `inv_freq`) one chain of hd/2, plus the div/rem of the index,
+    the int -> float conversion, the multiply and the rotary-head select."""
     half = head_dim // 2
-    if half <= 8:
+    if half <= 8 or explicit_freqs:
         chain = 2.0 * (half - 1)
     else:
         step = 1 << ((half - 1).bit_length() + 1) // 2
@@ -919,7 +920,7 @@ def rope_angle_instr(head_dim: int) -> float:
 
 
 def rope_table_plan(M: int, N: int, head_dim: int, *, K: int, dtype: str = "bf16", gpu: GPU | str | None = None,
-                    tile: GemmConfig | None = None) -> Decision:
+                    tile: GemmConfig | None = None, explicit_freqs: bool = False) -> Decision:
     """Where a GEMM [M, N] = [M, K] @ W.T followed by RoPE (head_dim, pairs over all N/2 pair
     columns) gets its rotation coefficients. Choice in {"epilogue", "table"}:
 
@@ -941,7 +942,7 @@ def rope_table_plan(M: int, N: int, head_dim: int, *, K: int, dtype: str = "bf16
     rotate = 2.0 * ROPE_ROTATE_INSTR_PER_PAIR * pairs
     base = Kernel("gemm_rope", "gemm", (pos,), (out,), gemm=GemmSpec(M, N, K, a, w), tile=tile)
     chosen = tile or _best_tile_cost(base, gpu).tile
-    angle_sincos = rope_angle_instr(head_dim) + SINCOS_INSTR_PER_PAIR
+    angle_sincos = rope_angle_instr(head_dim, explicit_freqs) + SINCOS_INSTR_PER_PAIR
     in_epi = replace(base, tile=chosen, exposed_flops=rotate + 2.0 * angle_sincos * pairs)
     cos_t, sin_t = Tensor("cos", (M, half), "f32"), Tensor("sin", (M, half), "f32")
     table = Kernel("rope_table", "elementwise", (pos,), (cos_t, sin_t),
@@ -968,7 +969,8 @@ with the table kernel, 0.12 ms), against 0.102 ms of bytes at the measured copy 
 1.00-1.09x its bytes. (Fully added, the session-8 reading, it predicted a 2x larger gain.)"""
 
 
-def rope_pass_plan(M: int, N: int, head_dim: int, *, dtype: str = "bf16", gpu: GPU | str | None = None) -> Decision:
+def rope_pass_plan(M: int, N: int, head_dim: int, *, dtype: str = "bf16", gpu: GPU | str | None = None,
+                   explicit_freqs: bool = False) -> Decision:
     """Where a RoPE whose input no GEMM produces gets its rotation coefficients: the backward's
     rotation of the attention gradient (`nn.rope_grad` of dq, dk), an elementwise pass reading x
     [M, N] and writing the rotated [M, N] (pairs over all N/2 pair columns). Choice in
@@ -988,7 +990,7 @@ def rope_pass_plan(M: int, N: int, head_dim: int, *, dtype: str = "bf16", gpu: G
     x = Tensor("x", (M, N), dtype)
     out = Tensor("out", (M, N), dtype)
     pos = Tensor("pos", (M,), "i32")
-    angle_sincos = rope_angle_instr(head_dim) + SINCOS_INSTR_PER_PAIR
+    angle_sincos = rope_angle_instr(head_dim, explicit_freqs) + SINCOS_INSTR_PER_PAIR
     tile = elementwise_tile(M, N)
 
     def pass_cost(kernel: Kernel, instr_per_pair: float) -> KernelCost:

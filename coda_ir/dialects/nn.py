@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import (
     BFloat16Type,
     BoolAttr,
+    DenseArrayBase,
     Float16Type,
     Float32Type,
     FloatAttr,
@@ -582,7 +583,13 @@ def planned(op: Operation, name: str) -> bool | None:
 
 @irdl_op_definition
 class RoPEOp(NNOperation):
-    """Rotary embedding of the first `rotary_heads` heads of width `head_dim`."""
+    """Rotary embedding of the first `rotary_heads` heads of width `head_dim`.
+
+    `inv_freq` (optional, `array<f32: ...>` of hd/2 numbers): the rotation frequencies as the
+    model holds them, e.g. a Hugging Face model's `rotary_emb.inv_freq` buffer, which its fp32
+    formula `1 / theta ** (arange(0, hd, 2) / hd)` gives up to an ulp or two away from the
+    correctly rounded `theta ** (-2i / hd)`. Absent: `theta ** (-2i / hd)` rounded to fp32.
+    Present, it is the frequencies (`theta` is then the base they came from, informative)."""
 
     name = "nn.rope"
     x = operand_def(TensorType)
@@ -593,6 +600,7 @@ class RoPEOp(NNOperation):
     theta = prop_def(FloatAttr)
     style = prop_def(StringAttr)
     cos_sin_table = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
+    inv_freq = opt_prop_def(DenseArrayBase)  # optional: the frequencies themselves (see above)
     traits = traits_def(Pure())
 
     def __init__(
@@ -603,17 +611,17 @@ class RoPEOp(NNOperation):
         rotary_heads: int,
         theta: float = 10000.0,
         style: str = "half",
+        inv_freq: Sequence[float] | None = None,
     ):
-        super().__init__(
-            operands=[x, pos],
-            result_types=[x.type],
-            properties={
-                "head_dim": IntegerAttr(head_dim, i64),
-                "rotary_heads": IntegerAttr(rotary_heads, i64),
-                "theta": FloatAttr(theta, f32),
-                "style": StringAttr(style),
-            },
-        )
+        props = {
+            "head_dim": IntegerAttr(head_dim, i64),
+            "rotary_heads": IntegerAttr(rotary_heads, i64),
+            "theta": FloatAttr(theta, f32),
+            "style": StringAttr(style),
+        }
+        if inv_freq is not None:
+            props["inv_freq"] = DenseArrayBase.from_list(f32, list(inv_freq))
+        super().__init__(operands=[x, pos], result_types=[x.type], properties=props)
 
     def verify_(self) -> None:
         _check_static_float(self, "x", self.x, 2)
@@ -633,7 +641,21 @@ class RoPEOp(NNOperation):
         if not (0 < theta < math.inf):
             raise VerifyException(f"theta must be a positive finite number, got {theta:.6g}")
         _check_choice(self, "style", ROPE_STYLES)
+        freqs = inv_freq_of(self)
+        if freqs is not None:
+            if self.properties["inv_freq"].get_element_type() != f32:  # type: ignore[attr-defined]
+                raise VerifyException("inv_freq must be an array<f32: ...>")
+            if len(freqs) != hd // 2:
+                raise VerifyException(f"inv_freq must hold head_dim / 2 = {hd // 2} frequencies, got {len(freqs)}")
+            if not all(0 <= f < math.inf for f in freqs):
+                raise VerifyException("inv_freq must hold finite frequencies >= 0")
         _check_result(self, (m, n), self.x)
+
+
+def inv_freq_of(op: IRDLOperation) -> tuple[float, ...] | None:
+    """The explicit frequencies of an nn.rope / nn.rope_grad (`inv_freq`), None when absent."""
+    attr = op.properties.get("inv_freq")
+    return None if attr is None else tuple(attr.get_values())  # type: ignore[attr-defined]
 
 
 @irdl_op_definition
@@ -991,6 +1013,7 @@ class RoPEGradOp(NNOperation):
     theta = prop_def(FloatAttr)
     style = prop_def(StringAttr)
     cos_sin_table = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
+    inv_freq = opt_prop_def(DenseArrayBase)  # optional: the forward's frequencies (nn.rope)
     traits = traits_def(Pure())
 
     def __init__(self, dy: SSAValue, pos: SSAValue, properties: dict[str, Attribute]):

@@ -141,11 +141,14 @@ def _rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def _rope(x: torch.Tensor, pos: torch.Tensor, hd: int, heads: int, theta: float, style: str,
-          sign: float = 1.0) -> torch.Tensor:
+          sign: float = 1.0, freqs: tuple[float, ...] | None = None) -> torch.Tensor:
     m, _ = x.shape
     half = hd // 2
     i = torch.arange(half, dtype=torch.float64, device=x.device)
-    inv_freq = (theta ** (-2.0 * i / hd)).to(x.dtype)  # float64, then rounded to fp32
+    if freqs is not None:  # the op's explicit `inv_freq` (f32 numbers): exact in both compute dtypes
+        inv_freq = torch.tensor(freqs, dtype=torch.float64, device=x.device).to(x.dtype)
+    else:
+        inv_freq = (theta ** (-2.0 * i / hd)).to(x.dtype)  # float64, then rounded to fp32
     angle = pos.to(x.dtype)[:, None] * inv_freq[None, :]  # [M, hd/2]
     cos, sin = torch.cos(angle), sign * torch.sin(angle)  # sign -1: the transpose (nn.rope_grad)
     out = x.clone()
@@ -443,7 +446,7 @@ class NnFunctions(InterpreterFunctions):
     def run_rope(self, interpreter: Interpreter, op: nn.RoPEOp, args: PythonValues) -> PythonValues:
         x, pos = self.up(args)
         return self.rounded(op, _rope(x, pos, prop(op, "head_dim"), prop(op, "rotary_heads"), prop(op, "theta"),
-                                      prop(op, "style")))
+                                      prop(op, "style"), freqs=nn.inv_freq_of(op)))
 
     @impl(nn.HeadRMSNormOp)
     def run_head_rms_norm(self, interpreter: Interpreter, op: nn.HeadRMSNormOp, args: PythonValues) -> PythonValues:
@@ -509,7 +512,7 @@ class NnFunctions(InterpreterFunctions):
     def run_rope_grad(self, interpreter: Interpreter, op: nn.RoPEGradOp, args: PythonValues) -> PythonValues:
         dy, pos = self.up(args)
         return self.rounded(op, _rope(dy, pos, prop(op, "head_dim"), prop(op, "rotary_heads"), prop(op, "theta"),
-                                      prop(op, "style"), sign=-1.0))
+                                      prop(op, "style"), sign=-1.0, freqs=nn.inv_freq_of(op)))
 
     @impl(nn.RMSNormRstdOp)
     def run_rms_norm_rstd(self, interpreter: Interpreter, op: nn.RMSNormRstdOp, args: PythonValues) -> PythonValues:

@@ -110,6 +110,11 @@ class ModelSpec:
     attention_softcap: float | None = None  # scores -> softcap * tanh(scores / softcap) (Gemma2's attn_logit_softcapping)
     layer_kinds: tuple = ()  # LayerKind per layer; () = every layer the default LayerKind()
     rope_style: str = "half"  # nn.rope's style: "half" (LLaMA, NeoX) or "interleaved" (GLM4)
+    # the model's own RoPE frequencies (its rotary_emb.inv_freq buffer, fp32 numbers), which the
+    # programs use bit for bit: Hugging Face's fp32 formula is 1-2 ulp off theta ** (-2i / hd) in
+    # about a third of them, ~1e-4 rad of angle at position 4096 (see _inv_freq); a layer whose RoPE
+    # base is the model's uses them. None: from theta.
+    inv_freq: tuple[float, ...] | None = None
 
     def __post_init__(self):
         if isinstance(self.qk_norm, bool):
@@ -139,7 +144,7 @@ class ModelSpec:
 
 
 _TP_FIELDS = {"family", "hidden", "layers", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "eps", "theta",
-              "qk_norm", "tied", "dtype", "layer_kinds"}
+              "qk_norm", "tied", "dtype", "layer_kinds", "inv_freq"}
 
 
 def _unsupported(field: str, value: object, why: str) -> CompileError:
@@ -183,6 +188,27 @@ def _rope_theta(config, params=None, where: str = "rope_parameters") -> float:
     if theta is None:
         raise _unsupported("rope_theta", None, "the RoPE base is missing")
     return float(theta)
+
+
+def _inv_freq(model, head_dim: int) -> tuple[float, ...] | None:
+    """The frequencies the Hugging Face model rotates by: its `model.rotary_emb.inv_freq`
+    buffer, computed at construction by `1 / theta ** (arange(0, hd, 2) / hd)` in fp32 ops
+    (`compute_default_rope_parameters`). Those are not the correctly rounded theta ** (-2i / hd)
+    that nn.rope's `theta` means (1-2 ulp off in about a third of them, and the bits depend on
+    the pow of the device that computed them), so the programs carry them explicitly: in fp32
+    the loss then tracks Hugging Face's to ~1e-7 at any position instead of drifting with it.
+    A buffer that is not fp32 (a `Module.to(bfloat16)` rounds it: angles off by up to
+    position * 2^-9 rad) is not taken: the programs then rotate by the config's theta exactly
+    (`from_pretrained(dtype=...)` keeps the buffer fp32, so users get the first case)."""
+    rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+    buf = getattr(rotary, "inv_freq", None)
+    if (not isinstance(buf, torch.Tensor) or buf.dim() != 1 or buf.shape[0] != head_dim // 2 or buf.is_meta
+            or buf.dtype not in (torch.float32, torch.float64)):
+        return None
+    values = buf.detach().to(device="cpu", dtype=torch.float32)
+    if not bool(torch.isfinite(values).all()) or bool((values < 0).any()):
+        return None
+    return tuple(float(v) for v in values.tolist())
 
 
 FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma", "gemma2",
@@ -348,6 +374,7 @@ def spec_of(model) -> ModelSpec:
         logits_softcap=None if final_cap is None else float(final_cap),
         layer_kinds=_layer_kinds(config, family, layers, thetas),
         rope_style=_ROPE_STYLE.get(family, "half"),
+        inv_freq=_inv_freq(model, head_dim),
     )
 
 
@@ -519,7 +546,10 @@ def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: 
         ]
         pre_rope = "%khn"
     if layer.rope:
-        body.append(f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(layer.theta)}, style = "{spec.rope_style}"}}> : ({QKV}, {POS}) -> {QKV}')
+        # the model's own frequencies where this layer rotates by the model's base (ModelSpec.inv_freq)
+        freqs = spec.inv_freq if spec.inv_freq is not None and layer.theta == spec.theta else None
+        freqs = "" if freqs is None else ", inv_freq = array<f32: " + ", ".join(f"{v:.9e}" for v in freqs) + ">"
+        body.append(f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(layer.theta)}, style = "{spec.rope_style}"{freqs}}}> : ({QKV}, {POS}) -> {QKV}')
         pre_attn = "%r"
     else:
         pre_attn = pre_rope

@@ -314,14 +314,20 @@ def _table(s: Scalar, idx: SSAValue, values: list[float]) -> SSAValue:
     return out
 
 
-def inv_freq(s: Scalar, i: SSAValue, hd: int, theta: float) -> SSAValue:
-    """`theta ** (-2 i / hd)` in fp32 for an integer i in [0, hd/2).
+def inv_freq(s: Scalar, i: SSAValue, hd: int, theta: float, values: tuple[float, ...] | None = None) -> SSAValue:
+    """`theta ** (-2 i / hd)` in fp32 for an integer i in [0, hd/2); with `values` (nn.rope's
+    `inv_freq`), `values[i]` exactly: one chain of hd/2 - 1 selects. (The model's own fp32
+    frequencies are 1-2 ulp away from the correctly rounded ones in about a third of the
+    entries, and no product of two tables reproduces arbitrary bits; an ulp of a frequency is
+    ~1e-4 rad of angle at position 4096, 1000x the angle's own rounding.)
 
     Computing it as `exp(i * k)` loses ~8 ulp (the rounding of the exponent), which the
     angle `pos * inv_freq` multiplies by up to thousands of radians. Instead, with
     `i = a * S + b`, it is `T1[a] * T2[b]` from two tables of fp32 constants rounded from
     float64 (`S ~ sqrt(hd/2)`, so about 2 sqrt(hd/2) selects): at most ~1.5 ulp."""
     half = hd // 2
+    if values is not None:
+        return _table(s, i, [_f32(v) for v in values])
     theta = _f32(theta)
     if half <= 8:
         return _table(s, i, [_f32(theta ** (-2.0 * t / hd)) for t in range(half)])
@@ -349,6 +355,7 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sig
     read tables too. `parts` (if given) receives the record of what was built."""
     hd, heads = prop_value(op, "head_dim"), prop_value(op, "rotary_heads")
     theta, style = prop_value(op, "theta"), prop_value(op, "style")
+    freqs = nn.inv_freq_of(op)
     m, n = tile.type.get_shape()  # type: ignore[attr-defined]
     half = hd // 2
     narrow = TileType((m, n // 2), f32)
@@ -356,7 +363,7 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sig
     rows = e._add(coda.BroadcastOp(pos, Axis.ROWS, narrow))
 
     def angle(s: Scalar, p, r):
-        a = s.mul(s.to_f32(r), inv_freq(s, s.remi(p, s.iconst(half)), hd, theta))
+        a = s.mul(s.to_f32(r), inv_freq(s, s.remi(p, s.iconst(half)), hd, theta, freqs))
         if sign < 0:
             a = s.neg(a)
         return s.select(s.cmpi("slt", p, s.iconst(heads * half)), a, s.const(0.0))

@@ -212,13 +212,14 @@ class NNPlanPass(ModulePass):
 
         hd = prop_value(rope, "head_dim")
         dtype = _dtype(rope.operands[0])
+        explicit = rope.properties.get("inv_freq") is not None  # one select chain of hd/2 per angle
         if gemm is None:
             m, n = shape_of(rope.operands[0])
-            decision = io_model.rope_pass_plan(m, n, hd, dtype=dtype)
+            decision = io_model.rope_pass_plan(m, n, hd, dtype=dtype, explicit_freqs=explicit)
             where, inside = "RoPE pass", "in-pass"
         else:
             m, n, k = gemm_shape(gemm)
-            decision = io_model.rope_table_plan(m, n, hd, K=k, dtype=dtype)
+            decision = io_model.rope_table_plan(m, n, hd, K=k, dtype=dtype, explicit_freqs=explicit)
             where, inside = f"RoPE in the epilogue of {_describe(gemm)}", "in-epilogue"
         costs = decision.costs
         text = (f"table (cos/sin [{m}x{hd // 2}] computed once, one more kernel) "
