@@ -51,8 +51,8 @@ mini_llama3) and atol 1e-8, parameters atol 5e-3 and rtol 1e-5; bf16: loss rtol 
 
 Variants: `padded` (right padding, 2-D attention_mask) and `packed` (documents packed in one
 row, position_ids restarting at 0 per document: flash-attention semantics) need
-`forward(input_ids, attention_mask=..., position_ids=...)` with masking, which the attention
-branch adds: they are strict xfails until it lands (the lead removes the mark on merging).
+`forward(input_ids, attention_mask=..., position_ids=...)` with masking (nn.attention's
+`segments` operand).
 """
 
 from __future__ import annotations
@@ -256,9 +256,6 @@ def converge(family: str, dtype: torch.dtype, variant: str, steps: int):
 
 # ----------------------------------------------------------------------------- tests
 
-ATTENTION_MASKS = pytest.mark.xfail(strict=True, reason="needs attention masks (branch attention)")
-
-
 def pytest_generate_tests(metafunc):
     # the families to train: --convergence-families (CI: llama, qwen3; "all": every registered one)
     if metafunc.function.__name__ == "test_converges_like_hugging_face":
@@ -285,14 +282,6 @@ def test_converges_like_hugging_face(family, dtype, steps):
         assert adjacent_view([mlp.gate_proj.weight, mlp.up_proj.weight]) is not None
 
 
-@pytest.mark.parametrize("variant", [pytest.param("padded", marks=ATTENTION_MASKS),
-                                     pytest.param("packed", marks=ATTENTION_MASKS)])
+@pytest.mark.parametrize("variant", ["padded", "packed"])
 def test_masked_batches_converge_like_hugging_face(variant, steps):
-    import inspect
-
-    from coda_ir.torch.hf import CodaCausalLM
-
-    # without the attention branch the packed batch would compile and train across documents
-    # before failing its first loss; fail at once instead (the strict xfail stays cheap)
-    assert "attention_mask" in inspect.signature(CodaCausalLM.forward).parameters, "from_hf takes no attention_mask"
     converge("llama", torch.float32, variant, steps)
