@@ -1410,16 +1410,38 @@ class CodaCausalLM(torch.nn.Module):
         self.layers = torch.nn.ModuleList(DecoderUnit(layer, spec, options, i) for i, layer in enumerate(inner.layers))
         self.head = HeadUnit(inner.norm, model.lm_head, spec, options)
         self.gradient_checkpointing = False
+        # the Hugging Face model itself, outside the module tree (its parameters are the units'
+        # already): what a Trainer asks of a PreTrainedModel and this module does not define
+        # (`generation_config`, `add_model_tags`, `get_output_embeddings`, ...) is its (`__getattr__`)
+        self.__dict__["_hf_model"] = model
         # the Hugging Face name of each module this model holds (by identity: FSDP2 keeps the
         # module objects), so that state dicts can be saved under the Hugging Face names
         hf_modules = {id(m): name for name, m in model.named_modules(remove_duplicate=False)}
         self._hf_module_names = {name: hf_modules[id(m)] for name, m in self.named_modules(remove_duplicate=False)
                                  if id(m) in hf_modules and not isinstance(m, _Unit)}
 
-    def gradient_checkpointing_enable(self) -> None:
-        """Activation checkpointing per decoder unit (as Hugging Face's method of this name): a
-        unit keeps only its input; its forward runs again in the backward (under FSDP2 on the
-        weights the backward has gathered already). Non-reentrant `torch.utils.checkpoint`."""
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            model = self.__dict__.get("_hf_model")
+            if model is None or name.startswith("__"):
+                raise
+            return getattr(model, name)
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
+        """Activation checkpointing per decoder unit (as Hugging Face's method of this name, which
+        a Trainer calls with `gradient_checkpointing_kwargs`: only non-reentrant checkpointing is
+        implemented, `use_reentrant=True` is an ArgumentError): a unit keeps only its input; its
+        forward runs again in the backward (under FSDP2 on the weights the backward has gathered
+        already). Non-reentrant `torch.utils.checkpoint`."""
+        if (gradient_checkpointing_kwargs or {}).get("use_reentrant", False):
+            raise ArgumentError("from_hf model: gradient_checkpointing_kwargs use_reentrant=True is not supported "
+                                "(units checkpoint non-reentrantly)", "gradient_checkpointing_kwargs")
+        unknown = sorted(set(gradient_checkpointing_kwargs or {}) - {"use_reentrant"})
+        if unknown:
+            raise ArgumentError(f"from_hf model: gradient_checkpointing_kwargs {unknown} are not supported",
+                                "gradient_checkpointing_kwargs")
         self.gradient_checkpointing = True
 
     def gradient_checkpointing_disable(self) -> None:
