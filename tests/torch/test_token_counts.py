@@ -144,3 +144,18 @@ def test_the_attention_takes_the_calls_sequence_length():
     ref = layer(x.view(3, 4, 64), position_embeddings=rope, attention_mask=None, position_ids=pos_ids)
     ref = ref[0] if isinstance(ref, tuple) else ref
     torch.testing.assert_close(out, ref.reshape(12, 64), rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_tuning_is_keyed_by_the_bucket_of_its_row_extents():
+    from coda_ir.lowering import gemm_launch
+
+    a = torch.empty(4, 4, dtype=torch.bfloat16)
+
+    def key(m, n, k, rows=""):
+        return gemm_launch._tuning_key(None, "kernel:abc", a, a, m, n, k, False, True, 0, 1, 1, "tma", (True, True),
+                                       "tl", rows)
+
+    # 3072 and 4000 rows share 4096's tuning; 4097 is the next bucket
+    assert key(3072, 512, 256) == key(4000, 512, 256) == key(4096, 512, 256) != key(4097, 512, 256)
+    # a weight gradient's K is the token count: bucketed only where the launch says it is a row extent
+    assert key(512, 256, 3072, "K") == key(512, 256, 4096, "K") and key(512, 256, 3072) != key(512, 256, 4096)
