@@ -226,6 +226,14 @@ def flex_backward(do, q, k, v, causal: bool, scale, window: int, softcap: float,
         return torch.autograd.grad(out, (q, k, v), do)
 
 
+def _effective_window(window: int, seq_len: int, causal: bool) -> int:
+    """A causal window of at least the call's sequence length hides no key (i - j < seq_len
+    always): 0, so the plain fused kernels run. A program of run-time rows carries its window
+    whenever some sequence length of its bucket could exceed it (`from_hf`), and the call's
+    length decides here."""
+    return 0 if causal and window >= seq_len else window
+
+
 def _masked(window: int, softcap: float, segments) -> bool:
     """The mask or the scores differ from plain (causal) SDPA: not one of its fused kernels."""
     return bool(window) or bool(softcap) or segments is not None
@@ -235,6 +243,7 @@ def attention_forward(qkv: torch.Tensor, heads: int, kv_heads: int, head_dim: in
                       scale: float | None = None, window: int = 0, softcap: float = 0.0,
                       segments: torch.Tensor | None = None):
     """(output [M, H*hd] in qkv's dtype, log-sum-exp flat fp32 [B*H*S])."""
+    window = _effective_window(window, seq_len, causal)
     q, k, v = _views(qkv, heads, kv_heads, head_dim, seq_len)
     if qkv.device.type == "cuda" and _masked(window, softcap, segments):
         out, lse = flex_forward(q, k, v, causal, scale, window, softcap, segments)
@@ -263,6 +272,7 @@ def attention_backward(qkv: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, 
                        scale: float | None = None, window: int = 0, softcap: float = 0.0,
                        segments: torch.Tensor | None = None) -> torch.Tensor:
     """d(qkv) [M, (H + 2 KV) * hd] from the forward's output and log-sum-exp."""
+    window = _effective_window(window, seq_len, causal)
     q, k, v = _views(qkv, heads, kv_heads, head_dim, seq_len)
     b = q.shape[0]
     o = out.view(b, seq_len, heads, head_dim).transpose(1, 2)

@@ -506,8 +506,11 @@ def _attention_props(spec: ModelSpec, layer: LayerKind, seq_len: int) -> str:
     if spec.attention_softcap is not None:
         _needs_attention_prop("softcap", "attn_logit_softcapping", spec.attention_softcap)
         props += f", softcap = {_f32(spec.attention_softcap)}"
-    if layer.window is not None and layer.window < seq_len:
-        # a window of at least the sequence sees every earlier key: a full causal layer
+    if layer.window is not None and layer.window < 2 * seq_len:
+        # a window of at least the sequence sees every earlier key: a full causal layer. A
+        # program of run-time rows is written at a representative count R of its bucket (R >
+        # hi / 2) and runs sequences up to hi < 2 R: it keeps the window unless it covers 2 R
+        # (the attention runtime drops a window that covers the call's sequence)
         _needs_attention_prop("window", "sliding_window", layer.window)
         props += f", window = {layer.window} : i64"
     return props

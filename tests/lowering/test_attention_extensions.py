@@ -241,3 +241,20 @@ def test_flex_mask_and_score_mod_forward_on_cpu(name, monkeypatch):
     want_out, want_lse = attention.math_forward(q, k, v, *args)
     torch.testing.assert_close(out, want_out, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(lse, want_lse, rtol=1e-5, atol=1e-5)  # -inf where a row sees no key
+
+
+def test_a_window_that_covers_the_call_sequence_runs_the_plain_attention():
+    """A program of run-time rows keeps its `window` when a sequence of its bucket may exceed it;
+    at a call whose sequence the window covers, the attention is the plain causal one, bitwise
+    (and on CUDA SDPA's fused kernel, not FlexAttention); a window one shorter masks."""
+    torch.manual_seed(0)
+    heads, kv, hd, seq = 4, 2, 16, 9
+    qkv = torch.randn(2 * seq, (heads + 2 * kv) * hd, dtype=torch.float32)
+    plain, plain_lse = attention_forward(qkv, heads, kv, hd, seq, True)
+    covered, covered_lse = attention_forward(qkv, heads, kv, hd, seq, True, None, seq)
+    assert torch.equal(plain, covered) and torch.equal(plain_lse, covered_lse)
+    dout = torch.randn_like(plain)
+    assert torch.equal(attention_backward(qkv, plain, plain_lse, dout, heads, kv, hd, seq, True),
+                       attention_backward(qkv, covered, covered_lse, dout, heads, kv, hd, seq, True, None, seq))
+    shorter, _ = attention_forward(qkv, heads, kv, hd, seq, True, None, seq - 1)
+    assert not torch.equal(plain, shorter)
