@@ -593,3 +593,19 @@ def test_cuda_bf16_tied_weight_gradient_matches_float64(family):
     loss, grads = coda_loss_and_grads(modelT, from_hf(modelT, progress=False), ids, labels)
     assert_matches([loss.cpu(), grads[name].cpu()], [loss64.cpu(), grads64[name].cpu()], [lossT.cpu(), gradsT[name].cpu()],
                    ["loss", name], loss=(torch.bfloat16, 2 * 256))
+
+
+def test_a_bf16_rounded_rope_buffer_is_not_taken():
+    """`Module.to(torch.bfloat16)` rounds the rotary `inv_freq` buffer to bf16 (angles off by up to
+    position x 2^-9 rad): from_hf then rotates by the config's theta, not by the rounded
+    frequencies; an fp32 buffer (from_pretrained(dtype=...) keeps it fp32) is taken bit for bit."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                                      vocab_size=VOCAB, intermediate_size=96, head_dim=16)
+    rounded = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
+    assert rounded.model.rotary_emb.inv_freq.dtype == torch.bfloat16
+    assert spec_of(rounded).inv_freq is None
+    assert "inv_freq" not in decoder_program(spec_of(rounded), BATCH * SEQ, SEQ)
+    kept = tiny_model("llama", torch.bfloat16)
+    assert kept.model.rotary_emb.inv_freq.dtype == torch.float32
+    assert spec_of(kept).inv_freq == tuple(kept.model.rotary_emb.inv_freq.tolist())
