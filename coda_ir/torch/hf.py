@@ -481,37 +481,18 @@ def _scale(spec: ModelSpec, out: str, x: str, rows: int, cols: int, factor: floa
     return [f'{out} = "nn.scale"({x}) <{{factor = {_f32(factor)}}}> : ({X}) -> {X}']
 
 
-def _needs_attention_prop(name: str, field: str, value) -> None:
-    """Attention props (`scale`, `window`, `softcap`) are optional properties of nn.attention; a dialect
-    without them cannot run this layer: refuse by the config field instead of running another one."""
-    if name not in attention_properties():
-        raise _unsupported(field, value, f"needs nn.attention's `{name}` property, which this coda-ir does not have")
-
-
-def attention_properties() -> set[str]:
-    """The properties this coda-ir's `nn.attention` declares (`window`, `scale`, `softcap` are
-    optional ones added with attention masks; a family needing one is refused without it)."""
-    from coda_ir.dialects import nn
-
-    return set(nn.AttentionOp.get_irdl_definition().properties)
-
-
 def _attention_props(spec: ModelSpec, layer: LayerKind, seq_len: int) -> str:
     H, KV, hd = spec.heads, spec.kv_heads, spec.head_dim
     props = f"heads = {H} : i64, kv_heads = {KV} : i64, head_dim = {hd} : i64, seq_len = {seq_len} : i64, causal = true"
     if spec.attention_scale is not None:
-        _needs_attention_prop("scale", "query_pre_attn_scalar" if spec.family.startswith("gemma") else "attention_multiplier",
-                              spec.attention_scale)
         props += f", scale = {_f32(spec.attention_scale)}"
     if spec.attention_softcap is not None:
-        _needs_attention_prop("softcap", "attn_logit_softcapping", spec.attention_softcap)
         props += f", softcap = {_f32(spec.attention_softcap)}"
     if layer.window is not None and layer.window < 2 * seq_len:
         # a window of at least the sequence sees every earlier key: a full causal layer. A
         # program of run-time rows is written at a representative count R of its bucket (R >
         # hi / 2) and runs sequences up to hi < 2 R: it keeps the window unless it covers 2 R
         # (the attention runtime drops a window that covers the call's sequence)
-        _needs_attention_prop("window", "sliding_window", layer.window)
         props += f", window = {layer.window} : i64"
     return props
 

@@ -11,7 +11,6 @@ most twice the Hugging Face model's own error in the same dtype.
 from __future__ import annotations
 
 import copy
-import re
 
 import pytest
 import torch
@@ -461,17 +460,11 @@ def test_another_model_type_is_refused_by_name():
     ("gemma2", dict(attn_logit_softcapping=2.0), "softcap", "attn_logit_softcapping", "2.0"),
 ], ids=["window", "granite-scale", "gemma2-scale", "gemma2-softcap"])
 def test_attention_properties_from_config_fields(family, overrides, prop, field, value):
-    """nn.attention's optional `window` / `scale` / `softcap` properties: with them the layer
-    matches Hugging Face; a dialect without them refuses the config field, never runs unmasked."""
-    from coda_ir.torch.hf import attention_properties
-
+    """nn.attention's optional `window` / `scale` / `softcap` properties from their config fields:
+    the program carries them and the layer matches Hugging Face."""
     model = tiny_model(family, **overrides)
-    if prop in attention_properties():
-        _check_loss_and_every_gradient(model, torch.float32)
-    else:
-        ids, labels = batch()
-        with pytest.raises(coda_ir.CompileError, match=rf"config\.{field} = {re.escape(value)} .*`{prop}`"):
-            from_hf(model, progress=False)(ids, labels=labels)
+    assert f"{prop} = " in decoder_program(spec_of(model), BATCH * SEQ, SEQ)
+    _check_loss_and_every_gradient(model, torch.float32)
 
 
 def test_family_specs_are_data():
