@@ -54,22 +54,7 @@ def coda_loss_and_grads(model, cmodel, ids, labels):
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_loss_and_every_gradient_match_float64(family, dtype):
-    modelT = tiny_model(family, dtype)
-    model64 = copy.deepcopy(modelT).double()  # the same (rounded) weights
-    ids, labels = batch()
-    loss64, grads64 = hf_loss_and_grads(model64, ids, labels)
-    lossT, gradsT = hf_loss_and_grads(copy.deepcopy(modelT), ids, labels)
-    cmodel = from_hf(modelT, progress=False)
-    loss, grads = coda_loss_and_grads(modelT, cmodel, ids, labels)
-    names = sorted(grads64)
-    assert set(grads) == set(names)
-    assert_matches(
-        [loss] + [grads[n] for n in names],
-        [loss64] + [grads64[n] for n in names],
-        [lossT] + [gradsT[n] for n in names],
-        ["loss"] + names,
-        loss=(dtype, BATCH * SEQ),
-    )
+    _check_loss_and_every_gradient(tiny_model(family, dtype), dtype)
 
 
 @pytest.mark.parametrize("family", ["llama"])  # qwen3 runs the same RoPE (measured below); one is enough in CI
