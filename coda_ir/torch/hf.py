@@ -30,11 +30,12 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
   program; DTensors of a `parallelize_module` plan run its per-shard segments with collectives
   between them (coda_ir/torch/tensor_parallel.py).
 
-A configuration this bridge does not implement (a RoPE scaling type, partial RoPE, dropout,
-mixture-of-experts, another activation; a sliding window smaller
-than the sequence or a non-default softmax scale while nn.attention lacks those properties) is a
-`CompileError` naming the config field; it never runs something different from the Hugging
-Face model. Tensor parallelism covers the LLaMA / Qwen3 blocks (`ModelSpec.tensor_parallel_gaps`).
+Scaled and partial RoPE ("linear", "llama3", "yarn", "longrope"; `partial_rotary_factor`) are
+per-layer data too (`LayerKind`: nn.rope's `inv_freq`, `scaling`, `rotary_dim`; longrope's long
+factors a program variant picked per step). A configuration this bridge does not implement
+("dynamic" RoPE scaling, a half-style partial rotation whose width does not divide head_dim,
+dropout, mixture-of-experts, another activation) is a `CompileError` naming the config field;
+it never runs something different from the Hugging Face model. Tensor parallelism covers the LLaMA / Qwen3 blocks (`ModelSpec.tensor_parallel_gaps`).
 """
 
 from __future__ import annotations

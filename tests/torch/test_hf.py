@@ -564,6 +564,19 @@ def test_readme_example_runs(capsys):
         assert abs(float(ours) - float(theirs)) <= 2e-4
 
 
+def test_readme_scaled_rope_example_runs(capsys):
+    import re
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S) if "longrope" in s)
+    exec(compile(snippet, str(readme), "exec"), {})
+    out = capsys.readouterr().out
+    assert "rotary_dim 8 scaling 1.4142 long past 8" in out
+    ours, theirs = re.search(r"longrope: coda-ir loss ([0-9.]+), Hugging Face loss ([0-9.]+)", out).groups()
+    assert abs(float(ours) - float(theirs)) <= 2e-5 * float(theirs)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_cuda_bf16_loss_and_gradients_match_float64(family):

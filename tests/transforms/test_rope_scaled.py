@@ -118,7 +118,7 @@ def test_gradient_is_the_scaled_transpose():
 PIPELINES = ["nn-autodiff,nn-to-coda{fuse=false}", "nn-autodiff,nn-to-coda"]
 
 
-@pytest.mark.parametrize("pipeline", PIPELINES + ["nn-autodiff,nn-to-coda{rope-table=always}"])
+@pytest.mark.parametrize("pipeline", PIPELINES)
 @pytest.mark.parametrize("style, hd, rd, dt", [("half", 16, 8, "bf16"), ("interleaved", 12, 6, "f32"),
                                                 ("interleaved", 16, 12, "bf16")])
 def test_standalone_partial_scaled_rope_matches_float64(style, hd, rd, dt, pipeline):
