@@ -17,7 +17,8 @@ GPU (carry [".whl"]; the device has transformers, torch, Triton; Liger carried a
     python3 -m pip install -q --no-index --no-deps --target .site .whl/*.whl && \
     export PYTHONPATH=$PWD/.site:$PWD && python bench/bench_memory.py --out $OUT/memory.json
 
-(~4 minutes: 8 processes.) `--child` runs one variant and prints its JSON line (internal).
+(8 processes, coda first; `--budget-s` (285) skips what has not started by then.) Activation
+checkpointing's cost: `--variants coda,coda-ckpt`. `--child` runs one variant and prints its JSON line (internal).
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CASES = (("llama1b", 16), ("qwen3", 28))
-VARIANTS = ("eager", "liger", "coda", "coda-stored")
-PIPELINES = {"coda": "nn-to-coda", "coda-stored": "nn-autodiff{memory-budget-mib=100000},nn-to-coda"}
+VARIANTS = ("coda", "liger", "eager", "coda-stored")  # most needed first: a cut budget skips the last
+PIPELINES = {"coda": "nn-to-coda", "coda-ckpt": "nn-to-coda",
+             "coda-stored": "nn-autodiff{memory-budget-mib=100000},nn-to-coda"}
+# not run by default: coda-ckpt, from_hf with activation checkpointing of every decoder unit
 
 
 def child(shape_name: str, layers: int, variant: str, batch: int, seq: int, iters: int, tune: str) -> dict:
@@ -46,8 +49,9 @@ def child(shape_name: str, layers: int, variant: str, batch: int, seq: int, iter
     from bench_model import SHAPES, LigerPatches, make_model
 
     shape = SHAPES[shape_name]
-    device = torch.device("cuda")
-    model = make_model(shape, layers, torch.bfloat16, device)
+    cuda = torch.cuda.is_available()  # the CPU runs it through the Triton interpreter (a smoke run)
+    device = torch.device("cuda" if cuda else "cpu")
+    model = make_model(shape, layers, torch.bfloat16 if cuda else torch.float32, device)
     ids = torch.randint(0, shape["vocab_size"], (batch, seq), device=device,
                         generator=torch.Generator(device=device).manual_seed(1))
     ctx = None
@@ -61,6 +65,8 @@ def child(shape_name: str, layers: int, variant: str, batch: int, seq: int, iter
 
         set_tuning(tune)
         fwd = coda_ir.torch.from_hf(model, pipeline=PIPELINES[variant], progress=False)
+        if variant == "coda-ckpt":
+            fwd.gradient_checkpointing_enable()
     else:
         fwd = model
 
@@ -70,25 +76,28 @@ def child(shape_name: str, layers: int, variant: str, batch: int, seq: int, iter
         out.loss.backward()
         return out.loss.detach()
 
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
     def run():
         start = time.perf_counter()
-        for _ in range(2):
+        for _ in range(2 if cuda else 1):
             step()
-        torch.cuda.synchronize()
+        sync()
         first = time.perf_counter() - start
         model.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
+        sync()
+        base = torch.cuda.memory_allocated() if cuda else 0
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
         times, loss = [], None
         for _ in range(iters):
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
+            begin = time.perf_counter()
             loss = step()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(begin.elapsed_time(end))
-        peak = torch.cuda.max_memory_allocated() - base
+            sync()
+            times.append((time.perf_counter() - begin) * 1e3)
+        peak = torch.cuda.max_memory_allocated() - base if cuda else 0
         return {"step_ms": statistics.median(times), "peak_gib": peak / 2**30, "loss": float(loss),
                 "warmup_s": first, "resident_gib": base / 2**30}
 
@@ -107,6 +116,7 @@ def main(argv=None) -> dict:
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--tune", choices=("short", "full", "off"), default="short")
     p.add_argument("--timeout-s", type=float, default=150.0, help="per variant process")
+    p.add_argument("--budget-s", type=float, default=285.0, help="wall time: variants not started by then are skipped")
     p.add_argument("--out", default=None)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -121,11 +131,16 @@ def main(argv=None) -> dict:
 
     import torch
 
-    info = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    info = {"date": time.strftime("%Y-%m-%d %H:%M"), "torch": torch.__version__,
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (smoke: no memory figures)"}
     results: dict = {"info": info, "runs": {}}
+    deadline = time.perf_counter() + args.budget_s
     for case in args.cases.split(","):
         shape, layers = case.split(":")
         for variant in args.variants.split(","):
+            if time.perf_counter() > deadline:
+                results["runs"][f"{shape}:{layers}:{variant}"] = {"error": "skipped: over --budget-s"}
+                continue
             cmd = [sys.executable, __file__, "--child", f"{shape}:{layers}:{variant}", "--batch", str(args.batch),
                    "--seq", str(args.seq), "--iters", str(args.iters), "--tune", args.tune]
             start = time.perf_counter()
@@ -162,7 +177,7 @@ def main(argv=None) -> dict:
             if "error" in r:
                 print(f"| {case} | {v} | - | - | - | - | {r['error'][:80]} |")
                 continue
-            ratio = f"{r['peak_gib'] / liger:.2f}x" if liger else "-"
+            ratio = f"{r['peak_gib'] / liger:.2f}x" if liger and r["peak_gib"] else "-"
             check = "ok" if r.get("loss_ok", True) and r.get("same_loss_as_stored", True) else "LOSS MISMATCH"
             print(f"| {case} | {v} | {r['step_ms']:.1f} | {r['peak_gib']:.2f} | {ratio} | {r['loss']:.5f} | {check} |")
     out = args.out or (os.path.join(os.environ["OUT"], "memory.json") if os.environ.get("OUT") else None)

@@ -91,6 +91,9 @@ def main(argv=None) -> dict:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=4096)
     p.add_argument("--budget-mib", type=int, default=None, help="nn-autodiff's memory-budget-mib (default: the pass's)")
+    p.add_argument("--checkpoint", action="store_true",
+                   help="activation checkpointing of every decoder unit (from_hf's gradient_checkpointing_enable): a "
+                        "unit keeps only its input until its backward re-runs its forward")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
 
@@ -115,7 +118,8 @@ def main(argv=None) -> dict:
     layer_grads = sum(b for n, b in params.items() if ".layers.0." in n)
     head_grads = sum(b for n, b in params.items() if "layers" not in n)  # embedding (tied) + final norm
     dec, head = plans["decoder layer"], plans["head (norm, LM head, loss)"]
-    saved_all = plans["embedding"]["saved_bytes"] + args.layers * dec["saved_bytes"] + head["saved_bytes"]
+    dec_saved = 0 if args.checkpoint else dec["saved_bytes"]  # held from the forward to the unit's backward
+    saved_all = plans["embedding"]["saved_bytes"] + args.layers * dec_saved + head["saved_bytes"]
     x_bytes = tokens * spec.hidden * 2  # the residual stream each unit hands on (its input, saved as such)
     resident_x = (args.layers + 1) * x_bytes  # unit inputs the units keep for their backward
     after_forward = saved_all + resident_x
@@ -125,15 +129,16 @@ def main(argv=None) -> dict:
     grads = head_grads
     below = after_forward - head["saved_bytes"]
     for layer in reversed(range(args.layers)):
-        below -= dec["saved_bytes"] + x_bytes
+        below -= dec_saved + x_bytes
         timeline.append((f"layer {layer} backward", below + dec["saved_bytes"] + dec["backward_peak_bytes"] + grads + x_bytes))
         grads += layer_grads
     peak_at, peak = max(timeline, key=lambda t: t[1])
-    out = {"shape": args.shape, "layers": args.layers, "tokens": tokens, "pipeline": pipeline, "units": plans,
+    out = {"shape": args.shape, "layers": args.layers, "checkpoint": args.checkpoint, "tokens": tokens, "pipeline": pipeline, "units": plans,
            "after_forward_bytes": after_forward, "step_peak_bytes": peak, "step_peak_at": peak_at,
            "gradients_bytes": grads}
 
-    print(f"\n{args.shape}, {args.layers} layers, {tokens} tokens, pipeline {pipeline}")
+    print(f"\n{args.shape}, {args.layers} layers, {tokens} tokens, pipeline {pipeline}"
+          + (", every decoder unit checkpointed" if args.checkpoint else ""))
     print("| unit | saved for the backward (MiB) | what | recomputed in the backward | written in place | backward peak (MiB) at |")
     print("|---|---|---|---|---|---|")
     for name, u in plans.items():
