@@ -1,9 +1,12 @@
 """A training step (forward + backward, no optimizer) per Hugging Face model family: coda-ir
 (`from_hf`) against HF eager (sdpa), HF + torch.compile and HF + Liger, each family's step limit
 (its GEMMs in cuBLAS plus SDPA attention, `bench_model.limit_step`) measured in the same rounds.
+For Gemma2 / Gemma3 the limit's attention is plain causal SDPA (no window, no softcap): a looser
+bound than their own attention; Gemma2's peers run HF's eager attention (its SDPA path refuses the
+softcap).
 
 Families (`--families`, default llama,qwen3,gemma,olmo2; `all`: also mistral, qwen2, phi3,
-granite, smollm3, over several calls as the caches warm): hand-written 1-3B shapes (`FAMILIES`), random init, `--layers` decoder layers (4), `--batch` x
+granite, smollm3, gemma2, gemma3_text, glm4, over several calls as the caches warm): hand-written 1-3B shapes (`FAMILIES`), random init, `--layers` decoder layers (4), `--batch` x
 `--seq` tokens (2 x 4096), bf16 built as `from_pretrained(torch_dtype=bfloat16)` builds it: the
 parameters in bf16, the rotary `inv_freq` in fp32 (a `Module.to(bfloat16)` would round it to
 bf16, a RoPE no loaded checkpoint has; `info.inv_freq_dtype` records it). A family `from_hf`
@@ -31,6 +34,7 @@ what does not fit and the JSON always comes out):
       TRITON_CACHE_DIR=$PWD/.devcache/triton TORCHINDUCTOR_CACHE_DIR=$PWD/.devcache/inductor && \
     timeout 570 python3 bench/bench_families.py --out $OUT/families.json
     timeout 570 python3 bench/bench_families.py --families mistral,qwen2,phi3,granite,smollm3 --out $OUT/families-2.json
+    timeout 570 python3 bench/bench_families.py --families gemma2,gemma3_text,glm4 --out $OUT/families-3.json
 
 CPU smoke (tests/test_bench_smoke.py): `python bench/bench_families.py --smoke` (tiny shapes of
 llama and qwen3 plus a refused family, limit / eager / coda, one round, checks only).
@@ -98,7 +102,33 @@ FAMILIES = {
     "smollm3": dict(config="SmolLM3Config", model="SmolLM3ForCausalLM", hidden_size=2048, intermediate_size=11008,
                     num_attention_heads=16, num_key_value_heads=4, vocab_size=128256, tie_word_embeddings=True,
                     rope_theta=5000000.0, rms_norm_eps=1e-6, use_sliding_window=False),
+    # Gemma-2-2B (sliding window 4096 on every other layer, attention-logit softcap 50, final-logit
+    # softcap 30, sandwich norms, head_dim 256)
+    "gemma2": dict(config="Gemma2Config", model="Gemma2ForCausalLM", hidden_size=2304, intermediate_size=9216,
+                   num_attention_heads=8, num_key_value_heads=4, head_dim=256, vocab_size=256000,
+                   tie_word_embeddings=True, rope_theta=10000.0, rms_norm_eps=1e-6, sliding_window=4096,
+                   query_pre_attn_scalar=256, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                   # HF's SDPA path refuses the attention-logit softcap: its peers run HF's eager attention
+                   attn_implementation="eager"),
+    # Gemma-3-1B (text): window 512 on five of six layers, QK-norm, RoPE base 1e4 local / 1e6 global;
+    # layer_types written out so that a 4-layer run has a global layer too
+    "gemma3_text": dict(config="Gemma3TextConfig", model="Gemma3ForCausalLM", hidden_size=1152,
+                        intermediate_size=6912, num_attention_heads=4, num_key_value_heads=1, head_dim=256,
+                        vocab_size=262144, tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                        sliding_window=512, query_pre_attn_scalar=256,
+                        layer_types=["sliding_attention", "sliding_attention", "sliding_attention",
+                                     "full_attention"],
+                        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+    # GLM-4-9B-0414's layer widths (q/k/v biases, fused gate_up, post-norms; RoPE over half of each
+    # head, interleaved)
+    "glm4": dict(config="Glm4Config", model="Glm4ForCausalLM", hidden_size=4096, intermediate_size=13696,
+                 num_attention_heads=32, num_key_value_heads=2, head_dim=128, vocab_size=151552,
+                 tie_word_embeddings=False, rope_theta=10000.0, rms_norm_eps=1e-5, partial_rotary_factor=0.5,
+                 pad_token_id=None, eos_token_id=None, bos_token_id=None),
 }
+# the Liger module a family's patch rewrites, where it is not `modeling_{family}`
+LIGER_MODULE = {"gemma3_text": "transformers.models.gemma3.modeling_gemma3"}
 SMOKE = dict(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
              vocab_size=128, tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None)
 VARIANTS = ("limit", "eager", "compile", "liger", "coda")
@@ -142,13 +172,17 @@ def make_model(shape: dict, layers: int, dtype, device):
     stays fp32."""
     import transformers
 
-    kw = {k: v for k, v in shape.items() if k not in ("config", "model", "family", "rope_theta")}
+    kw = {k: v for k, v in shape.items() if k not in ("config", "model", "family", "rope_theta", "attn_implementation")}
+    if "layer_types" in kw:  # a pattern, repeated over the layers run
+        kw["layer_types"] = [kw["layer_types"][i % len(kw["layer_types"])] for i in range(layers)]
     config = getattr(transformers, shape["config"])(num_hidden_layers=layers, **kw)
-    if isinstance(getattr(config, "rope_parameters", None), dict):
+    if "rope_parameters" in shape:  # per layer type (Gemma3): written out in the shape
+        pass
+    elif isinstance(getattr(config, "rope_parameters", None), dict):
         config.rope_parameters["rope_theta"] = shape["rope_theta"]
     else:
         config.rope_theta = shape["rope_theta"]
-    config._attn_implementation = "sdpa"
+    config._attn_implementation = shape.get("attn_implementation", "sdpa")
     config.use_cache = False
     torch.manual_seed(0)
     with torch.device(device), default_dtype(dtype):
@@ -167,7 +201,8 @@ class FamilyLigerPatches(LigerPatches):
     def __init__(self, family: str, model):  # noqa: super().__init__ hardcodes LLaMA's arguments
         from liger_kernel import transformers as lt
 
-        self.module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+        self.module = importlib.import_module(
+            LIGER_MODULE.get(family, f"transformers.models.{family}.modeling_{family}"))
         before = dict(vars(self.module))
         apply = getattr(lt, f"apply_liger_kernel_to_{family}")
         kwargs = dict(rope=True, rms_norm=True, cross_entropy=family in LIGER_NO_FLCE,

@@ -573,7 +573,8 @@ out of the epilogue of the GEMM producing the logits (a plain GEMM storing them,
 elementwise pass over them);
 `stats_in_producer_epilogue = false` on nn.rms_norm: take the
 row statistics in a row kernel, not as partials in the producing GEMM's epilogue (coda-defer-norms
-leaves the norm alone). Absent: no plan, the default construction."""
+leaves the norm alone; nn-autodiff also records it on the norm feeding an LM head whose backward
+recomputes the logits in chunks, so that both passes compute them from the same rounded h). Absent: no plan, the default construction."""
 
 
 def planned(op: Operation, name: str) -> bool | None:
@@ -1292,6 +1293,78 @@ class CrossEntropyGradOp(NNOperation):
         _check_like(self, 0, self.logits, "dlogits")
 
 
+LOGITS_CHUNK_TILE = 16
+"""`chunk` of `nn.linear_cross_entropy_grad` is a multiple of this (a GEMM column tile)."""
+
+
+@irdl_op_definition
+class LinearCrossEntropyGradOp(NNOperation):
+    """The gradients `(dh, dw)` of `cross_entropy(softcap(scale * (h @ w.T)), targets)` (the LM
+    head and its loss) with respect to h [M, D] and w [V, D], from the forward's saved per-row
+    `lse` of the (scaled, soft-capped) logits: what `nn-autodiff` writes instead of
+    `nn.cross_entropy_grad` + `nn.softcap_grad` + the linear's two GEMMs when the [M, V] logits
+    would not fit its memory budget, so the forward never stores them.
+
+    `chunk` (required, a multiple of LOGITS_CHUNK_TILE): the recorded decision of how many rows
+    of w (vocabulary columns of the logits) one step covers. Step k recomputes its logits
+    `h @ w[k].T` and writes their gradient (from lse, targets and dloss) in the GEMM's epilogue,
+    then `dw[k] = dlogits_k.T @ h` (complete: each row of dw is one step's) and `dh += dlogits_k @
+    w[k]` (summed in f32 in step order, rounded once): at most one [M, chunk] buffer is live.
+    Optional `scale` (f32, default 1: Granite's 1 / logits_scaling) and `softcap` (f32 cap, absent:
+    none: Gemma2's final_logit_softcapping), applied in this order as `nn.scale` / `nn.softcap`."""
+
+    name = "nn.linear_cross_entropy_grad"
+    h = operand_def(TensorType)
+    w = operand_def(TensorType)
+    targets = operand_def(TensorType)
+    dloss = operand_def(TensorType)
+    lse = operand_def(TensorType)
+    dh = result_def(TensorType)
+    dw = result_def(TensorType)
+    ignore_index = prop_def(IntegerAttr)
+    reduction = prop_def(StringAttr)
+    chunk = prop_def(IntegerAttr)
+    scale = opt_prop_def(FloatAttr)
+    softcap = opt_prop_def(FloatAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, h: SSAValue, w: SSAValue, targets: SSAValue, dloss: SSAValue, lse: SSAValue,
+                 properties: dict[str, Attribute]):
+        super().__init__(operands=[h, w, targets, dloss, lse], result_types=[h.type, w.type],
+                         properties=dict(properties))
+
+    def scale_factor(self) -> float:
+        return 1.0 if self.scale is None else _float_prop(self, "scale")
+
+    def cap(self) -> float | None:
+        return None if self.softcap is None else _float_prop(self, "softcap")
+
+    def verify_(self) -> None:
+        _check_static_float(self, "h", self.h, 2)
+        _check_static_float(self, "w", self.w, 2)
+        _check_same_element_type(self, [("h", self.h), ("w", self.w)])
+        m, d = _shape(self.h)
+        v, dw = _shape(self.w)
+        if dw != d:
+            raise VerifyException(f"w must be [V, {d}] (h has {d} columns), got {self.w.type}")
+        _check_i32_vector("targets", self.targets, m)
+        ty = self.dloss.type
+        if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
+            raise VerifyException(f"dloss must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
+        _check_f32_vector("lse", self.lse, m)
+        _check_ignore_index(self)
+        _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
+        chunk = _int_prop(self, "chunk")
+        if chunk <= 0 or chunk % LOGITS_CHUNK_TILE:
+            raise VerifyException(f"chunk must be a positive multiple of {LOGITS_CHUNK_TILE}, got {chunk}")
+        if self.scale is not None and not (0 < abs(_float_prop(self, "scale")) < math.inf):
+            raise VerifyException(f"scale must be a non-zero finite number, got {_float_prop(self, 'scale'):.6g}")
+        if self.softcap is not None and not (0 < _float_prop(self, "softcap") < math.inf):
+            raise VerifyException(f"softcap must be a positive finite number, got {_float_prop(self, 'softcap'):.6g}")
+        _check_like(self, 0, self.h, "dh")
+        _check_like(self, 1, self.w, "dw")
+
+
 @irdl_op_definition
 class RMSNormApplyOp(NNOperation):
     """`x * rstd[m] * (w + offset)`: an RMSNorm from its saved statistic (a backward rebuilding the
@@ -1746,6 +1819,7 @@ BACKWARD_OPS = (
     HeadRMSNormGradOp,
     CrossEntropyGradOp,
     CrossEntropyFwdOp,
+    LinearCrossEntropyGradOp,
     RMSNormApplyOp,
     LayerNormApplyOp,
     ZerosOp,

@@ -589,6 +589,27 @@ class NnFunctions(InterpreterFunctions):
             scale = scale / keep.sum().to(p.dtype)
         return self.rounded(op, torch.where(keep[:, None], (p - onehot) * scale, torch.zeros((), dtype=p.dtype)))
 
+    @impl(nn.LinearCrossEntropyGradOp)
+    def run_linear_cross_entropy_grad(self, interpreter: Interpreter, op: nn.LinearCrossEntropyGradOp,
+                                      args: PythonValues) -> PythonValues:
+        # the semantics, whole (the chunking is how a kernel schedules it: the sums per element
+        # are the same); like nn.cross_entropy_grad, from the logits, not the saved lse
+        h, w, targets, dloss = self.up(args)[:4]
+        z = (h @ w.T) * op.scale_factor()
+        cap = op.cap()
+        logits = z if cap is None else cap * torch.tanh(z / cap)
+        t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"))
+        p = torch.softmax(logits, dim=-1)
+        onehot = torch.zeros_like(p).scatter_(1, torch.where(keep, t, 0)[:, None], 1.0)
+        scale = dloss.to(p.dtype)
+        if prop(op, "reduction") == "mean":
+            scale = scale / keep.sum().to(p.dtype)
+        dl = torch.where(keep[:, None], (p - onehot) * scale, torch.zeros((), dtype=p.dtype))
+        if cap is not None:
+            dl = dl * (1 - torch.tanh(z / cap).pow(2))
+        dz = dl * op.scale_factor()
+        return self.rounded(op, dz @ w, dz.T @ h)
+
     # ------------------------------------------------------------------ whole-model ops
 
     @impl(nn.EmbeddingOp)

@@ -90,10 +90,17 @@ class LaunchOptions:
     `tma_candidates`: indices into `tiling.TMA_CANDIDATES` to tune over instead of all of them (a
     diagnostic: fewer compiles; also drops the paired-B variants of interleaved kernels), or
     None for the full list.
+    `repitch_min_macs`: a 16-bit operand whose rows do not start 16 bytes apart (a row of an odd
+    width: Granite's 49155-token vocabulary) is copied into storage of aligned rows before a gemm
+    of at least this many multiply-adds (M*N*K) runs, where the TMA path could then run (on a GPU,
+    or with `path="tma"`): TMA and cuBLAS's fast kernels need 16-byte row strides, and without them
+    the gemm ran on the portable path / cuBLAS's `align1` kernels at 3-5x the time (H200, 2026-11-28:
+    the LM head of a Granite step, 21 ms of 49). The copy reads and writes the operand once.
     """
 
     path: str = "auto"
     tma_candidates: tuple[int, ...] | None = None
+    repitch_min_macs: int = 1 << 30
 
     def __post_init__(self) -> None:
         if self.path not in ("auto", "tma", "portable"):
@@ -600,6 +607,23 @@ def vendor_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, transpos
     return False
 
 
+def _row_pitch_misaligned(t: torch.Tensor) -> bool:
+    """A 16-bit matrix of unit column stride whose rows do not start 16 bytes apart."""
+    return (t.dim() == 2 and t.dtype in (torch.bfloat16, torch.float16) and t.shape[0] > 1 and t.shape[1] > 1
+            and t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 != 0)
+
+
+def repitched(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s values in fresh storage whose rows are padded to a multiple of 16 bytes: a [rows,
+    cols] view of [rows, pitch] storage (the padding is never read: the gemm's extents stop at
+    `cols`). The values are copied exactly."""
+    per = 16 // t.element_size()
+    pitch = -(-t.shape[1] // per) * per
+    view = torch.empty((t.shape[0], pitch), dtype=t.dtype, device=t.device)[:, : t.shape[1]]
+    view.copy_(t)
+    return view
+
+
 def launch_gemm(
     kernel,
     a: torch.Tensor,
@@ -642,6 +666,12 @@ def launch_gemm(
     """
     if options is None:
         options = launch_options()
+    if (M * N * K >= options.repitch_min_macs
+            and (options.path == "tma" or (options.path == "auto" and a.is_cuda and not interpreting()))):
+        # rows of an odd width keep TMA and cuBLAS's aligned kernels off this gemm: one copy pays for
+        # itself many times over at this size (LaunchOptions.repitch_min_macs)
+        a = repitched(a) if _row_pitch_misaligned(a) else a
+        b = repitched(b) if _row_pitch_misaligned(b) else b
     if vendor is not None and config is None and options.path == "auto" and a.is_cuda and not interpreting():
         extra = list(extra_args_for(tiling.TMA_CANDIDATES[0]))  # a plain gemm's output does not depend on the tile
         if len(extra) != 1 or not isinstance(extra[0], torch.Tensor) or tuple(extra[0].shape) != (M, N):

@@ -150,6 +150,29 @@ def test_store(kernels, monkeypatch, path, dtype, M, N, K, transpose_a, transpos
     _check(out, _reference(a, b, transpose_a, transpose_b), dtype)
 
 
+@pytest.mark.parametrize("dtype,M,N,K,transpose_a,transpose_b", [
+    (torch.bfloat16, 37, 53, 75, False, True),  # A's and B's rows of 75 elements: 150 bytes apart
+    (torch.float16, 70, 43, 48, True, False),  # A stored [K, M] with rows of 70, B [K, N] with 43
+])
+def test_misaligned_rows_are_repitched_for_tma(kernels, monkeypatch, dtype, M, N, K, transpose_a, transpose_b):
+    """An operand whose rows are not 16 bytes apart is copied into aligned rows (above
+    `repitch_min_macs`) and the gemm runs on the TMA path, with the same result; below the
+    threshold it stays on the portable path."""
+    from coda_ir.lowering import gemm_launch as gl
+
+    gen = torch.Generator().manual_seed(M + N + K)
+    a, b = _operands(M, N, K, dtype, transpose_a, transpose_b, gen)
+    assert gl._row_pitch_misaligned(a) or gl._row_pitch_misaligned(b)
+    ref = _reference(a, b, transpose_a, transpose_b)
+    for min_macs, path in ((M * N * K + 1, "portable"), (M * N * K, "tma")):
+        monkeypatch.setattr(gl, "_OPTIONS", gl.LaunchOptions(path="tma", repitch_min_macs=min_macs))
+        _cfg, out = _run_store(kernels[("store", False)], a, b, M, N, K, transpose_a, transpose_b)
+        assert gl.LAST_LAUNCH["path"] == path
+        _check(out, ref, dtype)
+    r = gl.repitched(a)
+    assert torch.equal(r, a) and (r.stride(0) * r.element_size()) % 16 == 0 and r.stride(1) == 1
+
+
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("transpose_b", [True, False])
 def test_interleave_store(kernels, monkeypatch, path, transpose_b):
