@@ -30,11 +30,12 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
   program; DTensors of a `parallelize_module` plan run its per-shard segments with collectives
   between them (coda_ir/torch/tensor_parallel.py).
 
-A configuration this bridge does not implement (a RoPE scaling type, partial RoPE, dropout,
-mixture-of-experts, another activation; a sliding window smaller
-than the sequence or a non-default softmax scale while nn.attention lacks those properties) is a
-`CompileError` naming the config field; it never runs something different from the Hugging
-Face model. Tensor parallelism covers the LLaMA / Qwen3 blocks (`ModelSpec.tensor_parallel_gaps`).
+Scaled and partial RoPE ("linear", "llama3", "yarn", "longrope"; `partial_rotary_factor`) are
+per-layer data too (`LayerKind`: nn.rope's `inv_freq`, `scaling`, `rotary_dim`; longrope's long
+factors a program variant picked per step). A configuration this bridge does not implement
+("dynamic" RoPE scaling, a half-style partial rotation whose width does not divide head_dim,
+dropout, mixture-of-experts, another activation) is a `CompileError` naming the config field;
+it never runs something different from the Hugging Face model. Tensor parallelism covers the LLaMA / Qwen3 blocks (`ModelSpec.tensor_parallel_gaps`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,19 @@ class LayerKind:
     rope: bool = True
     theta: float | None = None  # None: the model's `ModelSpec.theta`
     window: int | None = None
+    # A scaled or partial RoPE (`rope_parameters`: "linear", "llama3", "yarn", "longrope", a
+    # `partial_rotary_factor`), or a per-layer-type one with its own buffer (Gemma3): the columns
+    # of each head it rotates (None: all), its frequencies exactly as the Hugging Face model
+    # holds them (None: ModelSpec.inv_freq where theta is the model's, else theta's own), and the
+    # magnitude its cos / sin are multiplied by (`attention_scaling`); nn.rope's `rotary_dim`,
+    # `inv_freq`, `scaling`.
+    rotary_dim: int | None = None
+    inv_freq: tuple[float, ...] | None = None
+    rope_scaling: float = 1.0
+    # longrope: the frequencies of a call whose largest position + 1 exceeds `long_after` (the
+    # config's original_max_position_embeddings); Hugging Face decides per forward, as `from_hf`
+    long_inv_freq: tuple[float, ...] | None = None
+    long_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -151,46 +165,123 @@ def _unsupported(field: str, value: object, why: str) -> CompileError:
     return CompileError([f"<from_hf>: error: config.{field} = {value!r} is not supported: {why}"])
 
 
-def _rope_thetas(config) -> dict:
-    """The RoPE base of each layer type: `{layer type: theta}` where `rope_parameters` is keyed
-    by layer type (Gemma3: a local base for sliding layers), else `{None: theta}`."""
+_ROPE_TYPES = ("default", "linear", "llama3", "yarn", "longrope")
+"""The `rope_type`s whose frequencies are static (computed once from the config: Hugging Face's
+`ROPE_INIT_FUNCTIONS`); "dynamic" recomputes them from each call's length and is refused."""
+
+_ROPE_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor", "original_max_position_embeddings",
+              "low_freq_factor", "high_freq_factor", "attention_factor", "beta_fast", "beta_slow", "mscale",
+              "mscale_all_dim", "truncate", "long_factor", "short_factor"}
+"""The `rope_parameters` keys the static RoPE types read (transformers' `modeling_rope_utils`)."""
+
+
+@dataclass(frozen=True)
+class RopeKind:
+    """One RoPE of a model (per layer type where `rope_parameters` is keyed by layer type): its
+    base, and what the layers of that type put on nn.rope besides it (see `LayerKind`)."""
+
+    theta: float
+    rotary_dim: int | None = None
+    inv_freq: tuple[float, ...] | None = None
+    scaling: float = 1.0
+    long_inv_freq: tuple[float, ...] | None = None
+    long_after: int | None = None
+
+
+def _rope_kinds(config, model, head_dim: int, style: str) -> dict:
+    """The RoPE of each layer type: `{layer type: RopeKind}` where `rope_parameters` is keyed
+    by layer type (Gemma3: a local base for sliding layers), else `{None: RopeKind}`."""
     params = getattr(config, "rope_parameters", None)
     if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
-        return {kind: _rope_theta(config, sub, f"rope_parameters['{kind}']") for kind, sub in params.items()}
-    return {None: _rope_theta(config)}
+        return {kind: _rope_kind(config, model, head_dim, style, sub, kind) for kind, sub in params.items()}
+    return {None: _rope_kind(config, model, head_dim, style)}
 
 
-def _rope_theta(config, params=None, where: str = "rope_parameters") -> float:
-    """RoPE base and a check that the rope type is the default one (both config layouts:
-    transformers >= 5 `rope_parameters`, older `rope_theta` + `rope_scaling`)."""
-    if params is None:
+def _float_list(tensor) -> tuple[float, ...] | None:
+    """fp32 frequencies as Python floats, or None for a tensor that cannot be them exactly (not
+    fp32 / fp64: a `Module.to(bfloat16)` rounded it, angles off by up to position * 2^-9 rad)."""
+    if (not isinstance(tensor, torch.Tensor) or tensor.dim() != 1 or tensor.is_meta
+            or tensor.dtype not in (torch.float32, torch.float64)):
+        return None
+    values = tensor.detach().to(device="cpu", dtype=torch.float32)
+    if not bool(torch.isfinite(values).all()) or bool((values < 0).any()):
+        return None
+    return tuple(float(v) for v in values.tolist())
+
+
+def _rope_kind(config, model, head_dim: int, style: str, params=None, layer_type: str | None = None) -> RopeKind:
+    """One RoPE, from both config layouts (transformers >= 5 `rope_parameters`, older
+    `rope_theta` + `rope_scaling`): its base, the columns it rotates and, for a scaled type,
+    the frequencies and magnitude Hugging Face computes (`ROPE_INIT_FUNCTIONS` on this config)."""
+    top = params is None
+    where = "rope_scaling" if top else f"rope_parameters['{layer_type}']"
+    if top:
         params = getattr(config, "rope_parameters", None)
-    if isinstance(params, dict) and params:
-        rope_type = params.get("rope_type", params.get("type", "default"))
-        if rope_type not in (None, "default"):
-            raise _unsupported(f"{where}['rope_type']", rope_type, "only the default RoPE (no scaling) is implemented")
-        if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
-            raise _unsupported(f"{where}['partial_rotary_factor']", params["partial_rotary_factor"],
-                               "only RoPE over whole heads is implemented")
-        extra = sorted(set(params) - {"rope_type", "type", "rope_theta", "partial_rotary_factor"})
-        if extra:
-            raise _unsupported(f"{where}['{extra[0]}']", params[extra[0]], "only the default RoPE (no scaling) is implemented")
-        if "rope_theta" in params:
-            return float(params["rope_theta"])
-    scaling = getattr(config, "rope_scaling", None)
-    if scaling:
-        rope_type = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else scaling
-        if rope_type not in (None, "default"):
-            raise _unsupported("rope_scaling", scaling, "only the default RoPE (no scaling) is implemented")
-    if float(getattr(config, "partial_rotary_factor", 1.0) or 1.0) != 1.0:
-        raise _unsupported("partial_rotary_factor", config.partial_rotary_factor, "only RoPE over whole heads is implemented")
-    theta = getattr(config, "rope_theta", None)
+        if not isinstance(params, dict) or not params:
+            params = getattr(config, "rope_scaling", None) or {}
+    rope_type = params.get("rope_type", params.get("type")) or "default"
+    if rope_type not in _ROPE_TYPES:
+        why = ("its frequencies depend on each call's length (dynamic NTK scaling): only static RoPE frequencies "
+               f"({', '.join(_ROPE_TYPES)}) are implemented" if "dynamic" in str(rope_type)
+               else f"the implemented RoPE types are {', '.join(_ROPE_TYPES)}")
+        raise _unsupported(f"{where}['rope_type']", rope_type, why)
+    extra = sorted(set(params) - _ROPE_KEYS)
+    if extra:
+        raise _unsupported(f"{where}['{extra[0]}']", params[extra[0]], f"not a field of the RoPE type {rope_type!r}")
+    theta = params.get("rope_theta", getattr(config, "rope_theta", None))
     if theta is None:
         raise _unsupported("rope_theta", None, "the RoPE base is missing")
-    return float(theta)
+    factor = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
+    factor_field = f"{where}['partial_rotary_factor']" if "partial_rotary_factor" in params else "partial_rotary_factor"
+    rd = head_dim if factor is None else int(head_dim * float(factor))  # Hugging Face's dim (int() truncates)
+    if not (2 <= rd <= head_dim and rd % 2 == 0):
+        raise _unsupported(factor_field, factor, f"rotates {rd} of {head_dim} columns a head: must be an even number >= 2")
+    if style == "half" and head_dim % rd:
+        raise _unsupported(factor_field, factor, f"rotates {rd} of {head_dim} columns a head in pairs (i, i + {rd // 2}): "
+                                                 "implemented where that count divides head_dim (pair groups that tile "
+                                                 "each head) or with interleaved pairs (GLM4)")
+    kind = RopeKind(theta=float(theta), rotary_dim=None if rd == head_dim else rd)
+    # the model's own buffer (bit for bit what it rotates by; `original_` as built, before a
+    # longrope forward swaps the long frequencies in), where it holds fp32 numbers
+    rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+    prefix = "" if layer_type is None else f"{layer_type}_"
+    buffer = getattr(rotary, f"{prefix}original_inv_freq", None)
+    if buffer is None:
+        buffer = getattr(rotary, f"{prefix}inv_freq", None)
+    freqs = _float_list(buffer)
+    if freqs is not None and len(freqs) != rd // 2:
+        freqs = None
+    if rope_type == "default":
+        # a model-wide default RoPE keeps its buffer in ModelSpec.inv_freq (_inv_freq); a layer
+        # type's (Gemma3) in its RopeKind
+        return replace(kind, inv_freq=freqs) if layer_type is not None else kind
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    init = ROPE_INIT_FUNCTIONS[rope_type]
+    extra_args = {} if layer_type is None else {"layer_type": layer_type}
+    try:
+        computed, scaling = init(config, "cpu", **extra_args)
+        long = None
+        if rope_type == "longrope":
+            long_after = int(params["original_max_position_embeddings"])
+            long, _ = init(config, "cpu", seq_len=long_after + 1, **extra_args)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise _unsupported(where, dict(params), f"Hugging Face's {rope_type!r} RoPE cannot read it ({exc})") from exc
+    if freqs is None:  # not fp32 in the model (rounded): Hugging Face's formula on the config, in fp32
+        freqs = _float_list(computed.to(torch.float32))
+    if freqs is None or len(freqs) != rd // 2:
+        raise _unsupported(where, dict(params), f"its {rope_type!r} frequencies are not {rd // 2} finite numbers >= 0")
+    kind = replace(kind, inv_freq=freqs, scaling=float(scaling))
+    if long is not None:
+        long_freqs = _float_list(long.to(torch.float32))
+        if long_freqs is None or len(long_freqs) != rd // 2:
+            raise _unsupported(f"{where}['long_factor']", params.get("long_factor"),
+                               f"its frequencies are not {rd // 2} finite numbers >= 0")
+        kind = replace(kind, long_inv_freq=long_freqs, long_after=long_after)
+    return kind
 
 
-def _inv_freq(model, head_dim: int) -> tuple[float, ...] | None:
+def _inv_freq(model, head_dim: int, rotary_dim: int | None = None) -> tuple[float, ...] | None:
     """The frequencies the Hugging Face model rotates by: its `model.rotary_emb.inv_freq`
     buffer, computed at construction by `1 / theta ** (arange(0, hd, 2) / hd)` in fp32 ops
     (`compute_default_rope_parameters`). Those are not the correctly rounded theta ** (-2i / hd)
@@ -201,14 +292,13 @@ def _inv_freq(model, head_dim: int) -> tuple[float, ...] | None:
     position * 2^-9 rad) is not taken: the programs then rotate by the config's theta exactly
     (`from_pretrained(dtype=...)` keeps the buffer fp32, so users get the first case)."""
     rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
-    buf = getattr(rotary, "inv_freq", None)
-    if (not isinstance(buf, torch.Tensor) or buf.dim() != 1 or buf.shape[0] != head_dim // 2 or buf.is_meta
-            or buf.dtype not in (torch.float32, torch.float64)):
-        return None
-    values = buf.detach().to(device="cpu", dtype=torch.float32)
-    if not bool(torch.isfinite(values).all()) or bool((values < 0).any()):
-        return None
-    return tuple(float(v) for v in values.tolist())
+    # `original_inv_freq` as built: a longrope forward past the original context swaps the long
+    # frequencies into `inv_freq` in place
+    buf = getattr(rotary, "original_inv_freq", None)
+    if buf is None:
+        buf = getattr(rotary, "inv_freq", None)
+    freqs = _float_list(buf)
+    return freqs if freqs is not None and len(freqs) == (rotary_dim or head_dim) // 2 else None
 
 
 FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma", "gemma2",
@@ -235,7 +325,7 @@ def _dropout_fields(config) -> None:
             raise _unsupported(field, value, "dropout is not implemented")
 
 
-def _layer_kinds(config, family: str, layers: int, thetas: dict) -> tuple:
+def _layer_kinds(config, family: str, layers: int, ropes: dict) -> tuple:
     """Per layer: RoPE on/off (`no_rope_layers`, 1 = rotate) and the sliding window
     (`layer_types` with `sliding_window`; without layer_types a `sliding_window` applies to
     every layer, as Mistral / Phi3 do)."""
@@ -254,15 +344,17 @@ def _layer_kinds(config, family: str, layers: int, thetas: dict) -> tuple:
         window = None  # SmolLM3's attention reads its window only with use_sliding_window
     if window is not None and int(window) <= 0:
         raise _unsupported("sliding_window", window, "a window must be positive")
-    if None not in thetas and (types is None or any(t not in thetas for t in types)):
-        missing = next((t for t in (types or ["full_attention"]) if t not in thetas), "full_attention")
-        raise _unsupported("rope_parameters", sorted(thetas), f"has no RoPE for the layer type {missing!r}")
+    if None not in ropes and (types is None or any(t not in ropes for t in types)):
+        missing = next((t for t in (types or ["full_attention"]) if t not in ropes), "full_attention")
+        raise _unsupported("rope_parameters", sorted(ropes), f"has no RoPE for the layer type {missing!r}")
     kinds = []
     for i in range(layers):
         sliding = window is not None and (types is None or types[i] == "sliding_attention")
-        theta = thetas[None] if None in thetas else thetas[types[i]]
-        kinds.append(LayerKind(rope=bool(no_rope[i]) if no_rope is not None else True, theta=theta,
-                               window=int(window) if sliding else None))
+        rope = ropes[None] if None in ropes else ropes[types[i]]
+        kinds.append(LayerKind(rope=bool(no_rope[i]) if no_rope is not None else True, theta=rope.theta,
+                               window=int(window) if sliding else None, rotary_dim=rope.rotary_dim,
+                               inv_freq=rope.inv_freq, rope_scaling=rope.scaling, long_inv_freq=rope.long_inv_freq,
+                               long_after=rope.long_after))
     return tuple(kinds)
 
 
@@ -318,8 +410,9 @@ def spec_of(model) -> ModelSpec:
     if len(dtypes) != 1 or next(iter(dtypes)) not in _MLIR_DTYPES:
         raise ArgumentError(f"from_hf: the model's parameters must all be one of float32, bfloat16, float16; got {sorted(map(str, dtypes))}")
     layers = int(config.num_hidden_layers)
-    thetas = _rope_thetas(config)
-    theta = thetas.get(None, thetas.get("full_attention", next(iter(thetas.values()))))
+    ropes = _rope_kinds(config, model, head_dim, _ROPE_STYLE.get(family, "half"))
+    model_rope = ropes.get(None, ropes.get("full_attention", next(iter(ropes.values()))))
+    theta = model_rope.theta
     layer0 = model.model.layers[0]
     attn, mlp = layer0.self_attn, layer0.mlp
     has_bias = lambda module: getattr(module, "bias", None) is not None  # noqa: E731
@@ -372,21 +465,17 @@ def spec_of(model) -> ModelSpec:
         attention_scale=None if scale == head_dim ** -0.5 else scale,
         attention_softcap=None if softcap is None else float(softcap),
         logits_softcap=None if final_cap is None else float(final_cap),
-        layer_kinds=_layer_kinds(config, family, layers, thetas),
+        layer_kinds=_layer_kinds(config, family, layers, ropes),
         rope_style=_ROPE_STYLE.get(family, "half"),
-        inv_freq=_inv_freq(model, head_dim),
+        inv_freq=_inv_freq(model, head_dim, model_rope.rotary_dim),
     )
 
 
 # ============================================================================ the nn programs
-
-
-def _f32(value: float) -> str:
-    return f"{value:.9e} : f32"
-
-
-def _t(*shape: int, element: str) -> str:
-    return "tensor<" + "x".join(str(s) for s in shape) + f"x{element}>"
+# Every program is built through the public builder (`coda_ir.builder.FunctionBuilder`,
+# `fb.nn.<op>`: typed constructors, verified, errors located at the line here that built the op)
+# and handed on as its printed text, which is also its compile key (`_compiled`) and what
+# `representative_rows` reads extents from. Values carry the SSA names the printed program shows.
 
 
 @dataclass(frozen=True)
@@ -406,22 +495,22 @@ def _attention_weights(spec: ModelSpec) -> list[Weight]:
     a = "self_attn."
     ws: list[Weight] = []
     if spec.fused_qkv:
-        ws.append(Weight("%wqkv", a + "qkv_proj.weight", ((H + 2 * KV) * hd, D), col))
+        ws.append(Weight("wqkv", a + "qkv_proj.weight", ((H + 2 * KV) * hd, D), col))
         if spec.qkv_bias:
-            ws.append(Weight("%bqkv", a + "qkv_proj.bias", ((H + 2 * KV) * hd,), col))
+            ws.append(Weight("bqkv", a + "qkv_proj.bias", ((H + 2 * KV) * hd,), col))
     else:
         for p, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
-            ws.append(Weight(f"%w{p}", f"{a}{p}_proj.weight", (rows, D), col))
+            ws.append(Weight(f"w{p}", f"{a}{p}_proj.weight", (rows, D), col))
         if spec.qkv_bias:
             for p, rows in (("q", H * hd), ("k", KV * hd), ("v", KV * hd)):
-                ws.append(Weight(f"%b{p}", f"{a}{p}_proj.bias", (rows,), col))
+                ws.append(Weight(f"b{p}", f"{a}{p}_proj.bias", (rows,), col))
     if spec.qk_norm == "head":
-        ws += [Weight("%wqn", a + "q_norm.weight", (hd,), rep), Weight("%wkn", a + "k_norm.weight", (hd,), rep)]
+        ws += [Weight("wqn", a + "q_norm.weight", (hd,), rep), Weight("wkn", a + "k_norm.weight", (hd,), rep)]
     elif spec.qk_norm == "full":
-        ws += [Weight("%wqn", a + "q_norm.weight", (H * hd,), rep), Weight("%wkn", a + "k_norm.weight", (KV * hd,), rep)]
-    ws.append(Weight("%wo", a + "o_proj.weight", (D, H * hd), row))
+        ws += [Weight("wqn", a + "q_norm.weight", (H * hd,), rep), Weight("wkn", a + "k_norm.weight", (KV * hd,), rep)]
+    ws.append(Weight("wo", a + "o_proj.weight", (D, H * hd), row))
     if spec.o_bias:
-        ws.append(Weight("%bo", a + "o_proj.bias", (D,), rep))
+        ws.append(Weight("bo", a + "o_proj.bias", (D,), rep))
     return ws
 
 
@@ -429,18 +518,18 @@ def _mlp_weights(spec: ModelSpec) -> list[Weight]:
     D, F = spec.hidden, spec.intermediate
     col, row, rep = tp.COLUMN, tp.ROW, tp.REPLICATED
     if spec.fused_gate_up:
-        ws = [Weight("%wgu", "mlp.gate_up_proj.weight", (2 * F, D), col)]
-        ws += [Weight("%bgu", "mlp.gate_up_proj.bias", (2 * F,), col)] if spec.mlp_bias else []
+        ws = [Weight("wgu", "mlp.gate_up_proj.weight", (2 * F, D), col)]
+        ws += [Weight("bgu", "mlp.gate_up_proj.bias", (2 * F,), col)] if spec.mlp_bias else []
     else:
-        ws = [Weight("%wg", "mlp.gate_proj.weight", (F, D), col), Weight("%wu", "mlp.up_proj.weight", (F, D), col)]
-        ws += [Weight("%bg", "mlp.gate_proj.bias", (F,), col), Weight("%bu", "mlp.up_proj.bias", (F,), col)] if spec.mlp_bias else []
-    ws.append(Weight("%wd", "mlp.down_proj.weight", (D, F), row))
+        ws = [Weight("wg", "mlp.gate_proj.weight", (F, D), col), Weight("wu", "mlp.up_proj.weight", (F, D), col)]
+        ws += [Weight("bg", "mlp.gate_proj.bias", (F,), col), Weight("bu", "mlp.up_proj.bias", (F,), col)] if spec.mlp_bias else []
+    ws.append(Weight("wd", "mlp.down_proj.weight", (D, F), row))
     if spec.mlp_bias:
-        ws.append(Weight("%bd", "mlp.down_proj.bias", (D,), rep))
+        ws.append(Weight("bd", "mlp.down_proj.bias", (D,), rep))
     return ws
 
 
-_NORM_ARGS = ("%w_in", "%w_attn_post", "%w_post", "%w_mlp_post")  # the order of ModelSpec.norms
+_NORM_ARGS = ("w_in", "w_attn_post", "w_post", "w_mlp_post")  # the order of ModelSpec.norms
 
 
 def decoder_weights(spec: ModelSpec) -> list[Weight]:
@@ -450,165 +539,164 @@ def decoder_weights(spec: ModelSpec) -> list[Weight]:
     return [w for w in (norm[0], *_attention_weights(spec), norm[1], norm[2], *_mlp_weights(spec), norm[3]) if w]
 
 
-def _args(ws: list[Weight], element: str) -> list[str]:
-    return [f"{w.arg}: {_t(*w.shape, element=element)}" for w in ws]
+class _Program:
+    """One nn program under construction: a `FunctionBuilder` whose arguments are named tensors of
+    the spec's element type (`"i32"` vectors for ids / positions / segments / targets), plus the
+    spellings of the ops the families share (a norm with the spec's eps / offset, a linear with
+    its bias, ...). `p[name]` is an argument; every built value gets the SSA name it is given."""
+
+    def __init__(self, spec: ModelSpec, name: str, args: list[tuple[str, tuple, str | None]]):
+        from coda_ir.builder import FunctionBuilder
+
+        self.spec = spec
+        self.fb = FunctionBuilder(name, *[(n, shape, dtype or spec.element) for n, shape, dtype in args])
+        self.nn = self.fb.nn
+        self.args = dict(zip([n for n, _, _ in args], self.fb.args))
+
+    def __getitem__(self, name: str):
+        return self.args[name]
+
+    @staticmethod
+    def named(name: str, value):
+        value.name_hint = name
+        return value
+
+    def rms_norm(self, out: str, x, w):
+        return self.named(out, self.nn.rms_norm(x, w, eps=self.spec.eps, offset=self.spec.norm_offset))
+
+    def linear(self, out: str, x, w, bias=None):
+        """`out = x @ w.T (+ bias)`: the bias as an `nn.add` of a rank-1 operand (a GEMM epilogue)."""
+        if bias is None:
+            return self.named(out, self.nn.linear(x, w))
+        y = self.named(f"{out}_nb", self.nn.linear(x, w))
+        return self.named(out, self.nn.add(y, bias))
+
+    def scale(self, out: str, x, factor: float):
+        return self.named(out, self.nn.scale(x, factor=factor))
+
+    def returns(self, *values) -> str:
+        """End the function; its printed text (verified first: a program the builder got wrong is
+        a located CompileError, not a parse error later)."""
+        import io
+
+        from xdsl.printer import Printer
+
+        self.fb.returns(*values)
+        self.fb.module  # verifies
+        stream = io.StringIO()
+        Printer(stream=stream).print_op(self.fb.func)
+        return stream.getvalue() + "\n"
 
 
-def _norm_props(spec: ModelSpec) -> str:
-    props = f"eps = {_f32(spec.eps)}"
-    if spec.norm_offset:
-        props += f", offset = {_f32(spec.norm_offset)}"
-    return props
+def _weight_args(ws: list[Weight]) -> list[tuple[str, tuple, None]]:
+    return [(w.arg, w.shape, None) for w in ws]
 
 
-def _rms_norm(spec: ModelSpec, out: str, x: str, w: str, rows: int, cols: int) -> str:
-    X, W = _t(rows, cols, element=spec.element), _t(cols, element=spec.element)
-    return f'{out} = "nn.rms_norm"({x}, {w}) <{{{_norm_props(spec)}}}> : ({X}, {W}) -> {X}'
+def _rope(p: _Program, spec: ModelSpec, layer: LayerKind, x, pos):
+    """The one place a decoder program rotates q/k (`nn.rope` over the q and k heads of the
+    packed [q | k | v] rows): the per-layer RoPE parameters (`LayerKind`) become its properties.
+    The model's own frequencies are used where this layer rotates by the model's base
+    (`ModelSpec.inv_freq`)."""
+    # the layer's own frequencies (a scaled or per-type RoPE), else the model's where this layer
+    # rotates by the model's base (ModelSpec.inv_freq); a partial RoPE's rotary_dim and a scaled
+    # one's magnitude (LayerKind), written only where they differ from nn.rope's defaults
+    freqs = layer.inv_freq
+    if freqs is None and spec.inv_freq is not None and layer.theta == spec.theta:
+        freqs = spec.inv_freq
+    extra = {}
+    if layer.rotary_dim is not None:
+        extra["rotary_dim"] = layer.rotary_dim
+    if layer.rope_scaling != 1.0:
+        extra["scaling"] = layer.rope_scaling
+    return p.named("r", p.nn.rope(x, pos, head_dim=spec.head_dim, rotary_heads=spec.heads + spec.kv_heads,
+                                  theta=layer.theta, style=spec.rope_style, inv_freq=freqs, **extra))
 
 
-def _linear(spec: ModelSpec, out: str, x: str, w: str, rows: int, k: int, n: int, bias: str | None = None) -> list[str]:
-    """`out = x @ w.T (+ bias)`: the bias as an `nn.add` of a rank-1 operand (a GEMM epilogue)."""
-    e = spec.element
-    X, W, Y = _t(rows, k, element=e), _t(n, k, element=e), _t(rows, n, element=e)
-    if bias is None:
-        return [f'{out} = "nn.linear"({x}, {w}) : ({X}, {W}) -> {Y}']
-    return [f'{out}_nb = "nn.linear"({x}, {w}) : ({X}, {W}) -> {Y}',
-            f'{out} = "nn.add"({out}_nb, {bias}) : ({Y}, {_t(n, element=e)}) -> {Y}']
+def _attention(p: _Program, spec: ModelSpec, layer: LayerKind, seq_len: int, qkv, segments=None):
+    """`nn.attention` with the spec's optional properties where they differ from the default."""
+    # a window of at least the sequence sees every earlier key: a full causal layer. A program of
+    # run-time rows is written at a representative count R of its bucket (R > hi / 2) and runs
+    # sequences up to hi < 2 R: it keeps the window unless it covers 2 R (the attention runtime
+    # drops a window that covers the call's sequence)
+    window = layer.window if layer.window is not None and layer.window < 2 * seq_len else 0
+    return p.named("y", p.nn.attention(qkv, spec.heads, spec.kv_heads, spec.head_dim, seq_len, True,
+                                       scale=spec.attention_scale, window=window,
+                                       softcap=spec.attention_softcap or 0.0, segments=segments))
 
 
-def _scale(spec: ModelSpec, out: str, x: str, rows: int, cols: int, factor: float) -> list[str]:
-    X = _t(rows, cols, element=spec.element)
-    return [f'{out} = "nn.scale"({x}) <{{factor = {_f32(factor)}}}> : ({X}) -> {X}']
-
-
-def _attention_props(spec: ModelSpec, layer: LayerKind, seq_len: int) -> str:
-    H, KV, hd = spec.heads, spec.kv_heads, spec.head_dim
-    props = f"heads = {H} : i64, kv_heads = {KV} : i64, head_dim = {hd} : i64, seq_len = {seq_len} : i64, causal = true"
-    if spec.attention_scale is not None:
-        props += f", scale = {_f32(spec.attention_scale)}"
-    if spec.attention_softcap is not None:
-        props += f", softcap = {_f32(spec.attention_softcap)}"
-    if layer.window is not None and layer.window < 2 * seq_len:
-        # a window of at least the sequence sees every earlier key: a full causal layer. A
-        # program of run-time rows is written at a representative count R of its bucket (R >
-        # hi / 2) and runs sequences up to hi < 2 R: it keeps the window unless it covers 2 R
-        # (the attention runtime drops a window that covers the call's sequence)
-        props += f", window = {layer.window} : i64"
-    return props
-
-
-def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: LayerKind | None = None,
-                     segments: bool = False) -> tuple[list[str], list[str]]:
+def _attention_block(p: _Program, spec: ModelSpec, seq_len: int, h, layer: LayerKind | None = None):
     """The attention half of a decoder layer from the normalized rows `h` to the output
-    projection `%a` [tokens, hidden]: its weight arguments and body lines. With `spec`'s heads
-    those of one tensor-parallel shard, it is that shard's part (its heads, its columns of wo).
-    `segments`: the attention reads the batch's `%seg` [tokens] i32 (documents, padding rows)."""
+    projection `a` [tokens, hidden] (its weights are `p`'s arguments of `_attention_weights`).
+    With `spec`'s heads those of one tensor-parallel shard, it is that shard's part (its heads,
+    its columns of wo). The attention reads the batch's `seg` [tokens] i32 (documents, padding
+    rows) where `p` has that argument."""
     layer = layer or spec.layer(0)
-    e = spec.element
-    D, H, KV, hd, M = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim, tokens
-    q_cols, kv_cols, qkv_cols = H * hd, KV * hd, (H + 2 * KV) * hd
-    Q, KVT, QKV = _t(M, q_cols, element=e), _t(M, kv_cols, element=e), _t(M, qkv_cols, element=e)
-    POS = _t(M, element="i32")
-    ws = _attention_weights(spec)
+    args = p.args
     if spec.fused_qkv:
-        body = _linear(spec, "%qkv", h, "%wqkv", M, D, qkv_cols, "%bqkv" if spec.qkv_bias else None)
+        qkv = p.linear("qkv", h, p["wqkv"], args.get("bqkv"))
     else:
-        body = []
-        for p, cols in (("q", q_cols), ("k", kv_cols), ("v", kv_cols)):
-            body += _linear(spec, f"%{p}", h, f"%w{p}", M, D, cols, f"%b{p}" if spec.qkv_bias else None)
-        q, k = "%q", "%k"
+        q, k, v = (p.linear(n, h, p[f"w{n}"], args.get(f"b{n}")) for n in ("q", "k", "v"))
         if spec.qk_norm == "full":  # one RMSNorm over all q heads' columns, one over all k heads'
-            body += [_rms_norm(spec, "%qn", "%q", "%wqn", M, q_cols), _rms_norm(spec, "%kn", "%k", "%wkn", M, kv_cols)]
-            q, k = "%qn", "%kn"
-        body.append(f'%qkv = "nn.concat"({q}, {k}, %v) <{{axis = 1 : i64}}> : ({Q}, {KVT}, {KVT}) -> {QKV}')
-    pre_rope = "%qkv"
+            q, k = p.rms_norm("qn", q, p["wqn"]), p.rms_norm("kn", k, p["wkn"])
+        qkv = p.named("qkv", p.nn.concat(q, k, v, axis=1))
     if spec.qk_norm == "head":
-        W_HD = _t(hd, element=e)
-        body += [
-            f'%qhn = "nn.head_rms_norm"(%qkv, %wqn) <{{head_dim = {hd} : i64, heads = {H} : i64, {_norm_props(spec)}, first_head = 0 : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
-            f'%khn = "nn.head_rms_norm"(%qhn, %wkn) <{{head_dim = {hd} : i64, heads = {KV} : i64, {_norm_props(spec)}, first_head = {H} : i64}}> : ({QKV}, {W_HD}) -> {QKV}',
-        ]
-        pre_rope = "%khn"
+        H, KV, hd = spec.heads, spec.kv_heads, spec.head_dim
+        norm = dict(eps=spec.eps, offset=spec.norm_offset)
+        qkv = p.named("qhn", p.nn.head_rms_norm(qkv, p["wqn"], head_dim=hd, heads=H, first_head=0, **norm))
+        qkv = p.named("khn", p.nn.head_rms_norm(qkv, p["wkn"], head_dim=hd, heads=KV, first_head=H, **norm))
     if layer.rope:
-        # the model's own frequencies where this layer rotates by the model's base (ModelSpec.inv_freq)
-        freqs = spec.inv_freq if spec.inv_freq is not None and layer.theta == spec.theta else None
-        freqs = "" if freqs is None else ", inv_freq = array<f32: " + ", ".join(f"{v:.9e}" for v in freqs) + ">"
-        body.append(f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(layer.theta)}, style = "{spec.rope_style}"{freqs}}}> : ({QKV}, {POS}) -> {QKV}')
-        pre_attn = "%r"
-    else:
-        pre_attn = pre_rope
-    seg, seg_type = (", %seg", ", " + POS) if segments else ("", "")
-    body.append(f'%y = "nn.attention"({pre_attn}{seg}) <{{{_attention_props(spec, layer, seq_len)}}}> : ({QKV}{seg_type}) -> {Q}')
-    body += _linear(spec, "%a", "%y", "%wo", M, q_cols, D, "%bo" if spec.o_bias else None)
-    return _args(ws, e), body
+        qkv = _rope(p, spec, layer, qkv, p["pos"])
+    y = _attention(p, spec, layer, seq_len, qkv, args.get("seg"))
+    return p.linear("a", y, p["wo"], args.get("bo"))
 
 
-def _mlp_block(spec: ModelSpec, tokens: int, h: str) -> tuple[list[str], list[str]]:
-    """The gated MLP from the normalized rows `h` to the down projection `%dn` [tokens, hidden]:
-    its weight arguments and body lines (with `spec.intermediate` one shard's columns, that
-    shard's part: its gate/up rows and down columns)."""
-    e = spec.element
-    D, F, M = spec.hidden, spec.intermediate, tokens
-    G, Z = _t(M, F, element=e), _t(M, 2 * F, element=e)
+def _mlp_block(p: _Program, spec: ModelSpec, h):
+    """The gated MLP from the normalized rows `h` to the down projection `dn` [tokens, hidden]
+    (its weights are `p`'s arguments of `_mlp_weights`; with `spec.intermediate` one shard's
+    columns, that shard's part: its gate/up rows and down columns)."""
+    args = p.args
     approximate = "tanh" if spec.activation == "gelu_tanh" else "none"
     if spec.fused_gate_up:  # [gate | up] columns of one GEMM: the packed form itself
-        body = _linear(spec, "%z", h, "%wgu", M, D, 2 * F, "%bgu" if spec.mlp_bias else None)
-        if spec.activation == "silu":
-            body.append(f'%m = "nn.swiglu"(%z) : ({Z}) -> {G}')
-        else:
-            body.append(f'%m = "nn.geglu"(%z) <{{approximate = "{approximate}"}}> : ({Z}) -> {G}')
+        z = p.linear("z", h, p["wgu"], args.get("bgu"))
+        m = p.nn.swiglu(z) if spec.activation == "silu" else p.nn.geglu(z, approximate=approximate)
     else:  # as Hugging Face writes it: nn-fuse-siblings packs the pair
-        body = _linear(spec, "%g", h, "%wg", M, D, F, "%bg" if spec.mlp_bias else None)
-        body += _linear(spec, "%u", h, "%wu", M, D, F, "%bu" if spec.mlp_bias else None)
-        if spec.activation == "silu":
-            body.append(f'%s = "nn.silu"(%g) : ({G}) -> {G}')
-        else:
-            body.append(f'%s = "nn.gelu"(%g) <{{approximate = "{approximate}"}}> : ({G}) -> {G}')
-        body.append(f'%m = "nn.mul"(%s, %u) : ({G}, {G}) -> {G}')
-    body += _linear(spec, "%dn", "%m", "%wd", M, F, D, "%bd" if spec.mlp_bias else None)
-    return _args(_mlp_weights(spec), e), body
+        g = p.linear("g", h, p["wg"], args.get("bg"))
+        u = p.linear("u", h, p["wu"], args.get("bu"))
+        s = p.named("s", p.nn.silu(g) if spec.activation == "silu" else p.nn.gelu(g, approximate=approximate))
+        m = p.nn.mul(s, u)
+    return p.linear("dn", p.named("m", m), p["wd"], args.get("bd"))
 
 
-def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0, segments: bool = False) -> str:
+def _rows_args(spec: ModelSpec, tokens: int, first: str, segments: bool) -> list[tuple[str, tuple, str | None]]:
+    return [(first, (tokens, spec.hidden), None), ("pos", (tokens,), "i32"), *([("seg", (tokens,), "i32")] if segments else [])]
+
+
+def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0, segments: bool = False,
+                    long_rope: bool = False) -> str:
     """Decoder layer `layer` as Hugging Face computes it, attention included: x -> x'. Layers of
     equal `LayerKind`s have equal programs (compiled once). With `segments` it takes the batch's
-    `%seg` [tokens] i32 after `%pos` (a padded or packed batch)."""
-    e = spec.element
-    D, M = spec.hidden, tokens
-    X = _t(M, D, element=e)
-    POS = _t(M, element="i32")
+    `seg` [tokens] i32 after `pos` (a padded or packed batch); `long_rope`: a longrope layer's
+    program for calls past its original context (`LayerKind.long_inv_freq`)."""
+    kind = spec.layer(layer)
+    if long_rope and kind.long_inv_freq is not None:
+        kind = replace(kind, inv_freq=kind.long_inv_freq)
+    p = _Program(spec, "decoder_layer", _rows_args(spec, tokens, "x", segments) + _weight_args(decoder_weights(spec)))
     pre_attn, post_attn, pre_mlp, post_mlp = spec.norms
-    body: list[str] = []
-    h = "%x"
-    if pre_attn:
-        body.append(_rms_norm(spec, "%h", "%x", "%w_in", M, D))
-        h = "%h"
-    _, attn_body = _attention_block(spec, tokens, seq_len, h, spec.layer(layer), segments)
-    body += attn_body
-    a = "%a"
+    x = p["x"]
+    h = p.rms_norm("h", x, p["w_in"]) if pre_attn else x
+    a = _attention_block(p, spec, seq_len, h, kind)
     if post_attn:
-        body.append(_rms_norm(spec, "%an", "%a", "%w_attn_post", M, D))
-        a = "%an"
+        a = p.rms_norm("an", a, p["w_attn_post"])
     if spec.residual_scale != 1.0:
-        body += _scale(spec, "%as", a, M, D, spec.residual_scale)
-        a = "%as"
-    body.append(f'%x1 = "nn.add"(%x, {a}) : ({X}, {X}) -> {X}')
-    h1 = "%x1"
-    if pre_mlp:
-        body.append(_rms_norm(spec, "%h1", "%x1", "%w_post", M, D))
-        h1 = "%h1"
-    _, mlp_body = _mlp_block(spec, tokens, h1)
-    body += mlp_body
-    d = "%dn"
+        a = p.scale("as", a, spec.residual_scale)
+    x1 = p.named("x1", p.nn.add(x, a))
+    h1 = p.rms_norm("h1", x1, p["w_post"]) if pre_mlp else x1
+    d = _mlp_block(p, spec, h1)
     if post_mlp:
-        body.append(_rms_norm(spec, "%dnn", "%dn", "%w_mlp_post", M, D))
-        d = "%dnn"
+        d = p.rms_norm("dnn", d, p["w_mlp_post"])
     if spec.residual_scale != 1.0:
-        body += _scale(spec, "%ds", d, M, D, spec.residual_scale)
-        d = "%ds"
-    body += [f'%x2 = "nn.add"(%x1, {d}) : ({X}, {X}) -> {X}', f"func.return %x2 : {X}"]
-    args = [f"%x: {X}", f"%pos: {POS}", *([f"%seg: {POS}"] if segments else []), *_args(decoder_weights(spec), e)]
-    return _func("decoder_layer", args, [X], body)
+        d = p.scale("ds", d, spec.residual_scale)
+    return p.returns(p.named("x2", p.nn.add(x1, d)))
 
 
 # ---------------------------------------------------------------- tensor-parallel segments
@@ -621,17 +709,14 @@ def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0, 
 
 def tp_attention_program(spec: ModelSpec, tokens: int, seq_len: int, segments: bool = False) -> str:
     """Normalized rows h [tokens, hidden] -> this shard's output projection (a partial sum)."""
-    X, POS = _t(tokens, spec.hidden, element=spec.element), _t(tokens, element="i32")
-    args, body = _attention_block(spec, tokens, seq_len, "%h", segments=segments)
-    return _func("tp_attention", [f"%h: {X}", f"%pos: {POS}", *([f"%seg: {POS}"] if segments else []), *args], [X],
-                 body + [f"func.return %a : {X}"])
+    p = _Program(spec, "tp_attention", _rows_args(spec, tokens, "h", segments) + _weight_args(_attention_weights(spec)))
+    return p.returns(_attention_block(p, spec, seq_len, p["h"]))
 
 
 def tp_mlp_program(spec: ModelSpec, tokens: int) -> str:
     """Normalized rows h [tokens, hidden] -> this shard's down projection (a partial sum)."""
-    X = _t(tokens, spec.hidden, element=spec.element)
-    args, body = _mlp_block(spec, tokens, "%h")
-    return _func("tp_mlp", [f"%h: {X}", *args], [X], body + [f"func.return %dn : {X}"])
+    p = _Program(spec, "tp_mlp", [("h", (tokens, spec.hidden), None)] + _weight_args(_mlp_weights(spec)))
+    return p.returns(_mlp_block(p, spec, p["h"]))
 
 
 def tp_fold_program(spec: ModelSpec, rows: int, pieces: int, *, norm: bool, keep_sum: bool = True) -> str:
@@ -639,22 +724,18 @@ def tp_fold_program(spec: ModelSpec, rows: int, pieces: int, *, norm: bool, keep
     a row-parallel GEMM, folded in rank order) and, with `norm`, the next RMSNorm of that sum
     (its statistics taken here, on whole local rows). Returns the sum (with `keep_sum`) and/or
     the normalized rows. `pieces` = 0: the norm of x alone."""
-    e, D = spec.element, spec.hidden
-    X, W_D = _t(rows, D, element=e), _t(D, element=e)
-    args = [f"%x: {X}"] + [f"%p{r}: {X}" for r in range(pieces)] + ([f"%w: {W_D}"] if norm else [])
-    body, total = [], "%x"
-    for r in range(pieces):
-        body.append(f'%s{r} = "nn.add"({total}, %p{r}) : ({X}, {X}) -> {X}')
-        total = f"%s{r}"
-    results = [total] if keep_sum else []
-    if norm:
-        body.append(f'%h = "nn.rms_norm"({total}, %w) <{{eps = {_f32(spec.eps)}}}> : ({X}, {W_D}) -> {X}')
-        results.append("%h")
-    if not results or (not norm and not pieces):
+    if not (keep_sum or norm) or (not norm and not pieces):
         raise ValueError("tp_fold_program: nothing to compute")
-    body.append(f"func.return {', '.join(results)} : {', '.join([X] * len(results))}")
-    name = "tp_fold_norm" if norm else "tp_fold"
-    return _func(name, args, [X] * len(results), body)
+    D = spec.hidden
+    args = [("x", (rows, D), None)] + [(f"p{r}", (rows, D), None) for r in range(pieces)]
+    p = _Program(spec, "tp_fold_norm" if norm else "tp_fold", args + ([("w", (D,), None)] if norm else []))
+    total = p["x"]
+    for r in range(pieces):
+        total = p.named(f"s{r}", p.nn.add(total, p[f"p{r}"]))
+    results = [total] if keep_sum else []
+    if norm:  # the plain norm of the LLaMA / Qwen3 blocks tensor parallelism runs (no offset)
+        results.append(p.named("h", p.nn.rms_norm(total, p["w"], eps=spec.eps)))
+    return p.returns(*results)
 
 
 def embedding_scale(spec: ModelSpec) -> float:
@@ -666,43 +747,31 @@ def embedding_scale(spec: ModelSpec) -> float:
 
 
 def embedding_program(spec: ModelSpec, tokens: int) -> str:
-    e, M, D, V = spec.element, tokens, spec.hidden, spec.vocab
-    X, W = _t(M, D, element=e), _t(V, D, element=e)
-    IDS = _t(M, element="i32")
+    p = _Program(spec, "embed_tokens", [("ids", (tokens,), "i32"), ("w", (spec.vocab, spec.hidden), None)])
     scale = embedding_scale(spec)
     if scale == 1.0:
-        body = [f'%x = "nn.embedding"(%ids, %w) : ({IDS}, {W}) -> {X}']
-    else:
-        body = [f'%x0 = "nn.embedding"(%ids, %w) : ({IDS}, {W}) -> {X}', *_scale(spec, "%x", "%x0", M, D, scale)]
-    body.append(f"func.return %x : {X}")
-    return _func("embed_tokens", [f"%ids: {IDS}", f"%w: {W}"], [X], body)
+        return p.returns(p.named("x", p.nn.embedding(p["ids"], p["w"])))
+    return p.returns(p.scale("x", p.named("x0", p.nn.embedding(p["ids"], p["w"])), scale))
 
 
 def head_program(spec: ModelSpec, tokens: int, *, loss: bool, reduction: str = "mean") -> str:
     """Final RMSNorm, LM head and (with `loss`) the cross-entropy over non-ignored targets, their
     mean or (`reduction="sum"`, for `num_items_in_batch`) their sum."""
-    e, M, D, V = spec.element, tokens, spec.hidden, spec.vocab
-    X, W_D, W_LM, L = _t(M, D, element=e), _t(D, element=e), _t(V, D, element=e), _t(M, V, element=e)
-    args = [f"%x: {X}", f"%w_norm: {W_D}", f"%w_lm: {W_LM}"]
-    # logits -> (times logits_scale) -> (soft-capped): the last step's result is %logits
-    maps = ([f'"nn.scale"({{}}) <{{{{factor = {_f32(spec.logits_scale)}}}}}>'] if spec.logits_scale != 1.0 else [])
-    maps += [f'"nn.softcap"({{}}) <{{{{cap = {_f32(spec.logits_softcap)}}}}}>'] if spec.logits_softcap is not None else []
-    names = [f"%logits{i}" for i in range(len(maps))] + ["%logits"]
-    body = [_rms_norm(spec, "%h", "%x", "%w_norm", M, D), f'{names[0]} = "nn.linear"(%h, %w_lm) : ({X}, {W_LM}) -> {L}']
-    body += [f"{out} = {op.format(src)} : ({L}) -> {L}" for op, src, out in zip(maps, names, names[1:])]
+    M, D, V = tokens, spec.hidden, spec.vocab
+    args = [("x", (M, D), None), ("w_norm", (D,), None), ("w_lm", (V, D), None)]
+    p = _Program(spec, "lm_head_loss" if loss else "lm_head_logits", args + ([("targets", (M,), "i32")] if loss else []))
+    h = p.rms_norm("h", p["x"], p["w_norm"])
+    # logits -> (times logits_scale) -> (soft-capped): the last step's result is `logits`
+    maps = [lambda x: p.nn.scale(x, factor=spec.logits_scale)] if spec.logits_scale != 1.0 else []
+    maps += [lambda x: p.nn.softcap(x, cap=spec.logits_softcap)] if spec.logits_softcap is not None else []
+    names = [f"logits{i}" for i in range(len(maps))] + ["logits"]
+    logits = p.named(names[0], p.nn.linear(h, p["w_lm"]))
+    for step, name in zip(maps, names[1:]):
+        logits = p.named(name, step(logits))
     if not loss:
-        return _func("lm_head_logits", args, [L], body + [f"func.return %logits : {L}"])
-    T, S = _t(M, element="i32"), "tensor<f32>"
-    body += [
-        f'%loss = "nn.cross_entropy"(%logits, %targets) <{{ignore_index = {IGNORE_INDEX} : i64, reduction = "{reduction}"}}> : ({L}, {T}) -> {S}',
-        f"func.return %loss : {S}",
-    ]
-    return _func("lm_head_loss", args + [f"%targets: {T}"], [S], body)
-
-
-def _func(name: str, args: list[str], results: list[str], body: list[str]) -> str:
-    header = f"func.func @{name}({', '.join(args)}) -> ({', '.join(results)}) {{"
-    return "\n".join([header, *("  " + line for line in body), "}", ""])
+        return p.returns(logits)
+    return p.returns(p.named("loss", p.nn.cross_entropy(logits, p["targets"], ignore_index=IGNORE_INDEX,
+                                                        reduction=reduction)))
 
 
 # ============================================================================ compiled programs
@@ -1064,12 +1133,13 @@ class DecoderUnit(_Unit):
                     pack_rows([t._local_tensor if tp.is_dtensor(t) else t for t in tensors])
 
     def _program(self, spec, kind, tokens, seq_len):
-        masked = kind == "layer_segments"
+        masked = kind.startswith("layer_segments")
+        long_rope = kind.endswith("+long_rope")
         layer_kind = spec.layer(self.index)
-        return (decoder_program(spec, tokens, seq_len, self.index, segments=masked),
+        return (decoder_program(spec, tokens, seq_len, self.index, segments=masked, long_rope=long_rope),
                 f"a decoder layer ({tokens} tokens, sequences of {seq_len}, {spec.element}"
                 + ("" if layer_kind == spec.layer(0) else f", layer {self.index}'s kind")
-                + (", padded or packed" if masked else "") + ")")
+                + (", padded or packed" if masked else "") + (", longrope's long factors" if long_rope else "") + ")")
 
     def named_weights(self):
         def tensor(name: str) -> torch.Tensor:
@@ -1081,20 +1151,24 @@ class DecoderUnit(_Unit):
         return [(self.hf_prefix + w.name, tensor(w.name), w.role) for w in decoder_weights(self.spec)]
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, seq_len: int, pieces: torch.Tensor | None = None,
-                segments: torch.Tensor | None = None):
+                segments: torch.Tensor | None = None, rope_length: int | None = None):
         """x -> the next layer's x. Tensor parallel (DTensor weights): `x` is this rank's rows of
         the residual stream (all rows for the first unit) and `pieces` the previous unit's
         unfolded down-projection pieces; returns `(x1, pieces)` for the next unit to fold.
         `segments`: the batch's document id per row (padding -1), for a padded or packed batch
-        (the program variant whose attention takes them; `batch_segments`)."""
+        (the program variant whose attention takes them; `batch_segments`). `rope_length`: the
+        step's largest position + 1, which picks a longrope layer's short or long frequencies
+        as Hugging Face's rotary embedding does per forward (`LayerKind.long_after`)."""
         layout = self.layout()
         if layout is None:
             if pieces is not None:
                 raise ArgumentError(f"{self.where}: the residual stream reaching this unit is split over tensor-parallel "
                                     "ranks, but its weights are not DTensors: plan every decoder unit")
+            long_after = self.spec.layer(self.index).long_after
+            variant = "+long_rope" if long_after is not None and rope_length is not None and rope_length > long_after else ""
             if segments is not None:
-                return self.function("layer_segments", x.shape[0], seq_len)(x, positions, segments, *self.weights())
-            return self.function("layer", x.shape[0], seq_len)(x, positions, *self.weights())
+                return self.function("layer_segments" + variant, x.shape[0], seq_len)(x, positions, segments, *self.weights())
+            return self.function("layer" + variant, x.shape[0], seq_len)(x, positions, *self.weights())
         return self._forward_tensor_parallel(layout, x, positions, seq_len, pieces, segments)
 
     def _forward_tensor_parallel(self, layout, x, positions, seq_len, pieces, segments=None):
@@ -1519,14 +1593,19 @@ class CodaCausalLM(torch.nn.Module):
         x = self.embed(ids, seq_len, tied_weight=tied[0] if tied else None)
         checkpointing = self.gradient_checkpointing and torch.is_grad_enabled()
         pieces = None  # tensor parallel: the last down projection's pieces, which the next unit folds
+        # longrope (Phi-3.5, Phi-4-mini): Hugging Face rotates a forward whose largest position
+        # + 1 exceeds original_max_position_embeddings by the long factors, else the short ones;
+        # one device-to-host read of that length per step, only for such models
+        longrope = any(k.long_after is not None for k in self.spec.layer_kinds)
+        kw = {"rope_length": int(positions.max()) + 1} if longrope and positions.numel() else {}
         for layer in self.layers:
             args = (x, positions, seq_len) if pieces is None else (x, positions, seq_len, pieces)
             if segments is not None:
                 args = (x, positions, seq_len, pieces, segments)
             if checkpointing:
-                out = torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False)
+                out = torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False, **kw)
             else:
-                out = layer(*args)
+                out = layer(*args, **kw)
             x, pieces = out if isinstance(out, tuple) else (out, None)
         head_weight = tied[1] if tied else None
         if labels is None:
