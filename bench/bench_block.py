@@ -232,7 +232,7 @@ def gemm_flops(s: Llama) -> float:
 def set_tuning(mode: str) -> dict:
     """Bound the coda GEMM autotuner (bench-local: the runtime is not changed)."""
     from coda_ir import tiling
-    from coda_ir.lowering import gemm_launch
+    from coda_ir.runtime import gemm_launch
 
     info = {"tune": mode, "cache": str(gemm_launch.cache_path())}
     if mode == "off":
@@ -846,7 +846,7 @@ def main() -> int:
         if dev == "cuda":
             torch.cuda.empty_cache()
     report["wall_s"] = time.time() - t_start
-    from coda_ir.lowering import gemm_launch
+    from coda_ir.runtime import gemm_launch
 
     if gemm_launch.cache_path().exists():
         (out_dir / "autotune.json").write_text(gemm_launch.cache_path().read_text())

@@ -42,8 +42,8 @@ class Meter:
     adds up host seconds per part."""
 
     def __init__(self):
-        from coda_ir.lowering import gemm_launch as gl
-        from coda_ir.lowering import runtime as rt
+        from coda_ir.runtime import gemm_launch as gl
+        from coda_ir.runtime import compiled as rt
 
         self.on = False
         self.t: dict[str, float] = {}
@@ -163,7 +163,7 @@ def main(argv=None) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     meter = Meter()  # before the generated modules import launch_gemm
-    from coda_ir.lowering import gemm_launch as gl
+    from coda_ir.runtime import gemm_launch as gl
 
     shape = bench_model.SHAPES[args.shape]
     tokens = args.batch * args.seq

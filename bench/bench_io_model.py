@@ -74,7 +74,7 @@ class TileRecorder:
     """Wraps gemm_launch.launch_gemm to record the config each generated kernel ran with."""
 
     def __init__(self) -> None:
-        from coda_ir.lowering import gemm_launch
+        from coda_ir.runtime import gemm_launch
 
         self.module = gemm_launch
         self.original = gemm_launch.launch_gemm

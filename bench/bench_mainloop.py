@@ -138,7 +138,7 @@ def build_kernels(tmpdir: Path) -> dict:
 def run_plain(k, x, w, M, N, K, *, transpose_a=False, transpose_b=True, key="bench_plain"):
     import torch
 
-    from coda_ir.lowering.gemm_launch import launch_gemm
+    from coda_ir.runtime.gemm_launch import launch_gemm
 
     def extra(cfg):
         c = torch.empty(M, N, device=x.device, dtype=x.dtype)
@@ -152,7 +152,7 @@ def run_plain(k, x, w, M, N, K, *, transpose_a=False, transpose_b=True, key="ben
 def run_plain_tmastore(k, x, w, M, N, K):
     import torch
 
-    from coda_ir.lowering.gemm_launch import launch_gemm, tensor_descriptor_class
+    from coda_ir.runtime.gemm_launch import launch_gemm, tensor_descriptor_class
 
     desc = tensor_descriptor_class()
 
@@ -170,7 +170,7 @@ def run_plain_il(k, x, w, M, N, K):
     """The plain store with interleave h = N / 2: the interleaved mainloop's own cost."""
     import torch
 
-    from coda_ir.lowering.gemm_launch import launch_gemm
+    from coda_ir.runtime.gemm_launch import launch_gemm
 
     def extra(cfg):
         c = torch.empty(M, N, device=x.device, dtype=x.dtype)
@@ -184,7 +184,7 @@ def run_plain_il(k, x, w, M, N, K):
 def run_residual(k, x, w, res, M, N, K, key="bench_residual_sumsq"):
     import torch
 
-    from coda_ir.lowering.gemm_launch import launch_gemm
+    from coda_ir.runtime.gemm_launch import launch_gemm
 
     def extra(cfg):
         out = torch.empty(M, N, device=x.device, dtype=x.dtype)
@@ -198,7 +198,7 @@ def run_residual(k, x, w, res, M, N, K, key="bench_residual_sumsq"):
 def run_swiglu(k, x, w, M, N, K, key="bench_swiglu"):
     import torch
 
-    from coda_ir.lowering.gemm_launch import launch_gemm
+    from coda_ir.runtime.gemm_launch import launch_gemm
 
     h = N // 2
 
@@ -226,7 +226,7 @@ def rel_err(out, ref) -> float:
 def checks(ks, dev, dtype, shapes, ragged, log) -> list[dict]:
     import torch
 
-    from coda_ir.lowering import gemm_launch
+    from coda_ir.runtime import gemm_launch
 
     results = []
     tol = 1e-2
@@ -281,7 +281,7 @@ RESIDUAL_VARIANTS = ("residual_sumsq", "residual_sumsq_stream")
 def fused_checks(ks, dev, dtype, M, N_res, K_res, N_glu, K_glu, log, results):
     import torch
 
-    from coda_ir.lowering import gemm_launch
+    from coda_ir.runtime import gemm_launch
 
     def poison(shape):
         torch.empty(shape, device=dev, dtype=dtype).fill_(float("nan"))
@@ -322,7 +322,7 @@ def fused_checks(ks, dev, dtype, M, N_res, K_res, N_glu, K_glu, log, results):
     if dev != "cpu":
         # Both interleave mainloops explicitly, whatever the tuner picks: two half dots, and
         # the rank-4 paired descriptor; ragged M and K.
-        from coda_ir.lowering.gemm_launch import GemmConfig, launch_gemm
+        from coda_ir.runtime.gemm_launch import GemmConfig, launch_gemm
 
         hh, Mr, Kr = 1024, 1000, 1064
         xr, wr = rnd(Mr, Kr), rnd(2 * hh, Kr)
@@ -395,7 +395,7 @@ def _cfg_dict(info):
 def timings(ks, dev, dtype, log, quick=False) -> dict:
     import torch
 
-    from coda_ir.lowering import gemm_launch
+    from coda_ir.runtime import gemm_launch
 
     g = torch.Generator(device=dev).manual_seed(1234)
     rnd = lambda *s: torch.randn(*s, device=dev, generator=g).to(dtype)  # noqa: E731
@@ -570,7 +570,7 @@ def bench_coda(log, dev: str = "cuda", rounds: int = 5, out_dir: Path | None = N
 
     try:
         import coda_ir
-        from coda_ir.lowering import gemm_launch
+        from coda_ir.runtime import gemm_launch
         from coda_ir.testing import check_close
     except Exception as exc:
         log(f"--coda: coda_ir not importable ({exc})")
@@ -705,7 +705,7 @@ def probe_warp_specialize(log) -> bool:
     code = (
         "import os,sys,tempfile,pathlib,torch;sys.path.insert(0,%r);"
         "os.environ['CODA_AUTOTUNE']='0';"
-        "import bench.bench_mainloop as b;from coda_ir.lowering import gemm_launch as gl;"
+        "import bench.bench_mainloop as b;from coda_ir.runtime import gemm_launch as gl;"
         "gl.set_launch_options(tma_candidates=(3,));"
         "ks=b.build_kernels(pathlib.Path(tempfile.mkdtemp()));"
         "x=torch.randn(1024,512,device='cuda').bfloat16();w=torch.randn(768,512,device='cuda').bfloat16();"
@@ -739,7 +739,7 @@ def main() -> int:
     import triton
 
     from coda_ir import tiling
-    from coda_ir.lowering import gemm_launch
+    from coda_ir.runtime import gemm_launch
     from coda_ir.lowering.mainloop import range_features
 
     if args.smoke:

@@ -179,7 +179,7 @@ def donation_off():
 
 @contextlib.contextmanager
 def plans_off():
-    from coda_ir.lowering import gemm_launch
+    from coda_ir.runtime import gemm_launch
 
     before = gemm_launch.set_launch_plans(False)
     try:

@@ -50,7 +50,7 @@ class Counters:
     and Triton kernel compiles (around `JITFunction._do_compile`, where this Triton has it)."""
 
     def __init__(self):
-        from coda_ir.lowering import gemm_launch
+        from coda_ir.runtime import gemm_launch
         from coda_ir.torch import hf
 
         self.compiles = 0

@@ -43,7 +43,7 @@ import triton  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 from coda_ir import tiling  # noqa: E402
-from coda_ir.lowering import gemm_launch as gl  # noqa: E402
+from coda_ir.runtime import gemm_launch as gl  # noqa: E402
 
 from bench_block import SHAPES  # noqa: E402
 from generate import nn_llama_block  # noqa: E402

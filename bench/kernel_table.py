@@ -57,7 +57,7 @@ from triton.testing import do_bench as _do_bench  # noqa: E402
 import coda_ir  # noqa: E402
 from coda_ir import testing  # noqa: E402
 from coda_ir.dialects import coda  # noqa: E402
-from coda_ir.lowering import gemm_launch as gl  # noqa: E402
+from coda_ir.runtime import gemm_launch as gl  # noqa: E402
 
 from bench_block import SHAPES  # noqa: E402
 from generate import nn_llama_block  # noqa: E402
@@ -403,7 +403,7 @@ def cols_last_epilogue_schedule(block):
 
 
 def compile_with_schedule(text: str, schedule):
-    from coda_ir.transforms import tl_epilogue
+    from coda_ir.lowering import tl_epilogue
 
     saved = tl_epilogue.epilogue_schedule  # the order the epilogue builder obeys
     tl_epilogue.epilogue_schedule = schedule

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
 
     from coda_ir.builder import FunctionBuilder, KernelBuilder
-    from coda_ir.lowering.runtime import CompiledModule
+    from coda_ir.runtime.compiled import CompiledModule
 
 __all__ = [
     "compile",
@@ -233,7 +233,7 @@ def index_checks(module: ModuleOp) -> dict[str, list]:
     from xdsl.ir import BlockArgument
 
     from coda_ir.dialects import nn
-    from coda_ir.lowering.runtime import IndexCheck
+    from coda_ir.runtime.compiled import IndexCheck
     from coda_ir.diagnostics import location_of
 
     checks: dict[str, list] = {}
@@ -279,7 +279,7 @@ def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None
 
     Every error is a `CodaError`: `CompileError` (bad program, located), `ArgumentError` (bad
     `source` or `pipeline`), `InternalError` (a bug of coda-ir)."""
-    from coda_ir.lowering.runtime import CompiledModule
+    from coda_ir.runtime.compiled import CompiledModule
     from coda_ir.lowering.triton import emit_module, kernel_counts
     from coda_ir.diagnostics import CompilerError
 
@@ -314,9 +314,9 @@ def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None
 
 def __getattr__(name: str):
     if name == "CompiledModule":
-        from coda_ir.lowering import runtime
+        from coda_ir.runtime import compiled
 
-        return getattr(runtime, name)
+        return getattr(compiled, name)
     if name in ("FunctionBuilder", "KernelBuilder"):
         from coda_ir import builder
 

@@ -5,10 +5,10 @@ Who reads it:
 
 * `transforms/legality.py` proves epilogues tile-local over the column-tile widths a kernel
   may run with (`GEMM_BNS`, `ELEMENTWISE_BNS`) and records `bn_multiple_of`;
-* `lowering/gemm_launch.py` autotunes a GEMM over `TMA_CANDIDATES` (Hopper) or
+* `runtime/gemm_launch.py` autotunes a GEMM over `TMA_CANDIDATES` (Hopper) or
   `portable_candidates` (elsewhere), rounded up to the recorded multiples; the interpreter runs
   `interpreter_config`;
-* `lowering/runtime.py` launches elementwise kernels with `elementwise_config` /
+* `runtime/compiled.py` launches elementwise kernels with `elementwise_config` /
   `whole_elementwise_config`;
 * `analysis/io_model.py` predicts with the same `GemmConfig` (its autotuner stand-in picks among
   `IO_MODEL_TILES`) and the same `elementwise_config` the runtime uses on a GPU.

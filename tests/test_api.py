@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import coda_ir
-from coda_ir.lowering.runtime import ArgumentError
+from coda_ir.runtime.compiled import ArgumentError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -197,7 +197,7 @@ def test_help_lists_every_pass_and_target_whole():
     import dataclasses
 
     from coda_ir.context import coda_passes
-    from coda_ir.lowering.targets import TARGETS
+    from coda_ir.targets import TARGETS
     from coda_ir.tools.coda_opt import _summary
 
     help_ = run("--help").stdout

@@ -42,7 +42,7 @@ def test_hierarchy_and_compatibility():
     assert not issubclass(InternalError, (CompileError, ArgumentError))
     # what they were before: existing `except ValueError` / `except TypeError` keep working
     assert issubclass(CompileError, ValueError) and issubclass(ArgumentError, TypeError)
-    from coda_ir.lowering.runtime import ArgumentError as RuntimeArgumentError
+    from coda_ir.runtime.compiled import ArgumentError as RuntimeArgumentError
 
     assert RuntimeArgumentError is ArgumentError is coda_ir.errors.ArgumentError
 

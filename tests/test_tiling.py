@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from coda_ir import tiling
 from coda_ir.analysis import io_model
-from coda_ir.lowering import gemm_launch, runtime
+from coda_ir.runtime import gemm_launch, runtime
 from coda_ir.transforms import legality
 
 pow2_multiples = st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128, 256])

@@ -2006,7 +2006,7 @@ class LaunchGroupOp(IRDLOperation):
 # Steps that are not GEMM + epilogue kernels: attention (PyTorch's SDPA kernels, opaque per
 # NN_DIALECT.md), the token embedding and its gradient (PyTorch's gather and deterministic
 # sorted scatter-add), and tensor concatenation / slicing (device copies). They run from the
-# host function by calling `coda_ir.lowering.library`; the fusion passes leave them alone.
+# host function by calling `coda_ir.runtime.library`; the fusion passes leave them alone.
 
 
 def _static_tensor(value: SSAValue, what: str) -> tuple[int, ...]:

@@ -5,7 +5,7 @@ different level: `tl` ops are Triton's device DSL on pointers and constexpr-size
 `host` ops are the torch / runtime calls of the generated host function, on torch tensors of
 static shape (builtin `tensor<...>` types; a partials buffer is `tensor<L x ? x f32>`, its
 tile count fixed when the launch picks its tile configuration). `convert-coda-to-host`
-(`transforms/coda_to_host.py`) builds one `host.func` per `func.func` and makes every host
+(`lowering/coda_to_host.py`) builds one `host.func` per `func.func` and makes every host
 decision there: which arguments are made contiguous, what is allocated (shape, dtype, the
 partials' tile count per configuration axis), which donated input an output writes over, the
 arguments and configuration of each launch (a fixed tile config checked against the kernel's

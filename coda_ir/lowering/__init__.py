@@ -1,0 +1,11 @@
+"""The Triton backend: coda -> `tl` / `host` IR -> Triton source (MLIR's Conversion/XToY split).
+
+* conversions: `coda_to_tl` (convert-coda-to-tl, with its helpers `tl_build`, `tl_epilogue`,
+  `tl_gemm`) and `coda_to_host` (convert-coda-to-host);
+* printers: `triton_printer` (tl.kernel -> `@triton.jit` source), `host_printer` (host.func ->
+  Python host functions);
+* the fixed mainloop templates the printer fills: `mainloop` (Triton), `gluon` (Gluon);
+* the `triton` target (`triton.py`).
+
+Running the emitted module is the runtime's (`coda_ir.runtime`).
+"""

@@ -16,7 +16,7 @@ A persistent Hopper kernel, one program per SM walking the tiles in grouped orde
   i's epilogue runs under tile i + 1's MMAs (bench/RESULTS.md, session 10).
 
 The kernel is a `tl.kernel` whose body is one `tl.mainloop gluon_ws` (built by
-`transforms/tl_gemm.lower_gluon_gemm`); this module holds its fixed templates, which the printer
+`lowering/tl_gemm.lower_gluon_gemm`); this module holds its fixed templates, which the printer
 (`triton_printer`) fills, printing the op's region, the epilogue on one row sub-tile, where the
 epilogue partition runs it. The region is built by the same epilogue builder as the `tl`
 kernel's, from the same `epilogue_schedule`, in the partition's layout: column index vectors in
@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from coda_ir.dialects import coda
-from coda_ir.transforms.tl_build import GLUON_SCOPE
+from coda_ir.lowering.tl_build import GLUON_SCOPE
 
 # Every name the templates bind where the epilogue region is printed (the partition's locals and
 # the frame it hands the region): a value of the region must not take one.

@@ -24,8 +24,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from coda_ir.diagnostics import InternalCompilerBug
 from coda_ir.dialects import triton_host as host
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, element_name
-from coda_ir.transforms.tl_gemm import gluon_entry_name
-from coda_ir.transforms.tl_build import KernelNames
+from coda_ir.lowering.tl_gemm import gluon_entry_name
+from coda_ir.lowering.tl_build import KernelNames
 
 IND = "    "
 

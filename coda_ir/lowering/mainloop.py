@@ -1,7 +1,7 @@
 """The fixed GEMM mainloop that every coda.gemm kernel shares; epilogues are spliced in.
 
 The compiler's gemm kernels are `tl.kernel`s whose body is one `tl.mainloop portable` op
-(`transforms/tl_gemm.py`); the printer (`triton_printer`) fills this template (`gemm_body`) with
+(`lowering/tl_gemm.py`); the printer (`triton_printer`) fills this template (`gemm_body`) with
 the op's region, the epilogue. Contract:
 
 * A gemm kernel's parameters are `a_ptr, b_ptr`, then the epilogue's inputs and outputs, in

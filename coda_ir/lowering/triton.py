@@ -19,13 +19,13 @@ The emitted module has, in order:
   kernels in program order and returns a tensor or a tuple.
 
 The lowering runs as passes on a copy of the module, then prints (issue 13):
-`convert-coda-to-tl` (`transforms/coda_to_tl.py`) names every kernel (recorded on the coda op
+`convert-coda-to-tl` (`lowering/coda_to_tl.py`) names every kernel (recorded on the coda op
 as `tl.kernel = @name`) and builds each as `tl.kernel` IR (the `tl` dialect,
 `dialects/triton_lang.py`): folds and launch groups there, elementwise kernels and every
-epilogue by the epilogue builder (`transforms/tl_epilogue.py`), gemm kernels as one templated
-`tl.mainloop` op whose region is the epilogue (`transforms/tl_gemm.py`: the portable kernel and
+epilogue by the epilogue builder (`lowering/tl_epilogue.py`), gemm kernels as one templated
+`tl.mainloop` op whose region is the epilogue (`lowering/tl_gemm.py`: the portable kernel and
 the Gluon one). `triton_printer.print_kernel` prints them, filling the mainloop templates,
-deciding nothing. `convert-coda-to-host` (`transforms/coda_to_host.py`) builds each function's
+deciding nothing. `convert-coda-to-host` (`lowering/coda_to_host.py`) builds each function's
 host wrapper as a `host.func` (the `host` dialect, `dialects/triton_host.py`), which
 `host_printer.print_host_function` prints. Options (`TritonOptions`: `epilogue_subtile`,
 `half_tile_io`) are the target's arguments and convert-coda-to-tl's pass options. Everything
@@ -52,11 +52,11 @@ from coda_ir.lowering.gluon import GLUON_PRELUDE
 from coda_ir.lowering.host_printer import print_host_function
 from coda_ir.lowering.mainloop import interleave_rows_source
 from coda_ir.lowering.triton_printer import print_kernel
-from coda_ir.transforms import coda_to_tl
-from coda_ir.transforms.coda_to_host import ConvertCodaToHostPass, host_functions
-from coda_ir.transforms.coda_to_tl import ConvertCodaToTLPass, kernel_symbol
+from coda_ir.lowering import coda_to_tl
+from coda_ir.lowering.coda_to_host import ConvertCodaToHostPass, host_functions
+from coda_ir.lowering.coda_to_tl import ConvertCodaToTLPass, kernel_symbol
 from coda_ir.transforms.plan_in_place import PlanInPlacePass
-from coda_ir.transforms.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile, gluon_entry_name
+from coda_ir.lowering.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile, gluon_entry_name
 
 # (re-exported: tests and bench/kernel_table.py read the emission order from here)
 from coda_ir.analysis.epilogue_schedule import EpilogueStep, epilogue_schedule  # noqa: F401
@@ -72,9 +72,9 @@ import torch
 import triton
 import triton.language as tl
 
-from coda_ir.lowering import library as _lib
-from coda_ir.lowering import runtime as _rt
-from coda_ir.lowering.gemm_launch import launch_gemm
+from coda_ir.runtime import library as _lib
+from coda_ir.runtime import compiled as _rt
+from coda_ir.runtime.gemm_launch import launch_gemm
 
 try:
     from triton.language.extra import libdevice

@@ -28,6 +28,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from coda_ir.context import coda_passes, universe_dialects
+from coda_ir.targets import TARGETS
 from coda_ir.errors import ArgumentError
 from coda_ir.remarks import printed_remarks
 from coda_ir.diagnostics import (
@@ -116,17 +117,15 @@ HELP_WIDTH = 100
 def describe_passes_and_targets() -> str:
     """The `--help` listing, generated from the pass and target registries: every pass and
     target with the first sentence of its docstring and its options with their defaults."""
-    from coda_ir.lowering import targets
-
     passes = sorted(coda_passes().items())
-    width = max(len(n) for n in [*dict(passes), *targets.TARGETS, "mlir"]) + 2
+    width = max(len(n) for n in [*dict(passes), *TARGETS, "mlir"]) + 2
     lines = ["Passes (-p, comma separated, options in braces, e.g. -p 'nn-to-coda{remarks-as-errors=true}'):"]
     for name, factory in passes:
         lines += _entry(name, factory, width)
     lines.append("")
     lines.append("Targets (-t, options in braces, e.g. -t 'io-report{gpu=h200}'):")
     lines.append(f"  {'mlir':<{width}}Print the IR (default; --print-op-generic for the generic form).")
-    for name, factory in sorted(targets.TARGETS.items()):
+    for name, factory in sorted(TARGETS.items()):
         lines += _entry(name, factory, width)
     return "\n".join(lines) + "\n"
 
@@ -147,12 +146,10 @@ class CodaOptMain(xDSLOptMain):
 
     def register_all_targets(self):
         super().register_all_targets()
-        from coda_ir.lowering import targets
-
-        for name, factory in targets.TARGETS.items():
+        for name, factory in TARGETS.items():
             self.available_targets[name] = factory
         for name in list(self.available_targets):
-            if name not in ("mlir", *targets.TARGETS):
+            if name not in ("mlir", *TARGETS):
                 del self.available_targets[name]
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser):

@@ -39,7 +39,7 @@ from xdsl.ir import BlockArgument, SSAValue
 
 import coda_ir
 from coda_ir.dialects.coda import RowsAttr, donate_arguments, own_arguments, symbolic_rows
-from coda_ir.lowering.runtime import (ArgumentError, CompiledModule, Rows, check_arguments, check_seq_len,
+from coda_ir.runtime.compiled import (ArgumentError, CompiledModule, Rows, check_arguments, check_seq_len,
                                       indices_checked, row_count)
 from coda_ir.reference import element_dtype
 from coda_ir.remarks import printed_remarks
@@ -353,7 +353,7 @@ class CodaFunction:
     @staticmethod
     def _takes_seq_len(compiled: CompiledModule, name: str) -> bool:
         """Whether the compiled `name` takes the call's sequence length (`seq_len=`)."""
-        from coda_ir.transforms.coda_to_host import takes_seq_len
+        from coda_ir.lowering.coda_to_host import takes_seq_len
 
         ir = compiled.ir
         fn = next((f for f in ir.walk() if isinstance(f, func.FuncOp) and f.sym_name.data == name), None) if ir else None

@@ -50,7 +50,7 @@ import torch
 import torch.utils.checkpoint
 
 from coda_ir.errors import ArgumentError, CompileError
-from coda_ir.lowering.runtime import indices_checked
+from coda_ir.runtime.compiled import indices_checked
 from coda_ir.torch import tensor_parallel as tp
 from coda_ir.torch.function import BoundFunction, CodaFunction
 
@@ -1021,7 +1021,7 @@ class TiedWeight(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_embedding, grad_head):
-        from coda_ir.lowering.library import embedding_grad_into
+        from coda_ir.runtime.library import embedding_grad_into
 
         if grad_embedding is None:
             return grad_head
@@ -1047,7 +1047,7 @@ class _RowGradientEmbedding(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        from coda_ir.lowering.library import embedding
+        from coda_ir.runtime.library import embedding
 
         ctx.save_for_backward(ids)
         ctx.weight_shape = weight.shape
@@ -1084,7 +1084,7 @@ def pack_rows(params: list[torch.nn.Parameter]) -> None:
     objects stay the same (optimizers and hooks keep working): only their `.data` moves, once.
     Moving the model afterwards (`.to(...)`) undoes it; the concatenation then copies (correct,
     one weight-sized copy per call)."""
-    from coda_ir.lowering.library import adjacent_view
+    from coda_ir.runtime.library import adjacent_view
 
     if adjacent_view([p.detach() for p in params]) is not None:
         return

@@ -1031,7 +1031,7 @@ def lower_linear_cross_entropy_grad(op: nn.LinearCrossEntropyGradOp) -> tuple[li
 
 # ----------------------------------------------------------------------------- library steps
 # Attention, the embedding and concatenation/slicing are not GEMM epilogues: one library step
-# each (coda_ir/lowering/library.py runs them), which the fusion passes leave alone.
+# each (coda_ir/runtime/library.py runs them), which the fusion passes leave alone.
 
 
 def _library(op: Operation, step: Operation) -> tuple[list[Operation], SSAValue]:

@@ -18,11 +18,11 @@ def _lower_nn():
 PASSES["convert-nn-to-coda"] = _lower_nn
 
 
-def _lazy(module: str, cls: str) -> Callable[[], type[ModulePass]]:
+def _lazy(module: str, cls: str, package: str = "coda_ir.transforms") -> Callable[[], type[ModulePass]]:
     def load() -> type[ModulePass]:
         import importlib
 
-        return getattr(importlib.import_module(f"coda_ir.transforms.{module}"), cls)
+        return getattr(importlib.import_module(f"{package}.{module}"), cls)
 
     return load
 
@@ -32,8 +32,8 @@ PASSES["coda-fuse"] = _lazy("fuse", "FusePass")
 PASSES["coda-interleave"] = _lazy("interleave", "InterleavePass")
 PASSES["coda-legalize"] = _lazy("legalize", "LegalizePass")
 PASSES["coda-widen-summed-stores"] = _lazy("widen_sums", "WidenSummedStoresPass")
-PASSES["convert-coda-to-tl"] = _lazy("coda_to_tl", "ConvertCodaToTLPass")
-PASSES["convert-coda-to-host"] = _lazy("coda_to_host", "ConvertCodaToHostPass")
+PASSES["convert-coda-to-tl"] = _lazy("coda_to_tl", "ConvertCodaToTLPass", "coda_ir.lowering")
+PASSES["convert-coda-to-host"] = _lazy("coda_to_host", "ConvertCodaToHostPass", "coda_ir.lowering")
 PASSES["coda-group-launches"] = _lazy("group_launches", "GroupLaunchesPass")
 PASSES["coda-sink-results"] = _lazy("sink_results", "SinkResultsPass")
 PASSES["coda-plan-in-place"] = _lazy("plan_in_place", "PlanInPlacePass")

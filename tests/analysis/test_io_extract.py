@@ -210,7 +210,7 @@ def test_vendor_gemms_are_reported_as_the_library(h100):
     from xdsl.passes import PassPipeline
 
     from coda_ir.dialects import coda
-    from coda_ir.lowering.report_targets import IOReportTarget
+    from coda_ir.analysis.report_targets import IOReportTarget
 
     module = parse(LLAMA_8B)
     PassPipeline.parse_spec(coda_passes(), "nn-autodiff,nn-to-coda").apply(make_context(), module)

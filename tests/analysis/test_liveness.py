@@ -170,7 +170,7 @@ def test_owned_arguments_are_freed_before_the_function_returns(monkeypatch):
 
     import torch
 
-    from coda_ir.lowering.runtime import ArgumentError
+    from coda_ir.runtime.compiled import ArgumentError
     from coda_ir.testing import check_close
 
     cm = coda_ir.compile(OWNED_PROGRAM, pipeline="nn-to-coda")

@@ -21,7 +21,7 @@ def _module(path: Path):
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_reports_on_example(path):
-    from coda_ir.lowering.report_targets import FusionPlanTarget, IOReportTarget
+    from coda_ir.analysis.report_targets import FusionPlanTarget, IOReportTarget
     from coda_ir.context import make_context
 
     module = _module(path)
@@ -61,7 +61,7 @@ def test_fusion_plan_labels_whole_rows_reductions_complete():
     program): labelled a row reduction, not a partial one; the logits GEMM's lse partials stay
     partial (dashed)."""
     from coda_ir import remarks
-    from coda_ir.lowering.report_targets import FusionPlanTarget
+    from coda_ir.analysis.report_targets import FusionPlanTarget
     from coda_ir.context import make_context
     import coda_ir
 

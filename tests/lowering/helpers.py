@@ -90,6 +90,6 @@ def check(text: str, inputs: list[torch.Tensor] | None = None, seed: int = 0, in
 def use_gemm_path(monkeypatch, path: str) -> None:
     """Launch GEMMs on `path` ("auto", "tma", "portable") for the rest of the test: the
     process-wide `gemm_launch` launch options, restored when the test ends."""
-    from coda_ir.lowering import gemm_launch
+    from coda_ir.runtime import gemm_launch
 
     monkeypatch.setattr(gemm_launch, "_OPTIONS", gemm_launch.LaunchOptions(path=path))

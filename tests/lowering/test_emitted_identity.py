@@ -1,7 +1,7 @@
 """The emitted Triton module stays the same program when the lowering moves between forms.
 
 Issue 13 moved the elementwise and then the gemm kernels from the string emitter of
-`lowering/triton.py` onto `tl` IR (`transforms/tl_epilogue.py`, `tl_gemm.py`, printed by
+`lowering/triton.py` onto `tl` IR (`lowering/tl_epilogue.py`, `tl_gemm.py`, printed by
 `triton_printer`). This test pins that the moves changed no program: every function of the
 module emitted for each program of the corpus below (every example-shaped test program through
 several pipelines, the coda programs, the inputs of the lowering FileCheck tests) has the

@@ -1,5 +1,5 @@
 """`epilogue_schedule` (coda_ir/analysis/epilogue_schedule.py, obeyed by the epilogue builder,
-coda_ir/transforms/tl_epilogue.py): each output of a multi-output `coda.map` is
+coda_ir/lowering/tl_epilogue.py): each output of a multi-output `coda.map` is
 made at its first reader, and a column partial of such an output runs after the stores it does
 not feed (issue 11; bench/RESULTS.md 2026-11-25 session 9).
 
@@ -23,7 +23,7 @@ from coda_ir import testing
 from coda_ir.analysis.epilogue_schedule import partials_after_last_use
 from coda_ir.dialects import coda
 from coda_ir.lowering import triton as lowering
-from coda_ir.transforms import tl_epilogue
+from coda_ir.lowering import tl_epilogue
 
 from .helpers import check
 from .test_primitives import gemm_program

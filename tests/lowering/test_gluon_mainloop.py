@@ -23,7 +23,7 @@ from coda_ir import remarks
 from coda_ir.context import make_context
 from coda_ir.dialects import coda
 from coda_ir.errors import ArgumentError
-from coda_ir.lowering import gemm_launch
+from coda_ir.runtime import gemm_launch
 from coda_ir.testing import random_inputs
 from coda_ir.transforms.plan_mainloop import PlanMainloopPass
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from coda_ir.lowering import gemm_launch
+from coda_ir.runtime import gemm_launch
 
 from coda_ir.lowering.triton import TritonOptions
 

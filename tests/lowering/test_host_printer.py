@@ -20,16 +20,16 @@ from coda_ir import parse
 from coda_ir.context import make_context
 from coda_ir.dialects import triton_host as host
 from coda_ir.lowering.host_printer import print_host_function
-from coda_ir.transforms.coda_to_host import ConvertCodaToHostPass, host_functions
-from coda_ir.transforms.coda_to_tl import ConvertCodaToTLPass
+from coda_ir.lowering.coda_to_host import ConvertCodaToHostPass, host_functions
+from coda_ir.lowering.coda_to_tl import ConvertCodaToTLPass
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 
 HEADER = """
 import torch
 import triton
-from coda_ir.lowering import library as _lib
-from coda_ir.lowering import runtime as _rt
+from coda_ir.runtime import library as _lib
+from coda_ir.runtime import compiled as _rt
 """
 
 

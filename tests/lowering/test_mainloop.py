@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from coda_ir import tiling  # noqa: E402
-from coda_ir.lowering import gemm_launch  # noqa: E402
+from coda_ir.runtime import gemm_launch  # noqa: E402
 
 from .helpers import use_gemm_path  # noqa: E402
 from coda_ir.lowering.mainloop import (  # noqa: E402
@@ -158,7 +158,7 @@ def test_misaligned_rows_are_repitched_for_tma(kernels, monkeypatch, dtype, M, N
     """An operand whose rows are not 16 bytes apart is copied into aligned rows (above
     `repitch_min_macs`) and the gemm runs on the TMA path, with the same result; below the
     threshold it stays on the portable path."""
-    from coda_ir.lowering import gemm_launch as gl
+    from coda_ir.runtime import gemm_launch as gl
 
     gen = torch.Generator().manual_seed(M + N + K)
     a, b = _operands(M, N, K, dtype, transpose_a, transpose_b, gen)

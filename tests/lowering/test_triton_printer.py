@@ -26,7 +26,7 @@ from xdsl.utils.exceptions import VerifyException
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.lowering.triton import PRELUDE
 from coda_ir.lowering.triton_printer import KernelPrinter, print_kernel
-from coda_ir.transforms.tl_build import Builder
+from coda_ir.lowering.tl_build import Builder
 
 
 def _load(lines: list[str], tmp_path, name: str):

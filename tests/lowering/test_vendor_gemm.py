@@ -17,7 +17,7 @@ import coda_ir
 from coda_ir import remarks
 from coda_ir.dialects import coda
 from coda_ir.errors import InternalError
-from coda_ir.lowering import gemm_launch
+from coda_ir.runtime import gemm_launch
 from coda_ir.testing import check_gradients, format_table, random_inputs, random_upstream
 
 ROOT = Path(__file__).resolve().parents[2]

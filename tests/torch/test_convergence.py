@@ -269,7 +269,7 @@ def pytest_generate_tests(metafunc):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_converges_like_hugging_face(family, dtype, steps):
-    from coda_ir.lowering.library import adjacent_view
+    from coda_ir.runtime.library import adjacent_view
 
     model, run, aggregate, worst = converge(family, dtype, "plain", steps)
     print(f"\n{family} {dtype}: worst step {max(abs(a - b) / abs(b) for a, b in zip(run.losses_coda, run.losses_hf)):.2e}, "

@@ -136,7 +136,7 @@ def _data_parallel(rank: int, world: int) -> dict:
 
     # tied embeddings: the root unit (embedding and head) sees the unsharded weight, so the
     # embedding's rows go into the head's gradient there (hf.TiedWeight) before the reduction
-    from coda_ir.lowering import library
+    from coda_ir.runtime import library
 
     model, cmodel = _fsdp(mesh, tied=True)
     calls, real = [], library.embedding_grad_into
@@ -300,7 +300,7 @@ def _tensor_parallel(rank: int, world: int) -> dict:
         placements = {n: tuple(map(repr, p.placements)) for n, p in model.named_parameters()}
         out[run] = _loss_and_grads(model, cmodel, ids, labels)
     out["tp_placements"] = placements
-    from coda_ir.lowering.library import adjacent_view
+    from coda_ir.runtime.library import adjacent_view
 
     attn, mlp = cmodel.layers[1].layer.self_attn, cmodel.layers[1].layer.mlp
     out["tp_packed"] = [adjacent_view([m.weight.to_local() for m in group]) is not None

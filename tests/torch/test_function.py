@@ -19,7 +19,7 @@ import torch.utils.checkpoint
 
 import coda_ir
 import coda_ir.torch
-from coda_ir.lowering.runtime import ArgumentError
+from coda_ir.runtime.compiled import ArgumentError
 from coda_ir.testing import assert_matches, reference_gradients
 
 M, N = 8, 16

@@ -201,7 +201,7 @@ def _tied_grads(cmodel, model, batches, tied_path: bool, monkeypatch):
 
 
 def test_tied_weight_takes_the_embedding_rows_into_the_heads_gradient(monkeypatch):
-    from coda_ir.lowering import library
+    from coda_ir.runtime import library
 
     model = tiny_model("llama", tie_word_embeddings=True)
     cmodel = from_hf(model, progress=False)
@@ -234,7 +234,7 @@ def test_tied_weight_gradient_of_two_forwards_in_one_backward(monkeypatch):
 
 def test_tied_weight_under_create_graph_sums_out_of_place(monkeypatch):
     # a backward that records its own graph must not see gradients updated in place
-    from coda_ir.lowering import library
+    from coda_ir.runtime import library
 
     model = tiny_model("llama", tie_word_embeddings=True)
     cmodel = from_hf(model, progress=False)
@@ -290,7 +290,7 @@ def test_parameters_are_the_models_own():
 
 
 def test_sibling_weights_are_packed_once_and_a_step_copies_no_weight(monkeypatch):
-    from coda_ir.lowering import library
+    from coda_ir.runtime import library
 
     model = tiny_model("llama")
     before = copy.deepcopy(model)
@@ -322,7 +322,7 @@ def test_biases_are_packed_and_fused_weights_read_as_they_are(family, dtype, mon
     # Qwen2: q/k/v biases moved into one storage like their weights, so the packed GEMM's bias
     # is a view; Phi3: qkv_proj / gate_up_proj are the packed weights, no concatenation at all
     # (the programs are the family test's: compiled once per process)
-    from coda_ir.lowering import library
+    from coda_ir.runtime import library
 
     model = tiny_model(family, dtype)
     cmodel = from_hf(model, progress=False)
@@ -346,11 +346,11 @@ def test_biases_are_packed_and_fused_weights_read_as_they_are(family, dtype, mon
 def test_a_step_checks_its_token_ids_and_labels_once(monkeypatch):
     # the units' own host checks (a device-to-host sync each) are skipped: from_hf checks the
     # step's ids and labels once, up front; the backward reads the checked saved copies
-    from coda_ir.lowering import runtime
+    from coda_ir.runtime import compiled
 
     calls = []
-    real = runtime.check_indices
-    monkeypatch.setattr(runtime, "check_indices", lambda *a: calls.append(a[0]) or real(*a))
+    real = compiled.check_indices
+    monkeypatch.setattr(compiled, "check_indices", lambda *a: calls.append(a[0]) or real(*a))
     model = tiny_model("llama")
     cmodel = from_hf(model, progress=False)
     ids, labels = batch()

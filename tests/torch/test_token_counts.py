@@ -147,7 +147,7 @@ def test_the_attention_takes_the_calls_sequence_length():
 
 
 def test_gemm_tuning_is_keyed_by_the_bucket_of_its_row_extents():
-    from coda_ir.lowering import gemm_launch
+    from coda_ir.runtime import gemm_launch
 
     a = torch.empty(4, 4, dtype=torch.bfloat16)
 

@@ -17,7 +17,7 @@ import torch
 
 import coda_ir
 from coda_ir import remarks, tiling
-from coda_ir.lowering import runtime
+from coda_ir.runtime import compiled
 
 from test_cross_entropy_plan import kernels, lm_head  # tests/transforms is on sys.path (pytest prepend mode)
 
@@ -73,6 +73,6 @@ def test_one_row_per_program_as_on_the_gpu(monkeypatch):
         used.append(tiling.whole_elementwise_config(M, N, whole, bn_multiple_of, interpreting=False))
         return used[-1]
 
-    monkeypatch.setattr(runtime, "whole_elementwise_config", as_on_the_gpu)
+    monkeypatch.setattr(compiled, "whole_elementwise_config", as_on_the_gpu)
     _check(7, 16, v, gpu.bn)
     assert used and all((c.bm, c.bn) == (1, 4096) for c in used), used

@@ -21,7 +21,7 @@ func.func @epi(%a: tensor<37x40xbf16>, %b: tensor<48x40xbf16>, %c: tensor<37x48x
 }
 
 // CHECK:      import triton.language as tl
-// CHECK:      from coda_ir.lowering.gemm_launch import launch_gemm
+// CHECK:      from coda_ir.runtime.gemm_launch import launch_gemm
 // CHECK:      _CODA_INTERPRETING = tl.constexpr(
 // CHECK:      def _coda_round_bf16(x):
 // CHECK:      def _coda_tanh(x):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 
 import coda_ir
-from coda_ir.lowering import gemm_launch
+from coda_ir.runtime import gemm_launch
 
-from .helpers import DEVICE
+from tests.lowering.helpers import DEVICE
 
 PROGRAM = """
 func.func @f(%x: tensor<37x40xbf16>, %w: tensor<52x40xbf16>, %g: tensor<40xbf16>) -> tensor<37x52xbf16> {
@@ -83,8 +83,8 @@ def test_tuning_groups_are_decided_by_the_compiler():
     from coda_ir.context import make_context
     from coda_ir.dialects import triton_host as host
     from coda_ir.lowering.triton import emit_module
-    from coda_ir.transforms.coda_to_host import ConvertCodaToHostPass, host_functions
-    from coda_ir.transforms.coda_to_tl import ConvertCodaToTLPass
+    from coda_ir.lowering.coda_to_host import ConvertCodaToHostPass, host_functions
+    from coda_ir.lowering.coda_to_tl import ConvertCodaToTLPass
     from coda_ir.transforms.legalize import ensure_legalized
 
     module = coda_ir.parse(GROUPS)

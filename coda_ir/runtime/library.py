@@ -1,7 +1,7 @@
 """The library steps of generated host code (coda.attention, coda.embedding, coda.concat, ...).
 
 These are the parts of a program that are not GEMM + epilogue kernels: attention runs PyTorch's
-own SDPA kernels (coda_ir/lowering/attention.py), the embedding PyTorch's gather and its
+own SDPA kernels (coda_ir/runtime/attention.py), the embedding PyTorch's gather and its
 gradient PyTorch's embedding backward (on CUDA a sort + segmented reduction: deterministic, no
 float atomics), concatenation and slicing are device copies. Generated modules import this
 module as `_lib`.
@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from coda_ir.errors import ArgumentError
-from coda_ir.lowering.attention import (
+from coda_ir.runtime.attention import (
     attention_backward,
     attention_backward_segments,
     attention_forward,
@@ -119,7 +119,7 @@ def embedding_grad_into(dst: torch.Tensor, dy: torch.Tensor, ids: torch.Tensor) 
                             f"dy {list(dy.shape)}, ids {list(ids.shape)}", "dy")
     if ids.numel() == 0:
         return dst
-    from coda_ir.lowering.runtime import triton_mode
+    from coda_ir.runtime.compiled import triton_mode
 
     # CPU tensors through Triton's interpreter, CUDA tensors compiled, under the same mode switch
     # as every generated call (the interpreter patches `triton.language` while it runs)

@@ -41,7 +41,7 @@ from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.tiling import MIN_BN
-from coda_ir.transforms.tl_build import (
+from coda_ir.lowering.tl_build import (
     KERNEL_SCOPE,
     Builder,
     KernelNames,

@@ -1,7 +1,7 @@
 // RUN: coda-opt %s -p "coda-plan-mainloop{mainloop=gluon},coda-legalize,convert-coda-to-tl" --split-input-file 2>/dev/null | filecheck %s
 
 // A gemm with a #coda.mainloop record gets its Gluon kernel beside its tl kernel
-// (transforms/tl_gemm.py, lower_gluon_gemm): a tl.kernel whose body is one tl.mainloop gluon_ws
+// (lowering/tl_gemm.py, lower_gluon_gemm): a tl.kernel whose body is one tl.mainloop gluon_ws
 // carrying the record, its region the epilogue on one row sub-tile of the hand-off buffer, built
 // by the epilogue builder in the partition's layout (#tl.layout).
 

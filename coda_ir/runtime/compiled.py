@@ -40,7 +40,7 @@ import triton  # noqa: E402
 from coda_ir.errors import ArgumentError, CodaError, internal_error  # noqa: E402  (ArgumentError: re-exported)
 from coda_ir import tiling  # noqa: E402
 from coda_ir.tiling import ElementwiseConfig  # noqa: E402
-from coda_ir.lowering.gemm_launch import GluonMainloop  # noqa: E402,F401  (generated launches name it)
+from coda_ir.runtime.gemm_launch import GluonMainloop  # noqa: E402,F401  (generated launches name it)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """nn.attention's optional properties (scale, window, softcap) and segments operand: the
-reference interpreter, the CPU runtime (coda_ir.lowering.attention) and a compiled program,
+reference interpreter, the CPU runtime (coda_ir.runtime.attention) and a compiled program,
 each against an independent float64 attention written row by row from the op's definition.
 
 Odd sizes: 2 sequences of 7 rows, 3 q heads over 1 kv head of head_dim 5.
@@ -14,7 +14,7 @@ import torch
 
 import coda_ir
 import coda_ir.torch
-from coda_ir.lowering.attention import attention_backward, attention_forward
+from coda_ir.runtime.attention import attention_backward, attention_forward
 from coda_ir.reference import run_reference
 from coda_ir.testing import assert_matches
 
@@ -228,7 +228,7 @@ def test_flex_mask_and_score_mod_forward_on_cpu(name, monkeypatch):
     uncompiled CPU implementation (no backward there): the same numbers as the math path."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    from coda_ir.lowering import attention
+    from coda_ir.runtime import attention
 
     monkeypatch.setattr(attention, "_FLEX", flex_attention)
     case = CASES[name]

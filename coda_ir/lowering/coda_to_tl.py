@@ -40,7 +40,7 @@ from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.diagnostics import CompilerError
 from coda_ir.errors import ArgumentError
-from coda_ir.transforms.tl_build import (
+from coda_ir.lowering.tl_build import (
     KERNEL_SCOPE,
     Builder,
     KernelNames,
@@ -49,8 +49,8 @@ from coda_ir.transforms.tl_build import (
     param_names,
 )
 from coda_ir.transforms.legalize import LEGALIZED
-from coda_ir.transforms.tl_epilogue import lower_elementwise
-from coda_ir.transforms.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile, lower_gemm, lower_gluon_gemm
+from coda_ir.lowering.tl_epilogue import lower_elementwise
+from coda_ir.lowering.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile, lower_gemm, lower_gluon_gemm
 
 KERNEL_NAME_ATTR = "tl.kernel"
 """The discardable attribute naming a coda kernel's Triton kernel (a symbol reference)."""
@@ -96,7 +96,7 @@ def _unspecialize_rows(fn: func.FuncOp, built: dict[str, tl.KernelOp], rows: cod
     specialize (divisibility by 16, equality to 1): those holding run-time row extents, so that a
     new token count reuses the kernels compiled for the bucket. A launch group's program-count
     ends depend on them too."""
-    from coda_ir.transforms.tl_gemm import gluon_entry_name
+    from coda_ir.lowering.tl_gemm import gluon_entry_name
 
     def mark(kernel: tl.KernelOp, names: Sequence[str]) -> None:
         present = [n for n in kernel.param_names() if n in set(names)]

@@ -1,4 +1,4 @@
-"""runtime.triton_mode: an interpreted call leaves `triton.language` as it found it; calls reuse the loaded module.
+"""compiled.triton_mode: an interpreted call leaves `triton.language` as it found it; calls reuse the loaded module.
 
 Triton's interpreter patches `triton.language` builtins while it runs, and a device function
 called from an interpreted kernel (`tl.cdiv` in every GEMM kernel) re-patches them without
@@ -15,7 +15,7 @@ import threading
 import torch
 
 import coda_ir
-from coda_ir.lowering import runtime
+from coda_ir.runtime import compiled
 
 PROGRAM = """
 func.func @f(%x: tensor<24x40xf32>, %w: tensor<48x40xf32>) -> tensor<24x48xf32> {
@@ -27,7 +27,7 @@ func.func @f(%x: tensor<24x40xf32>, %w: tensor<48x40xf32>) -> tensor<24x48xf32> 
 
 
 def _state():
-    return [(obj, dict(vars(obj))) for obj in runtime._language_objects()]
+    return [(obj, dict(vars(obj))) for obj in compiled._language_objects()]
 
 
 def _changed(before):
@@ -35,7 +35,7 @@ def _changed(before):
     for obj, attrs in before:
         now = dict(vars(obj))
         for name in attrs:  # names the interpreter adds (globals of its rewritten functions) may stay
-            if attrs.get(name, runtime._MISSING) is not now.get(name, runtime._MISSING):
+            if attrs.get(name, compiled._MISSING) is not now.get(name, compiled._MISSING):
                 changes.append(f"{getattr(obj, '__name__', obj)}.{name}")
     return changes
 
@@ -80,12 +80,12 @@ def test_calls_reuse_the_loaded_module_without_hashing_the_source(monkeypatch):
     x, w = torch.randn(24, 40), torch.randn(48, 40)
     first = program.f(x, w)
     hashed = []
-    real = runtime.source_hash
-    monkeypatch.setattr(runtime, "source_hash", lambda source: hashed.append(len(source)) or real(source))
+    real = compiled.source_hash
+    monkeypatch.setattr(compiled, "source_hash", lambda source: hashed.append(len(source)) or real(source))
     again = program.f(x, w)
     assert hashed == []
     assert torch.equal(first, again)
-    assert program.module(True) is runtime.load_module(program.source, True)
+    assert program.module(True) is compiled.load_module(program.source, True)
     assert len(hashed) == 1  # the direct load_module call above hashed; the module is the cached one
     twin = copy.deepcopy(program)
     assert torch.equal(twin.f(x, w), first)
@@ -128,15 +128,15 @@ def test_loops_over_runtime_bounds_run_under_triton_36_and_numpy_24(monkeypatch)
     module = coda_ir.compile(ROW_PROGRAM)
     assert "range(0, tl.cdiv(" in module.source
     x, w, wq = torch.randn(14, 64), torch.randn(64), torch.randn(24, 64)
-    monkeypatch.setattr(runtime, "_INDEX_COMPAT", [False])  # as if checked and left alone
+    monkeypatch.setattr(compiled, "_INDEX_COMPAT", [False])  # as if checked and left alone
     try:
         module.f(x, w, wq)
         raise AssertionError("the simulated interpreter did not fail: the test checks nothing")
     except coda_ir.CodaError as error:
         assert "0-dimensional arrays" in str(error)
-    monkeypatch.setattr(runtime, "_INDEX_COMPAT", [])  # the first interpreted call checks
+    monkeypatch.setattr(compiled, "_INDEX_COMPAT", [])  # the first interpreted call checks
     out = module.f(x, w, wq)
-    assert runtime._INDEX_COMPAT == [True]
+    assert compiled._INDEX_COMPAT == [True]
     ref = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w) @ wq.T
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
 
@@ -147,10 +147,10 @@ def test_index_compat_is_in_place_exactly_where_the_interpreter_needs_it(monkeyp
     from triton.runtime import interpreter
 
     monkeypatch.setattr(interpreter._LangPatchScope, "set_attr", interpreter._LangPatchScope.set_attr)  # restored after
-    monkeypatch.setattr(runtime, "_INDEX_COMPAT", [])
+    monkeypatch.setattr(compiled, "_INDEX_COMPAT", [])
     set_attr = interpreter._LangPatchScope.set_attr
-    with runtime._LOCK, runtime.interpret_mode(True), runtime.stdlib_mode(True), runtime.restored_language():
-        needed = runtime._range_probe_fails()
-        assert runtime.interpreter_index_compat() is needed
+    with compiled._LOCK, compiled.interpret_mode(True), compiled.stdlib_mode(True), compiled.restored_language():
+        needed = compiled._range_probe_fails()
+        assert compiled.interpreter_index_compat() is needed
         assert (interpreter._LangPatchScope.set_attr is set_attr) is not needed
-        assert not runtime._range_probe_fails()
+        assert not compiled._range_probe_fails()

@@ -1,11 +1,11 @@
-"""coda_ir.lowering.attention: the opaque attention that nn.attention runs, against SDPA."""
+"""coda_ir.runtime.attention: the opaque attention that nn.attention runs, against SDPA."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from coda_ir.lowering.attention import MATH, attention_backward, attention_forward, backend
+from coda_ir.runtime.attention import MATH, attention_backward, attention_forward, backend
 
 
 def _sdpa(qkv, heads, kv_heads, hd, seq, causal):

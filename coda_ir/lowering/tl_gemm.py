@@ -32,8 +32,8 @@ from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.transforms.plan_mainloop import epilogue_column_lanes
-from coda_ir.transforms.tl_build import GLUON_SCOPE, KERNEL_SCOPE, Builder, KernelNames, param_names
-from coda_ir.transforms.tl_epilogue import ColumnSpace, EpilogueBuilder, TileFrame, pointee
+from coda_ir.lowering.tl_build import GLUON_SCOPE, KERNEL_SCOPE, Builder, KernelNames, param_names
+from coda_ir.lowering.tl_epilogue import ColumnSpace, EpilogueBuilder, TileFrame, pointee
 
 # `epilogue_subtile`: the minimum BN (a power of two >= 2) at which heavy epilogues run per column
 # half, or 0 (the default: never)

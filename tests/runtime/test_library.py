@@ -1,4 +1,4 @@
-"""coda_ir.lowering.library: the host steps that are not GEMM epilogues (concat, slice, the tied
+"""coda_ir.runtime.library: the host steps that are not GEMM epilogues (concat, slice, the tied
 weight's embedding rows added into the LM head's gradient)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coda_ir.lowering import library
+from coda_ir.runtime import library
 
 
 def test_concat_of_adjacent_rows_is_a_view():
@@ -95,15 +95,15 @@ def test_embedding_grad_into_bf16_rounds_the_fp32_sum_once():
 def test_embedding_grad_into_is_deterministic_and_leaves_triton_language_as_it_was():
     # the interpreted kernel runs under runtime.triton_mode, as generated calls do: a later GPU
     # compile in the same process must not meet the interpreter's patches of triton.language
-    from coda_ir.lowering import runtime
+    from coda_ir.runtime import compiled
 
     dst, dy, ids, _ = _rows_case(60, 130, 200, seed=5, repeat=90)
     first = library.embedding_grad_into(dst.clone(), dy, ids)
-    before = [(obj, dict(vars(obj))) for obj in runtime._language_objects()]
+    before = [(obj, dict(vars(obj))) for obj in compiled._language_objects()]
     second = library.embedding_grad_into(dst.clone(), dy, ids)
     assert torch.equal(first, second)
     changed = [f"{getattr(obj, '__name__', obj)}.{name}" for obj, attrs in before for name in attrs
-               if vars(obj).get(name, runtime._MISSING) is not attrs[name]]
+               if vars(obj).get(name, compiled._MISSING) is not attrs[name]]
     assert changed == []
 
 

@@ -1,7 +1,7 @@
 // RUN: coda-opt %s -p coda-legalize,convert-coda-to-tl --split-input-file | filecheck %s
 // RUN: not coda-opt %s -p convert-coda-to-tl --split-input-file 2>&1 | filecheck %s --check-prefix=UNPROVED
 
-// convert-coda-to-tl builds each coda.elementwise as a tl.kernel (transforms/tl_epilogue.py): the
+// convert-coda-to-tl builds each coda.elementwise as a tl.kernel (lowering/tl_epilogue.py): the
 // kernel head (program id -> [BM, BN] tile), the region's primitives in epilogue_schedule order,
 // each yielded value stored right after the step that makes it. It obeys what coda-legalize
 // recorded (tile constraints, coda.gathered, coda.row_exchange) and re-derives none of it:

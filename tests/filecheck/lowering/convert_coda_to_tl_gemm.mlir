@@ -4,7 +4,7 @@
 // RUN: not coda-opt %s -p convert-coda-to-tl --split-input-file 2>&1 | filecheck %s --check-prefix=UNPROVED
 // RUN: not coda-opt %s -p "coda-legalize,convert-coda-to-tl{epilogue-subtile=3}" --split-input-file 2>&1 | filecheck %s --check-prefix=OPTION
 
-// convert-coda-to-tl builds each coda.gemm as a tl.kernel (transforms/tl_gemm.py): the template's
+// convert-coda-to-tl builds each coda.gemm as a tl.kernel (lowering/tl_gemm.py): the template's
 // parameters (sizes, strides, tile constexprs with their defaults), its body one tl.mainloop whose
 // region is the epilogue, built by the epilogue builder on the tile the mainloop hands over.
 // UNPROVED: error: 'coda.gemm' op convert-coda-to-tl needs the records of coda-legalize: run it first
