@@ -4,6 +4,12 @@
 `arith` / `math` ops to a scalar body (`coda.map`, `coda.pair_map`, `coda.fold`). Every op
 built here gets the location of the `nn` op it implements, so that remarks and errors about
 a fused kernel still point at the user's source line.
+
+This is the passes' method-style layer (`S.add(a, b)`, values are plain SSAValues, no
+`ImplicitBuilder` needed by the caller) over the ops of the public builder, `coda_ir.builder`.
+The composite scalar functions (`sigmoid`, `silu`, `gelu`, `gelu_grad`, `relu`) are written
+once, there; `Scalar`'s methods of those names call them, so a kernel built by hand and one
+lowered from `nn.silu` hold the same ops in the same order.
 """
 
 from __future__ import annotations
