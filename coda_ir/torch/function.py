@@ -188,6 +188,13 @@ def _split_pipeline(pipeline: str | None) -> str | None:
     return ",".join(s for s in stages if s.split("{")[0].strip() != AUTODIFF_PASS) or None
 
 
+def _autodiff_stage(pipeline: str | None) -> str:
+    """The `nn-autodiff` stage of `pipeline` with its options (e.g. `nn-autodiff{memory-budget-mib=4096}`),
+    else the pass with its defaults."""
+    stages = [s.strip() for s in re.split(r",(?![^{]*\})", pipeline or "")]
+    return next((s for s in stages if s.split("{")[0].strip() == AUTODIFF_PASS), AUTODIFF_PASS)
+
+
 def _schema(args: Sequence[TensorSpec], n_results: int, sizes: Sequence[str] = ()) -> str:
     params = ", ".join([*(f"Tensor {a.name}" for a in args), *(f"SymInt {s}" for s in sizes)])
     if n_results == 1:
@@ -315,7 +322,7 @@ class CodaFunction:
         if not (self.fwd_name in funcs and self.bwd_name in funcs) and self.float_args and _autodiff_registered():
             module = _only_functions(module, [name])
             # sibling linears are packed first, so that the backward is derived from one GEMM
-            coda_ir.lower(module, f"{SIBLINGS_PASS},{AUTODIFF_PASS}", remarks=self.remarks)
+            coda_ir.lower(module, f"{SIBLINGS_PASS},{_autodiff_stage(pipeline)}", remarks=self.remarks)
             funcs = _funcs(module)
         self.differentiable = self.fwd_name in funcs and self.bwd_name in funcs
         kept = [name, self.fwd_name, self.bwd_name] if self.differentiable else [name]

@@ -39,10 +39,11 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import BoolAttr, FloatAttr, FunctionType, IntegerAttr, ModuleOp, StringAttr, TensorType, f32, i64
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
+from coda_ir import remarks
 from coda_ir.dialects import nn
 from coda_ir.dialects.element_types import element_name
 from coda_ir.diagnostics import CompilerError
@@ -220,11 +221,31 @@ def _rope_grad(op: nn.RoPEOp, dys, wants, fwd):
     return [g], [g.result, None]
 
 
+def _heads(op: nn.HeadRMSNormOp) -> range:
+    first = nn.first_head_of(op)
+    return range(first, first + op.heads.value.data)
+
+
+def head_norm_input(op: nn.HeadRMSNormOp) -> SSAValue:
+    """The value whose columns `op`'s backward reads as its x: x itself, or, when x is the output
+    of another head norm over other heads of the same width (Qwen3: the k-norm reads the q-norm's
+    output), that norm's input, through any number of them: the columns of `op`'s heads pass
+    through the other norm unchanged (bit for bit), and the backward reads x only there. So the
+    forward saves the projection once (qkv), not also the q-normed copy ([M, (H + 2 KV) hd] each
+    layer: 64 MiB at the Qwen3-1.7B shape, 1.75 GiB over its 28 layers)."""
+    x = op.x
+    hd = op.head_dim.value.data
+    while (isinstance(x.owner, nn.HeadRMSNormOp) and x.owner.head_dim.value.data == hd
+           and not set(_heads(x.owner)) & set(_heads(op))):
+        x = x.owner.x
+    return x
+
+
 def _head_norm_grad(op: nn.HeadRMSNormOp, dys, wants, fwd):
     (dy,) = dys
     props = dict(op.properties)
     props.setdefault("eps", op.eps)
-    g = nn.HeadRMSNormGradOp(dy, fwd(op.x), fwd(op.w), props)
+    g = nn.HeadRMSNormGradOp(dy, fwd(head_norm_input(op)), fwd(op.w), props)
     return [g], [g.dx if wants[0] else None, g.dw if wants[1] else None]
 
 
@@ -302,7 +323,7 @@ RULES: dict[type[Operation], Rule] = {
     nn.RMSNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0)], _rms_grad),
     nn.LayerNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0), Stat(op, 1)], _ln_grad),
     nn.RoPEOp: Rule(lambda op, wants: [op.pos], _rope_grad),
-    nn.HeadRMSNormOp: Rule(lambda op, wants: [op.x, op.w], _head_norm_grad),
+    nn.HeadRMSNormOp: Rule(lambda op, wants: [head_norm_input(op), op.w], _head_norm_grad),
     # cross-entropy saves its per-row log-sum-exp (the loss computes it anyway)
     nn.CrossEntropyOp: Rule(lambda op, wants: [op.logits, op.targets, Stat(op, 0)], _ce_grad),
     nn.EmbeddingOp: Rule(lambda op, wants: [op.ids], _embedding_grad),
@@ -325,8 +346,8 @@ variant op that `build_forward` puts in their place: (result, lse)."""
 def hdh_sources(norm: nn.RMSNormOp) -> list[SSAValue]:
     """For an RMSNorm whose output h feeds only GEMMs as their activation (`z_i = h @ W_i.T`):
     the values z'_i with `sum_j dh_j h_j = sum_i sum_k z'_ik dz'_ik` (EPILOGUES.md, "Backward
-    rewrites"): z_i itself, or the RoPE of z_i when that is z_i's only use (R is orthogonal, so
-    `z . dz = R z . R dz`); [] when h has another kind of use."""
+    rewrites"): z_i itself, or the RoPE of z_i when that is z_i's only use (`z . dz = R z . dy`
+    for dz = R^T dy of any linear R: a partial or scaled RoPE too); [] when h has another kind of use."""
     sources: list[SSAValue] = []
     for use in norm.results[0].uses:
         user = use.operation
@@ -399,6 +420,89 @@ def recompute_decision(value: SSAValue, cost_model: bool) -> tuple[str, str]:
     return decision.choice, decision.summary()
 
 
+# ----------------------------------------------------------------------------- logits in chunks
+
+_ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
+CHUNK_GRANULE = 128
+"""An automatic chunk is a multiple of this many vocabulary columns (whole GEMM column tiles)."""
+
+
+@dataclass(frozen=True)
+class LogitsChunks:
+    """An LM head + loss whose backward recomputes its logits chunk by chunk of vocabulary
+    (`nn.linear_cross_entropy_grad`): `linear` (h @ w.T) -> optional `scale` -> optional
+    `softcap` -> the cross-entropy, each intermediate used only by the next."""
+
+    linear: nn.LinearOp
+    scale: nn.ScaleOp | None
+    softcap: nn.SoftcapOp | None
+    chunk: int
+    why: str
+
+    def ops(self) -> list[Operation]:
+        return [op for op in (self.linear, self.scale, self.softcap) if op is not None]
+
+
+def _only_use(value: SSAValue, user: Operation) -> bool:
+    uses = list(value.uses)
+    return len(uses) == 1 and uses[0].operation is user
+
+
+def logits_chunk_plan(ce: nn.CrossEntropyOp, budget_mib: int, forced: int) -> LogitsChunks | None:
+    """Whether the backward of `ce` recomputes its logits in vocabulary chunks, and how wide.
+
+    The stored-logits backward keeps the [M, V] logits from the forward to the backward (and,
+    with a soft-cap, its input too) and writes dlogits over them: at the LLaMA-1B shape (8192
+    tokens, vocabulary 128256) 1.96 GiB of a 4.6 GiB backward peak (bench/RESULTS.md, issue 11).
+    When those bytes exceed `budget_mib`, the backward recomputes the logits instead, `chunk`
+    vocabulary columns at a time: the widest multiple of CHUNK_GRANULE whose [M, chunk] gradient
+    fits the budget (the GEMMs stay large: 8192 x 16384 x 2048 at 256 MiB), at the price of one
+    more [M, V, D] GEMM (the logits again). `forced` > 0 (a multiple of LOGITS_CHUNK_TILE): always
+    that chunk. None: the logits are stored (under the budget, or not an LM head's shape)."""
+    v = ce.logits
+    softcap = scale = None
+    if isinstance(v.owner, nn.SoftcapOp) and _only_use(v, ce):
+        softcap = v.owner
+        v = softcap.operands[0]
+    user: Operation = softcap or ce
+    if isinstance(v.owner, nn.ScaleOp) and _only_use(v, user):
+        scale = v.owner
+        user, v = scale, scale.operands[0]
+    linear = v.owner
+    if not (isinstance(linear, nn.LinearOp) and _only_use(v, user)):
+        return None
+    if isinstance(linear.operands[0].owner, nn.LayerNormOp):
+        # its forward defers the norm into the logits GEMM (a rounding of h the backward would not
+        # reproduce: an lse inconsistent with the recomputed logits), and nothing records otherwise
+        return None
+    m, vocab = _shape(ce.logits)
+    elt = _ELEMENT_BYTES.get(_dtype_name(ce.logits), 4)
+    stored = m * vocab * elt * (2 if softcap is not None else 1)
+    if forced > 0:
+        return LogitsChunks(linear, scale, softcap, forced, f"forced: {forced} vocabulary columns per chunk")
+    budget = budget_mib * 2**20
+    if stored <= budget:
+        return None
+    chunk = max(CHUNK_GRANULE, budget // (m * elt) // CHUNK_GRANULE * CHUNK_GRANULE)
+    chunk = min(chunk, -(-vocab // nn.LOGITS_CHUNK_TILE) * nn.LOGITS_CHUNK_TILE)
+    steps = -(-vocab // chunk)
+    why = (f"the logits [{m}x{vocab}] ({stored / 2**20:.0f} MiB stored for the backward) exceed the memory budget "
+           f"({budget_mib} MiB): the backward recomputes them in {steps} chunks of {chunk} vocabulary columns "
+           f"([{m}x{chunk}]: {m * chunk * elt / 2**20:.0f} MiB), one more [{m}x{vocab}] GEMM")
+    return LogitsChunks(linear, scale, softcap, chunk, why)
+
+
+def _chunked_grad(op: nn.CrossEntropyOp, plan: LogitsChunks, dloss: SSAValue, fwd) -> nn.LinearCrossEntropyGradOp:
+    props: dict = {"ignore_index": op.ignore_index, "reduction": op.reduction,
+                   "chunk": IntegerAttr(plan.chunk, i64)}
+    if plan.scale is not None:
+        props["scale"] = FloatAttr(plan.scale.factor.value.data, f32)
+    if plan.softcap is not None:
+        props["softcap"] = FloatAttr(plan.softcap.cap.value.data, f32)
+    h, w = plan.linear.operands
+    return nn.LinearCrossEntropyGradOp(fwd(h), fwd(w), fwd(op.targets), dloss, fwd(Stat(op, 0)), props)
+
+
 # ----------------------------------------------------------------------------- the pass
 
 
@@ -409,6 +513,10 @@ class _Differentiator:
     remarks_as_errors: bool = False
     saved: list[Needed] = field(default_factory=list)
     recomputed: list[SSAValue] = field(default_factory=list)
+    memory_budget_mib: int = 256
+    logits_chunk: int = 0
+    chunked: dict[Operation, LogitsChunks] = field(default_factory=dict)
+    """Cross-entropies whose backward recomputes the logits in chunks (`logits_chunk_plan`)."""
     hdh_plan: dict[Operation, list[SSAValue]] = field(default_factory=dict)
     """RMSNorms whose backward statistic is reduced where their consumers' gradients are made
     (`hdh_sources`), with the forward values z' whose `row_dot(z', dz')` it sums."""
@@ -440,6 +548,14 @@ class _Differentiator:
         order: list[Operation] = []
         wants_of: dict[Operation, list[bool]] = {}
         needed: list[Needed] = []
+        in_chunks: set[Operation] = set()  # the ops a chunked backward differentiates at once
+        for op in self.block.ops:
+            if isinstance(op, nn.CrossEntropyOp) and op.logits in active:
+                plan = logits_chunk_plan(op, self.memory_budget_mib, self.logits_chunk)
+                if plan is not None and all(v in active for v in plan.linear.operands):
+                    self.chunked[op] = plan
+                    in_chunks.update(plan.ops())
+                    remarks.emit_remark(op, f"logits not stored: {plan.why}", informational=True)
         for op in reversed(list(self.block.ops)):
             if isinstance(op, func.ReturnOp) or not any(r in active for r in op.results):
                 continue
@@ -449,7 +565,14 @@ class _Differentiator:
             wants = [v in active for v in op.operands]
             order.append(op)
             wants_of[op] = wants
-            for v in rule.needs(op, wants):
+            if op in in_chunks:
+                continue  # its gradient comes from the chunked backward of its cross-entropy
+            if op in self.chunked:
+                h, w = self.chunked[op].linear.operands
+                reads: list[Needed] = [h, w, op.targets, Stat(op, 0)]
+            else:
+                reads = rule.needs(op, wants)
+            for v in reads:
                 if v not in needed:
                     needed.append(v)
         # the RMSNorm backward statistic from the consumers' z . dz, where z' is kept anyway
@@ -527,6 +650,13 @@ class _Differentiator:
                     stat_op.results[0].name_hint, stat_op.results[1].name_hint = f"mean_{base}", f"rstd_{base}"
                 block.insert_op_after(stat_op, norm)
                 stats[v.norm] = stat_op
+        for plan in self.chunked.values():
+            norm = mapping[plan.linear.operands[0]].owner if plan.linear.operands[0] in mapping else None
+            if isinstance(norm, nn.RMSNormOp):
+                # the backward recomputes the logits from h rebuilt from x, w and rstd, rounded once;
+                # a deferred norm (rstd applied to the GEMM's accumulator of x * w) would give the
+                # forward's lse other logits (off by h's rounding: the softmax no longer sums to 1)
+                norm.properties["stats_in_producer_epilogue"] = BoolAttr.from_bool(False)
         values = [self.stat_value(stats[v.norm], v) if isinstance(v, Stat) else mapping[v] for v in self.saved]
         ret = block.last_op
         assert isinstance(ret, func.ReturnOp)
@@ -607,6 +737,14 @@ class _Differentiator:
                 continue
             if any(d is None for d in dys):  # nn ops have one result; defensive for future multi-result ops
                 raise CompilerError(op, "nn-autodiff: some results of this op have no gradient")
+            if op in self.chunked:
+                plan = self.chunked[op]
+                g = _chunked_grad(op, plan, dys[0], fwd)
+                g.location = op.location
+                block.add_op(g)
+                add_grad(plan.linear.operands[0], g.dh, op)
+                add_grad(plan.linear.operands[1], g.dw, op)
+                continue
             if op in self.hdh_plan:
                 new_ops, dxs = self.rms_grad_from_consumers(op, dys, wants_of[op], fwd, grads)
             else:
@@ -675,10 +813,11 @@ class _Differentiator:
         return new
 
 
-def differentiate(f: func.FuncOp, cost_model: bool = True) -> tuple[func.FuncOp, func.FuncOp]:
+def differentiate(f: func.FuncOp, cost_model: bool = True, memory_budget_mib: int = 256,
+                  logits_chunk: int = 0) -> tuple[func.FuncOp, func.FuncOp]:
     """`(f_fwd, f_bwd)` of an nn function (detached; the caller inserts them)."""
     name = f.sym_name.data
-    d = _Differentiator(f, cost_model)
+    d = _Differentiator(f, cost_model, memory_budget_mib=memory_budget_mib, logits_chunk=logits_chunk)
     order, wants = d.plan()
     bwd = d.build_backward(name + BWD_SUFFIX, order, wants)
     fwd = d.build_forward(name + FWD_SUFFIX)
@@ -695,8 +834,23 @@ class NNAutodiffPass(ModulePass):
     cost_model: bool = True
     """Ask the IO model (`io_model.store_or_recompute`) whether the backward rebuilds a cheap
     activation (silu, gated, norm outputs) instead of reading a copy the forward saved; off: save it."""
+    memory_budget_mib: int = 256
+    """The most a cross-entropy's stored logits may take (MiB): above it the forward stores none
+    and the backward recomputes them in vocabulary chunks whose [tokens, chunk] gradient fits it
+    (`logits_chunk_plan`, recorded as `chunk` on `nn.linear_cross_entropy_grad`)."""
+    logits_chunk: int = 0
+    """> 0: always recompute the logits in chunks of this many vocabulary columns (a multiple of
+    16), whatever the budget (tests, experiments); 0: the budget decides."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from coda_ir.errors import ArgumentError
+
+        if self.logits_chunk < 0 or self.logits_chunk % nn.LOGITS_CHUNK_TILE:
+            raise ArgumentError(f"pass option logits-chunk must be 0 or a positive multiple of {nn.LOGITS_CHUNK_TILE}, "
+                                f"got {self.logits_chunk}", "logits-chunk")
+        if self.memory_budget_mib < 0:
+            raise ArgumentError(f"pass option memory-budget-mib must be non-negative, got {self.memory_budget_mib}",
+                                "memory-budget-mib")
         funcs = [f for f in op.body.block.ops if isinstance(f, func.FuncOp) and f.body.blocks]
         names = {f.sym_name.data for f in funcs}
         for f in funcs:
@@ -706,6 +860,6 @@ class NNAutodiffPass(ModulePass):
             for suffix in (FWD_SUFFIX, BWD_SUFFIX):
                 if name + suffix in names:
                     raise CompilerError(f, f"nn-autodiff: @{name}{suffix} exists already; rename it")
-            fwd, bwd = differentiate(f, self.cost_model)
+            fwd, bwd = differentiate(f, self.cost_model, self.memory_budget_mib, self.logits_chunk)
             op.body.block.insert_op_after(bwd, f)
             op.body.block.insert_op_after(fwd, f)

@@ -164,6 +164,11 @@ class DeferNorm(RewritePattern):
                     as_error=self.remarks_as_errors,
                 )
             return
+        if nn.planned(op, "stats_in_producer_epilogue") is False and not gemm_produced(op.x):
+            # recorded by nn-plan or nn-autodiff (a chunked LM head recomputes its logits from this
+            # norm's rounded output, so the forward's logits must come from that same h): the norm
+            # is applied, not deferred
+            return
         x, g = op.x, op.w
         if not gemm_produced(x):
             # a LayerNorm whose row fits one tile keeps its two-pass row kernel (mean, then the

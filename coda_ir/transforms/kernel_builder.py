@@ -124,6 +124,9 @@ class Scalar:
     def cmpi(self, pred: str, a: SSAValue, b: SSAValue) -> SSAValue:
         return self._add(arith.CmpiOp(a, b, pred))
 
+    def addi(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._add(arith.AddiOp(a, b))
+
     def remi(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self._add(arith.RemSIOp(a, b))
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, UnitAttr, f32, i32
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, UnitAttr, f32, i32, i64
 from xdsl.dialects import math as xmath
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -39,6 +39,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
+from coda_ir.diagnostics import CompilerError
 from coda_ir.dialects import nn
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import Axis, ReduceKind, TileType
@@ -356,26 +357,49 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sig
     hd, heads = prop_value(op, "head_dim"), prop_value(op, "rotary_heads")
     theta, style = prop_value(op, "theta"), prop_value(op, "style")
     freqs = nn.inv_freq_of(op)
+    rd, scaling = nn.rotary_dim_of(op), nn.rope_scaling_of(op)
+    if style == "half" and hd % rd:
+        raise CompilerError(op, f"rotary_dim {rd} must divide head_dim {hd} for style \"half\": its pairs "
+                                  f"(i, i + {rd // 2}) are groups of {rd} columns, which the pair maps need to tile "
+                                  "each head (style \"interleaved\" takes any even rotary_dim)")
     m, n = tile.type.get_shape()  # type: ignore[attr-defined]
     half = hd // 2
     narrow = TileType((m, n // 2), f32)
     pairs = e._add(coda.IndexOp(Axis.COLS, narrow))
     rows = e._add(coda.BroadcastOp(pos, Axis.ROWS, narrow))
 
+    # Pair p belongs to head p div hd/2 and is its pair j = p mod hd/2 in both styles (stride
+    # rd/2 pairs (i, i + rd/2) in groups of rd, hd/rd groups a head; stride 1 pairs (2p, 2p + 1)):
+    # it rotates by frequency j when j < rd/2 (the first rd columns) and the head is rotary.
+    def rotary(s: Scalar, p, yes, otherwise: float):
+        """`yes` on the pairs that rotate, the constant `otherwise` on those that pass through."""
+        if rd != hd:
+            yes = s.select(s.cmpi("slt", s.remi(p, s.iconst(half)), s.iconst(rd // 2)), yes, s.const(otherwise))
+        inside = s.cmpi("slt", p, s.iconst(heads * half))
+        return s.select(inside, yes, s.const(otherwise))
+
     def angle(s: Scalar, p, r):
-        a = s.mul(s.to_f32(r), inv_freq(s, s.remi(p, s.iconst(half)), hd, theta, freqs))
+        a = s.mul(s.to_f32(r), inv_freq(s, s.remi(p, s.iconst(half)), rd, theta, freqs))
         if sign < 0:
             a = s.neg(a)
-        return s.select(s.cmpi("slt", p, s.iconst(heads * half)), a, s.const(0.0))
+        return rotary(s, p, a, 0.0)
 
     ang = e.map1([pairs, rows], angle)
+    inputs, wide = [tile, ang], [True, False]
+    if scaling != 1.0:
+        # a per-pair magnitude (1 on the pairs that pass through): the cos/sin tables stay the
+        # unscaled rotation's, shared by the forward and the gradient
+        inputs.append(e.map1([pairs], lambda s, p: rotary(s, p, s.const(scaling), 1.0)))
+        wide.append(False)
 
-    def rotate(s: Scalar, x1, x2, a):
+    def rotate(s: Scalar, x1, x2, a, g=None):
         c, sn = s.cos(a), s.sin(a)
+        if g is not None:
+            c, sn = s.mul(c, g), s.mul(sn, g)
         return [s.sub(s.mul(x1, c), s.mul(x2, sn)), s.add(s.mul(x2, c), s.mul(x1, sn))]
 
-    stride = half if style == "half" else 1
-    rotated = e.pair_map([tile, ang], [(m, n)], rotate, stride=stride, wide=[True, False])[0]
+    stride = rd // 2 if style == "half" else 1
+    rotated = e.pair_map(inputs, [(m, n)], rotate, stride=stride, wide=wide)[0]
     if parts is not None:
         parts.append(RopeParts(rotated.owner, ang.owner, pos, half, heads * half))  # type: ignore[arg-type]
     return rotated
@@ -926,6 +950,85 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
     return [*stats, stamp_origin(k, op, "apply")], k.results[0]
 
 
+def lower_linear_cross_entropy_grad(op: nn.LinearCrossEntropyGradOp) -> tuple[list[Operation], list[SSAValue]]:
+    """The LM head's backward chunk by chunk of vocabulary, as the op's `chunk` records; per step
+    k (w[k]: `chunk` rows of w, a `coda.slice`, a view at run time):
+
+    * `coda.gemm h, w[k] transpose_b` whose epilogue turns the recomputed logits (f32 accumulator,
+      scaled and soft-capped as the op says) into their gradient `(exp(l - lse[m]) - [col == t[m]])
+      * dloss / count` (through the soft-cap's and the scale's derivatives), 0 on ignored rows:
+      the only [M, chunk] buffer, never the logits;
+    * `dw[k] = dlogits_k.T @ h` (`transpose_a`): complete, rounded once;
+    * `dh_k = dlogits_k @ w[k] + dh_{k-1}` (accumulate epilogue) stored in f32 and, at the last
+      step, in dh's type: the sum over chunks in step order, rounded once.
+
+    The pieces of dw are concatenated (`coda.concat`). One step (chunk >= V) reads w whole."""
+    m, d = shape_of(op.h)
+    v = shape_of(op.w)[0]
+    chunk = prop_value(op, "chunk")
+    ignore, mean = prop_value(op, "ignore_index"), prop_value(op, "reduction") == "mean"
+    factor, cap = op.scale_factor(), op.cap()
+    ops: list[Operation] = []
+    counts: list[SSAValue] = []
+    if mean:
+        count = fold([], [op.targets], [TensorType(f32, [])], lambda s, t: [
+            s.select(s.cmpi("ne", t, s.iconst(ignore)), s.const(1.0), s.const(0.0))])
+        ops.append(stamp_origin(count, op, "count"))
+        counts = [count.results[0]]
+
+    def dlogits(start: int, size: int):
+        def build(e: Epilogue, acc, lse_v, targets, dloss, *count):
+            like = TileType((m, size), i32)
+            ins = [acc, e.broadcast(lse_v, Axis.ROWS, acc), e._add(coda.IndexOp(Axis.COLS, like)),
+                   e._add(coda.BroadcastOp(targets, Axis.ROWS, like)), e.broadcast(dloss, Axis.SCALAR, acc),
+                   *(e.broadcast(c, Axis.SCALAR, acc) for c in count)]
+
+            def grad(s: Scalar, z, ls, c, t, dl, *cnt):
+                if factor != 1.0:
+                    z = s.mul(z, s.const(factor))
+                th = s.tanh(s.div(z, s.const(cap))) if cap is not None else None
+                logit = s.mul(s.const(cap), th) if th is not None else z
+                col = s.addi(c, s.iconst(start)) if start else c  # the column of the whole logits
+                onehot = s.select(s.cmpi("eq", col, t), s.const(1.0), s.const(0.0))
+                g = s.mul(s.sub(s.exp(s.sub(logit, ls)), onehot), s.div(dl, cnt[0]) if cnt else dl)
+                if th is not None:  # d softcap / dz = 1 - tanh(z / cap)^2
+                    g = s.mul(g, s.sub(s.const(1.0), s.mul(th, th)))
+                if factor != 1.0:
+                    g = s.mul(g, s.const(factor))
+                return s.select(s.cmpi("ne", t, s.iconst(ignore)), g, s.const(0.0))
+
+            return [e.map1(ins, grad)]
+        return build
+
+    pieces: list[SSAValue] = []
+    dh: SSAValue | None = None
+    for start in range(0, v, chunk):
+        size = min(chunk, v - start)
+        last = start + size >= v
+        wk = op.w
+        if size < v:
+            piece = coda.SliceOp.create(operands=[op.w], result_types=[TensorType(elt_of(op.w), [size, d])],
+                                        properties={"axis": IntegerAttr(0, i64), "start": IntegerAttr(start, i64)})
+            piece.location = op.location
+            ops.append(piece)
+            wk = piece.results[0]
+        dl = gemm(op.h, wk, [op.lse, op.targets, op.dloss, *counts], dlogits(start, size), [elt_of(op.h)],
+                  transpose_b=True)
+        dw = gemm(dl.results[0], op.h, [], lambda e, acc: [acc], [elt_of(op.w)], transpose_a=True, transpose_b=False)
+        prev = [] if dh is None else [dh]
+        dhk = gemm(dl.results[0], wk, prev, lambda e, acc, *p: [e.accumulate(acc, p[0]) if p else acc],
+                   [elt_of(op.dh) if last else f32], transpose_b=False)
+        ops += [stamp_origin(dl, op, "dlogits"), stamp_origin(dw, op, "dw"), stamp_origin(dhk, op, "dh")]
+        pieces.append(dw.results[0])
+        dh = dhk.results[0]
+    assert dh is not None
+    if len(pieces) == 1:
+        return ops, [dh, pieces[0]]
+    cat = coda.ConcatOp.create(operands=pieces, result_types=[op.dw.type], properties={"axis": IntegerAttr(0, i64)})
+    cat.location = op.location
+    return [*ops, cat], [dh, cat.results[0]]
+
+
 # ----------------------------------------------------------------------------- library steps
 # Attention, the embedding and concatenation/slicing are not GEMM epilogues: one library step
 # each (coda_ir/lowering/library.py runs them), which the fusion passes leave alone.
@@ -1020,6 +1123,7 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue |
     nn.LayerNormGradOp: lower_layer_norm_grad,
     nn.HeadRMSNormGradOp: lower_head_rms_norm_grad,
     nn.CrossEntropyGradOp: lower_cross_entropy_grad,
+    nn.LinearCrossEntropyGradOp: lower_linear_cross_entropy_grad,
     nn.RowDotOp: lower_row_dot,
     nn.EmbeddingOp: lower_embedding,
     nn.EmbeddingGradOp: lower_embedding_grad,

@@ -57,8 +57,8 @@ def test_plan_follows_whether_the_logits_are_stored():
     shapes keep the epilogue (one wave: nothing to drain)."""
     text = lm_head(8192, 2048, 128256)
     remarks.EMITTED.clear()
-    with remarks.printed_remarks(False):
-        module = coda_ir.lower(coda_ir.parse(text), "nn-autodiff,nn-to-coda")
+    with remarks.printed_remarks(False):  # a budget that holds the logits: the forward stores them
+        module = coda_ir.lower(coda_ir.parse(text), "nn-autodiff{memory-budget-mib=4096},nn-to-coda")
     origins = {f.sym_name.data: [op.attributes["coda.origin"].data for op in f.walk() if op.name == "coda.elementwise"]
                for f in module.walk() if op_is_func(f)}
     assert "nn.cross_entropy_fwd.lse" in origins["lm_head_fwd"]
@@ -68,6 +68,12 @@ def test_plan_follows_whether_the_logits_are_stored():
     with remarks.printed_remarks(False):
         small = coda_ir.compile(lm_head(37, 40, 301), pipeline="nn-autodiff,nn-to-coda")
     assert not any(k.endswith("separate") for k in kernels(small, "lm_head_fwd"))
+    # the default budget (256 MiB) does not hold them: no logits stored, the epilogue form
+    with remarks.printed_remarks(False):
+        chunked = coda_ir.lower(coda_ir.parse(text), "nn-autodiff,nn-to-coda")
+    fwd = next(f for f in chunked.walk() if op_is_func(f) and f.sym_name.data == "lm_head_fwd")
+    assert not any(op.name == "coda.elementwise" and "cross_entropy" in op.attributes["coda.origin"].data
+                   for op in fwd.walk())
 
 
 def test_only_auto_asks_the_model(monkeypatch):
