@@ -61,7 +61,7 @@ def run(family: str, args, device, theta_frequencies: bool) -> dict:
     ref64 = copy.deepcopy(model).double() if args.float64 else None
     saved = hf._inv_freq
     if theta_frequencies:
-        hf._inv_freq = lambda m, hd: None
+        hf._inv_freq = lambda *args, **kwargs: None
     try:
         cmodel = hf.from_hf(model, progress=False)
     finally:

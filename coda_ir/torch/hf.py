@@ -295,7 +295,11 @@ def _inv_freq(model, head_dim: int, rotary_dim: int | None = None) -> tuple[floa
     position * 2^-9 rad) is not taken: the programs then rotate by the config's theta exactly
     (`from_pretrained(dtype=...)` keeps the buffer fp32, so users get the first case)."""
     rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
-    buf = getattr(rotary, "inv_freq", None)
+    # `original_inv_freq` as built: a longrope forward past the original context swaps the long
+    # frequencies into `inv_freq` in place
+    buf = getattr(rotary, "original_inv_freq", None)
+    if buf is None:
+        buf = getattr(rotary, "inv_freq", None)
     freqs = _float_list(buf)
     return freqs if freqs is not None and len(freqs) == (rotary_dim or head_dim) // 2 else None
 

@@ -138,8 +138,8 @@ FAMILY_CASES = [
     ("gemma3", torch.bfloat16, {}),
     ("glm4", torch.float32, {}),
     ("llama", torch.float32, dict(attention_bias=True, mlp_bias=True)),  # every linear with a bias
-    # scaled / partial RoPE (hf_families.py), one dtype each
-    ("llama3_rope", torch.float32, {}),
+    # scaled / partial RoPE (hf_families.py), one dtype each (llama3_rope: at positions 3000+,
+    # where its bent frequencies matter, test_scaled_rope_far_into_the_context)
     ("phi3_longrope", torch.bfloat16, {}),
     ("glm4_partial", torch.float32, {}),
     ("gemma3_linear", torch.bfloat16, {}),

@@ -131,7 +131,9 @@ def test_standalone_partial_scaled_rope_matches_float64(style, hd, rd, dt, pipel
 
 @pytest.mark.parametrize("rope_table", ["never", "always"])
 @pytest.mark.parametrize("style, hd, rd, freqs", [("half", 16, 8, True), ("interleaved", 16, 6, True),
-                                                  ("half", 32, 16, False)])
+                                                  ("half", 32, 16, False),
+                                                  # groups no power-of-two tile holds (coda-interleave)
+                                                  ("half", 24, 24, True), ("half", 48, 24, True)])
 def test_partial_scaled_rope_rides_in_the_gemm_epilogue(style, hd, rd, freqs, rope_table):
     """The QKV GEMM's epilogue rotates the first rotary_dim columns of each rotary head, scaled;
     one kernel forward (the rotation fused), forward and gradients match float64."""
