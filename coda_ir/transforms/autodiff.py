@@ -18,7 +18,7 @@ What the forward saves is decided value by value:
   computed next to the norm; `coda-defer-norms` reuses the statistics the deferred norm computes
   anyway), never the normalized activation for its own backward;
 * a value the backward needs that is cheap to rebuild from values saved anyway (an activation
-  from its input, a norm's output from x and the statistics) is stored or recomputed as the IO model decides (`io_model.store_or_recompute`:
+  from its input, a norm's output from x and the statistics) is stored or recomputed as the IO model decides (`io_plans.store_or_recompute`:
   an extra [M, N] write in forward plus a read in backward, against recomputing it in the
   backward kernel that needs it); option `cost-model=false` stores it;
 * RoPE's backward needs only the positions (its rotation is orthogonal: `dx = R(-a) dy`);
@@ -411,9 +411,9 @@ def recompute_decision(value: SSAValue, cost_model: bool) -> tuple[str, str]:
     flops, sfu = RECOMPUTE_COST[type(op)]
     m, n = _shape(value)
     try:
-        from coda_ir.analysis import io_model
+        from coda_ir.analysis import io_plans
 
-        decision = io_model.store_or_recompute(m, n, dtype=_dtype_name(value), recompute_flops_per_element=flops,
+        decision = io_plans.store_or_recompute(m, n, dtype=_dtype_name(value), recompute_flops_per_element=flops,
                                                recompute_sfu_per_element=sfu)
     except ImportError:  # the model is optional
         return "store", "no cost model"
@@ -832,7 +832,7 @@ class NNAutodiffPass(ModulePass):
     name = "nn-autodiff"
 
     cost_model: bool = True
-    """Ask the IO model (`io_model.store_or_recompute`) whether the backward rebuilds a cheap
+    """Ask the IO model (`io_plans.store_or_recompute`) whether the backward rebuilds a cheap
     activation (silu, gated, norm outputs) instead of reading a copy the forward saved; off: save it."""
     memory_budget_mib: int = 256
     """The most a cross-entropy's stored logits may take (MiB): above it the forward stores none
