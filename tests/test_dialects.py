@@ -164,6 +164,9 @@ def test_every_nn_op_has_a_typed_constructor():
             nn.RMSNormGradOp(y, x, w, hv, offset=1.0),  # Gemma's 1 + w norms
             nn.RMSNormApplyOp(x, w, hv, 1.0),
             nn.SoftcapGradOp(y, x, 30.0),
+            # y as a [V = 8, 32] head weight; hv as the saved per-row lse
+            nn.LinearCrossEntropyGradOp(x, y, t, ce.results[0], hv,
+                                        dict(ce.properties, chunk=IntegerAttr(nn.LOGITS_CHUNK_TILE, i64))),
         ]
         # whole-model ops: x doubles as a packed qkv of 2 q heads + 1 kv head of 8 (32 columns)
         attn = nn.AttentionOp(x, heads=2, kv_heads=1, head_dim=8, seq_len=4, causal=True)
