@@ -53,6 +53,8 @@ def main() -> int:
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--pipeline", default=None,
+                    help="from_hf's pipeline (default: its own), e.g. 'nn-autodiff{memory-budget-mib=100000},nn-to-coda'")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -66,7 +68,8 @@ def main() -> int:
         shape = shape_of(family, smoke=False)
         model = make_model(shape, args.layers, dtype, device)
         data = batch_of("plain", shape["vocab_size"], args.batch, args.seq, device)
-        coda = coda_ir.torch.from_hf(model, progress=False)
+        coda = (coda_ir.torch.from_hf(model, progress=False) if args.pipeline is None
+                else coda_ir.torch.from_hf(model, progress=False, pipeline=args.pipeline))
         ids, labels = data["input_ids"], data["labels"]
 
         def step():

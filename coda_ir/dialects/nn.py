@@ -12,6 +12,7 @@ i.e. operands, properties in a dictionary, then operand types and the result typ
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -589,8 +590,18 @@ class RoPEOp(NNOperation):
     `inv_freq` (optional, `array<f32: ...>` of hd/2 numbers): the rotation frequencies as the
     model holds them, e.g. a Hugging Face model's `rotary_emb.inv_freq` buffer, which its fp32
     formula `1 / theta ** (arange(0, hd, 2) / hd)` gives up to an ulp or two away from the
-    correctly rounded `theta ** (-2i / hd)`. Absent: `theta ** (-2i / hd)` rounded to fp32.
-    Present, it is the frequencies (`theta` is then the base they came from, informative)."""
+    correctly rounded `theta ** (-2i / hd)`, or a scaled RoPE's ("linear", "llama3", "yarn",
+    "longrope": Hugging Face's `ROPE_INIT_FUNCTIONS`). Absent: `theta ** (-2i / rd)` rounded to
+    fp32. Present, it is the frequencies (`theta` is then the base they came from, informative).
+
+    `rotary_dim` (optional i64, default `head_dim`): only the first `rotary_dim` columns of each
+    rotary head rotate (Hugging Face's `partial_rotary_factor`: Phi-4-mini, GLM4), paired by
+    `style` inside them ("half": `(i, i + rd/2)`, "interleaved": `(2i, 2i + 1)`, i < rd/2), with
+    rd/2 frequencies; the head's other columns pass through unchanged.
+
+    `scaling` (optional f32, default 1.0): the rotated columns are `scaling * R(a) x` (Hugging
+    Face's `attention_scaling` of "yarn" / "longrope", which multiplies cos and sin); columns
+    that pass through are not scaled."""
 
     name = "nn.rope"
     x = operand_def(TensorType)
@@ -602,6 +613,8 @@ class RoPEOp(NNOperation):
     style = prop_def(StringAttr)
     cos_sin_table = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     inv_freq = opt_prop_def(DenseArrayBase)  # optional: the frequencies themselves (see above)
+    rotary_dim = opt_prop_def(IntegerAttr)  # optional, head_dim when absent: see rotary_dim_of
+    scaling = opt_prop_def(FloatAttr)  # optional, 1.0 when absent: see rope_scaling_of
     traits = traits_def(Pure())
 
     def __init__(
@@ -613,6 +626,8 @@ class RoPEOp(NNOperation):
         theta: float = 10000.0,
         style: str = "half",
         inv_freq: Sequence[float] | None = None,
+        rotary_dim: int | None = None,
+        scaling: float = 1.0,
     ):
         props = {
             "head_dim": IntegerAttr(head_dim, i64),
@@ -622,6 +637,10 @@ class RoPEOp(NNOperation):
         }
         if inv_freq is not None:
             props["inv_freq"] = DenseArrayBase.from_list(f32, list(inv_freq))
+        if rotary_dim is not None and rotary_dim != head_dim:
+            props["rotary_dim"] = IntegerAttr(rotary_dim, i64)
+        if scaling != 1.0:
+            props["scaling"] = FloatAttr(scaling, f32)
         super().__init__(operands=[x, pos], result_types=[x.type], properties=props)
 
     def verify_(self) -> None:
@@ -642,12 +661,22 @@ class RoPEOp(NNOperation):
         if not (0 < theta < math.inf):
             raise VerifyException(f"theta must be a positive finite number, got {theta:.6g}")
         _check_choice(self, "style", ROPE_STYLES)
+        rd = hd
+        if "rotary_dim" in self.properties:
+            rd = _int_prop(self, "rotary_dim")
+            if not (0 < rd <= hd and rd % 2 == 0):
+                raise VerifyException(f"rotary_dim must be even and between 2 and head_dim = {hd}, got {rd}")
+        if "scaling" in self.properties:
+            scaling = _float_prop(self, "scaling")
+            if not (0 < scaling < math.inf):
+                raise VerifyException(f"scaling must be a positive finite number, got {scaling:.6g}")
         freqs = inv_freq_of(self)
         if freqs is not None:
             if self.properties["inv_freq"].get_element_type() != f32:  # type: ignore[attr-defined]
                 raise VerifyException("inv_freq must be an array<f32: ...>")
-            if len(freqs) != hd // 2:
-                raise VerifyException(f"inv_freq must hold head_dim / 2 = {hd // 2} frequencies, got {len(freqs)}")
+            if len(freqs) != rd // 2:
+                what = "head_dim" if rd == hd else "rotary_dim"
+                raise VerifyException(f"inv_freq must hold {what} / 2 = {rd // 2} frequencies, got {len(freqs)}")
             if not all(0 <= f < math.inf for f in freqs):
                 raise VerifyException("inv_freq must hold finite frequencies >= 0")
         _check_result(self, (m, n), self.x)
@@ -657,6 +686,24 @@ def inv_freq_of(op: IRDLOperation) -> tuple[float, ...] | None:
     """The explicit frequencies of an nn.rope / nn.rope_grad (`inv_freq`), None when absent."""
     attr = op.properties.get("inv_freq")
     return None if attr is None else tuple(attr.get_values())  # type: ignore[attr-defined]
+
+
+def rotary_dim_of(op: Operation) -> int:
+    """The columns of each head an nn.rope / nn.rope_grad rotates (`rotary_dim`, optional:
+    `head_dim` when absent)."""
+    attr = op.properties.get("rotary_dim")
+    if attr is None:
+        attr = op.properties["head_dim"]
+    return attr.value.data  # type: ignore[attr-defined]
+
+
+def rope_scaling_of(op: Operation) -> float:
+    """The magnitude an nn.rope / nn.rope_grad multiplies its rotated columns by (`scaling`,
+    optional: 1.0 when absent), the f32 number it holds."""
+    attr = op.properties.get("scaling")
+    if attr is None:
+        return 1.0
+    return struct.unpack("f", struct.pack("f", attr.value.data))[0]  # type: ignore[attr-defined]
 
 
 @irdl_op_definition
@@ -1003,7 +1050,9 @@ class GeGLUGradOp(_GatedGradOp):
 
 @irdl_op_definition
 class RoPEGradOp(NNOperation):
-    """The transpose of `nn.rope`: the same pairs rotated by the negated angle (R is orthogonal)."""
+    """The transpose of `nn.rope`: the same pairs rotated by the negated angle (R is orthogonal)
+    and scaled by the same `scaling` (a scalar multiple is its own transpose); columns past
+    `rotary_dim` pass through, as in the forward."""
 
     name = "nn.rope_grad"
     dy = operand_def(TensorType)
@@ -1015,6 +1064,8 @@ class RoPEGradOp(NNOperation):
     style = prop_def(StringAttr)
     cos_sin_table = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     inv_freq = opt_prop_def(DenseArrayBase)  # optional: the forward's frequencies (nn.rope)
+    rotary_dim = opt_prop_def(IntegerAttr)  # optional: the forward's (nn.rope)
+    scaling = opt_prop_def(FloatAttr)  # optional: the forward's (nn.rope)
     traits = traits_def(Pure())
 
     def __init__(self, dy: SSAValue, pos: SSAValue, properties: dict[str, Attribute]):

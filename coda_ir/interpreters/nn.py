@@ -24,9 +24,11 @@ Rounding model (the contract):
 
 Conventions of individual ops (all from NN_DIALECT.md):
 
-* `nn.rope`: `inv_freq[i] = theta ** (-2i / hd)` (in float64, rounded to fp32 when computing in
-  fp32), `angle = pos[m] * inv_freq[i]` (fp32 or float64), style "half" rotates `(i, i + hd/2)`,
-  "interleaved" rotates `(2i, 2i + 1)`; heads `>= rotary_heads` pass through unchanged.
+* `nn.rope`: `inv_freq[i] = theta ** (-2i / rd)` (in float64, rounded to fp32 when computing in
+  fp32; `rd` the optional `rotary_dim`, default hd) or the op's explicit `inv_freq`, `angle =
+  pos[m] * inv_freq[i]` (fp32 or float64), style "half" rotates `(i, i + rd/2)`, "interleaved"
+  rotates `(2i, 2i + 1)` among each head's first rd columns, cos and sin times the optional
+  `scaling`; a head's columns `>= rd` and heads `>= rotary_heads` pass through unchanged.
 * `nn.head_rms_norm`: only the first `heads` heads are normalised; the rest pass through.
 * `nn.layer_norm`: biased variance, `(x - mean) * rsqrt(var + eps) * w + b`.
 * `nn.gelu` / `nn.geglu`: PyTorch `F.gelu` with the same `approximate` ("none" or "tanh").
@@ -141,18 +143,22 @@ def _rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def _rope(x: torch.Tensor, pos: torch.Tensor, hd: int, heads: int, theta: float, style: str,
-          sign: float = 1.0, freqs: tuple[float, ...] | None = None) -> torch.Tensor:
+          sign: float = 1.0, freqs: tuple[float, ...] | None = None, rotary_dim: int | None = None,
+          scaling: float = 1.0) -> torch.Tensor:
     m, _ = x.shape
-    half = hd // 2
+    rd = hd if rotary_dim is None else rotary_dim  # the first rd columns of each head rotate
+    half = rd // 2
     i = torch.arange(half, dtype=torch.float64, device=x.device)
     if freqs is not None:  # the op's explicit `inv_freq` (f32 numbers): exact in both compute dtypes
         inv_freq = torch.tensor(freqs, dtype=torch.float64, device=x.device).to(x.dtype)
     else:
-        inv_freq = (theta ** (-2.0 * i / hd)).to(x.dtype)  # float64, then rounded to fp32
-    angle = pos.to(x.dtype)[:, None] * inv_freq[None, :]  # [M, hd/2]
-    cos, sin = torch.cos(angle), sign * torch.sin(angle)  # sign -1: the transpose (nn.rope_grad)
+        inv_freq = (theta ** (-2.0 * i / rd)).to(x.dtype)  # float64, then rounded to fp32
+    angle = pos.to(x.dtype)[:, None] * inv_freq[None, :]  # [M, rd/2]
+    # sign -1: the transpose (nn.rope_grad); `scaling` multiplies cos and sin (Hugging Face's
+    # attention_scaling), so the rotated columns are scaling * R(a) x in both directions
+    cos, sin = scaling * torch.cos(angle), sign * scaling * torch.sin(angle)
     out = x.clone()
-    rot = x[:, : heads * hd].reshape(m, heads, hd)
+    rot = x[:, : heads * hd].reshape(m, heads, hd)[..., :rd]
     if style == "half":
         a, b = rot[..., :half], rot[..., half:]
     else:
@@ -163,8 +169,10 @@ def _rope(x: torch.Tensor, pos: torch.Tensor, hd: int, heads: int, theta: float,
     if style == "half":
         rotated = torch.cat([oa, ob], dim=-1)
     else:
-        rotated = torch.stack([oa, ob], dim=-1).reshape(m, heads, hd)
-    out[:, : heads * hd] = rotated.reshape(m, heads * hd)
+        rotated = torch.stack([oa, ob], dim=-1).reshape(m, heads, rd)
+    head_view = out[:, : heads * hd].reshape(m, heads, hd).clone()
+    head_view[..., :rd] = rotated
+    out[:, : heads * hd] = head_view.reshape(m, heads * hd)
     return out
 
 
@@ -446,7 +454,8 @@ class NnFunctions(InterpreterFunctions):
     def run_rope(self, interpreter: Interpreter, op: nn.RoPEOp, args: PythonValues) -> PythonValues:
         x, pos = self.up(args)
         return self.rounded(op, _rope(x, pos, prop(op, "head_dim"), prop(op, "rotary_heads"), prop(op, "theta"),
-                                      prop(op, "style"), freqs=nn.inv_freq_of(op)))
+                                      prop(op, "style"), freqs=nn.inv_freq_of(op),
+                                      rotary_dim=nn.rotary_dim_of(op), scaling=nn.rope_scaling_of(op)))
 
     @impl(nn.HeadRMSNormOp)
     def run_head_rms_norm(self, interpreter: Interpreter, op: nn.HeadRMSNormOp, args: PythonValues) -> PythonValues:
@@ -512,7 +521,8 @@ class NnFunctions(InterpreterFunctions):
     def run_rope_grad(self, interpreter: Interpreter, op: nn.RoPEGradOp, args: PythonValues) -> PythonValues:
         dy, pos = self.up(args)
         return self.rounded(op, _rope(dy, pos, prop(op, "head_dim"), prop(op, "rotary_heads"), prop(op, "theta"),
-                                      prop(op, "style"), sign=-1.0, freqs=nn.inv_freq_of(op)))
+                                      prop(op, "style"), sign=-1.0, freqs=nn.inv_freq_of(op),
+                                      rotary_dim=nn.rotary_dim_of(op), scaling=nn.rope_scaling_of(op)))
 
     @impl(nn.RMSNormRstdOp)
     def run_rms_norm_rstd(self, interpreter: Interpreter, op: nn.RMSNormRstdOp, args: PythonValues) -> PythonValues:

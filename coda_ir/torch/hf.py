@@ -30,11 +30,12 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
   program; DTensors of a `parallelize_module` plan run its per-shard segments with collectives
   between them (coda_ir/torch/tensor_parallel.py).
 
-A configuration this bridge does not implement (a RoPE scaling type, partial RoPE, dropout,
-mixture-of-experts, another activation; a sliding window smaller
-than the sequence or a non-default softmax scale while nn.attention lacks those properties) is a
-`CompileError` naming the config field; it never runs something different from the Hugging
-Face model. Tensor parallelism covers the LLaMA / Qwen3 blocks (`ModelSpec.tensor_parallel_gaps`).
+Scaled and partial RoPE ("linear", "llama3", "yarn", "longrope"; `partial_rotary_factor`) are
+per-layer data too (`LayerKind`: nn.rope's `inv_freq`, `scaling`, `rotary_dim`; longrope's long
+factors a program variant picked per step). A configuration this bridge does not implement
+("dynamic" RoPE scaling, a half-style partial rotation whose width does not divide head_dim,
+dropout, mixture-of-experts, another activation) is a `CompileError` naming the config field;
+it never runs something different from the Hugging Face model. Tensor parallelism covers the LLaMA / Qwen3 blocks (`ModelSpec.tensor_parallel_gaps`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,19 @@ class LayerKind:
     rope: bool = True
     theta: float | None = None  # None: the model's `ModelSpec.theta`
     window: int | None = None
+    # A scaled or partial RoPE (`rope_parameters`: "linear", "llama3", "yarn", "longrope", a
+    # `partial_rotary_factor`), or a per-layer-type one with its own buffer (Gemma3): the columns
+    # of each head it rotates (None: all), its frequencies exactly as the Hugging Face model
+    # holds them (None: ModelSpec.inv_freq where theta is the model's, else theta's own), and the
+    # magnitude its cos / sin are multiplied by (`attention_scaling`); nn.rope's `rotary_dim`,
+    # `inv_freq`, `scaling`.
+    rotary_dim: int | None = None
+    inv_freq: tuple[float, ...] | None = None
+    rope_scaling: float = 1.0
+    # longrope: the frequencies of a call whose largest position + 1 exceeds `long_after` (the
+    # config's original_max_position_embeddings); Hugging Face decides per forward, as `from_hf`
+    long_inv_freq: tuple[float, ...] | None = None
+    long_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -151,46 +165,123 @@ def _unsupported(field: str, value: object, why: str) -> CompileError:
     return CompileError([f"<from_hf>: error: config.{field} = {value!r} is not supported: {why}"])
 
 
-def _rope_thetas(config) -> dict:
-    """The RoPE base of each layer type: `{layer type: theta}` where `rope_parameters` is keyed
-    by layer type (Gemma3: a local base for sliding layers), else `{None: theta}`."""
+_ROPE_TYPES = ("default", "linear", "llama3", "yarn", "longrope")
+"""The `rope_type`s whose frequencies are static (computed once from the config: Hugging Face's
+`ROPE_INIT_FUNCTIONS`); "dynamic" recomputes them from each call's length and is refused."""
+
+_ROPE_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor", "original_max_position_embeddings",
+              "low_freq_factor", "high_freq_factor", "attention_factor", "beta_fast", "beta_slow", "mscale",
+              "mscale_all_dim", "truncate", "long_factor", "short_factor"}
+"""The `rope_parameters` keys the static RoPE types read (transformers' `modeling_rope_utils`)."""
+
+
+@dataclass(frozen=True)
+class RopeKind:
+    """One RoPE of a model (per layer type where `rope_parameters` is keyed by layer type): its
+    base, and what the layers of that type put on nn.rope besides it (see `LayerKind`)."""
+
+    theta: float
+    rotary_dim: int | None = None
+    inv_freq: tuple[float, ...] | None = None
+    scaling: float = 1.0
+    long_inv_freq: tuple[float, ...] | None = None
+    long_after: int | None = None
+
+
+def _rope_kinds(config, model, head_dim: int, style: str) -> dict:
+    """The RoPE of each layer type: `{layer type: RopeKind}` where `rope_parameters` is keyed
+    by layer type (Gemma3: a local base for sliding layers), else `{None: RopeKind}`."""
     params = getattr(config, "rope_parameters", None)
     if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
-        return {kind: _rope_theta(config, sub, f"rope_parameters['{kind}']") for kind, sub in params.items()}
-    return {None: _rope_theta(config)}
+        return {kind: _rope_kind(config, model, head_dim, style, sub, kind) for kind, sub in params.items()}
+    return {None: _rope_kind(config, model, head_dim, style)}
 
 
-def _rope_theta(config, params=None, where: str = "rope_parameters") -> float:
-    """RoPE base and a check that the rope type is the default one (both config layouts:
-    transformers >= 5 `rope_parameters`, older `rope_theta` + `rope_scaling`)."""
-    if params is None:
+def _float_list(tensor) -> tuple[float, ...] | None:
+    """fp32 frequencies as Python floats, or None for a tensor that cannot be them exactly (not
+    fp32 / fp64: a `Module.to(bfloat16)` rounded it, angles off by up to position * 2^-9 rad)."""
+    if (not isinstance(tensor, torch.Tensor) or tensor.dim() != 1 or tensor.is_meta
+            or tensor.dtype not in (torch.float32, torch.float64)):
+        return None
+    values = tensor.detach().to(device="cpu", dtype=torch.float32)
+    if not bool(torch.isfinite(values).all()) or bool((values < 0).any()):
+        return None
+    return tuple(float(v) for v in values.tolist())
+
+
+def _rope_kind(config, model, head_dim: int, style: str, params=None, layer_type: str | None = None) -> RopeKind:
+    """One RoPE, from both config layouts (transformers >= 5 `rope_parameters`, older
+    `rope_theta` + `rope_scaling`): its base, the columns it rotates and, for a scaled type,
+    the frequencies and magnitude Hugging Face computes (`ROPE_INIT_FUNCTIONS` on this config)."""
+    top = params is None
+    where = "rope_scaling" if top else f"rope_parameters['{layer_type}']"
+    if top:
         params = getattr(config, "rope_parameters", None)
-    if isinstance(params, dict) and params:
-        rope_type = params.get("rope_type", params.get("type", "default"))
-        if rope_type not in (None, "default"):
-            raise _unsupported(f"{where}['rope_type']", rope_type, "only the default RoPE (no scaling) is implemented")
-        if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
-            raise _unsupported(f"{where}['partial_rotary_factor']", params["partial_rotary_factor"],
-                               "only RoPE over whole heads is implemented")
-        extra = sorted(set(params) - {"rope_type", "type", "rope_theta", "partial_rotary_factor"})
-        if extra:
-            raise _unsupported(f"{where}['{extra[0]}']", params[extra[0]], "only the default RoPE (no scaling) is implemented")
-        if "rope_theta" in params:
-            return float(params["rope_theta"])
-    scaling = getattr(config, "rope_scaling", None)
-    if scaling:
-        rope_type = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else scaling
-        if rope_type not in (None, "default"):
-            raise _unsupported("rope_scaling", scaling, "only the default RoPE (no scaling) is implemented")
-    if float(getattr(config, "partial_rotary_factor", 1.0) or 1.0) != 1.0:
-        raise _unsupported("partial_rotary_factor", config.partial_rotary_factor, "only RoPE over whole heads is implemented")
-    theta = getattr(config, "rope_theta", None)
+        if not isinstance(params, dict) or not params:
+            params = getattr(config, "rope_scaling", None) or {}
+    rope_type = params.get("rope_type", params.get("type")) or "default"
+    if rope_type not in _ROPE_TYPES:
+        why = ("its frequencies depend on each call's length (dynamic NTK scaling): only static RoPE frequencies "
+               f"({', '.join(_ROPE_TYPES)}) are implemented" if "dynamic" in str(rope_type)
+               else f"the implemented RoPE types are {', '.join(_ROPE_TYPES)}")
+        raise _unsupported(f"{where}['rope_type']", rope_type, why)
+    extra = sorted(set(params) - _ROPE_KEYS)
+    if extra:
+        raise _unsupported(f"{where}['{extra[0]}']", params[extra[0]], f"not a field of the RoPE type {rope_type!r}")
+    theta = params.get("rope_theta", getattr(config, "rope_theta", None))
     if theta is None:
         raise _unsupported("rope_theta", None, "the RoPE base is missing")
-    return float(theta)
+    factor = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
+    factor_field = f"{where}['partial_rotary_factor']" if "partial_rotary_factor" in params else "partial_rotary_factor"
+    rd = head_dim if factor is None else int(head_dim * float(factor))  # Hugging Face's dim (int() truncates)
+    if not (2 <= rd <= head_dim and rd % 2 == 0):
+        raise _unsupported(factor_field, factor, f"rotates {rd} of {head_dim} columns a head: must be an even number >= 2")
+    if style == "half" and head_dim % rd:
+        raise _unsupported(factor_field, factor, f"rotates {rd} of {head_dim} columns a head in pairs (i, i + {rd // 2}): "
+                                                 "implemented where that count divides head_dim (pair groups that tile "
+                                                 "each head) or with interleaved pairs (GLM4)")
+    kind = RopeKind(theta=float(theta), rotary_dim=None if rd == head_dim else rd)
+    # the model's own buffer (bit for bit what it rotates by; `original_` as built, before a
+    # longrope forward swaps the long frequencies in), where it holds fp32 numbers
+    rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+    prefix = "" if layer_type is None else f"{layer_type}_"
+    buffer = getattr(rotary, f"{prefix}original_inv_freq", None)
+    if buffer is None:
+        buffer = getattr(rotary, f"{prefix}inv_freq", None)
+    freqs = _float_list(buffer)
+    if freqs is not None and len(freqs) != rd // 2:
+        freqs = None
+    if rope_type == "default":
+        # a model-wide default RoPE keeps its buffer in ModelSpec.inv_freq (_inv_freq); a layer
+        # type's (Gemma3) in its RopeKind
+        return replace(kind, inv_freq=freqs) if layer_type is not None else kind
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    init = ROPE_INIT_FUNCTIONS[rope_type]
+    extra_args = {} if layer_type is None else {"layer_type": layer_type}
+    try:
+        computed, scaling = init(config, "cpu", **extra_args)
+        long = None
+        if rope_type == "longrope":
+            long_after = int(params["original_max_position_embeddings"])
+            long, _ = init(config, "cpu", seq_len=long_after + 1, **extra_args)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        raise _unsupported(where, dict(params), f"Hugging Face's {rope_type!r} RoPE cannot read it ({exc})") from exc
+    if freqs is None:  # not fp32 in the model (rounded): Hugging Face's formula on the config, in fp32
+        freqs = _float_list(computed.to(torch.float32))
+    if freqs is None or len(freqs) != rd // 2:
+        raise _unsupported(where, dict(params), f"its {rope_type!r} frequencies are not {rd // 2} finite numbers >= 0")
+    kind = replace(kind, inv_freq=freqs, scaling=float(scaling))
+    if long is not None:
+        long_freqs = _float_list(long.to(torch.float32))
+        if long_freqs is None or len(long_freqs) != rd // 2:
+            raise _unsupported(f"{where}['long_factor']", params.get("long_factor"),
+                               f"its frequencies are not {rd // 2} finite numbers >= 0")
+        kind = replace(kind, long_inv_freq=long_freqs, long_after=long_after)
+    return kind
 
 
-def _inv_freq(model, head_dim: int) -> tuple[float, ...] | None:
+def _inv_freq(model, head_dim: int, rotary_dim: int | None = None) -> tuple[float, ...] | None:
     """The frequencies the Hugging Face model rotates by: its `model.rotary_emb.inv_freq`
     buffer, computed at construction by `1 / theta ** (arange(0, hd, 2) / hd)` in fp32 ops
     (`compute_default_rope_parameters`). Those are not the correctly rounded theta ** (-2i / hd)
@@ -202,13 +293,8 @@ def _inv_freq(model, head_dim: int) -> tuple[float, ...] | None:
     (`from_pretrained(dtype=...)` keeps the buffer fp32, so users get the first case)."""
     rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
     buf = getattr(rotary, "inv_freq", None)
-    if (not isinstance(buf, torch.Tensor) or buf.dim() != 1 or buf.shape[0] != head_dim // 2 or buf.is_meta
-            or buf.dtype not in (torch.float32, torch.float64)):
-        return None
-    values = buf.detach().to(device="cpu", dtype=torch.float32)
-    if not bool(torch.isfinite(values).all()) or bool((values < 0).any()):
-        return None
-    return tuple(float(v) for v in values.tolist())
+    freqs = _float_list(buf)
+    return freqs if freqs is not None and len(freqs) == (rotary_dim or head_dim) // 2 else None
 
 
 FAMILIES = ("llama", "mistral", "ministral", "qwen2", "qwen3", "phi3", "granite", "smollm3", "olmo2", "gemma", "gemma2",
@@ -235,7 +321,7 @@ def _dropout_fields(config) -> None:
             raise _unsupported(field, value, "dropout is not implemented")
 
 
-def _layer_kinds(config, family: str, layers: int, thetas: dict) -> tuple:
+def _layer_kinds(config, family: str, layers: int, ropes: dict) -> tuple:
     """Per layer: RoPE on/off (`no_rope_layers`, 1 = rotate) and the sliding window
     (`layer_types` with `sliding_window`; without layer_types a `sliding_window` applies to
     every layer, as Mistral / Phi3 do)."""
@@ -254,15 +340,17 @@ def _layer_kinds(config, family: str, layers: int, thetas: dict) -> tuple:
         window = None  # SmolLM3's attention reads its window only with use_sliding_window
     if window is not None and int(window) <= 0:
         raise _unsupported("sliding_window", window, "a window must be positive")
-    if None not in thetas and (types is None or any(t not in thetas for t in types)):
-        missing = next((t for t in (types or ["full_attention"]) if t not in thetas), "full_attention")
-        raise _unsupported("rope_parameters", sorted(thetas), f"has no RoPE for the layer type {missing!r}")
+    if None not in ropes and (types is None or any(t not in ropes for t in types)):
+        missing = next((t for t in (types or ["full_attention"]) if t not in ropes), "full_attention")
+        raise _unsupported("rope_parameters", sorted(ropes), f"has no RoPE for the layer type {missing!r}")
     kinds = []
     for i in range(layers):
         sliding = window is not None and (types is None or types[i] == "sliding_attention")
-        theta = thetas[None] if None in thetas else thetas[types[i]]
-        kinds.append(LayerKind(rope=bool(no_rope[i]) if no_rope is not None else True, theta=theta,
-                               window=int(window) if sliding else None))
+        rope = ropes[None] if None in ropes else ropes[types[i]]
+        kinds.append(LayerKind(rope=bool(no_rope[i]) if no_rope is not None else True, theta=rope.theta,
+                               window=int(window) if sliding else None, rotary_dim=rope.rotary_dim,
+                               inv_freq=rope.inv_freq, rope_scaling=rope.scaling, long_inv_freq=rope.long_inv_freq,
+                               long_after=rope.long_after))
     return tuple(kinds)
 
 
@@ -318,8 +406,9 @@ def spec_of(model) -> ModelSpec:
     if len(dtypes) != 1 or next(iter(dtypes)) not in _MLIR_DTYPES:
         raise ArgumentError(f"from_hf: the model's parameters must all be one of float32, bfloat16, float16; got {sorted(map(str, dtypes))}")
     layers = int(config.num_hidden_layers)
-    thetas = _rope_thetas(config)
-    theta = thetas.get(None, thetas.get("full_attention", next(iter(thetas.values()))))
+    ropes = _rope_kinds(config, model, head_dim, _ROPE_STYLE.get(family, "half"))
+    model_rope = ropes.get(None, ropes.get("full_attention", next(iter(ropes.values()))))
+    theta = model_rope.theta
     layer0 = model.model.layers[0]
     attn, mlp = layer0.self_attn, layer0.mlp
     has_bias = lambda module: getattr(module, "bias", None) is not None  # noqa: E731
@@ -372,9 +461,9 @@ def spec_of(model) -> ModelSpec:
         attention_scale=None if scale == head_dim ** -0.5 else scale,
         attention_softcap=None if softcap is None else float(softcap),
         logits_softcap=None if final_cap is None else float(final_cap),
-        layer_kinds=_layer_kinds(config, family, layers, thetas),
+        layer_kinds=_layer_kinds(config, family, layers, ropes),
         rope_style=_ROPE_STYLE.get(family, "half"),
-        inv_freq=_inv_freq(model, head_dim),
+        inv_freq=_inv_freq(model, head_dim, model_rope.rotary_dim),
     )
 
 
@@ -530,10 +619,16 @@ def _attention_block(spec: ModelSpec, tokens: int, seq_len: int, h: str, layer: 
         ]
         pre_rope = "%khn"
     if layer.rope:
-        # the model's own frequencies where this layer rotates by the model's base (ModelSpec.inv_freq)
-        freqs = spec.inv_freq if spec.inv_freq is not None and layer.theta == spec.theta else None
-        freqs = "" if freqs is None else ", inv_freq = array<f32: " + ", ".join(f"{v:.9e}" for v in freqs) + ">"
-        body.append(f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(layer.theta)}, style = "{spec.rope_style}"{freqs}}}> : ({QKV}, {POS}) -> {QKV}')
+        # the layer's own frequencies (a scaled or per-type RoPE), else the model's where this
+        # layer rotates by the model's base (ModelSpec.inv_freq); a partial RoPE's rotary_dim and
+        # a scaled one's magnitude (LayerKind)
+        freqs = layer.inv_freq
+        if freqs is None and spec.inv_freq is not None and layer.theta == spec.theta:
+            freqs = spec.inv_freq
+        extra = "" if layer.rotary_dim is None else f", rotary_dim = {layer.rotary_dim} : i64"
+        extra += "" if layer.rope_scaling == 1.0 else f", scaling = {_f32(layer.rope_scaling)}"
+        extra += "" if freqs is None else ", inv_freq = array<f32: " + ", ".join(f"{v:.9e}" for v in freqs) + ">"
+        body.append(f'%r = "nn.rope"({pre_rope}, %pos) <{{head_dim = {hd} : i64, rotary_heads = {H + KV} : i64, theta = {_f32(layer.theta)}, style = "{spec.rope_style}"{extra}}}> : ({QKV}, {POS}) -> {QKV}')
         pre_attn = "%r"
     else:
         pre_attn = pre_rope
@@ -569,10 +664,15 @@ def _mlp_block(spec: ModelSpec, tokens: int, h: str) -> tuple[list[str], list[st
     return _args(_mlp_weights(spec), e), body
 
 
-def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0, segments: bool = False) -> str:
+def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0, segments: bool = False,
+                    long_rope: bool = False) -> str:
     """Decoder layer `layer` as Hugging Face computes it, attention included: x -> x'. Layers of
     equal `LayerKind`s have equal programs (compiled once). With `segments` it takes the batch's
-    `%seg` [tokens] i32 after `%pos` (a padded or packed batch)."""
+    `%seg` [tokens] i32 after `%pos` (a padded or packed batch); `long_rope`: a longrope layer's
+    program for calls past its original context (`LayerKind.long_inv_freq`)."""
+    kind = spec.layer(layer)
+    if long_rope and kind.long_inv_freq is not None:
+        kind = replace(kind, inv_freq=kind.long_inv_freq)
     e = spec.element
     D, M = spec.hidden, tokens
     X = _t(M, D, element=e)
@@ -583,7 +683,7 @@ def decoder_program(spec: ModelSpec, tokens: int, seq_len: int, layer: int = 0, 
     if pre_attn:
         body.append(_rms_norm(spec, "%h", "%x", "%w_in", M, D))
         h = "%h"
-    _, attn_body = _attention_block(spec, tokens, seq_len, h, spec.layer(layer), segments)
+    _, attn_body = _attention_block(spec, tokens, seq_len, h, kind, segments)
     body += attn_body
     a = "%a"
     if post_attn:
@@ -1064,12 +1164,13 @@ class DecoderUnit(_Unit):
                     pack_rows([t._local_tensor if tp.is_dtensor(t) else t for t in tensors])
 
     def _program(self, spec, kind, tokens, seq_len):
-        masked = kind == "layer_segments"
+        masked = kind.startswith("layer_segments")
+        long_rope = kind.endswith("+long_rope")
         layer_kind = spec.layer(self.index)
-        return (decoder_program(spec, tokens, seq_len, self.index, segments=masked),
+        return (decoder_program(spec, tokens, seq_len, self.index, segments=masked, long_rope=long_rope),
                 f"a decoder layer ({tokens} tokens, sequences of {seq_len}, {spec.element}"
                 + ("" if layer_kind == spec.layer(0) else f", layer {self.index}'s kind")
-                + (", padded or packed" if masked else "") + ")")
+                + (", padded or packed" if masked else "") + (", longrope's long factors" if long_rope else "") + ")")
 
     def named_weights(self):
         def tensor(name: str) -> torch.Tensor:
@@ -1081,20 +1182,24 @@ class DecoderUnit(_Unit):
         return [(self.hf_prefix + w.name, tensor(w.name), w.role) for w in decoder_weights(self.spec)]
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, seq_len: int, pieces: torch.Tensor | None = None,
-                segments: torch.Tensor | None = None):
+                segments: torch.Tensor | None = None, rope_length: int | None = None):
         """x -> the next layer's x. Tensor parallel (DTensor weights): `x` is this rank's rows of
         the residual stream (all rows for the first unit) and `pieces` the previous unit's
         unfolded down-projection pieces; returns `(x1, pieces)` for the next unit to fold.
         `segments`: the batch's document id per row (padding -1), for a padded or packed batch
-        (the program variant whose attention takes them; `batch_segments`)."""
+        (the program variant whose attention takes them; `batch_segments`). `rope_length`: the
+        step's largest position + 1, which picks a longrope layer's short or long frequencies
+        as Hugging Face's rotary embedding does per forward (`LayerKind.long_after`)."""
         layout = self.layout()
         if layout is None:
             if pieces is not None:
                 raise ArgumentError(f"{self.where}: the residual stream reaching this unit is split over tensor-parallel "
                                     "ranks, but its weights are not DTensors: plan every decoder unit")
+            long_after = self.spec.layer(self.index).long_after
+            variant = "+long_rope" if long_after is not None and rope_length is not None and rope_length > long_after else ""
             if segments is not None:
-                return self.function("layer_segments", x.shape[0], seq_len)(x, positions, segments, *self.weights())
-            return self.function("layer", x.shape[0], seq_len)(x, positions, *self.weights())
+                return self.function("layer_segments" + variant, x.shape[0], seq_len)(x, positions, segments, *self.weights())
+            return self.function("layer" + variant, x.shape[0], seq_len)(x, positions, *self.weights())
         return self._forward_tensor_parallel(layout, x, positions, seq_len, pieces, segments)
 
     def _forward_tensor_parallel(self, layout, x, positions, seq_len, pieces, segments=None):
@@ -1519,14 +1624,19 @@ class CodaCausalLM(torch.nn.Module):
         x = self.embed(ids, seq_len, tied_weight=tied[0] if tied else None)
         checkpointing = self.gradient_checkpointing and torch.is_grad_enabled()
         pieces = None  # tensor parallel: the last down projection's pieces, which the next unit folds
+        # longrope (Phi-3.5, Phi-4-mini): Hugging Face rotates a forward whose largest position
+        # + 1 exceeds original_max_position_embeddings by the long factors, else the short ones;
+        # one device-to-host read of that length per step, only for such models
+        longrope = any(k.long_after is not None for k in self.spec.layer_kinds)
+        kw = {"rope_length": int(positions.max()) + 1} if longrope and positions.numel() else {}
         for layer in self.layers:
             args = (x, positions, seq_len) if pieces is None else (x, positions, seq_len, pieces)
             if segments is not None:
                 args = (x, positions, seq_len, pieces, segments)
             if checkpointing:
-                out = torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False)
+                out = torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False, **kw)
             else:
-                out = layer(*args)
+                out = layer(*args, **kw)
             x, pieces = out if isinstance(out, tuple) else (out, None)
         head_weight = tied[1] if tied else None
         if labels is None:

@@ -346,8 +346,8 @@ variant op that `build_forward` puts in their place: (result, lse)."""
 def hdh_sources(norm: nn.RMSNormOp) -> list[SSAValue]:
     """For an RMSNorm whose output h feeds only GEMMs as their activation (`z_i = h @ W_i.T`):
     the values z'_i with `sum_j dh_j h_j = sum_i sum_k z'_ik dz'_ik` (EPILOGUES.md, "Backward
-    rewrites"): z_i itself, or the RoPE of z_i when that is z_i's only use (R is orthogonal, so
-    `z . dz = R z . R dz`); [] when h has another kind of use."""
+    rewrites"): z_i itself, or the RoPE of z_i when that is z_i's only use (`z . dz = R z . dy`
+    for dz = R^T dy of any linear R: a partial or scaled RoPE too); [] when h has another kind of use."""
     sources: list[SSAValue] = []
     for use in norm.results[0].uses:
         user = use.operation

@@ -39,6 +39,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
+from coda_ir.diagnostics import CompilerError
 from coda_ir.dialects import nn
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import Axis, ReduceKind, TileType
@@ -356,26 +357,49 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sig
     hd, heads = prop_value(op, "head_dim"), prop_value(op, "rotary_heads")
     theta, style = prop_value(op, "theta"), prop_value(op, "style")
     freqs = nn.inv_freq_of(op)
+    rd, scaling = nn.rotary_dim_of(op), nn.rope_scaling_of(op)
+    if style == "half" and hd % rd:
+        raise CompilerError(op, f"rotary_dim {rd} must divide head_dim {hd} for style \"half\": its pairs "
+                                  f"(i, i + {rd // 2}) are groups of {rd} columns, which the pair maps need to tile "
+                                  "each head (style \"interleaved\" takes any even rotary_dim)")
     m, n = tile.type.get_shape()  # type: ignore[attr-defined]
     half = hd // 2
     narrow = TileType((m, n // 2), f32)
     pairs = e._add(coda.IndexOp(Axis.COLS, narrow))
     rows = e._add(coda.BroadcastOp(pos, Axis.ROWS, narrow))
 
+    # Pair p belongs to head p div hd/2 and is its pair j = p mod hd/2 in both styles (stride
+    # rd/2 pairs (i, i + rd/2) in groups of rd, hd/rd groups a head; stride 1 pairs (2p, 2p + 1)):
+    # it rotates by frequency j when j < rd/2 (the first rd columns) and the head is rotary.
+    def rotary(s: Scalar, p, yes, otherwise: float):
+        """`yes` on the pairs that rotate, the constant `otherwise` on those that pass through."""
+        if rd != hd:
+            yes = s.select(s.cmpi("slt", s.remi(p, s.iconst(half)), s.iconst(rd // 2)), yes, s.const(otherwise))
+        inside = s.cmpi("slt", p, s.iconst(heads * half))
+        return s.select(inside, yes, s.const(otherwise))
+
     def angle(s: Scalar, p, r):
-        a = s.mul(s.to_f32(r), inv_freq(s, s.remi(p, s.iconst(half)), hd, theta, freqs))
+        a = s.mul(s.to_f32(r), inv_freq(s, s.remi(p, s.iconst(half)), rd, theta, freqs))
         if sign < 0:
             a = s.neg(a)
-        return s.select(s.cmpi("slt", p, s.iconst(heads * half)), a, s.const(0.0))
+        return rotary(s, p, a, 0.0)
 
     ang = e.map1([pairs, rows], angle)
+    inputs, wide = [tile, ang], [True, False]
+    if scaling != 1.0:
+        # a per-pair magnitude (1 on the pairs that pass through): the cos/sin tables stay the
+        # unscaled rotation's, shared by the forward and the gradient
+        inputs.append(e.map1([pairs], lambda s, p: rotary(s, p, s.const(scaling), 1.0)))
+        wide.append(False)
 
-    def rotate(s: Scalar, x1, x2, a):
+    def rotate(s: Scalar, x1, x2, a, g=None):
         c, sn = s.cos(a), s.sin(a)
+        if g is not None:
+            c, sn = s.mul(c, g), s.mul(sn, g)
         return [s.sub(s.mul(x1, c), s.mul(x2, sn)), s.add(s.mul(x2, c), s.mul(x1, sn))]
 
-    stride = half if style == "half" else 1
-    rotated = e.pair_map([tile, ang], [(m, n)], rotate, stride=stride, wide=[True, False])[0]
+    stride = rd // 2 if style == "half" else 1
+    rotated = e.pair_map(inputs, [(m, n)], rotate, stride=stride, wide=wide)[0]
     if parts is not None:
         parts.append(RopeParts(rotated.owner, ang.owner, pos, half, heads * half))  # type: ignore[arg-type]
     return rotated

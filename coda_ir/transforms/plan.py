@@ -119,10 +119,11 @@ def _describe(gemm: Operation) -> str:
 
 def _pairs_fit_tiles(op: Operation, interleave: bool) -> bool:
     """RoPE's pairs can sit in power-of-two column tiles of its GEMM (so the rotation can join the
-    GEMM's epilogue at all): adjacent pairs, a power-of-two head_dim, or (coda-interleave on)
-    pairs (i, i + hd/2) made adjacent by interleaving the GEMM's columns."""
-    hd = prop_value(op, "head_dim")
-    return prop_value(op, "style") == "interleaved" or not hd & (hd - 1) or interleave
+    GEMM's epilogue at all): adjacent pairs, groups of a power-of-two rotary_dim (pairs
+    (i, i + rd/2); rd = head_dim unless the RoPE is partial), or (coda-interleave on) those
+    pairs made adjacent by interleaving the GEMM's columns."""
+    rd = nn.rotary_dim_of(op)
+    return prop_value(op, "style") == "interleaved" or not rd & (rd - 1) or interleave
 
 
 @dataclass(frozen=True)

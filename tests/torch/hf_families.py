@@ -47,6 +47,32 @@ FAMILIES = {
         query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"],
         rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})),
+    # Scaled and partial RoPE (nn.rope's inv_freq / rotary_dim / scaling), each family with the
+    # RoPE of its released long-context models, shrunk to the tiny shape (original contexts of
+    # 8-16 tokens so the scalings bend frequencies these positions use):
+    # LLaMA 3.1 / 3.2: "llama3" (factor 8 at wavelengths above the original context, smooth between)
+    "llama3_rope": ("LlamaConfig", "LlamaForCausalLM", dict(
+        rope_theta=5e5, max_position_embeddings=128, rope_scaling={
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16})),
+    # Phi-3.5 / Phi-4-mini: longrope (short factors up to the original context, long past it;
+    # magnitude sqrt(1 + ln 8 / ln 8)) and a partial rotation (rotary_dim 8 of 16: Phi-4-mini
+    # rotates 96 of 128, which needs rotary_dim | head_dim for pairs (i, i + rd/2): refused)
+    "phi3_longrope": ("Phi3Config", "Phi3ForCausalLM", dict(
+        pad_token_id=None, bos_token_id=1, eos_token_id=2, partial_rotary_factor=0.5, max_position_embeddings=64,
+        original_max_position_embeddings=8, rope_scaling={
+            "rope_type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.7], "long_factor": [1.5, 2.5, 4.0, 7.0],
+            "original_max_position_embeddings": 8})),
+    # GLM-4 as released: interleaved pairs over half of each head (partial_rotary_factor 0.5)
+    "glm4_partial": ("Glm4Config", "Glm4ForCausalLM", dict(partial_rotary_factor=0.5, pad_token_id=None, eos_token_id=2)),
+    # Gemma3 4B+: linear scaling (factor 8) on the global layers, the local ones unscaled
+    "gemma3_linear": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})),
+    # Qwen2.5 long-context: yarn (factor 4, magnitude 0.1 ln 4 + 1)
+    "qwen2_yarn": ("Qwen2Config", "Qwen2ForCausalLM", dict(max_position_embeddings=64, rope_scaling={
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16})),
 }
 
 

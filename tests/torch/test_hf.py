@@ -81,6 +81,33 @@ def test_fp32_rope_uses_the_models_frequencies_far_into_the_context(family):
     assert_matches([ours[n] for n in names], [grads[0][n] for n in names], [grads[1][n] for n in names], names)
 
 
+@pytest.mark.parametrize("family", ["llama3_rope", "phi3_longrope"])
+def test_scaled_rope_far_into_the_context(family):
+    """Positions 3000.. (past the tiny configs' original contexts of 16 / 8 tokens): llama3's
+    bent low frequencies carry ~1e3 rad of angle; longrope switches to its long factors, as
+    Hugging Face does per forward (max(position_ids) + 1 > original_max_position_embeddings).
+    The from_hf model's long frequencies are bit for bit the ones Hugging Face swaps in."""
+    modelT = tiny_model(family)
+    model64 = copy.deepcopy(modelT).double()
+    ids, labels = batch()
+    positions = torch.arange(3000, 3000 + SEQ).unsqueeze(0)
+    grads = []
+    for m in (model64, copy.deepcopy(modelT)):
+        m(input_ids=ids, labels=labels, position_ids=positions, use_cache=False).loss.backward()
+        grads.append({n: p.grad for n, p in m.named_parameters()})
+    spec = spec_of(modelT)
+    if family == "phi3_longrope":
+        hf_rotary = copy.deepcopy(modelT).model.rotary_emb
+        hf_rotary(torch.zeros(1), torch.arange(3000, 3000 + SEQ)[None])  # Hugging Face swaps the long ones in
+        assert spec.layer(0).long_inv_freq == tuple(hf_rotary.inv_freq.tolist()) != spec.layer(0).inv_freq
+        assert spec.layer(0).long_after == 8 and "rotary_dim = 8" in decoder_program(spec, BATCH * SEQ, SEQ)
+    loss = from_hf(modelT, progress=False)(ids, labels=labels, position_ids=positions).loss
+    loss.backward()
+    names = sorted(grads[0])
+    ours = {n: p.grad for n, p in modelT.named_parameters()}
+    assert_matches([ours[n] for n in names], [grads[0][n] for n in names], [grads[1][n] for n in names], names)
+
+
 def _check_loss_and_every_gradient(model_t, dtype):
     model64 = copy.deepcopy(model_t).double()  # the same (rounded) weights
     ids, labels = batch()
@@ -111,14 +138,21 @@ FAMILY_CASES = [
     ("gemma3", torch.bfloat16, {}),
     ("glm4", torch.float32, {}),
     ("llama", torch.float32, dict(attention_bias=True, mlp_bias=True)),  # every linear with a bias
+    # scaled / partial RoPE (hf_families.py), one dtype each
+    ("llama3_rope", torch.float32, {}),
+    ("phi3_longrope", torch.bfloat16, {}),
+    ("glm4_partial", torch.float32, {}),
+    ("gemma3_linear", torch.bfloat16, {}),
+    ("qwen2_yarn", torch.float32, {}),
 ]
 
 
 @pytest.mark.parametrize("family, dtype, overrides", FAMILY_CASES,
                          ids=[f"{f}-{str(d)[6:]}" + ("-biases" if o else "") for f, d, o in FAMILY_CASES])
 def test_family_loss_and_every_gradient_match_float64(family, dtype, overrides):
-    cmodel = _check_loss_and_every_gradient(tiny_model(family, dtype, **overrides), dtype)
-    assert cmodel.spec.family == family or cmodel.spec.family == family + "_text"
+    model = tiny_model(family, dtype, **overrides)
+    cmodel = _check_loss_and_every_gradient(model, dtype)
+    assert cmodel.spec.family == model.config.model_type
 
 
 def test_logits_without_labels_match_float64():
@@ -394,13 +428,13 @@ def test_shifted_targets_follow_hugging_face():
 @pytest.mark.parametrize(
     "family, overrides, field",
     [
-        ("llama", dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}), "rope"),
+        # frequencies that follow each call's length: not static
+        ("llama", dict(rope_scaling={"rope_type": "dynamic", "factor": 2.0}), r"rope_scaling\['rope_type'\] = 'dynamic'"),
         ("llama", dict(hidden_act="relu"), "hidden_act"),
         ("llama", dict(attention_dropout=0.1), "attention_dropout"),
-        ("phi3", dict(partial_rotary_factor=0.5), "partial_rotary_factor"),
+        # 12 of 16 columns in pairs (i, i + 6) (Phi-4-mini's 96 of 128): groups that do not tile a head
+        ("phi3", dict(partial_rotary_factor=0.75), "partial_rotary_factor.*rotates 12 of 16 columns"),
         ("olmo2", dict(layer_types=["full_attention", "chunked_attention"]), "layer_types"),
-        ("glm4", dict(partial_rotary_factor=0.5), "partial_rotary_factor"),
     ],
 )
 def test_unsupported_configuration_names_the_field(family, overrides, field):
@@ -528,6 +562,19 @@ def test_readme_example_runs(capsys):
     assert float(steps[-1][0]) < float(steps[0][0])  # it trains
     for ours, theirs in steps:
         assert abs(float(ours) - float(theirs)) <= 2e-4
+
+
+def test_readme_scaled_rope_example_runs(capsys):
+    import re
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S) if "longrope" in s)
+    exec(compile(snippet, str(readme), "exec"), {})
+    out = capsys.readouterr().out
+    assert "rotary_dim 8 scaling 1.4142 long past 8" in out
+    ours, theirs = re.search(r"longrope: coda-ir loss ([0-9.]+), Hugging Face loss ([0-9.]+)", out).groups()
+    assert abs(float(ours) - float(theirs)) <= 2e-5 * float(theirs)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")

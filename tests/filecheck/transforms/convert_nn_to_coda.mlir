@@ -135,3 +135,51 @@ func.func @ce(%logits: tensor<8x128xf32>, %t: tensor<8xi32>) -> tensor<f32> {
 // CHECK:       } finalize {
 // CHECK:         arith.divf
 // CHECK:       func.return %[[LOSS]] : tensor<f32>
+
+// -----
+
+// Partial, scaled RoPE (Phi-4-mini / GLM4's partial_rotary_factor, yarn / longrope's
+// attention_scaling): of each 16-column head the first rotary_dim = 8 rotate, pairs (i, i + 4)
+// (stride rd/2, groups of 8: two a head), with rd/2 = 4 frequencies theta^(-2j/8); pair j >= 4 of
+// a head (its columns 8..15) and heads past rotary_heads get angle 0 and magnitude 1. The
+// magnitude is a second narrow operand of the rotation, multiplying cos and sin.
+func.func @rope_partial_scaled(%x: tensor<5x48xbf16>, %pos: tensor<5xi32>) -> tensor<5x48xbf16> {
+  %r = "nn.rope"(%x, %pos) <{head_dim = 16 : i64, rotary_heads = 2 : i64, theta = 10000.0 : f32, style = "half", rotary_dim = 8 : i64, scaling = 1.25 : f32}> : (tensor<5x48xbf16>, tensor<5xi32>) -> tensor<5x48xbf16>
+  func.return %r : tensor<5x48xbf16>
+}
+// CHECK-LABEL: func.func @rope_partial_scaled
+// CHECK:       coda.elementwise [5, 48] {{.*}} attributes {coda.origin = "nn.rope"}
+// CHECK:         %[[IDX:.*]] = coda.index cols : !coda.tile<5x24xi32>
+// CHECK:         %[[ANG:.*]] = coda.map %[[IDX]], %{{.*}} : {{.*}} -> !coda.tile<5x24xf32>
+// CHECK:           arith.constant 1.000000e-03 : f32
+// CHECK:           %[[A:.*]] = arith.mulf
+// CHECK-NEXT:      arith.constant 8 : i32
+// CHECK-NEXT:      arith.remsi
+// CHECK-NEXT:      arith.constant 4 : i32
+// CHECK-NEXT:      arith.cmpi slt
+// CHECK-NEXT:      arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      %[[PART:.*]] = arith.select %{{.*}}, %[[A]]
+// CHECK-NEXT:      arith.constant 16 : i32
+// CHECK-NEXT:      arith.cmpi slt
+// CHECK-NEXT:      arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      arith.select %{{.*}}, %[[PART]]
+// CHECK:         %[[MAG:.*]] = coda.map %[[IDX]] : !coda.tile<5x24xi32> -> !coda.tile<5x24xf32>
+// CHECK:           arith.constant 1.250000e+00 : f32
+// CHECK:           arith.constant 1.000000e+00 : f32
+// CHECK:         coda.pair_map stride 4 %{{.*}}, %[[ANG]], %[[MAG]]
+// CHECK:           %[[C:.*]] = math.cos
+// CHECK-NEXT:      %[[S:.*]] = math.sin
+// CHECK-NEXT:      arith.mulf %[[C]], %{{.*}} : f32
+// CHECK-NEXT:      arith.mulf %[[S]], %{{.*}} : f32
+
+// -----
+
+func.func @rope_interleaved_12_of_16(%x: tensor<5x32xf32>, %pos: tensor<5xi32>) -> tensor<5x32xf32> {
+  %r = "nn.rope"(%x, %pos) <{head_dim = 16 : i64, rotary_heads = 2 : i64, theta = 10000.0 : f32, style = "interleaved", rotary_dim = 12 : i64}> : (tensor<5x32xf32>, tensor<5xi32>) -> tensor<5x32xf32>
+  func.return %r : tensor<5x32xf32>
+}
+// Interleaved pairs (2i, 2i + 1) take any even rotary_dim (GLM4): stride 1, pair j of a head
+// rotates when j < 6.
+// CHECK-LABEL: func.func @rope_interleaved_12_of_16
+// CHECK:         arith.constant 6 : i32
+// CHECK:         coda.pair_map stride 1
