@@ -68,9 +68,9 @@ def test_plan_follows_whether_the_logits_are_stored():
     with remarks.printed_remarks(False):
         small = coda_ir.compile(lm_head(37, 40, 301), pipeline="nn-autodiff,nn-to-coda")
     assert not any(k.endswith("separate") for k in kernels(small, "lm_head_fwd"))
-    # the default budget (256 MiB) does not hold them: no logits stored, the epilogue form
+    # a budget of 256 MiB does not hold them: no logits stored, the epilogue form
     with remarks.printed_remarks(False):
-        chunked = coda_ir.lower(coda_ir.parse(text), "nn-autodiff,nn-to-coda")
+        chunked = coda_ir.lower(coda_ir.parse(text), "nn-autodiff{memory-budget-mib=256},nn-to-coda")
     fwd = next(f for f in chunked.walk() if op_is_func(f) and f.sym_name.data == "lm_head_fwd")
     assert not any(op.name == "coda.elementwise" and "cross_entropy" in op.attributes["coda.origin"].data
                    for op in fwd.walk())
