@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from coda_ir import tiling
 from coda_ir.analysis import io_model
-from coda_ir.runtime import gemm_launch, runtime
+from coda_ir.runtime import compiled, gemm_launch
 from coda_ir.transforms import legality
 
 pow2_multiples = st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128, 256])
@@ -52,9 +52,9 @@ def test_io_model_predicts_the_tile_the_runtime_launches(m, n, multiple):
 
 def test_runtime_uses_the_interpreter_policy_under_the_interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert runtime.elementwise_config(1000, 300) == tiling.elementwise_config(1000, 300, interpreting=True)
+    assert compiled.elementwise_config(1000, 300) == tiling.elementwise_config(1000, 300, interpreting=True)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    assert runtime.elementwise_config(1000, 300) == tiling.elementwise_config(1000, 300, interpreting=False)
+    assert compiled.elementwise_config(1000, 300) == tiling.elementwise_config(1000, 300, interpreting=False)
 
 
 def test_legality_proves_over_every_width_a_gemm_runs_with():
@@ -71,7 +71,7 @@ def test_legality_proves_over_every_width_a_gemm_runs_with():
 def test_one_config_type():
     assert gemm_launch.GemmConfig is tiling.GemmConfig
     assert io_model.default_tile.__annotations__["return"] in ("GemmConfig", tiling.GemmConfig)
-    assert runtime.ElementwiseConfig is tiling.ElementwiseConfig
+    assert compiled.ElementwiseConfig is tiling.ElementwiseConfig
 
 
 @given(st.integers(1, 100000), st.integers(tiling.LONG_ROWS, 300000))
