@@ -83,3 +83,34 @@ def test_no_private_cross_module_imports():
         if name.startswith("_") and target != module
     ]
     assert offenders == []
+
+
+# The printers and the templates they fill print what the conversions decided: they may read
+# the dialects and the base modules, never a conversion, a pass or the runtime (issue 34).
+PRINTERS = ("coda_ir.lowering.triton_printer", "coda_ir.lowering.host_printer", "coda_ir.lowering.mainloop",
+            "coda_ir.lowering.gluon")
+PRINTER_MAY_IMPORT = ("coda_ir.dialects", "coda_ir.diagnostics", "coda_ir.lowering.mainloop", "coda_ir.lowering.gluon")
+
+
+def test_printers_import_only_dialects():
+    imports = _imports()
+    offenders = [
+        f"{module} line {line} imports {target}"
+        for module in PRINTERS
+        for target, _, line in imports[module]
+        if not any(target == allowed or target.startswith(allowed + ".") for allowed in PRINTER_MAY_IMPORT)
+    ]
+    assert offenders == []
+
+
+def test_runtime_is_below_the_backend():
+    """The runtime runs emitted modules; it never imports the conversions or printers (the
+    mainloop template's feature probe excepted: launches ask which Triton features it uses)."""
+    offenders = [
+        f"{module} line {line} imports {target}"
+        for module, entries in _imports().items()
+        if module.startswith("coda_ir.runtime")
+        for target, _, line in entries
+        if target.startswith("coda_ir.lowering") and target != "coda_ir.lowering.mainloop"
+    ]
+    assert offenders == []

@@ -40,10 +40,9 @@ from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.diagnostics import CompilerError
 from coda_ir.errors import ArgumentError
+from coda_ir.dialects.tl_names import KERNEL_SCOPE, KernelNames, gluon_entry_name
 from coda_ir.lowering.tl_build import (
-    KERNEL_SCOPE,
     Builder,
-    KernelNames,
     ScalarLowering,
     is_float,
     param_names,
@@ -96,7 +95,6 @@ def _unspecialize_rows(fn: func.FuncOp, built: dict[str, tl.KernelOp], rows: cod
     specialize (divisibility by 16, equality to 1): those holding run-time row extents, so that a
     new token count reuses the kernels compiled for the bucket. A launch group's program-count
     ends depend on them too."""
-    from coda_ir.lowering.tl_gemm import gluon_entry_name
 
     def mark(kernel: tl.KernelOp, names: Sequence[str]) -> None:
         present = [n for n in kernel.param_names() if n in set(names)]

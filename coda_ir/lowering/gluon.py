@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from coda_ir.dialects import coda
-from coda_ir.lowering.tl_build import GLUON_SCOPE
+from coda_ir.dialects.tl_names import GLUON_SCOPE
 
 # Every name the templates bind where the epilogue region is printed (the partition's locals and
 # the frame it hands the region): a value of the region must not take one.

@@ -24,8 +24,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from coda_ir.diagnostics import InternalCompilerBug
 from coda_ir.dialects import triton_host as host
 from coda_ir.dialects.element_types import TORCH_DTYPE_NAMES, element_name
-from coda_ir.lowering.tl_gemm import gluon_entry_name
-from coda_ir.lowering.tl_build import KernelNames
+from coda_ir.dialects.tl_names import KernelNames, gluon_entry_name
 
 IND = "    "
 

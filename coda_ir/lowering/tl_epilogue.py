@@ -41,10 +41,9 @@ from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.tiling import MIN_BN
+from coda_ir.dialects.tl_names import KERNEL_SCOPE, KernelNames
 from coda_ir.lowering.tl_build import (
-    KERNEL_SCOPE,
     Builder,
-    KernelNames,
     ScalarLowering,
     TileBody,
     lower_tile_body,

@@ -32,7 +32,8 @@ from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.transforms.plan_mainloop import epilogue_column_lanes
-from coda_ir.lowering.tl_build import GLUON_SCOPE, KERNEL_SCOPE, Builder, KernelNames, param_names
+from coda_ir.dialects.tl_names import GLUON_SCOPE, KERNEL_SCOPE, KernelNames, gluon_entry_name
+from coda_ir.lowering.tl_build import Builder, param_names
 from coda_ir.lowering.tl_epilogue import ColumnSpace, EpilogueBuilder, TileFrame, pointee
 
 # `epilogue_subtile`: the minimum BN (a power of two >= 2) at which heavy epilogues run per column
@@ -136,12 +137,6 @@ def lower_gemm(op: coda.GemmOp, name: str, epilogue_subtile: int = SUBTILE_MIN_B
 
     whole.if_constexpr(b.cmpi("sge", arg["BN"], b.const(threshold, i32)), sliced, unsliced)
     return kernel
-
-
-def gluon_entry_name(kernel_name: str) -> str:
-    """The entry point of a gemm's warp-specialized Gluon kernel, built beside the tl kernel
-    `kernel_name` when the gemm carries a `#coda.mainloop`."""
-    return f"{kernel_name}_ws"
 
 
 def lower_gluon_gemm(op: coda.GemmOp, name: str) -> tl.KernelOp:

@@ -56,7 +56,8 @@ from coda_ir.lowering import coda_to_tl
 from coda_ir.lowering.coda_to_host import ConvertCodaToHostPass, host_functions
 from coda_ir.lowering.coda_to_tl import ConvertCodaToTLPass, kernel_symbol
 from coda_ir.transforms.plan_in_place import PlanInPlacePass
-from coda_ir.lowering.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile, gluon_entry_name
+from coda_ir.dialects.tl_names import gluon_entry_name
+from coda_ir.lowering.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile
 
 # (re-exported: tests and bench/kernel_table.py read the emission order from here)
 from coda_ir.analysis.epilogue_schedule import EpilogueStep, epilogue_schedule  # noqa: F401

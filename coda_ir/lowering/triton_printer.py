@@ -26,7 +26,7 @@ from coda_ir.diagnostics import InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.lowering.gluon import TEMPLATE_NAMES as GLUON_TEMPLATE_NAMES, emit_gluon_kernel
 from coda_ir.lowering.mainloop import TEMPLATE_NAMES, gemm_body
-from coda_ir.lowering.tl_build import KernelNames
+from coda_ir.dialects.tl_names import KernelNames
 
 IND = "    "
 

@@ -18,7 +18,8 @@ import coda_ir
 from coda_ir import CompileError
 from coda_ir.dialects import coda
 from coda_ir.lowering.triton_printer import BlockPrinter
-from coda_ir.lowering.tl_build import KernelNames, lower_tile_body
+from coda_ir.dialects.tl_names import KernelNames
+from coda_ir.lowering.tl_build import lower_tile_body
 
 from .helpers import check
 
