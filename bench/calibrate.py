@@ -43,6 +43,7 @@ import triton.language as tl  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 from coda_ir.analysis import io_model as m  # noqa: E402
+from coda_ir.analysis import io_fixtures  # noqa: E402
 
 M, D, F, Q = 8192, 4096, 14336, 6144
 GEMMS = {"out_proj": (M, D, D), "gate_up": (M, 2 * F, D), "down": (M, D, F), "qkv": (M, Q, D)}  # (M, N, K)
@@ -253,7 +254,7 @@ def validate(gpu: m.GPU, rep: int) -> list[dict]:
     }
     notes = {"g": "eager: 2 kernels (silu, mul)", "r": "eager: ~10 kernels (cos/sin/cat)", "h1": "F.rms_norm", "h2": "F.rms_norm"}
     rows = []
-    for kc in m.program_cost(m.llama_block_unfused(M, D, F, Q), gpu).kernels:
+    for kc in m.program_cost(io_fixtures.llama_block_unfused(M, D, F, Q), gpu).kernels:
         name = kc.kernel.name
         t = bench(fns[name], rep)
         rows.append({"kernel": name, "kind": kc.kernel.kind, "predicted_s": kc.time_s, "measured_s": t,

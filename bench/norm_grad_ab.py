@@ -28,7 +28,7 @@ import torch  # noqa: E402
 
 import coda_ir  # noqa: E402
 from coda_ir import testing  # noqa: E402
-from coda_ir.analysis import io_model  # noqa: E402
+from coda_ir.analysis import io_plans  # noqa: E402
 from bench_block import SHAPES, set_tuning  # noqa: E402
 from generate import nn_llama_block  # noqa: E402
 
@@ -97,7 +97,7 @@ def main() -> int:
         q = (s.hq + 2 * s.hkv) * s.hd
         row["model"] = {}
         for name, k in (("qkv_dgrad", q), ("gate_up_dgrad", 2 * f)):
-            dec = io_model.norm_grad_plan(m, d, K=k)
+            dec = io_plans.norm_grad_plan(m, d, K=k)
             row["model"][name] = {"choice": dec.choice, **{p: c.time_s * 1e3 for p, c in dec.costs.items()},
                                   "kernels": {p: [(kc.kernel.name, kc.time_s * 1e3) for kc in c.kernels]
                                               for p, c in dec.costs.items()}}

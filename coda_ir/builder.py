@@ -33,6 +33,7 @@ one's signature and meaning.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -82,7 +83,9 @@ __all__ = [
     "where",
     "sigmoid",
     "silu",
+    "relu",
     "gelu",
+    "gelu_grad",
     "to_f32",
     "const",
 ]
@@ -292,18 +295,55 @@ def to_f32(x: Scalar) -> Scalar:
     return Scalar(arith.SIToFPOp(x.value, f32).result)
 
 
+# The composite scalar functions, written once: the passes that lower nn ops to coda kernels
+# (`transforms.kernel_builder.Scalar`) call these too, so a kernel built here and one lowered from
+# `nn.silu` compute the same ops in the same order (PyTorch's formulas and association, fp32).
+# The statement order is the op order: constants shared by name are built first.
+
+
 def sigmoid(x: Any) -> Scalar:
-    return 1.0 / (1.0 + exp(-x))
+    """`1 / (1 + exp(-x))`."""
+    one = const(1.0)
+    return one / (one + exp(-x))
 
 
 def silu(x: Any) -> Scalar:
-    return x * sigmoid(x)
+    """`x / (1 + exp(-x))` (PyTorch's silu: one division, not `x * sigmoid(x)`)."""
+    return x / (const(1.0) + exp(-x))
+
+
+def relu(x: Any) -> Scalar:
+    return where(x > const(0.0), x, const(0.0))
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_KAPPA = 0.044715
 
 
 def gelu(x: Any, approximate: str = "none") -> Scalar:
+    """PyTorch's gelu: `0.5 x (1 + erf(x / sqrt 2))`, or with `approximate="tanh"`
+    `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`."""
+    half, one = const(0.5), const(1.0)
     if approximate == "tanh":
-        return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476))
+        inner = const(_SQRT_2_OVER_PI) * (x + const(_GELU_KAPPA) * (x * (x * x)))
+        return (half * x) * (one + tanh(inner))
+    return (half * x) * (one + erf(x * const(1.0 / math.sqrt(2.0))))
+
+
+def gelu_grad(dy: Any, x: Any, approximate: str = "none") -> Scalar:
+    """`dy * gelu'(x)`, as PyTorch's gelu_backward writes it (same association)."""
+    half, one = const(0.5), const(1.0)
+    if approximate == "tanh":
+        beta, kappa = const(_SQRT_2_OVER_PI), const(_GELU_KAPPA)
+        x_sq = x * x
+        t = tanh(beta * (x + kappa * (x_sq * x)))
+        left_derivative = half * (one + t)
+        right_derivative = (half * x) * (one - t * t)
+        inner_derivative = beta * (one + const(3.0 * _GELU_KAPPA) * x_sq)
+        return dy * (left_derivative + right_derivative * inner_derivative)
+    cdf = half * (one + erf(x * const(1.0 / math.sqrt(2.0))))
+    pdf = const(1.0 / math.sqrt(2.0 * math.pi)) * exp((x * x) * const(-0.5))
+    return dy * (cdf + x * pdf)
 
 
 def _scalar_body(arg_types: Sequence[Attribute], fn: Callable[..., Any]) -> tuple[Region, list[Attribute]]:

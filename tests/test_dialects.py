@@ -62,24 +62,27 @@ def text_of(module: ModuleOp, generic: bool = False) -> str:
 
 
 def build_llama_block(m: int = 32, d: int = 64, f: int = 96, hd: int = 16, q: int = 6) -> ModuleOp:
-    """The non-attention part of a LLaMA block (NN_DIALECT.md's example) with typed __init__s."""
-    arg_types = [
-        T(m, d), T(m, d), T(d, d), T(d), T(2 * f, d), T(d, f), T(d), T(q * hd, d), T(m, elt=i32)
-    ]
-    fn = func.FuncOp("llama_block", (arg_types, [T(m, d), T(m, q * hd)]))
-    with ImplicitBuilder(fn.body) as (x0, y0, wo, wn0, wgu, wd, wn1, wqkv, pos):
-        a = nn.LinearOp(y0, wo).result
-        x1 = nn.AddOp(x0, a).result
-        h1 = nn.RMSNormOp(x1, wn0, eps=1e-5).result
-        z = nn.LinearOp(h1, wgu).result
-        g = nn.SwiGLUOp(z).result
-        dd = nn.LinearOp(g, wd).result
-        x2 = nn.AddOp(x1, dd).result
-        h2 = nn.RMSNormOp(x2, wn1).result
-        qkv = nn.LinearOp(h2, wqkv).result
-        r = nn.RoPEOp(qkv, pos, head_dim=hd, rotary_heads=q - 2).result
-        func.ReturnOp(x2, r)
-    return ModuleOp([fn])
+    """The non-attention part of a LLaMA block (NN_DIALECT.md's example), built through the
+    public builder (`fb.nn.<op>`: the dialect's typed __init__s)."""
+    from coda_ir.builder import FunctionBuilder
+
+    fb = FunctionBuilder(
+        "llama_block", x0=((m, d), "bf16"), y0=((m, d), "bf16"), wo=((d, d), "bf16"), wn0=((d,), "bf16"),
+        wgu=((2 * f, d), "bf16"), wd=((d, f), "bf16"), wn1=((d,), "bf16"), wqkv=((q * hd, d), "bf16"),
+        pos=((m,), "i32"),
+    )
+    a = fb.nn.linear(fb.y0, fb.wo)
+    x1 = fb.nn.add(fb.x0, a)
+    h1 = fb.nn.rms_norm(x1, fb.wn0, eps=1e-5)
+    z = fb.nn.linear(h1, fb.wgu)
+    g = fb.nn.swiglu(z)
+    dd = fb.nn.linear(g, fb.wd)
+    x2 = fb.nn.add(x1, dd)
+    h2 = fb.nn.rms_norm(x2, fb.wn1)
+    qkv = fb.nn.linear(h2, fb.wqkv)
+    r = fb.nn.rope(qkv, fb.pos, head_dim=hd, rotary_heads=q - 2)
+    fb.returns(x2, r)
+    return fb.module
 
 
 def test_llama_block_builds_and_verifies():
@@ -161,6 +164,9 @@ def test_every_nn_op_has_a_typed_constructor():
             nn.RMSNormGradOp(y, x, w, hv, offset=1.0),  # Gemma's 1 + w norms
             nn.RMSNormApplyOp(x, w, hv, 1.0),
             nn.SoftcapGradOp(y, x, 30.0),
+            # y as a [V = 8, 32] head weight; hv as the saved per-row lse
+            nn.LinearCrossEntropyGradOp(x, y, t, ce.results[0], hv,
+                                        dict(ce.properties, chunk=IntegerAttr(nn.LOGITS_CHUNK_TILE, i64))),
         ]
         # whole-model ops: x doubles as a packed qkv of 2 q heads + 1 kv head of 8 (32 columns)
         attn = nn.AttentionOp(x, heads=2, kv_heads=1, head_dim=8, seq_len=4, causal=True)

@@ -250,6 +250,21 @@ def test_builder_bad_operands_and_keywords():
         FunctionBuilder("g", x=((4, 8), "f8"))
 
 
+def test_builder_optional_properties_and_operands_from_hf_uses():
+    """from_hf writes nn.attention with its optional properties and `segments` operand, and nn.rope
+    with the model's `inv_freq`, through fb.nn: they reach the op, and a bad one is a CompileError
+    at the Python line that built it."""
+    fb = FunctionBuilder("f", qkv=((6, 32), "f32"), pos=((6,), "i32"))
+    y = fb.nn.attention(fb.qkv, 2, 1, 8, 3, True, window=2, scale=0.25, softcap=5.0, segments=fb.pos)
+    assert {"scale", "window", "softcap"} <= set(y.owner.properties) and y.owner.operands[1] is fb.pos
+    line = inspect.currentframe().f_lineno + 1
+    fb.nn.rope(fb.qkv, fb.pos, head_dim=8, rotary_heads=3, inv_freq=[1.0, 0.5, 0.25])
+    fb.returns(y)
+    with pytest.raises(CompileError, match=re.escape(f"{__file__}:{line}:1: error: 'nn.rope' op inv_freq must hold "
+                                                     "head_dim / 2 = 4 frequencies, got 3")):
+        fb.module
+
+
 def test_builder_kernel_without_yield_is_located():
     fb = FunctionBuilder("f", x=((16, 16), "f32"))
     line = inspect.currentframe().f_lineno + 2

@@ -514,6 +514,33 @@ def test_cross_entropy_fwd_and_grad_are_pytorch(reduction):
         assert bool((got[[2, 7]] == 0).all())
 
 
+def test_linear_cross_entropy_grad_is_the_head_and_loss_gradient():
+    """`nn.linear_cross_entropy_grad` (the chunked LM head backward) is torch.autograd of
+    cross_entropy(softcap(scale * h @ w.T)) w.r.t. h and w, from the saved lse, with ignored rows
+    contributing nothing; the chunk (a recorded schedule) does not change the value."""
+    v, d = 37, 12
+    h, w = randn(M, d, seed=81).float(), randn(v, d, seed=82).float()
+    t = torch.randint(0, v, (M,), generator=torch.Generator().manual_seed(83))
+    t[[1, 6]] = -100
+    scale, cap = 0.5, 3.0
+
+    def loss_of(h, w):
+        z = cap * torch.tanh((h @ w.T) * scale / cap)
+        return F.cross_entropy(z, t.long(), ignore_index=-100, reduction="mean")
+
+    with torch.no_grad():
+        lse = torch.logsumexp(cap * torch.tanh((h.double() @ w.double().T) * scale / cap), dim=1)
+    want = grads_of(loss_of, [h, w], torch.tensor(2.0, dtype=torch.float64))
+    for chunk in (16, 48):
+        props = (f'ignore_index = -100 : i64, reduction = "mean", chunk = {chunk} : i64, '
+                 f"scale = {scale} : f32, softcap = {cap} : f32")
+        operands = [((M, d), "f32"), ((v, d), "f32"), ((M,), "i32"), ((), "f32"), ((M,), "f32")]
+        text = ops_program("nn.linear_cross_entropy_grad", operands, [((M, d), "f32"), ((v, d), "f32")], props)
+        dh, dw = ref64(text, [h, w, t.int(), torch.tensor(2.0), lse.float()])
+        close64(dh, want[0])
+        close64(dw, want[1])
+
+
 def test_zeros():
     text = ops_program("nn.zeros", [], [((M, N), "bf16")])
     (z64,) = ref64(text, [])

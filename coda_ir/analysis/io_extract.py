@@ -65,6 +65,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from coda_ir.analysis import io_model as m
+from coda_ir.analysis import io_plans
 from coda_ir.dialects import coda
 from coda_ir.tiling import IO_MODEL_TILES, GemmConfig, config_from_attr
 
@@ -548,7 +549,7 @@ def _gemm_producer(value: SSAValue) -> tuple[int | None, bool]:
     return None, False
 
 
-def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[str, m.Decision]]:
+def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[str, io_plans.Decision]]:
     """What the decision API of io_model says for the choices this nn function offers:
     `stats_plan` per RMSNorm, `qk_norm_tile_width` per head RMSNorm fed by a GEMM, and
     `store_or_recompute` (for backward) per gated activation, `gated_grad_plan` per gated
@@ -556,7 +557,7 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
     `cross_entropy_plan` per cross-entropy whose logits a GEMM produces. Each entry: (call, decision)."""
     gpu = m.as_gpu(gpu)
     names = _Names()
-    out: list[tuple[str, m.Decision]] = []
+    out: list[tuple[str, io_plans.Decision]] = []
     for op in fn.body.ops if fn.body.blocks else []:
         if op.name in ("nn.cross_entropy", "nn.cross_entropy_fwd"):
             logits = op.operands[0]
@@ -565,7 +566,7 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
                 continue
             rows, cols = logits.type.get_shape()  # type: ignore[attr-defined]
             stored = any(u.operation is not op for u in logits.uses)  # nn-plan's test
-            d = m.cross_entropy_plan(rows, cols, K=k, dtype=dtype_name(logits.type.get_element_type()),  # type: ignore[attr-defined]
+            d = io_plans.cross_entropy_plan(rows, cols, K=k, dtype=dtype_name(logits.type.get_element_type()),  # type: ignore[attr-defined]
                                      gpu=gpu, logits_stored=stored)
             out.append((f"cross_entropy_plan({names(logits)}: M={rows}, V={cols}, K={k}, logits_stored={stored})", d))
             continue
@@ -578,7 +579,7 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
         label = names(result)  # type: ignore[arg-type]
         if op.name == "nn.rms_norm":
             k, residual = _gemm_producer(op.operands[0])
-            d = m.stats_plan(rows, cols, K=k, dtype=dtype, gpu=gpu, residual=residual)
+            d = io_plans.stats_plan(rows, cols, K=k, dtype=dtype, gpu=gpu, residual=residual)
             out.append((f"stats_plan({label}: M={rows}, D={cols}, K={k})", d))
         elif op.name == "nn.head_rms_norm":
             k, _ = _gemm_producer(op.operands[0])
@@ -586,11 +587,11 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
                 continue
             hd = op.properties["head_dim"].value.data  # type: ignore[attr-defined]
             heads = op.properties["heads"].value.data  # type: ignore[attr-defined]
-            d = m.qk_norm_tile_width(hd, cols, M=rows, K=k, heads=heads, dtype=dtype, gpu=gpu)
+            d = io_plans.qk_norm_tile_width(hd, cols, M=rows, K=k, heads=heads, dtype=dtype, gpu=gpu)
             out.append((f"qk_norm_tile_width({label}: head_dim={hd}, heads={heads}, N={cols}, M={rows}, K={k})", d))
         elif op.name in ("nn.swiglu", "nn.geglu"):
             flops, sfu = (5, 2) if op.name == "nn.swiglu" else (9, 1)
-            d = m.store_or_recompute(rows, cols, dtype=dtype, gpu=gpu, recompute_flops_per_element=flops,
+            d = io_plans.store_or_recompute(rows, cols, dtype=dtype, gpu=gpu, recompute_flops_per_element=flops,
                                      recompute_sfu_per_element=sfu)
             out.append((f"store_or_recompute({label}: M={rows}, N={cols}, from the saved pre-activation)", d))
         elif op.name in ("nn.swiglu_grad", "nn.geglu_grad"):
@@ -598,7 +599,7 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
             if k is None or through_add:  # nn-plan asks only when a GEMM produces dy itself
                 continue
             f = cols // 2
-            d = m.gated_grad_plan(rows, f, K=k, dtype=dtype, gpu=gpu)
+            d = io_plans.gated_grad_plan(rows, f, K=k, dtype=dtype, gpu=gpu)
             out.append((f"gated_grad_plan({label}: M={rows}, F={f}, K={k})", d))
         elif op.name == "nn.rms_norm_grad" and len(op.operands) == 5:  # with hdh: dx elementwise in dy
             k, through_add = _gemm_producer(op.operands[0])
@@ -609,7 +610,7 @@ def nn_decisions(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> list[tuple[
             x, w, rstd = op.operands[1:4]
             rebuilt = any(u.operation.name == "nn.rms_norm_apply" and tuple(u.operation.operands) == (x, w, rstd)
                           for u in x.uses)  # the norm's output rebuilt for a weight gradient (nn-plan's test)
-            d = m.norm_grad_plan(rows, cols, K=k, dtype=dtype, gpu=gpu, residual=residual, rebuilt_h=rebuilt)
+            d = io_plans.norm_grad_plan(rows, cols, K=k, dtype=dtype, gpu=gpu, residual=residual, rebuilt_h=rebuilt)
             out.append((f"norm_grad_plan({label}: M={rows}, D={cols}, K={k}, residual={residual}, "
                         f"rebuilt_h={rebuilt})", d))
     return out

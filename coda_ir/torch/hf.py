@@ -40,6 +40,7 @@ it never runs something different from the Hugging Face model. Tensor parallelis
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 import threading
@@ -48,7 +49,9 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.utils.checkpoint
+from xdsl.printer import Printer
 
+from coda_ir.builder import FunctionBuilder
 from coda_ir.errors import ArgumentError, CompileError
 from coda_ir.runtime.compiled import indices_checked
 from coda_ir.torch import tensor_parallel as tp
@@ -546,8 +549,6 @@ class _Program:
     its bias, ...). `p[name]` is an argument; every built value gets the SSA name it is given."""
 
     def __init__(self, spec: ModelSpec, name: str, args: list[tuple[str, tuple, str | None]]):
-        from coda_ir.builder import FunctionBuilder
-
         self.spec = spec
         self.fb = FunctionBuilder(name, *[(n, shape, dtype or spec.element) for n, shape, dtype in args])
         self.nn = self.fb.nn
@@ -577,10 +578,6 @@ class _Program:
     def returns(self, *values) -> str:
         """End the function; its printed text (verified first: a program the builder got wrong is
         a located CompileError, not a parse error later)."""
-        import io
-
-        from xdsl.printer import Printer
-
         self.fb.returns(*values)
         self.fb.module  # verifies
         stream = io.StringIO()

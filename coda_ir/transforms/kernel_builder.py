@@ -4,13 +4,19 @@
 `arith` / `math` ops to a scalar body (`coda.map`, `coda.pair_map`, `coda.fold`). Every op
 built here gets the location of the `nn` op it implements, so that remarks and errors about
 a fused kernel still point at the user's source line.
+
+This is the passes' method-style layer (`S.add(a, b)`, values are plain SSAValues, no
+`ImplicitBuilder` needed by the caller) over the ops of the public builder, `coda_ir.builder`.
+The composite scalar functions (`sigmoid`, `silu`, `gelu`, `gelu_grad`, `relu`) are written
+once, there; `Scalar`'s methods of those names call them, so a kernel built by hand and one
+lowered from `nn.silu` hold the same ops in the same order.
 """
 
 from __future__ import annotations
 
-import math as pymath
 from collections.abc import Callable, Sequence
 
+from xdsl.builder import ImplicitBuilder
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
@@ -25,6 +31,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
+from coda_ir import builder
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import Axis, ReduceKind, TileType
 
@@ -129,43 +136,27 @@ class Scalar:
     def to_f32(self, a: SSAValue) -> SSAValue:
         return self._add(arith.SIToFPOp(a, f32))
 
-    # composite functions (PyTorch semantics, fp32)
+    # composite functions (PyTorch semantics, fp32): written once, in coda_ir.builder (the public
+    # builder's `silu`, `gelu`, ... append the same ops in the same order)
+    def _composite(self, fn: Callable[..., builder.Scalar], *args: SSAValue, **kwargs: object) -> SSAValue:
+        with ImplicitBuilder(self.block):
+            return fn(*(builder.Scalar(a) for a in args), **kwargs).value
+
     def sigmoid(self, x: SSAValue) -> SSAValue:
-        one = self.const(1.0)
-        return self.div(one, self.add(one, self.exp(self.neg(x))))
+        return self._composite(builder.sigmoid, x)
 
     def silu(self, x: SSAValue) -> SSAValue:
-        return self.div(x, self.add(self.const(1.0), self.exp(self.neg(x))))
+        return self._composite(builder.silu, x)
 
     def gelu(self, x: SSAValue, approximate: str) -> SSAValue:
-        half = self.const(0.5)
-        one = self.const(1.0)
-        if approximate == "tanh":
-            inner = self.mul(
-                self.const(pymath.sqrt(2.0 / pymath.pi)),
-                self.add(x, self.mul(self.const(0.044715), self.mul(x, self.mul(x, x)))),
-            )
-            return self.mul(self.mul(half, x), self.add(one, self.tanh(inner)))
-        return self.mul(self.mul(half, x), self.add(one, self.erf(self.mul(x, self.const(1.0 / pymath.sqrt(2.0))))))
+        return self._composite(builder.gelu, x, approximate=approximate)
 
     def gelu_grad(self, dy: SSAValue, x: SSAValue, approximate: str) -> SSAValue:
         """`dy * gelu'(x)`, as PyTorch's gelu_backward writes it (same association)."""
-        half, one = self.const(0.5), self.const(1.0)
-        if approximate == "tanh":
-            beta, kappa = self.const(pymath.sqrt(2.0 / pymath.pi)), self.const(0.044715)
-            x_sq = self.mul(x, x)
-            inner = self.mul(beta, self.add(x, self.mul(kappa, self.mul(x_sq, x))))
-            t = self.tanh(inner)
-            left_derivative = self.mul(half, self.add(one, t))
-            right_derivative = self.mul(self.mul(half, x), self.sub(one, self.mul(t, t)))
-            inner_derivative = self.mul(beta, self.add(one, self.mul(self.const(3.0 * 0.044715), x_sq)))
-            return self.mul(dy, self.add(left_derivative, self.mul(right_derivative, inner_derivative)))
-        cdf = self.mul(half, self.add(one, self.erf(self.mul(x, self.const(1.0 / pymath.sqrt(2.0))))))
-        pdf = self.mul(self.const(1.0 / pymath.sqrt(2.0 * pymath.pi)), self.exp(self.mul(self.mul(x, x), self.const(-0.5))))
-        return self.mul(dy, self.add(cdf, self.mul(x, pdf)))
+        return self._composite(builder.gelu_grad, dy, x, approximate=approximate)
 
     def relu(self, x: SSAValue) -> SSAValue:
-        return self.select(self.cmpf("ogt", x, self.const(0.0)), x, self.const(0.0))
+        return self._composite(builder.relu, x)
 
 
 def scalar_body(arg_types: Sequence[Attribute], fn: ScalarFn) -> Region:

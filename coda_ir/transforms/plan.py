@@ -7,29 +7,29 @@ linear -> q-norm -> k-norm -> rope). This pass asks `coda_ir.analysis.io_model` 
 answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the plan says and
 `coda-fuse` obeys it, so no later pass re-recognizes an operator in lowered arithmetic:
 
-* `cos_sin_table` on `nn.rope` / `nn.rope_grad` (`io_model.rope_table_plan`): rotation
+* `cos_sin_table` on `nn.rope` / `nn.rope_grad` (`io_plans.rope_table_plan`): rotation
   coefficients from [M, hd/2] cos/sin tables that one small kernel computes, or libdevice
   sin/cos per pair in every tile of the GEMM's epilogue; a RoPE whose input no GEMM produces (the
   backward's rotation of the attention gradient) the same in its elementwise pass
-  (`io_model.rope_pass_plan`);
-* `in_producer_epilogue = false` on `nn.head_rms_norm` (`io_model.qk_norm_tile_width`): the
+  (`io_plans.rope_pass_plan`);
+* `in_producer_epilogue = false` on `nn.head_rms_norm` (`io_plans.qk_norm_tile_width`): the
   cheapest tile width does not hold whole heads, so the norm stays its own kernel;
-* `stats_in_producer_epilogue = false` on `nn.rms_norm` (`io_model.stats_plan`): a row kernel
+* `stats_in_producer_epilogue = false` on `nn.rms_norm` (`io_plans.stats_plan`): a row kernel
   beats per-tile statistics in the producing GEMM's epilogue plus a fold, so
   `coda-defer-norms` leaves the norm alone (only where a GEMM produces its input, another
   consumes it, and a row kernel can hold its rows);
 * `in_producer_epilogue = false` on `nn.swiglu_grad` / `nn.geglu_grad` whose dy a GEMM produces
-  (`io_model.gated_grad_plan`): the plain GEMM storing dy plus one elementwise pass (dz and the
+  (`io_plans.gated_grad_plan`): the plain GEMM storing dy plus one elementwise pass (dz and the
   z . dz row partials, the pair halves read as [BM, BN] tiles) beats the epilogue, which holds z
   and dz beside the accumulator (spills) after every tile's mainloop;
 * `in_producer_epilogue = false` on `nn.rms_norm_grad` with its row statistic given (`hdh`: dx
-  elementwise in dy) whose dy a GEMM produces (`io_model.norm_grad_plan`): the plain GEMM storing
+  elementwise in dy) whose dy a GEMM produces (`io_plans.norm_grad_plan`): the plain GEMM storing
   dy in f32 plus one elementwise pass reading it unrounded (dx, the dw column partials, the
   residual add that joins them and, where the backward rebuilds the norm's output for a weight
   gradient, that output) beats the epilogue, whose x and dres loads, spills and column reduction
   follow every tile's mainloop at one CTA per SM;
 * `in_producer_epilogue = false` on `nn.cross_entropy` / `nn.cross_entropy_fwd` whose logits a
-  GEMM produces (`io_model.cross_entropy_plan`): the plain GEMM storing the logits plus one
+  GEMM produces (`io_plans.cross_entropy_plan`): the plain GEMM storing the logits plus one
   `whole rows` pass (each row's log-sum-exp and target logit, a row per program) beats the
   epilogue, whose exps and row reductions follow every tile's mainloop at one CTA per SM, where
   the logits are stored anyway (a differentiated forward saves them: the LLaMA-1B LM head's GEMM
@@ -187,10 +187,10 @@ class NNPlanPass(ModulePass):
         m, d = shape_of(x)
         if not (gemm_produced(x) and gemm_consumes(norm.result) and row_kernel_fits(d)):
             return  # defer-norms has one way for it (or none): nothing to choose
-        from coda_ir.analysis import io_model
+        from coda_ir.analysis import io_plans
 
         try:
-            decision = io_model.stats_plan(m, d, K=producer_k(x), dtype=_dtype(x))
+            decision = io_plans.stats_plan(m, d, K=producer_k(x), dtype=_dtype(x))
         except (ValueError, KeyError, ZeroDivisionError):  # a shape the model cannot price: no plan
             return
         if decision.choice == "row_kernel":
@@ -199,8 +199,8 @@ class NNPlanPass(ModulePass):
 
     def plan_rope(self, rope: Operation) -> None:
         """`cos_sin_table` on a RoPE: in the epilogue of the GEMM producing its input
-        (`io_model.rope_table_plan`), or, when no GEMM produces it (the backward's rotation of
-        the attention gradient), in an elementwise pass (`io_model.rope_pass_plan`)."""
+        (`io_plans.rope_table_plan`), or, when no GEMM produces it (the backward's rotation of
+        the attention gradient), in an elementwise pass (`io_plans.rope_pass_plan`)."""
         gemm = producing_gemm(rope.operands[0])
         if not _pairs_fit_tiles(rope, self.interleave) or self.rope_table == "never":
             return
@@ -209,18 +209,18 @@ class NNPlanPass(ModulePass):
             return
         if not self.cost_model:
             return
-        from coda_ir.analysis import io_model
+        from coda_ir.analysis import io_plans
 
         hd = prop_value(rope, "head_dim")
         dtype = _dtype(rope.operands[0])
         explicit = rope.properties.get("inv_freq") is not None  # one select chain of hd/2 per angle
         if gemm is None:
             m, n = shape_of(rope.operands[0])
-            decision = io_model.rope_pass_plan(m, n, hd, dtype=dtype, explicit_freqs=explicit)
+            decision = io_plans.rope_pass_plan(m, n, hd, dtype=dtype, explicit_freqs=explicit)
             where, inside = "RoPE pass", "in-pass"
         else:
             m, n, k = gemm_shape(gemm)
-            decision = io_model.rope_table_plan(m, n, hd, K=k, dtype=dtype, explicit_freqs=explicit)
+            decision = io_plans.rope_table_plan(m, n, hd, K=k, dtype=dtype, explicit_freqs=explicit)
             where, inside = f"RoPE in the epilogue of {_describe(gemm)}", "in-epilogue"
         costs = decision.costs
         text = (f"table (cos/sin [{m}x{hd // 2}] computed once, one more kernel) "
@@ -241,11 +241,11 @@ class NNPlanPass(ModulePass):
         gemm = grad.operands[0].owner
         if not isinstance(gemm, GEMMS):
             return
-        from coda_ir.analysis import io_model
+        from coda_ir.analysis import io_plans
 
         m, f, k = gemm_shape(gemm)
         self.plan_epilogue_or_pass(
-            grad, gemm, self.gated_grad, lambda: io_model.gated_grad_plan(m, f, K=k, dtype=_dtype(grad.operands[0])),
+            grad, gemm, self.gated_grad, lambda: io_plans.gated_grad_plan(m, f, K=k, dtype=_dtype(grad.operands[0])),
             f"separate (plain GEMM storing dy [{m}x{f}], then one pass over dy and z)",
             "the epilogue holds z and dz beside the accumulator: spills, and its loads, stores and spills follow "
             "each tile's mainloop at one CTA per SM")
@@ -259,14 +259,14 @@ class NNPlanPass(ModulePass):
         gemm = grad.dy.owner
         if not isinstance(gemm, GEMMS):
             return
-        from coda_ir.analysis import io_model
+        from coda_ir.analysis import io_plans
 
         m, d, k = gemm_shape(gemm)
         residual = _residual_add(grad.dx)
         rebuilt = _rebuilds_output(grad)
         loads = "x and dres" if residual else "x"
         price = None if grad.hdh is None else (
-            lambda: io_model.norm_grad_plan(m, d, K=k, dtype=_dtype(grad.dy), residual=residual, rebuilt_h=rebuilt))
+            lambda: io_plans.norm_grad_plan(m, d, K=k, dtype=_dtype(grad.dy), residual=residual, rebuilt_h=rebuilt))
         self.plan_epilogue_or_pass(
             grad, gemm, self.norm_grad, price,
             f"separate (plain GEMM storing dy [{m}x{d}] in f32, then one pass over dy, {loads}"
@@ -281,13 +281,13 @@ class NNPlanPass(ModulePass):
         gemm = ce.logits.owner
         if not isinstance(gemm, GEMMS):
             return
-        from coda_ir.analysis import io_model
+        from coda_ir.analysis import io_plans
 
         m, v, k = gemm_shape(gemm)
         stored = any(use.operation is not ce for use in ce.logits.uses)
         self.plan_epilogue_or_pass(
             ce, gemm, self.cross_entropy,
-            lambda: io_model.cross_entropy_plan(m, v, K=k, dtype=_dtype(ce.logits), logits_stored=stored),
+            lambda: io_plans.cross_entropy_plan(m, v, K=k, dtype=_dtype(ce.logits), logits_stored=stored),
             f"separate (plain GEMM storing the logits [{m}x{v}], then one pass over them)",
             "its exps and row reductions follow each tile's mainloop at one CTA per SM"
             + ("" if stored else "; the epilogue form stores no logits"))
@@ -323,11 +323,11 @@ class NNPlanPass(ModulePass):
         gemm = producing_gemm(norm.x)
         if gemm is None:
             return
-        from coda_ir.analysis import io_model
+        from coda_ir.analysis import io_plans
 
         m, n, k = gemm_shape(gemm)
         hd = prop_value(norm, "head_dim")
-        decision = io_model.qk_norm_tile_width(hd, n, M=m, K=k, heads=max(1, n // hd), dtype=_dtype(norm.x))
+        decision = io_plans.qk_norm_tile_width(hd, n, M=m, K=k, heads=max(1, n // hd), dtype=_dtype(norm.x))
         unfused, costs = prefers_unfused(decision, hd)
         if not unfused:
             return

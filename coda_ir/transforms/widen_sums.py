@@ -12,7 +12,7 @@ Two kinds of reader want a kernel output (bf16/f16) unrounded:
   RMSNorm-backward pass that nn-plan keeps out of the dgrad's epilogue reads dy so, to compute
   what the epilogue form computes from the fp32 accumulator (rounded to bf16 first, the Qwen3
   bf16 whole-model gradients missed the float64 bar: bench/RESULTS.md, session 10). The IO model
-  prices the wider dy (`io_model.norm_grad_plan`).
+  prices the wider dy (`io_plans.norm_grad_plan`).
 
 The cost is the width of that one tensor (M x D in f32 instead of bf16: 16 MB more per 4096
 tokens of a 2048-wide model, written once and read once). Outputs that anything else reads

@@ -7,6 +7,7 @@ import pytest
 from coda_ir.analysis import fusion_plan
 from coda_ir.analysis import io_extract as x
 from coda_ir.analysis import io_model as m
+from coda_ir.analysis import io_fixtures
 from coda_ir.tiling import GemmConfig
 from coda_ir.context import coda_passes, make_context
 
@@ -79,7 +80,7 @@ def test_unfused_llama_from_ir_matches_hand_count(h100):
     assert abs(cost.hbm_unique - hand["total"]) <= 0.02 * hand["total"]
     assert abs(cost.activation_bytes - hand["activations"]) <= 0.02 * hand["activations"]
     # Same numbers as the pure model's reference plan.
-    ref = m.program_cost(m.llama_block_unfused(), h100)
+    ref = m.program_cost(io_fixtures.llama_block_unfused(), h100)
     assert cost.hbm_unique == ref.hbm_unique and cost.weight_bytes == ref.weight_bytes
     assert [k.kernel.ops[0] for k in cost.kernels][:3] == ["nn.linear@a", "nn.add@x1", "nn.rms_norm@h1"]
     assert [t.name for t in plan.outputs] == ["x2", "r"]
@@ -98,7 +99,7 @@ def test_compiled_llama_activation_traffic(h100):
     assert compiled.activation_bytes <= 0.45 * unfused.activation_bytes
     assert compiled.weight_bytes == pytest.approx(unfused.weight_bytes, rel=1e-3)
     # The reference plan of EPILOGUES.md has the same traffic within 2%.
-    ref = m.program_cost(m.llama_block_fused(gpu=h100), h100)
+    ref = m.program_cost(io_fixtures.llama_block_fused(gpu=h100), h100)
     assert compiled.activation_bytes == pytest.approx(ref.activation_bytes, rel=0.02)
     assert compiled.time_s < unfused.time_s
 

@@ -8,6 +8,8 @@ import math
 import pytest
 
 from coda_ir.analysis import io_model as m
+from coda_ir.analysis import io_plans
+from coda_ir.analysis import io_fixtures
 from coda_ir.tiling import GemmConfig
 
 # LLaMA-3-8B-like block (PERFORMANCE.md "8B-like"): tokens, hidden, ffn, packed qkv width.
@@ -77,7 +79,7 @@ def h100() -> m.GPU:
 
 
 def test_unfused_llama_bytes_match_hand_count(h100):
-    cost = m.program_cost(m.llama_block_unfused(M, D, F, Q), h100)
+    cost = m.program_cost(io_fixtures.llama_block_unfused(M, D, F, Q), h100)
     hand = hand_count_unfused()
     assert cost.launches == 10
     assert abs(cost.hbm_unique - hand["total"]) <= 0.02 * hand["total"]
@@ -89,8 +91,8 @@ def test_unfused_llama_bytes_match_hand_count(h100):
 
 
 def test_fused_llama_activation_traffic_at_most_045(h100):
-    unfused = m.program_cost(m.llama_block_unfused(M, D, F, Q), h100)
-    fused = m.program_cost(m.llama_block_fused(M, D, F, Q, gpu=h100), h100)
+    unfused = m.program_cost(io_fixtures.llama_block_unfused(M, D, F, Q), h100)
+    fused = m.program_cost(io_fixtures.llama_block_fused(M, D, F, Q, gpu=h100), h100)
     assert fused.launches == 6
     assert [k.kernel.kind for k in fused.kernels] == ["gemm", "fold", "gemm", "gemm", "fold", "gemm"]
     assert fused.activation_bytes == pytest.approx(hand_count_fused(), rel=0.02)
@@ -98,7 +100,7 @@ def test_fused_llama_activation_traffic_at_most_045(h100):
     ratio = fused.activation_bytes / unfused.activation_bytes
     assert ratio <= 0.45
     # Saving z for backward (training) costs 7E more: 0.61x, documented in hand_count_fused.
-    training = m.program_cost(m.llama_block_fused(M, D, F, Q, gpu=h100, store_preactivation=True), h100)
+    training = m.program_cost(io_fixtures.llama_block_fused(M, D, F, Q, gpu=h100, store_preactivation=True), h100)
     assert training.activation_bytes == pytest.approx(hand_count_fused(True), rel=0.02)
     assert 0.55 < training.activation_bytes / unfused.activation_bytes < 0.65
     # Fused is faster than unfused and within PERFORMANCE.md's 1.05x of the plain GEMMs; what
@@ -113,7 +115,7 @@ def test_fused_llama_activation_traffic_at_most_045(h100):
 
 
 def test_gemm_flops_and_bound(h100):
-    kernels = m.llama_block_unfused(M, D, F, Q)
+    kernels = io_fixtures.llama_block_unfused(M, D, F, Q)
     cost = m.program_cost(kernels, h100)
     assert cost.gemm_flops == pytest.approx(2 * M * (D * D + 2 * F * D + F * D + Q * D))
     for k in cost.kernels:
@@ -214,14 +216,14 @@ def test_load_gpu_and_calibration(tmp_path):
 
 def test_stats_plan_flips(h100):
     # A producer GEMM exists and its tile has room: partials in its epilogue win.
-    d = m.stats_plan(M, D, K=D, gpu=h100)
+    d = io_plans.stats_plan(M, D, K=D, gpu=h100)
     assert d.choice == "producer_epilogue"
     assert d.costs["producer_epilogue"].time_s < d.costs["row_kernel"].time_s
     # First layer: nothing produces x, so a row kernel.
-    assert m.stats_plan(M, D, gpu=h100).choice == "row_kernel"
+    assert io_plans.stats_plan(M, D, gpu=h100).choice == "row_kernel"
     # The producer's tile is pinned and its epilogue already holds 1.5 tiles of values:
     # adding the aux store spills, so the row kernel wins although it moves more bytes.
-    pinned = m.stats_plan(M, D, K=D, gpu=h100, tile=GemmConfig(128, 256, 64, num_warps=8, num_stages=3), producer_live_tiles=1.5)
+    pinned = io_plans.stats_plan(M, D, K=D, gpu=h100, tile=GemmConfig(128, 256, 64, num_warps=8, num_stages=3), producer_live_tiles=1.5)
     assert pinned.choice == "row_kernel"
     assert not pinned.costs["producer_epilogue"].fits
     assert "does not fit" in pinned.reason
@@ -229,32 +231,32 @@ def test_stats_plan_flips(h100):
 
 def test_store_or_recompute_flips(h100):
     # SwiGLU output from the saved pre-activation the backward kernel reads anyway: recompute.
-    cheap = m.store_or_recompute(M, F, gpu=h100, recompute_flops_per_element=5, recompute_sfu_per_element=2)
+    cheap = io_plans.store_or_recompute(M, F, gpu=h100, recompute_flops_per_element=5, recompute_sfu_per_element=2)
     assert cheap.choice == "recompute"
     # A recompute that must re-read 4x the activation's bytes: store it.
-    dear = m.store_or_recompute(M, F, gpu=h100, recompute_flops_per_element=5,
+    dear = io_plans.store_or_recompute(M, F, gpu=h100, recompute_flops_per_element=5,
                                 recompute_extra_read_bytes=4 * M * F * B)
     assert dear.choice == "store"
     # A compute-bound GEMM host hides the stored bytes... and the recompute too; with an
     # SFU-heavy recompute in a memory-bound host, storing wins.
-    sfu_heavy = m.store_or_recompute(M, F, gpu=h100, recompute_flops_per_element=5, recompute_sfu_per_element=40)
+    sfu_heavy = io_plans.store_or_recompute(M, F, gpu=h100, recompute_flops_per_element=5, recompute_sfu_per_element=40)
     assert sfu_heavy.choice == "store"
 
 
 def test_qk_norm_tile_width_flips(h100):
     # head_dim 128: a 256-wide tile holds two whole heads; the norm stays in the epilogue.
-    d = m.qk_norm_tile_width(128, 4096, M=M, K=D, gpu=h100)
+    d = io_plans.qk_norm_tile_width(128, 4096, M=M, K=D, gpu=h100)
     assert d.choice == 256 and "whole heads" in d.costs["bn=256"].note
     # head_dim 512: whole heads need BN = 512 and so BM = 64 (registers), which re-reads the
     # weight twice as often; per-head partials at 128x256 plus a normalising pass is cheaper.
-    d = m.qk_norm_tile_width(512, 4096, M=M, K=D, gpu=h100)
+    d = io_plans.qk_norm_tile_width(512, 4096, M=M, K=D, gpu=h100)
     assert d.choice == 256 and "partials" in d.costs["bn=256"].note
     assert d.costs["bn=512"].time_s > d.costs["bn=256"].time_s
     # Decode-sized M: a single row of tiles; narrow tiles fill more SMs. 64-wide heads fit a
     # 64-wide tile; 256-wide heads would need BN = 256 (a quarter of the CTAs), so partials win.
-    d = m.qk_norm_tile_width(64, 4096, M=64, K=D, gpu=h100)
+    d = io_plans.qk_norm_tile_width(64, 4096, M=64, K=D, gpu=h100)
     assert d.choice == 64 and "whole heads" in d.costs["bn=64"].note
-    d = m.qk_norm_tile_width(256, 4096, M=64, K=D, gpu=h100)
+    d = io_plans.qk_norm_tile_width(256, 4096, M=64, K=D, gpu=h100)
     assert d.choice == 64 and "partials" in d.costs["bn=64"].note
 
 
@@ -296,19 +298,19 @@ def test_predictions_within_20_percent_of_measured_h100(h100):
 def test_rope_table_plan_flips_with_heads_per_row():
     # LLaMA-3 8B QKV: 48 heads share each row's [BM, 64] cos/sin; per-pair libdevice sin/cos
     # in every tile costs more than one table kernel and L2 reads
-    qkv = m.rope_table_plan(8192, 6144, 128, K=4096, gpu="h100")
+    qkv = io_plans.rope_table_plan(8192, 6144, 128, K=4096, gpu="h100")
     assert qkv.choice == "table"
     assert qkv.costs["table"].time_s < qkv.costs["epilogue"].time_s
     assert len(qkv.costs["table"].kernels) == 2 and len(qkv.costs["epilogue"].kernels) == 1
     # one head per row (N = head_dim): nothing is recomputed across column tiles, the launch loses
-    single = m.rope_table_plan(8192, 128, 128, K=4096, gpu="h100")
+    single = io_plans.rope_table_plan(8192, 128, 128, K=4096, gpu="h100")
     assert single.choice == "epilogue"
 
 
 def test_sincos_is_priced_as_tens_of_instructions():
     # libdevice sinf + cosf are FP32-pipe instruction sequences, not one SFU op each
-    assert m.SINCOS_INSTR_PER_PAIR >= 20
-    assert 20 < m.rope_angle_instr(128) < 60  # two select chains of 8 for hd/2 = 64
+    assert io_plans.SINCOS_INSTR_PER_PAIR >= 20
+    assert 20 < io_plans.rope_angle_instr(128) < 60  # two select chains of 8 for hd/2 = 64
 
 
 def test_rope_pass_plan_at_the_llama_shapes():
@@ -317,9 +319,9 @@ def test_rope_pass_plan_at_the_llama_shapes():
     by 0.02-0.03 ms at both LLaMA shapes, as the model says (by 0.03); at a tiny shape the extra
     launch loses."""
     for m_, n, hd in ((16384, 3072, 64), (8192, 6144, 128)):
-        d = m.rope_pass_plan(m_, n, hd)
+        d = io_plans.rope_pass_plan(m_, n, hd)
         assert d.choice == "table", d.summary()
         gain = d.costs["epilogue"].time_s - d.costs["table"].time_s
         assert 15e-6 < gain < 45e-6, d.summary()
         assert [k.kernel.name for k in d.costs["table"].kernels] == ["rope_table", "rope_pass_table"]
-    assert m.rope_pass_plan(14, 96, 16).choice == "epilogue"
+    assert io_plans.rope_pass_plan(14, 96, 16).choice == "epilogue"

@@ -140,3 +140,33 @@ def test_nn_ops_are_discoverable_and_callable():
         fb2.nn.concat([fb2.a, 3], axis=0)
     with pytest.raises(coda_ir.ArgumentError, match=r"nn\.concat: missing a required argument: 'axis'; expected nn\.concat\(inputs"):
         fb2.nn.concat(fb2.a, fb2.a)
+
+
+@pytest.mark.parametrize("op, fn", [
+    ("silu", lambda fb, x: fb.nn.silu(x)),
+    ("gelu", lambda fb, x: fb.nn.gelu(x, approximate="tanh")),
+    ("gelu_grad", lambda fb, x: fb.nn.gelu_grad(x, x, approximate="none")),
+])
+def test_scalar_functions_are_the_lowering_s(op, fn):
+    """Issue 34: the builder and the passes' kernel builder wrote silu (and gelu) differently. One
+    definition now: the scalar body nn-to-coda lowers `nn.<op>` to is the body the public builder's
+    function of that name builds, op for op."""
+    from coda_ir import builder
+    from coda_ir.dialects import coda
+
+    def body_ops(module) -> list[str]:
+        (mapped,) = [o for o in module.walk() if isinstance(o, coda.MapOp)]
+        return [f"{o.name} {[str(a) for a in o.attributes.values()]} {[str(p) for p in o.properties.values()]}"
+                for o in mapped.body.block.ops]
+
+    fb = FunctionBuilder("lowered", x=((5, 24), "f32"))
+    fb.returns(fn(fb, fb.x))
+    lowered = coda_ir.lower(fb.module, "nn-to-coda{fuse=false}")
+
+    by_hand = FunctionBuilder("by_hand", x=((5, 24), "f32"))
+    scalar = {"silu": builder.silu, "gelu": lambda v: builder.gelu(v, "tanh"),
+              "gelu_grad": lambda v: builder.gelu_grad(v, v, "none")}[op]
+    with by_hand.elementwise((5, 24)) as k:
+        k.yield_(k.map(k.load(by_hand.x), fn=scalar))
+    by_hand.returns(k.results[0])
+    assert body_ops(lowered) == body_ops(by_hand.module) and len(body_ops(lowered)) > 4

@@ -34,3 +34,16 @@ def test_softcapped_tied_head_in_chunks_matches_float64():
     names = sorted(grads64)
     assert_matches([loss] + [grads[n] for n in names], [loss64] + [grads64[n] for n in names],
                    [loss_t] + [grads_t[n] for n in names], ["loss"] + names, loss=(dtype, BATCH * SEQ))
+
+
+def test_readme_memory_budget_example_runs(capsys):
+    """The README's chunked-logits example runs as written and gives the stored-logits loss."""
+    import re
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S) if "logits-chunk=64" in s)
+    exec(compile(snippet, str(readme), "exec"), {})
+    stored, chunked = map(float, re.search(r"logits stored: loss ([0-9.]+); chunks of 64: loss ([0-9.]+)",
+                                           capsys.readouterr().out).groups())
+    assert abs(stored - chunked) <= 1e-4 * stored

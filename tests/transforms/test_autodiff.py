@@ -201,7 +201,7 @@ def test_llama_backward_launches():
     residual gradients in their epilogues, and 4 plain weight-gradient GEMMs) and a few small
     launches: 12, fewer than the hand-written program's 13; the default plan (at this size as at
     the LLaMA shapes) runs the SwiGLU backward and the two norm backwards as passes after plain
-    dgrads (io_model.gated_grad_plan, norm_grad_plan): 15."""
+    dgrads (io_plans.gated_grad_plan, norm_grad_plan): 15."""
     program = coda_ir.compile(SMALL["llama_block.mlir"], pipeline="nn-autodiff,nn-to-coda")
     assert program.kernel_count("llama_block_bwd") <= 15
     fused = coda_ir.compile(SMALL["llama_block.mlir"],

@@ -1,4 +1,4 @@
-"""`nn-plan`'s cross-entropy decision (`io_model.cross_entropy_plan`): the row log-sum-exp and
+"""`nn-plan`'s cross-entropy decision (`io_plans.cross_entropy_plan`): the row log-sum-exp and
 target-logit partials in the logits GEMM's epilogue, or a plain GEMM storing the logits and one
 elementwise pass. Both forms against float64 (forward and every gradient, odd shapes, bf16 and
 f32), the decision's inputs, the option, and the model against the H100 measurements it was
@@ -10,7 +10,7 @@ import pytest
 
 import coda_ir
 from coda_ir import remarks, testing
-from coda_ir.analysis import io_model
+from coda_ir.analysis import io_plans
 
 
 def lm_head(m: int, d: int, v: int, dtype: str = "bf16", ignore_rows: bool = True) -> str:
@@ -68,9 +68,9 @@ def test_plan_follows_whether_the_logits_are_stored():
     with remarks.printed_remarks(False):
         small = coda_ir.compile(lm_head(37, 40, 301), pipeline="nn-autodiff,nn-to-coda")
     assert not any(k.endswith("separate") for k in kernels(small, "lm_head_fwd"))
-    # the default budget (256 MiB) does not hold them: no logits stored, the epilogue form
+    # a budget of 256 MiB does not hold them: no logits stored, the epilogue form
     with remarks.printed_remarks(False):
-        chunked = coda_ir.lower(coda_ir.parse(text), "nn-autodiff,nn-to-coda")
+        chunked = coda_ir.lower(coda_ir.parse(text), "nn-autodiff{memory-budget-mib=256},nn-to-coda")
     fwd = next(f for f in chunked.walk() if op_is_func(f) and f.sym_name.data == "lm_head_fwd")
     assert not any(op.name == "coda.elementwise" and "cross_entropy" in op.attributes["coda.origin"].data
                    for op in fwd.walk())
@@ -78,13 +78,13 @@ def test_plan_follows_whether_the_logits_are_stored():
 
 def test_only_auto_asks_the_model(monkeypatch):
     calls = []
-    real = io_model.cross_entropy_plan
+    real = io_plans.cross_entropy_plan
 
     def spy(*args, **kwargs):
         calls.append((args, kwargs))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(io_model, "cross_entropy_plan", spy)
+    monkeypatch.setattr(io_plans, "cross_entropy_plan", spy)
     text = lm_head(37, 40, 301)
     with remarks.printed_remarks(False):
         for opts in ("cross-entropy=epilogue", "cross-entropy=separate", "cost-model=false"):
@@ -113,11 +113,11 @@ def test_the_record_is_a_typed_property():
 # 8B LM head forward (no logits stored) with the epilogue and with the pass: 12.98 vs 14.57 timed
 # back to back (one profiled call: 11.55 vs 10.94 + 0.70).
 def test_model_agrees_with_the_measurements():
-    stored = io_model.cross_entropy_plan(8192, 128256, K=2048, logits_stored=True)
+    stored = io_plans.cross_entropy_plan(8192, 128256, K=2048, logits_stored=True)
     assert stored.choice == "separate"
     gain = stored.costs["epilogue"].time_s - stored.costs["separate"].time_s
     assert 0.3e-3 < gain < 1.2e-3
-    alone = io_model.cross_entropy_plan(8192, 128256, K=4096, logits_stored=False)
+    alone = io_plans.cross_entropy_plan(8192, 128256, K=4096, logits_stored=False)
     assert alone.choice == "epilogue"
     gain = alone.costs["separate"].time_s - alone.costs["epilogue"].time_s
     assert 0.0 < gain < 0.9e-3
@@ -127,8 +127,8 @@ def test_model_agrees_with_the_measurements():
 def test_storing_the_logits_never_favours_the_epilogue(m, v, k):
     """The epilogue form pays the logits' store only where they are stored; the separate form
     pays it either way."""
-    stored = io_model.cross_entropy_plan(m, v, K=k, logits_stored=True)
-    alone = io_model.cross_entropy_plan(m, v, K=k, logits_stored=False)
+    stored = io_plans.cross_entropy_plan(m, v, K=k, logits_stored=True)
+    alone = io_plans.cross_entropy_plan(m, v, K=k, logits_stored=False)
     assert alone.costs["epilogue"].time_s <= stored.costs["epilogue"].time_s
     assert alone.costs["separate"].time_s == pytest.approx(stored.costs["separate"].time_s)
     if stored.choice == "epilogue":

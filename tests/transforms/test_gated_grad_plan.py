@@ -18,7 +18,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import coda_ir
 from coda_ir import testing
-from coda_ir.analysis import io_model
+from coda_ir.analysis import io_plans
 from coda_ir.dialects import coda
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def test_plan_records_the_decision_and_remarks():
     """At the LLaMA-1B / -8B shapes the model prefers the separate pass (as measured: 1.25 vs
     1.58 ms, 1.68 vs 2.11 ms); the remark states both predicted costs."""
     for m, f, k in ((16384, 8192, 2048), (8192, 14336, 4096)):
-        d = io_model.gated_grad_plan(m, f, K=k)
+        d = io_plans.gated_grad_plan(m, f, K=k)
         assert d.choice == "separate", d.summary()
         sep, epi = d.costs["separate"].time_s, d.costs["epilogue"].time_s
         assert 0.7 < sep / epi < 0.95, d.summary()  # measured 0.79 / 0.80

@@ -109,7 +109,7 @@ def test_budget_decides_and_records():
     assert plan is not None and plan.chunk == 16384, plan
     assert logits_chunk_plan(ce, 4096, 0) is None  # 2004 MiB of logits fit a 4 GiB budget
     with remarks.printed_remarks(False):
-        text = str(coda_ir.lower(coda_ir.parse(head(128256, m=8192, d=2048)), "nn-autodiff"))
+        text = str(coda_ir.lower(coda_ir.parse(head(128256, m=8192, d=2048)), "nn-autodiff{memory-budget-mib=256}"))
     assert "nn.linear_cross_entropy_grad" in text and "chunk = 16384 : i64" in text
 
 

@@ -19,6 +19,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import coda_ir
 from coda_ir import testing
 from coda_ir.analysis import io_model
+from coda_ir.analysis import io_plans
 from coda_ir.dialects import coda
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,13 +97,13 @@ def test_without_hdh_a_recorded_false_is_obeyed(mode):
 
 def test_only_the_planned_pipeline_asks_the_model(monkeypatch):
     calls = []
-    real = io_model.norm_grad_plan
+    real = io_plans.norm_grad_plan
 
     def spy(*args, **kwargs):
         calls.append((args, kwargs))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(io_model, "norm_grad_plan", spy)
+    monkeypatch.setattr(io_plans, "norm_grad_plan", spy)
     for opts in ("norm-grad=epilogue", "norm-grad=separate", "cost-model=false", "fuse=false defer-norms=false"):
         coda_ir.compile(LLAMA, pipeline=f"nn-autodiff,nn-to-coda{{{opts}}}")
         assert not calls, opts
@@ -146,7 +147,7 @@ def test_model_at_the_llama_shapes():
     measured faster at all four in session 10: -9.6%, -14%, -3.2%, -6.7%; bench/RESULTS.md
     session 11 for the f32 form). Without an h to absorb, the f32 bytes tip it to the epilogue."""
     for (m, d, k), (lo, hi) in MEASURED_FUSED_MS.items():
-        dec = io_model.norm_grad_plan(m, d, K=k, rebuilt_h=True)
+        dec = io_plans.norm_grad_plan(m, d, K=k, rebuilt_h=True)
         epi = dec.costs["epilogue"]
         assert 0.9 * lo <= epi.kernels[0].time_s * 1e3 <= 1.1 * hi, dec.summary()
         assert epi.kernels[0].regs_per_thread == 416, epi.note
@@ -160,20 +161,20 @@ def test_model_at_the_llama_shapes():
         # the plain GEMM's f32 store beyond a bf16 output drains after its tiles
         plain = io_model.kernel_cost(sep.kernels[0].kernel)
         assert sep.kernels[0].exposed_s == pytest.approx(plain.exposed_s + 2 * m * d / io_model.load_gpu().hbm_bw)
-        bare = io_model.norm_grad_plan(m, d, K=k)
+        bare = io_plans.norm_grad_plan(m, d, K=k)
         assert bare.choice == "epilogue", bare.summary()
         assert bare.costs["separate"].time_s - bare.costs["epilogue"].time_s < 10e-6
     for m, d, k in ((16384, 2048, 16384), (8192, 4096, 28672)):
-        assert io_model.norm_grad_plan(m, d, K=k, rebuilt_h=True).choice == "separate"
+        assert io_plans.norm_grad_plan(m, d, K=k, rebuilt_h=True).choice == "separate"
     # without the residual the epilogue loads one matrix less, the pass reads one less
-    a, b = io_model.norm_grad_plan(16384, 2048, K=3072), io_model.norm_grad_plan(16384, 2048, K=3072, residual=False)
+    a, b = io_plans.norm_grad_plan(16384, 2048, K=3072), io_plans.norm_grad_plan(16384, 2048, K=3072, residual=False)
     assert b.costs["epilogue"].time_s < a.costs["epilogue"].time_s
     assert b.costs["separate"].time_s < a.costs["separate"].time_s
 
 
 def test_gated_grad_plan_unchanged_by_the_shared_helper():
     """`_epilogue_or_pass` now serves both plans; the gated plan's numbers are those of session 9."""
-    d = io_model.gated_grad_plan(16384, 8192, K=2048)
+    d = io_plans.gated_grad_plan(16384, 8192, K=2048)
     assert round(d.costs["epilogue"].time_s * 1e6, 1) == 1498.8
     assert round(d.costs["separate"].time_s * 1e6, 1) == 1222.5
 

@@ -1,4 +1,4 @@
-"""Where RMSNorm statistics are taken is nn-plan's choice (`io_model.stats_plan`), recorded as
+"""Where RMSNorm statistics are taken is nn-plan's choice (`io_plans.stats_plan`), recorded as
 `stats_in_producer_epilogue` and obeyed by coda-defer-norms: both constructions compute the
 reference's numbers, and only the planned pass asks the model."""
 
@@ -10,7 +10,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import coda_ir
 from coda_ir import testing
-from coda_ir.analysis import io_model
+from coda_ir.analysis import io_plans
 from coda_ir.dialects import nn
 
 BLOCK = """func.func @f(%a: tensor<13x24xf32>, %w0: tensor<32x24xf32>, %g: tensor<32xf32>, %w: tensor<40x32xf32>) -> tensor<13x40xf32> {
@@ -28,14 +28,14 @@ def _norms(module):
 
 def _force(monkeypatch, choice: str) -> list[tuple]:
     calls: list[tuple] = []
-    real = io_model.stats_plan
+    real = io_plans.stats_plan
 
     def plan(m, d, **kw):
         calls.append((m, d, kw.get("K")))
         decision = real(m, d, **kw)
-        return io_model.Decision(choice, decision.costs, "forced by the test")
+        return io_plans.Decision(choice, decision.costs, "forced by the test")
 
-    monkeypatch.setattr(io_model, "stats_plan", plan)
+    monkeypatch.setattr(io_plans, "stats_plan", plan)
     return calls
 
 

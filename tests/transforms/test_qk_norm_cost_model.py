@@ -1,5 +1,5 @@
 """QK-norm placement chosen by the IO model in `coda-fuse` (option `cost-model`): when
-`io_model.qk_norm_tile_width` prefers tiles narrower than a head, the norm stays a separate
+`io_plans.qk_norm_tile_width` prefers tiles narrower than a head, the norm stays a separate
 elementwise kernel (with a remark); both plans must compute the reference's numbers."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import coda_ir
 from coda_ir import testing
-from coda_ir.analysis import io_model
+from coda_ir.analysis import io_plans
 
 ROWS, HD, N, K = 7, 128, 384, 64  # 3 heads of 128 columns, the first 2 normalised
 
@@ -39,8 +39,8 @@ def run_and_check(text: str, pipeline: str):
 def test_model_choice_flips_with_dtype_at_this_shape():
     # f32 tiles hold half the columns per register budget: 64-wide tiles with per-head
     # partials beat a 128-wide tile; in bf16 the whole-head tile is cheaper.
-    f32 = io_model.qk_norm_tile_width(HD, N, M=ROWS, K=K, heads=N // HD, dtype="f32")
-    bf16 = io_model.qk_norm_tile_width(HD, N, M=ROWS, K=K, heads=N // HD, dtype="bf16")
+    f32 = io_plans.qk_norm_tile_width(HD, N, M=ROWS, K=K, heads=N // HD, dtype="f32")
+    bf16 = io_plans.qk_norm_tile_width(HD, N, M=ROWS, K=K, heads=N // HD, dtype="bf16")
     assert f32.choice % HD != 0 and bf16.choice % HD == 0
 
 

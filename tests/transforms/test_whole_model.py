@@ -74,9 +74,9 @@ def test_launch_counts():
     program = coda_ir.compile(TINY, "nn-fuse-siblings,nn-autodiff,nn-to-coda")
     assert program.kernel_count("tiny_model_fwd") == 13  # 15 with statistics + fold + apply
     # 26 + 1: nn-plan keeps the SwiGLU backward out of the down-projection dgrad's epilogue
-    # (io_model.gated_grad_plan prefers the plain GEMM + one pass, at this size too), + 3: the
+    # (io_plans.gated_grad_plan prefers the plain GEMM + one pass, at this size too), + 3: the
     # three RMSNorm backwards whose dy a dgrad GEMM produces run as passes after plain GEMMs
-    # (io_model.norm_grad_plan; the rebuilt normalized activations join them, which were in
+    # (io_plans.norm_grad_plan; the rebuilt normalized activations join them, which were in
     # shared launches anyway)
     assert program.kernel_count("tiny_model_bwd") == 30
     in_epilogue = coda_ir.compile(TINY, "nn-fuse-siblings,nn-autodiff,nn-to-coda{norm-grad=epilogue}")

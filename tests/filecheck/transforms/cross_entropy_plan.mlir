@@ -6,7 +6,7 @@
 // RUN: coda-opt %s --remarks --split-input-file -t 'io-report{decisions=true}' 2>&1 | filecheck %s --check-prefix=IO
 
 // The LLaMA-3.2-1B LM head with its loss (8192 tokens, vocabulary 128256, K = 2048).
-// io_model.cross_entropy_plan, fitted to the H100 (bench/RESULTS.md session 13): in the logits
+// io_plans.cross_entropy_plan, fitted to the H100 (bench/RESULTS.md session 13): in the logits
 // GEMM's epilogue an exp per logit and two row reductions follow each tile's mainloop at one CTA
 // per SM (+1.3 ms); the plain GEMM's logits store drains after each tile too, and the separate
 // pass over the stored logits (a `whole rows` kernel, one row per program, since session 15)

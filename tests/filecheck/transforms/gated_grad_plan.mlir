@@ -7,7 +7,7 @@
 
 // The down-projection dgrad of the LLaMA backward (what nn-autodiff writes): dy = dout @ Wd,
 // the SwiGLU backward dz of the saved z, and the z . dz row sums of the norm backward.
-// io_model.gated_grad_plan: in the GEMM's epilogue, z and dz (2N-wide) live beside the
+// io_plans.gated_grad_plan: in the GEMM's epilogue, z and dz (2N-wide) live beside the
 // accumulator (5 tiles: spills) and everything follows each tile's mainloop at one CTA per SM;
 // the plain GEMM storing dy + one pass over dy and z is cheaper at both LLaMA shapes (measured
 // on the H100, bench/RESULTS.md session 9: 1.21 vs 1.49 ms at 1B, 1.68 vs 2.04 ms at 8B).

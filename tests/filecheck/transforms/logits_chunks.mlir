@@ -1,4 +1,4 @@
-// RUN: coda-opt %s --remarks --split-input-file -p nn-autodiff 2>&1 | filecheck %s
+// RUN: coda-opt %s --remarks --split-input-file -p 'nn-autodiff{memory-budget-mib=256}' 2>&1 | filecheck %s
 // RUN: coda-opt %s --split-input-file -p 'nn-autodiff{memory-budget-mib=4096}' 2>&1 | filecheck %s --check-prefix=STORED
 // RUN: not coda-opt %s --split-input-file -p 'nn-autodiff{logits-chunk=10}' 2>&1 | filecheck %s --check-prefix=BAD
 

@@ -10,7 +10,7 @@
 // The QKV dgrad of the LLaMA-1B backward (what nn-autodiff writes): dy = dqkv @ Wqkv (K 3072),
 // the RMSNorm backward with its row statistic hdh given (dx elementwise in dy, dw column
 // partials), the residual gradient added to dx, and the norm's output h rebuilt from the same x,
-// w and rstd for the QKV weight gradient. io_model.norm_grad_plan (the default, `auto`): in the
+// w and rstd for the QKV weight gradient. io_plans.norm_grad_plan (the default, `auto`): in the
 // GEMM's epilogue the x and dres loads, the spills (128x256: 416 registers) and the column
 // reduction follow every tile's mainloop at one CTA per SM, and h stays a pass of its own; the
 // plain GEMM storing dy in f32 + one pass over dy, x and dres that also writes h is cheaper.

@@ -2,7 +2,7 @@
 // RUN: coda-opt %s --remarks --split-input-file -p 'nn-plan{cost-model=false},convert-nn-to-coda,coda-fuse' 2>&1 | filecheck %s --check-prefix=OFF
 
 // QK-norm placement is a cost-model choice of nn-plan (coda-fuse obeys its record): the norm in the QKV GEMM's epilogue
-// needs whole heads per tile (BN a multiple of head_dim); io_model.qk_norm_tile_width prices
+// needs whole heads per tile (BN a multiple of head_dim); io_plans.qk_norm_tile_width prices
 // every BN and the pass fuses only when its cheapest plan keeps whole heads. The two
 // functions differ only in M (head_dim 256, N = K = 4096, bf16): at M = 8192 a 128x256 tile
 // holding one whole head is cheapest, so the norm fuses; at decode size (M = 64) a 256-wide

@@ -1,7 +1,7 @@
 // RUN: coda-opt %s --remarks --split-input-file -p nn-to-coda 2>&1 | filecheck %s
 // RUN: coda-opt %s --remarks --split-input-file -p 'nn-to-coda{cost-model=false}' 2>&1 | filecheck %s --check-prefix=OFF
 
-// RoPE in a GEMM's epilogue: io_model.rope_table_plan compares libdevice sin/cos per pair in
+// RoPE in a GEMM's epilogue: io_plans.rope_table_plan compares libdevice sin/cos per pair in
 // every tile (exposed after the mainloop) with cos/sin [M, hd/2] tables computed once by a
 // small kernel. The LLaMA-3 8B QKV (8192x6144x4096, 48 heads of 128, 40 rotary) recomputes the
 // same [BM, 64] coefficients in each of its column tiles: the table wins. A single head
@@ -59,7 +59,7 @@ func.func @single_head(%x: tensor<8192x4096xbf16>, %w: tensor<128x4096xbf16>, %p
 // -----
 
 // RoPE in an elementwise pass (no GEMM produces its input: the backward's rotation of the
-// attention gradient): io_model.rope_pass_plan. About half the pass's angle and sin/cos arithmetic
+// attention gradient): io_plans.rope_pass_plan. About half the pass's angle and sin/cos arithmetic
 // adds to its memory time (it does not all hide under it: bench/RESULTS.md session 11), so at the
 // LLaMA-3 8B shape one [8192, 64] table kernel and a pass that only rotates win; at a tiny shape
 // the extra launch loses. `rope-table=never` (and cost-model=false) keep sin/cos in the pass.
