@@ -217,6 +217,18 @@ def _gate_up(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return z[:, :f], z[:, f:]
 
 
+def _cross_entropy_logits_grad(op: Operation, logits, targets, dloss):
+    """d loss / d logits of `op`'s cross-entropy (ignore_index rows 0, "mean" over the kept rows),
+    unrounded: shared by nn.cross_entropy_grad and nn.linear_cross_entropy_grad."""
+    t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"))
+    p = torch.softmax(logits, dim=-1)
+    onehot = torch.zeros_like(p).scatter_(1, torch.where(keep, t, 0)[:, None], 1.0)
+    scale = dloss.to(p.dtype)
+    if prop(op, "reduction") == "mean":
+        scale = scale / keep.sum().to(p.dtype)
+    return torch.where(keep[:, None], (p - onehot) * scale, torch.zeros((), dtype=p.dtype))
+
+
 def _kept_targets(op: Operation, logits: torch.Tensor, targets: torch.Tensor,
                   ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(targets as int64, rows whose target is kept); a kept target outside [0, V) is an error."""
@@ -581,13 +593,7 @@ class NnFunctions(InterpreterFunctions):
         # the semantics: from the logits (a saved lse operand is what a kernel reads instead of
         # folding the logits again; the reference does not need it)
         logits, targets, dloss = self.up(args)[:3]
-        t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"))
-        p = torch.softmax(logits, dim=-1)
-        onehot = torch.zeros_like(p).scatter_(1, torch.where(keep, t, 0)[:, None], 1.0)
-        scale = dloss.to(p.dtype)
-        if prop(op, "reduction") == "mean":
-            scale = scale / keep.sum().to(p.dtype)
-        return self.rounded(op, torch.where(keep[:, None], (p - onehot) * scale, torch.zeros((), dtype=p.dtype)))
+        return self.rounded(op, _cross_entropy_logits_grad(op, logits, targets, dloss))
 
     @impl(nn.LinearCrossEntropyGradOp)
     def run_linear_cross_entropy_grad(self, interpreter: Interpreter, op: nn.LinearCrossEntropyGradOp,
@@ -598,13 +604,7 @@ class NnFunctions(InterpreterFunctions):
         z = (h @ w.T) * op.scale_factor()
         cap = op.cap()
         logits = z if cap is None else cap * torch.tanh(z / cap)
-        t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"))
-        p = torch.softmax(logits, dim=-1)
-        onehot = torch.zeros_like(p).scatter_(1, torch.where(keep, t, 0)[:, None], 1.0)
-        scale = dloss.to(p.dtype)
-        if prop(op, "reduction") == "mean":
-            scale = scale / keep.sum().to(p.dtype)
-        dl = torch.where(keep[:, None], (p - onehot) * scale, torch.zeros((), dtype=p.dtype))
+        dl = _cross_entropy_logits_grad(op, logits, targets, dloss)
         if cap is not None:
             dl = dl * (1 - torch.tanh(z / cap).pow(2))
         dz = dl * op.scale_factor()
