@@ -26,6 +26,7 @@ tiny model): `python bench/bench_new_shape.py --smoke`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -56,6 +57,7 @@ class Counters:
         self.compiles = 0
         self.tunings = 0
         self.triton_compiles: list[str] = []
+        self.seconds: dict[str, float] = {}
         try:
             # counted around JITFunction._do_compile (called on a kernel-cache miss), not through
             # `knobs.runtime.jit_post_compile_hook`: with a hook set, Triton 3.6 json-dumps each
@@ -66,12 +68,13 @@ class Counters:
 
             def compiled(jit_function, *args, **kwargs):
                 self.triton_compiles.append(jit_function.fn.__qualname__)
-                return real_compile(jit_function, *args, **kwargs)
+                with self.timed("triton"):
+                    return real_compile(jit_function, *args, **kwargs)
 
             JITFunction._do_compile = compiled
         except (ImportError, AttributeError):  # another Triton: not counted
             pass
-        real_function, real_autotune = hf.CodaFunction, gemm_launch._autotune
+        real_function, real_autotune, real_compiled = hf.CodaFunction, gemm_launch._autotune, hf._compiled
 
         def function(*args, **kwargs):
             self.compiles += 1
@@ -79,10 +82,26 @@ class Counters:
 
         def autotune(*args, **kwargs):
             self.tunings += 1
-            return real_autotune(*args, **kwargs)
+            with self.timed("tune"):
+                return real_autotune(*args, **kwargs)
+
+        def compiled_program(*args, **kwargs):  # parse, passes, lowering, the modules' import
+            with self.timed("ir"):
+                return real_compiled(*args, **kwargs)
 
         hf.CodaFunction = function
+        hf._compiled = compiled_program
         gemm_launch._autotune = autotune
+
+    @contextlib.contextmanager
+    def timed(self, what: str):
+        """Seconds spent in `what` ("ir": IR compiles, "tune": autotuning with its own kernel
+        compiles, "triton": every Triton compile, those of tuning included)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[what] = self.seconds.get(what, 0.0) + time.perf_counter() - start
 
     def snapshot(self) -> tuple[int, int, int]:
         return self.compiles, self.tunings, len(self.triton_compiles)
@@ -138,9 +157,10 @@ def main(argv=None) -> dict:
     rows = []
     for i, seq in enumerate([args.seq] + [int(s) for s in args.new_seqs.split(",") if s.strip()]):
         step = step_for(seq)
-        before = counters.snapshot()
+        before, seconds_before = counters.snapshot(), dict(counters.seconds)
         first = step()
         after = counters.snapshot()
+        spent = {k: round(v - seconds_before.get(k, 0.0), 3) for k, v in counters.seconds.items()}
         second = step()
         warm = statistics.median(step() for _ in range(max(1, args.iters)))
         tokens = args.batch * seq
@@ -149,14 +169,15 @@ def main(argv=None) -> dict:
             "first_step_s": first, "second_step_s": second, "warm_step_s": warm,
             "first_step_overhead_s": first - warm,
             "ir_compiles": after[0] - before[0], "gemm_autotunings": after[1] - before[1],
-            "triton_compiles": after[2] - before[2],
+            "triton_compiles": after[2] - before[2], "first_step_seconds_in": spent,
             "triton_compiled": sorted(set(counters.triton_compiles[before[2]:after[2]]))[:50],
             "role": "warm-up shape" if i == 0 else "new shape",
         }
         rows.append(row)
         print(f"[seq {seq}] first {first:.2f} s, second {second * 1e3:.1f} ms, warm {warm * 1e3:.1f} ms, "
               f"overhead {row['first_step_overhead_s']:.2f} s, {row['ir_compiles']} IR compiles, "
-              f"{row['gemm_autotunings']} autotunings, {row['triton_compiles']} Triton compiles", flush=True)
+              f"{row['gemm_autotunings']} autotunings, {row['triton_compiles']} Triton compiles; seconds in {spent}",
+              flush=True)
 
     import transformers
 

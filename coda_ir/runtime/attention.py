@@ -19,7 +19,11 @@ accumulation): the one exception to coda-ir's determinism, and the same kernels 
 
 Extensions (the optional properties and operand of `nn.attention`): `scale` rides along to the
 same SDPA kernels. A sliding `window`, a `softcap` or `segments` (documents and padding rows,
-coda_ir/dialects/nn.py) change the mask or the scores: on CUDA they run PyTorch's FlexAttention
+coda_ir/dialects/nn.py) change the mask or the scores. On CUDA, whole documents (no padding id,
+each document one run of its row) and windows run flash-attention's varlen kernels from the
+documents' cumulative lengths (`document_layout`, `varlen_forward` / `varlen_backward`: no mask,
+and a backward from the forward's log-sum-exp; bench/RESULTS.md session 19: a padded LLaMA-1B
+step 1.53x -> 1.20x its limit). The rest (a softcap, padding rows) runs PyTorch's FlexAttention
 (`torch.nn.attention.flex_attention`, compiled once per process, a `BlockMask` built from the
 mask and a `score_mod` for the softcap; `flex_forward` / `flex_backward`); its backward recomputes
 the forward under autograd (the public API saves no state across the two calls), so a masked
@@ -31,8 +35,11 @@ before the first token) gets output 0 and log-sum-exp -inf, and passes no gradie
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
+
+from coda_ir.errors import InternalError
 
 MATH, FLASH, CUDNN = 0, 1, 3
 
@@ -144,6 +151,121 @@ def math_backward(dout, q, k, v, out, lse, causal: bool, scale: float | None = N
     return dq, dk, dv
 
 
+# ------------------------------------------------------------------ documents by sequence lengths (CUDA)
+# A batch whose every row lies in a document (no padding id), each document one contiguous run
+# of its row, is a set of variable-length sequences: flash-attention's varlen kernels run it
+# from the documents' cumulative lengths (no mask, no block skipping to compute, and a backward
+# that takes the forward's log-sum-exp instead of recomputing the forward as FlexAttention's
+# public API does). A sliding window rides along (flash's left window); a softcap does not (no
+# score_mod in flash), so a soft-capped attention stays on FlexAttention.
+
+
+@dataclass(frozen=True)
+class DocumentLayout:
+    """The documents of a segments tensor as flash-attention's varlen kernels take them:
+    `cu` [documents + 1] int32 cumulative lengths over the flattened rows, `longest` the
+    longest document. Only for segments whose every row lies in a document (id >= 0) and whose
+    ids never decrease along a row (each document one contiguous run)."""
+
+    cu: torch.Tensor
+    longest: int
+
+
+_LAYOUTS: list = []  # the last few [(segments, its version, b, seq), DocumentLayout | None]
+_LAYOUTS_KEPT = 4  # a step's forward and (checkpointed) backward see the same one or two tensors
+
+
+def document_layout(segments: torch.Tensor, b: int, seq: int) -> DocumentLayout | None:
+    """The varlen layout of `segments` [b * seq], or None where a row holds padding (id < 0) or
+    a document id that returns after another (its rows not one run): those keep the mask.
+    One device-to-host read of three numbers per segments tensor (kept with the tensor itself,
+    so every layer of a step reads it once; `from_hf` asks for it before the step's kernels)."""
+    key = (segments, segments._version, b, seq)
+    for entry in _LAYOUTS:
+        if entry[0][0] is segments and entry[0][1:] == key[1:]:
+            return entry[1]
+    seg = segments.view(b, seq)
+    starts = torch.ones(b, seq, dtype=torch.bool, device=segments.device)
+    starts[:, 1:] = seg[:, 1:] != seg[:, :-1]
+    starts = starts.reshape(-1)
+    run = starts.to(torch.int64).cumsum(0) - 1  # each row's document, counted over the batch
+    lengths = torch.zeros(b * seq, dtype=torch.int64, device=segments.device).scatter_add_(
+        0, run, torch.ones_like(run))  # integer adds: exact in any order
+    ordered = (seg >= 0).all() & (seg[:, 1:] >= seg[:, :-1]).all()
+    usable, documents, longest = torch.stack([ordered.to(torch.int64), starts.sum(), lengths.max()]).tolist()
+    layout = None
+    if usable:
+        cu = torch.zeros(b * seq + 1, dtype=torch.int32, device=segments.device)
+        cu[1:] = lengths.cumsum(0)
+        layout = DocumentLayout(cu[: documents + 1], int(longest))
+    _LAYOUTS.insert(0, (key, layout))
+    del _LAYOUTS[_LAYOUTS_KEPT:]
+    return layout
+
+
+def _varlen_kernels_take(qkv: torch.Tensor, head_dim: int, softcap: float) -> bool:
+    """flash-attention's varlen kernels run this attention: CUDA (sm80+), 16-bit, a head_dim
+    they are built for, no softcap (flash takes no score_mod)."""
+    return (qkv.device.type == "cuda" and not softcap and qkv.dtype in (torch.bfloat16, torch.float16)
+            and head_dim % 8 == 0 and head_dim <= 256 and torch.backends.cuda.flash_sdp_enabled()
+            and torch.cuda.get_device_capability(qkv.device)[0] >= 8
+            and hasattr(torch.ops.aten, "_flash_attention_forward"))
+
+
+def varlen_layout(qkv: torch.Tensor, head_dim: int, seq_len: int, window: int, softcap: float,
+                  segments: torch.Tensor | None) -> DocumentLayout | None:
+    """The layout the varlen kernels run this masked attention with, or None (FlexAttention).
+    Without segments (a sliding window over whole rows) every row is one document."""
+    if not _varlen_kernels_take(qkv, head_dim, softcap):
+        return None
+    m = qkv.shape[0]
+    if segments is None:
+        cu = torch.arange(0, m + 1, seq_len, dtype=torch.int32, device=qkv.device)
+        return DocumentLayout(cu, seq_len)
+    return document_layout(segments, m // seq_len, seq_len)
+
+
+def _flash_window(window: int, causal: bool) -> tuple[int, int]:
+    """nn.attention's window (query i sees keys j with i - j < window) as flash's (left, right)
+    key reach; -1 is unbounded."""
+    return (window - 1 if window else -1), (0 if causal else -1)
+
+
+def _row_views(qkv: torch.Tensor, heads: int, kv_heads: int, head_dim: int):
+    """q, k, v as [M, heads, hd] strided views of the packed rows (what varlen kernels take)."""
+    packed = qkv.view(qkv.shape[0], heads + 2 * kv_heads, head_dim)
+    return packed[:, :heads], packed[:, heads : heads + kv_heads], packed[:, heads + kv_heads :]
+
+
+def varlen_forward(qkv, heads: int, kv_heads: int, head_dim: int, causal: bool, scale, window: int,
+                   layout: DocumentLayout):
+    """(out [M, H * hd], lse flat fp32 [H * M]) by flash-attention's varlen forward."""
+    q, k, v = _row_views(qkv, heads, kv_heads, head_dim)
+    left, right = _flash_window(window, causal)
+    out, lse = torch.ops.aten._flash_attention_forward(
+        q, k, v, layout.cu, layout.cu, layout.longest, layout.longest, 0.0, causal, False, scale=scale,
+        window_size_left=left, window_size_right=right)[:2]
+    if lse.numel() != heads * qkv.shape[0]:
+        raise InternalError(f"flash-attention's varlen forward returned a log-sum-exp of shape {list(lse.shape)}, "
+                            f"not [{heads}, {qkv.shape[0]}] (this PyTorch's flash kernels pad it per document)")
+    return out.reshape(qkv.shape[0], heads * head_dim), lse.reshape(-1).float()
+
+
+def varlen_backward(qkv, out, lse, dout, heads: int, kv_heads: int, head_dim: int, causal: bool, scale,
+                    window: int, layout: DocumentLayout) -> torch.Tensor:
+    """d(qkv) by flash-attention's varlen backward from the forward's output and log-sum-exp."""
+    m = qkv.shape[0]
+    q, k, v = _row_views(qkv, heads, kv_heads, head_dim)
+    o, do = out.view(m, heads, head_dim), dout.reshape(m, heads, head_dim).contiguous()
+    left, right = _flash_window(window, causal)
+    state = torch.zeros(2, dtype=torch.int64, device=qkv.device)
+    empty = torch.empty(0, dtype=torch.int64, device=qkv.device)
+    dq, dk, dv = torch.ops.aten._flash_attention_backward(
+        do, q, k, v, o, lse.view(heads, m), layout.cu, layout.cu, layout.longest, layout.longest, 0.0, causal,
+        state, empty, scale=scale, window_size_left=left, window_size_right=right)
+    return torch.cat([dq.reshape(m, -1), dk.reshape(m, -1), dv.reshape(m, -1)], dim=1).to(qkv.dtype)
+
+
 # ----------------------------------------------------------------------------- FlexAttention (CUDA)
 
 _FLEX = None
@@ -246,6 +368,9 @@ def attention_forward(qkv: torch.Tensor, heads: int, kv_heads: int, head_dim: in
     window = _effective_window(window, seq_len, causal)
     q, k, v = _views(qkv, heads, kv_heads, head_dim, seq_len)
     if qkv.device.type == "cuda" and _masked(window, softcap, segments):
+        layout = varlen_layout(qkv, head_dim, seq_len, window, softcap, segments)
+        if layout is not None:
+            return varlen_forward(qkv, heads, kv_heads, head_dim, causal, scale, window, layout)
         out, lse = flex_forward(q, k, v, causal, scale, window, softcap, segments)
         return _flat_rows(out), lse.reshape(-1).float()
     which = backend(qkv, heads, kv_heads, head_dim, seq_len, causal, scale) if not _masked(window, softcap, segments) else MATH
@@ -283,6 +408,9 @@ def attention_backward(qkv: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, 
     # (cuDNN: seed, offset) or two (flash: rng state) int64 values. `None` is an undefined tensor
     # (no bias, no cumulative sequence lengths of a nested batch), as the forward returns them.
     if masked and qkv.device.type == "cuda":
+        layout = varlen_layout(qkv, head_dim, seq_len, window, softcap, segments)
+        if layout is not None:
+            return varlen_backward(qkv, out, lse, dout, heads, kv_heads, head_dim, causal, scale, window, layout)
         dq, dk, dv = flex_backward(do, q, k, v, causal, scale, window, softcap, segments)
     elif which == CUDNN:
         seed = torch.zeros(1, dtype=torch.int64, device=qkv.device)

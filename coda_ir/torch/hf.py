@@ -1358,7 +1358,7 @@ def _integer_tensor(value, name: str, what: str) -> torch.Tensor:
 
 
 def batch_segments(input_ids: torch.Tensor, attention_mask=None, position_ids=None, cu_seq_lens_q=None,
-                   cu_seq_lens_k=None, *, check: bool = True) -> torch.Tensor | None:
+                   cu_seq_lens_k=None, *, labels: torch.Tensor | None = None, check: bool = True) -> torch.Tensor | None:
     """The document id of every token [batch * seq] (int32; -1: padding), as Hugging Face's
     attention would mask the batch, or None where it masks nothing beyond causality (the fast
     path: the plain decoder program, SDPA's own fused kernel).
@@ -1372,12 +1372,23 @@ def batch_segments(input_ids: torch.Tensor, attention_mask=None, position_ids=No
       predecessor's + 1 (transformers' `find_packed_sequence_indices`, what
       `DataCollatorWithFlattening` produces: positions restarting at 0).
 
+    With `labels` (a training step), padding whose results nobody sees becomes documents of its
+    own: where every padding row's target is ignored (`shifted_targets`) and each row's tokens
+    are one run, the padding before a row's tokens is document 0, its tokens document 1, the
+    padding after them document 2. A token never sees a padding key either way, and a padding
+    row reaches neither the loss nor (its gradient being zero) a weight's gradient, so the loss
+    and every gradient are Hugging Face's; the batch is then whole documents, which
+    flash-attention's varlen kernels run instead of a mask (`runtime.attention.document_layout`,
+    read here on CUDA before the step's kernels). Without labels the padding rows keep
+    Hugging Face's own results (the logits of every row are returned).
+
     `check`: validate the values (one device-to-host copy of a few flags, as Hugging Face's own
     mask preparation makes) and return None when the batch needs no mask; without (under
     `torch.compile`, which cannot branch on data) the segments are returned unchecked."""
     batch, seq = input_ids.shape
     device = input_ids.device
     flags: list[tuple[str, str, torch.Tensor]] = []  # (argument, message, bad flag)
+    documents = padding_documents = None  # padding as documents of its own, and whether that holds
     if attention_mask is not None:
         if cu_seq_lens_q is not None or cu_seq_lens_k is not None:
             raise ArgumentError("from_hf model: pass either attention_mask (padding) or cu_seq_lens_q/k (packed "
@@ -1392,6 +1403,12 @@ def batch_segments(input_ids: torch.Tensor, attention_mask=None, position_ids=No
         if mask.dtype != torch.bool:
             flags.append(("attention_mask", "holds values other than 0 and 1", ((mask != 0) & (mask != 1)).any()))
         flags.append(("attention_mask", "pads a whole row (a row needs at least one token)", (~keep).all(dim=1).any()))
+        if labels is not None:
+            unseen = ~((~keep).reshape(-1) & (shifted_targets(labels).to(device) != IGNORE_INDEX)).any()
+            one_run = ((keep[:, 1:] & ~keep[:, :-1]).sum(dim=1) + keep[:, 0] <= 1).all()
+            before = keep.to(torch.int32).cumsum(dim=1) == 0
+            documents = torch.where(keep, 1, torch.where(before, 0, 2)).to(torch.int32).reshape(-1)
+            padding_documents = unseen & one_run
     elif cu_seq_lens_q is not None or cu_seq_lens_k is not None:
         cu = _integer_tensor(cu_seq_lens_q if cu_seq_lens_q is not None else cu_seq_lens_k, "cu_seq_lens_q",
                              "an integer tensor of cumulative document lengths")
@@ -1433,11 +1450,20 @@ def batch_segments(input_ids: torch.Tensor, attention_mask=None, position_ids=No
         return None
     if not check:
         return segments
-    values = torch.stack([needed, *(f for _, _, f in flags)]).tolist()
-    for (name, message, _), bad in zip(flags, values[1:]):
+    extra = [] if padding_documents is None else [padding_documents]
+    values = torch.stack([needed, *extra, *(f for _, _, f in flags)]).tolist()
+    for (name, message, _), bad in zip(flags, values[1 + len(extra):]):
         if bad:
             raise ArgumentError(f"from_hf model: {name} {message}", name)
-    return segments if values[0] else None
+    if not values[0]:
+        return None
+    if extra and values[1]:
+        segments = documents
+    if device.type == "cuda":
+        from coda_ir.runtime.attention import document_layout
+
+        document_layout(segments, batch, seq)  # its one read now, not inside the first layer's attention
+    return segments
 
 
 _WRAPPER_PARTS = ("_checkpoint_wrapped_module", "_orig_mod", "_fsdp_wrapped_module")
@@ -1567,7 +1593,7 @@ class CodaCausalLM(torch.nn.Module):
                                     "num_items_in_batch")
         compiling = torch.compiler.is_compiling()
         segments = batch_segments(input_ids, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k,
-                                  check=not compiling)
+                                  labels=labels, check=not compiling)
         if compiling:
             # a traced graph cannot branch on data: each unit checks its own indices at run time
             return self._run(ids, positions, labels, batch, seq_len, segments, num_items_in_batch)

@@ -221,6 +221,71 @@ def test_cuda_flex_path_meets_the_bar(name):
     assert_matches([out.cpu(), dqkv.cpu()], ref(torch.float64), ref(torch.bfloat16), ["out", "dqkv"])
 
 
+def test_document_layout_of_segments():
+    """Whole documents, each one run of its row, give flash varlen's cumulative lengths over the
+    flattened rows (a document never spans two rows); padding (-1) or a document id returning
+    after another keeps the mask (None). The layout is read once per segments tensor."""
+    from coda_ir.runtime.attention import document_layout
+
+    segments = torch.tensor([0, 0, 0, 1, 1, 1, 1, 2, 0, 0, 5, 5, 5, 5, 5, 5], dtype=torch.int32)
+    layout = document_layout(segments, 2, 8)
+    assert layout.cu.tolist() == [0, 3, 7, 8, 10, 16] and layout.longest == 6
+    assert document_layout(segments, 2, 8) is layout
+    assert document_layout(torch.tensor(RIGHT_PAD, dtype=torch.int32), B, S) is None
+    assert document_layout(torch.tensor([0, 1, 1, 0], dtype=torch.int32), 1, 4) is None
+    assert document_layout(torch.tensor([7, 7, 7, 7], dtype=torch.int32), 2, 2).cu.tolist() == [0, 2, 4]
+
+
+# packed documents without padding, each one run of its row (flash varlen's layout)
+PACKED = [0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3, 3]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("name", ["documents", "window", "documents_window", "documents_scale"])
+def test_cuda_varlen_path_meets_the_bar(name, monkeypatch):
+    """Whole documents and sliding windows on CUDA run flash-attention's varlen kernels (not
+    FlexAttention), forward and backward from the forward's log-sum-exp, in bf16 at GPU shapes
+    with GQA and odd document lengths, against the reference in float64 and bf16."""
+    from coda_ir.interpreters.nn import attention_reference
+    from coda_ir.runtime import attention
+
+    monkeypatch.setattr(attention, "flex_forward", None)  # would raise if the mask path ran
+    monkeypatch.setattr(attention, "flex_backward", None)
+    b, s, h, kv, hd = 2, 301, 8, 2, 64
+    seg = None
+    if name.startswith("documents"):
+        seg = torch.tensor(PACKED, dtype=torch.int32).repeat_interleave(b * s // M + 1)[: b * s]
+        seg = seg.view(b, s)
+        seg[1] += 1 - int(seg[1, 0])  # row 1's documents counted from 1: any ids, runs per row
+        seg = seg.reshape(-1)
+    window = 57 if "window" in name else 0
+    scale = f32(0.11) if "scale" in name else None
+    text = props(window=window, scale=scale).replace(f"heads = {H}", f"heads = {h}").replace(
+        f"kv_heads = {KV}", f"kv_heads = {kv}").replace(f"head_dim = {HD}", f"head_dim = {hd}").replace(
+        f"seq_len = {S}", f"seq_len = {s}")
+    n = (h + 2 * kv) * hd
+    module = coda_ir.parse(f'func.func @f(%q: tensor<{b * s}x{n}xbf16>) -> tensor<{b * s}x{h * hd}xbf16> {{\n'
+                           f'  %y = "nn.attention"(%q) <{{{text}}}> : (tensor<{b * s}x{n}xbf16>) -> tensor<{b * s}x{h * hd}xbf16>\n'
+                           f'  func.return %y : tensor<{b * s}x{h * hd}xbf16>\n}}\n')
+    op = next(o for o in module.walk() if o.name == "nn.attention")
+    torch.manual_seed(1)
+    qkv = torch.randn(b * s, n, device="cuda", dtype=torch.bfloat16)
+    dout = torch.randn(b * s, h * hd, device="cuda", dtype=torch.bfloat16)
+    segs = seg.cuda() if seg is not None else None
+    assert attention.varlen_layout(qkv, hd, s, window, 0.0, segs) is not None
+    out, lse = attention_forward(qkv, h, kv, hd, s, True, scale, window, 0.0, segs)
+    dqkv = attention_backward(qkv, out, lse, dout, h, kv, hd, s, True, scale, window, 0.0, segs)
+
+    def ref(dtype):
+        leaf = qkv.to(dtype).requires_grad_(True)
+        o, _ = attention_reference(leaf.float() if dtype == torch.bfloat16 else leaf, op, segs)
+        o = o.to(dtype)
+        (g,) = torch.autograd.grad(o, leaf, dout.to(dtype))
+        return [o.detach().cpu(), g.cpu()]
+
+    assert_matches([out.cpu(), dqkv.cpu()], ref(torch.float64), ref(torch.bfloat16), ["out", "dqkv"])
+
+
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 @pytest.mark.parametrize("name", ["window", "softcap", "packed_left_padding", "all"])
 def test_flex_mask_and_score_mod_forward_on_cpu(name, monkeypatch):

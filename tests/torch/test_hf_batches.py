@@ -57,11 +57,14 @@ def check(modelT, hf_loss, coda_loss, dtype, rows):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("side", ["left", "right", "right_collated"])
 def test_padded_batch_matches_hugging_face_with_the_same_mask(side, dtype):
-    """Left padding with the padded labels ignored (what a padding collator does); right
-    padding with them counted: Hugging Face's mask hides padded keys only, so a padding query
-    still sees its row's tokens, and coda-ir's loss counts those rows the same way."""
+    """Left padding with the padded labels ignored (what a padding collator does; the last
+    padding row still predicts the first token); right padding with them counted: Hugging
+    Face's mask hides padded keys only, so a padding query still sees its row's tokens, and
+    coda-ir's loss counts those rows the same way. Right padding as a collator makes it (every
+    padding row's target ignored): the padding runs as documents of its own (`batch_segments`),
+    with Hugging Face's loss and gradients all the same."""
     model = tiny_model("llama", dtype)
     ids, labels = ids_and_labels(2)
     mask = torch.ones(B, S, dtype=torch.long)
@@ -70,7 +73,11 @@ def test_padded_batch_matches_hugging_face_with_the_same_mask(side, dtype):
         labels[mask == 0] = -100
     else:
         mask[1, S - 4:] = 0
+        if side == "right_collated":
+            labels[mask == 0] = -100
     labels[1, 2] = -100
+    segments = batch_segments(ids, mask, labels=labels)
+    assert (segments.min() >= 0) == (side == "right_collated")  # padding as documents, or as -1
     cmodel = check(model, lambda m: m(input_ids=ids, attention_mask=mask, labels=labels).loss,
                    lambda m, c: c(ids, mask, labels).loss, dtype, B * S)
     kinds = {key[0] for layer in cmodel.layers for key in layer._functions}
@@ -173,6 +180,29 @@ def test_segments_of_a_batch():
     assert batch_segments(ids, position_ids=torch.arange(5, 5 + S)[None]) is None  # offset, not packed
     cu = torch.tensor([0, 4, 9, 12, 15, 18], dtype=torch.int32)
     assert batch_segments(ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu).tolist() == [0] * 4 + [1] * 5 + [2] * 3 + [3] * 3 + [4] * 3
+
+
+def test_padding_nobody_sees_becomes_documents_of_its_own():
+    """With labels whose every padding row's target is ignored, and each row's tokens one run,
+    the padding before a row's tokens is document 0, the tokens 1, the padding after them 2;
+    else (a padding row's target counted, a gap inside a row, no labels) padding stays -1."""
+    ids, _ = ids_and_labels(8)
+    mask = torch.ones(B, S, dtype=torch.bool)
+    mask[0, :2] = False
+    mask[1, 6:] = False
+    labels = torch.full((B, S), -100)
+    labels[0, 3:] = 1  # row 0's first token (position 2) predicts nothing: its last padding row's target
+    labels[1, :6] = 1
+    assert batch_segments(ids, mask, labels=labels).view(B, S).tolist() == [
+        [0, 0] + [1] * 7, [1] * 6 + [2] * 3]
+    counted = labels.clone()
+    counted[0, 2] = 5  # the padding row 1 predicts token 2: Hugging Face's loss counts it
+    assert batch_segments(ids, mask, labels=counted).view(B, S)[0].tolist() == [-1, -1] + [0] * 7
+    gap = mask.clone()
+    gap[1, 2] = False  # two runs of tokens in row 1
+    labels[1, 3] = -100
+    assert batch_segments(ids, gap, labels=labels).view(B, S)[1].tolist() == [0, 0, -1] + [0] * 3 + [-1] * 3
+    assert batch_segments(ids, mask).view(B, S)[1].tolist() == [0] * 6 + [-1] * 3
 
 
 def test_bad_batches_are_argument_errors_that_name_the_argument():
