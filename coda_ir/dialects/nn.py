@@ -1262,7 +1262,14 @@ class CrossEntropyGradOp(NNOperation):
     (`count` = kept rows for "mean", 1 for "sum"), 0 for rows whose target is `ignore_index`.
     A target outside `[0, V)` that is not ignored is a run-time error, as in the forward.
     The optional last operand is the saved `lse(logits[m])` (f32 [M], `nn.cross_entropy_fwd`):
-    then the backward never folds the logits again."""
+    then the backward never folds the logits again.
+
+    Optional `softcap` (f32 cap c, Gemma2's final_logit_softcapping): the operand is the soft-cap's
+    input z, the loss's logits are `c * tanh(z / c)` (the lse is theirs), and the result is the
+    gradient with respect to z, `dlogits * (1 - tanh(z / c)^2)`: what `nn-autodiff` writes for
+    `nn.softcap` -> `nn.cross_entropy`, so that the backward keeps z alone (one [M, V] tensor, not
+    z and the capped logits) and takes the derivative from z in f32 (from the rounded capped
+    logits, `1 - (y / c)^2` cancels where the cap saturates)."""
 
     name = "nn.cross_entropy_grad"
     logits = operand_def(TensorType)
@@ -1272,7 +1279,11 @@ class CrossEntropyGradOp(NNOperation):
     result = result_def(TensorType)
     ignore_index = prop_def(IntegerAttr)
     reduction = prop_def(StringAttr)
+    softcap = opt_prop_def(FloatAttr)
     traits = traits_def(Pure())
+
+    def cap(self) -> float | None:
+        return None if self.softcap is None else _float_prop(self, "softcap")
 
     def __init__(self, logits: SSAValue, targets: SSAValue, dloss: SSAValue, properties: dict[str, Attribute],
                  lse: SSAValue | None = None):
@@ -1290,6 +1301,8 @@ class CrossEntropyGradOp(NNOperation):
             _check_f32_vector("lse", self.lse, m)
         _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
+        if self.softcap is not None and not (0 < _float_prop(self, "softcap") < math.inf):
+            raise VerifyException(f"softcap must be a positive finite number, got {_float_prop(self, 'softcap'):.6g}")
         _check_like(self, 0, self.logits, "dlogits")
 
 

@@ -593,7 +593,11 @@ class NnFunctions(InterpreterFunctions):
         # the semantics: from the logits (a saved lse operand is what a kernel reads instead of
         # folding the logits again; the reference does not need it)
         logits, targets, dloss = self.up(args)[:3]
-        return self.rounded(op, _cross_entropy_logits_grad(op, logits, targets, dloss))
+        cap = op.cap()
+        if cap is None:
+            return self.rounded(op, _cross_entropy_logits_grad(op, logits, targets, dloss))
+        t = torch.tanh(logits / cap)  # the operand is the soft-cap's input
+        return self.rounded(op, _cross_entropy_logits_grad(op, cap * t, targets, dloss) * (1 - t * t))
 
     @impl(nn.LinearCrossEntropyGradOp)
     def run_linear_cross_entropy_grad(self, interpreter: Interpreter, op: nn.LinearCrossEntropyGradOp,

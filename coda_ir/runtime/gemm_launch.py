@@ -550,7 +550,10 @@ def _autotune(run_with, candidates: list[GemmConfig], extra_args_for, compile_wi
         try:
             extra = list(extra_args_for(cfg))
             run_with(cfg, extra)  # compile (may raise OutOfResources and the like)
-            ms = do_bench(lambda: run_with(cfg, extra), warmup=10, rep=40, return_mode="median")
+            # a first reading of every candidate, short: only the best three are decided on, and
+            # they are timed again at full length below (a new bucket of token counts tunes in
+            # the middle of a training step: 9 candidates at 50 ms were 0.6 s a GEMM, H200)
+            ms = do_bench(lambda: run_with(cfg, extra), warmup=5, rep=15, return_mode="median")
         except Exception as exc:  # a candidate that cannot compile or run is skipped
             timings[label] = f"{type(exc).__name__}: {str(exc)[:200]}"
             continue

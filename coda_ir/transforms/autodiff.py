@@ -477,7 +477,7 @@ def logits_chunk_plan(ce: nn.CrossEntropyOp, budget_mib: int, forced: int) -> Lo
         return None
     m, vocab = _shape(ce.logits)
     elt = _ELEMENT_BYTES.get(_dtype_name(ce.logits), 4)
-    stored = m * vocab * elt * (2 if softcap is not None else 1)
+    stored = m * vocab * elt  # a soft-capped head keeps the cap's input alone (`capped_logits`)
     if forced > 0:
         return LogitsChunks(linear, scale, softcap, forced, f"forced: {forced} vocabulary columns per chunk")
     budget = budget_mib * 2**20
@@ -490,6 +490,20 @@ def logits_chunk_plan(ce: nn.CrossEntropyOp, budget_mib: int, forced: int) -> Lo
            f"({budget_mib} MiB): the backward recomputes them in {steps} chunks of {chunk} vocabulary columns "
            f"([{m}x{chunk}]: {m * chunk * elt / 2**20:.0f} MiB), one more [{m}x{vocab}] GEMM")
     return LogitsChunks(linear, scale, softcap, chunk, why)
+
+
+def capped_logits(ce: nn.CrossEntropyOp) -> nn.SoftcapOp | None:
+    """The soft-cap whose result is `ce`'s logits and nothing else's: its backward and the
+    cross-entropy's are one `nn.cross_entropy_grad` with `softcap`, which reads the cap's input z
+    alone (the stored-logits backward then keeps one [M, V] tensor, not z and the capped logits)."""
+    owner = ce.logits.owner
+    return owner if isinstance(owner, nn.SoftcapOp) and _only_use(ce.logits, ce) else None
+
+
+def _capped_grad(op: nn.CrossEntropyOp, cap: nn.SoftcapOp, dloss: SSAValue, fwd) -> nn.CrossEntropyGradOp:
+    props = {"ignore_index": op.ignore_index, "reduction": op.reduction,
+             "softcap": FloatAttr(cap.cap.value.data, f32)}
+    return nn.CrossEntropyGradOp(fwd(cap.operands[0]), fwd(op.targets), dloss, props, lse=fwd(Stat(op, 0)))
 
 
 def _chunked_grad(op: nn.CrossEntropyOp, plan: LogitsChunks, dloss: SSAValue, fwd) -> nn.LinearCrossEntropyGradOp:
@@ -517,6 +531,8 @@ class _Differentiator:
     logits_chunk: int = 0
     chunked: dict[Operation, LogitsChunks] = field(default_factory=dict)
     """Cross-entropies whose backward recomputes the logits in chunks (`logits_chunk_plan`)."""
+    capped: dict[Operation, nn.SoftcapOp] = field(default_factory=dict)
+    """Cross-entropies of soft-capped logits differentiated with their cap (`capped_logits`)."""
     hdh_plan: dict[Operation, list[SSAValue]] = field(default_factory=dict)
     """RMSNorms whose backward statistic is reduced where their consumers' gradients are made
     (`hdh_sources`), with the forward values z' whose `row_dot(z', dz')` it sums."""
@@ -548,14 +564,17 @@ class _Differentiator:
         order: list[Operation] = []
         wants_of: dict[Operation, list[bool]] = {}
         needed: list[Needed] = []
-        in_chunks: set[Operation] = set()  # the ops a chunked backward differentiates at once
+        folded: set[Operation] = set()  # ops whose gradient a later op's backward produces (chunked head, cap)
         for op in self.block.ops:
             if isinstance(op, nn.CrossEntropyOp) and op.logits in active:
                 plan = logits_chunk_plan(op, self.memory_budget_mib, self.logits_chunk)
                 if plan is not None and all(v in active for v in plan.linear.operands):
                     self.chunked[op] = plan
-                    in_chunks.update(plan.ops())
+                    folded.update(plan.ops())
                     remarks.emit_remark(op, f"logits not stored: {plan.why}", informational=True)
+                elif (cap := capped_logits(op)) is not None and cap.operands[0] in active:
+                    self.capped[op] = cap
+                    folded.add(cap)
         for op in reversed(list(self.block.ops)):
             if isinstance(op, func.ReturnOp) or not any(r in active for r in op.results):
                 continue
@@ -565,11 +584,13 @@ class _Differentiator:
             wants = [v in active for v in op.operands]
             order.append(op)
             wants_of[op] = wants
-            if op in in_chunks:
-                continue  # its gradient comes from the chunked backward of its cross-entropy
+            if op in folded:
+                continue  # its gradient comes from its cross-entropy's backward (chunked, or with the cap)
             if op in self.chunked:
                 h, w = self.chunked[op].linear.operands
                 reads: list[Needed] = [h, w, op.targets, Stat(op, 0)]
+            elif op in self.capped:
+                reads = [self.capped[op].operands[0], op.targets, Stat(op, 0)]
             else:
                 reads = rule.needs(op, wants)
             for v in reads:
@@ -744,6 +765,13 @@ class _Differentiator:
                 block.add_op(g)
                 add_grad(plan.linear.operands[0], g.dh, op)
                 add_grad(plan.linear.operands[1], g.dw, op)
+                continue
+            if op in self.capped:
+                cap = self.capped[op]
+                g = _capped_grad(op, cap, dys[0], fwd)
+                g.location = op.location
+                block.add_op(g)
+                add_grad(cap.operands[0], g.result, op)  # the cap's own rule never runs: no gradient reaches its result
                 continue
             if op in self.hdh_plan:
                 new_ops, dxs = self.rms_grad_from_consumers(op, dys, wants_of[op], fwd, grads)

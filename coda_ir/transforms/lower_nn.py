@@ -906,9 +906,15 @@ def lower_head_rms_norm_grad(op: nn.HeadRMSNormGradOp) -> tuple[list[Operation],
 def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation], SSAValue]:
     """lse per row (the saved operand, else LSE partials folded from the logits) and, for
     "mean", the kept-row count; then one kernel writes
-    `(exp(l - lse[m]) - [col == t[m]]) * dloss / count`, 0 on ignored rows."""
+    `(exp(l - lse[m]) - [col == t[m]]) * dloss / count`, 0 on ignored rows. With `softcap` c the
+    operand is z and `l = c * tanh(z / c)` (in f32 from the loaded z), the gradient times
+    `1 - tanh(z / c)^2`."""
     m, v = shape_of(op.logits)
     ignore, mean = prop_value(op, "ignore_index"), prop_value(op, "reduction") == "mean"
+    cap = op.cap()
+
+    def capped(s: Scalar, z):
+        return s.mul(s.const(cap), s.tanh(s.div(z, s.const(cap))))
     count_type = [TensorType(f32, [])] if mean else []
 
     def kept(s: Scalar, t):
@@ -923,7 +929,11 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
             stats.append(stamp_origin(count, op, "count"))
             counts = [count.results[0]]
     else:
-        parts = elementwise((m, v), [op.logits], lambda e, l: [e.reduce(ReduceKind.LSE, e.load(l), 1)], [None])
+        def row_lse(e: Epilogue, l):
+            tile = e.load(l)
+            return [e.reduce(ReduceKind.LSE, tile if cap is None else e.map1([tile], capped), 1)]
+
+        parts = elementwise((m, v), [op.logits], row_lse, [None])
         lse = fold([parts.results[0]], [op.targets], [TensorType(f32, [m]), *count_type],
                    lambda s, l, t: [l, kept(s, t)] if mean else [l])
         stats += [stamp_origin(parts, op, "lse"), stamp_origin(lse, op, "fold")]
@@ -939,9 +949,13 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
                *(e.broadcast(c, Axis.SCALAR, lt) for c in count)]
 
         def grad(s: Scalar, l, ls, c, t, dl, *cnt):
+            th = s.tanh(s.div(l, s.const(cap))) if cap is not None else None
+            logit = s.mul(s.const(cap), th) if th is not None else l
             onehot = s.select(s.cmpi("eq", c, t), s.const(1.0), s.const(0.0))
             scale = s.div(dl, cnt[0]) if cnt else dl
-            g = s.mul(s.sub(s.exp(s.sub(l, ls)), onehot), scale)
+            g = s.mul(s.sub(s.exp(s.sub(logit, ls)), onehot), scale)
+            if th is not None:  # d softcap / dz = 1 - tanh(z / cap)^2
+                g = s.mul(g, s.sub(s.const(1.0), s.mul(th, th)))
             return s.select(s.cmpi("ne", t, s.iconst(ignore)), g, s.const(0.0))
 
         return [e.map1(ins, grad)]

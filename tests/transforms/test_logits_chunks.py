@@ -116,3 +116,56 @@ def test_budget_decides_and_records():
 def test_bad_chunk_option_is_an_argument_error():
     with pytest.raises(coda_ir.CodaError, match="logits-chunk must be 0 or a positive multiple of 16"):
         _compile(head(40), 10)
+
+
+def _stored(text: str) -> coda_ir.CompiledModule:
+    with remarks.printed_remarks(False):
+        return coda_ir.compile(text, pipeline="nn-autodiff{memory-budget-mib=4096},nn-to-coda")
+
+
+@pytest.mark.parametrize("scale", [None, 0.25])
+def test_stored_softcap_head_keeps_the_cap_input_alone(scale):
+    """Under the budget a soft-capped head stores its logits, and only the cap's input z: the
+    backward is one `nn.cross_entropy_grad {softcap}` (no `nn.softcap_grad`) that takes the
+    capped logits and the cap's derivative from z in f32; loss and gradients against float64
+    (through the interpreter, logits of a few units where the cap bends)."""
+    v = 301
+    text = head(v, scale=scale, cap=5.0)
+    with remarks.printed_remarks(False):
+        lowered = str(coda_ir.lower(coda_ir.parse(text), "nn-autodiff{memory-budget-mib=4096}"))
+    assert lowered.count("nn.cross_entropy_grad") == 1 and "softcap = 5.0" in lowered.split("nn.cross_entropy_grad")[1]
+    assert "nn.softcap_grad" not in lowered and "nn.linear_cross_entropy_grad" not in lowered
+    program = _stored(text)
+    shapes = [tuple(t.get_shape()) for t in _func(program, "head_fwd").function_type.outputs.data]
+    assert shapes.count((M, v)) == 1, shapes  # z, not z and the capped logits
+    inputs = testing.random_inputs(text, seed=3, ignore_fraction=0.2)
+    inputs[2] = inputs[2] * 4
+    testing.check_gradients(program, text, inputs, seed=3, loss_rows=M)
+
+
+def test_cross_entropy_grad_with_softcap_from_the_logits_alone():
+    """`nn.cross_entropy_grad {softcap}` without the saved lse folds the capped logits' lse from z
+    itself: its lowered kernels against the interpreter's float64 semantics, odd shapes."""
+    m, v, cap = 29, 203, 3.0
+    text = (f"func.func @g(%z: tensor<{m}x{v}xf32>, %t: tensor<{m}xi32>, %dl: tensor<f32>) -> tensor<{m}x{v}xf32> {{\n"
+            f'  %d = "nn.cross_entropy_grad"(%z, %t, %dl) <{{ignore_index = -100 : i64, reduction = "mean", '
+            f"softcap = {cap!r} : f32}}> : (tensor<{m}x{v}xf32>, tensor<{m}xi32>, tensor<f32>) -> tensor<{m}x{v}xf32>\n"
+            f"  func.return %d : tensor<{m}x{v}xf32>\n}}\n")
+    g = torch.Generator().manual_seed(5)
+    z = (torch.randn(m, v, generator=g) * 6).requires_grad_(True)
+    t = torch.randint(0, v, (m,), generator=g, dtype=torch.int32)
+    t[::4] = -100
+    loss = torch.nn.functional.cross_entropy(cap * torch.tanh(z.double() / cap), t.long(), ignore_index=-100)
+    (want,) = torch.autograd.grad(loss, z)
+    with remarks.printed_remarks(False):
+        got = coda_ir.compile(text).g(z.detach(), t, torch.tensor(1.0))
+    torch.testing.assert_close(got.double(), want.double(), rtol=1e-4, atol=1e-7)
+
+
+def test_cross_entropy_grad_softcap_must_be_positive():
+    text = ('func.func @g(%z: tensor<4x8xf32>, %t: tensor<4xi32>, %dl: tensor<f32>) -> tensor<4x8xf32> {\n'
+            '  %d = "nn.cross_entropy_grad"(%z, %t, %dl) <{ignore_index = -100 : i64, reduction = "mean", '
+            'softcap = -1.0 : f32}> : (tensor<4x8xf32>, tensor<4xi32>, tensor<f32>) -> tensor<4x8xf32>\n'
+            '  func.return %d : tensor<4x8xf32>\n}\n')
+    with pytest.raises(coda_ir.CodaError, match="softcap must be a positive finite number"):
+        coda_ir.compile(text)
