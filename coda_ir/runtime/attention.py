@@ -271,13 +271,32 @@ def varlen_backward(qkv, out, lse, dout, heads: int, kv_heads: int, head_dim: in
 _FLEX = None
 
 
+FLEX_SPECIALIZATIONS = 512
+"""How many FlexAttention specializations (shapes, masks, score mods) one process may compile.
+Dynamo's default (`recompile_limit`, 8) is per code object and, with `fullgraph=True`, a hard
+failure past it: a process that had run eight attention shapes through Flex (buckets of token
+counts, window and softcap variants of a model's layers, a benchmark's cases) failed its ninth
+(`FailOnRecompileLimitHit`, bench/RESULTS.md session 19). Each shape compiles once, as every
+coda-ir kernel does."""
+
+
 def _flex():
-    """FlexAttention compiled once per process (uncompiled it is a slow reference path)."""
+    """FlexAttention compiled once per process (uncompiled it is a slow reference path), with
+    room for FLEX_SPECIALIZATIONS shapes."""
     global _FLEX
     if _FLEX is None:
         from torch.nn.attention.flex_attention import flex_attention
 
-        _FLEX = torch.compile(flex_attention, dynamic=False, fullgraph=True)
+        compiled = torch.compile(flex_attention, dynamic=False, fullgraph=True)
+
+        def call(*args, **kwargs):
+            import torch._dynamo.config as dynamo_config
+
+            with dynamo_config.patch(recompile_limit=FLEX_SPECIALIZATIONS,
+                                     accumulated_recompile_limit=8 * FLEX_SPECIALIZATIONS):
+                return compiled(*args, **kwargs)
+
+        _FLEX = call
     return _FLEX
 
 

@@ -323,3 +323,23 @@ def test_a_window_that_covers_the_call_sequence_runs_the_plain_attention():
                        attention_backward(qkv, covered, covered_lse, dout, heads, kv, hd, seq, True, None, seq))
     shorter, _ = attention_forward(qkv, heads, kv, hd, seq, True, None, seq - 1)
     assert not torch.equal(plain, shorter)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_cuda_flex_compiles_past_dynamos_recompile_limit():
+    """More FlexAttention shapes in one process than Dynamo's default recompile limit (8), which
+    with fullgraph=True is a hard failure: each compiles once, and the first still runs."""
+    import torch._dynamo.config as dynamo_config
+
+    from coda_ir.runtime import attention
+
+    limit = dynamo_config.recompile_limit
+    heads, kv, hd = 2, 1, 64
+    first = None
+    for i in range(limit + 3):
+        seq = 64 + 16 * i
+        qkv = torch.randn(seq, (heads + 2 * kv) * hd, device="cuda", dtype=torch.bfloat16)
+        out, _ = attention.attention_forward(qkv, heads, kv, hd, seq, True, None, 0, 30.0)  # softcap: Flex
+        first = first or (qkv, out)
+    again, _ = attention.attention_forward(first[0], heads, kv, hd, first[0].shape[0], True, None, 0, 30.0)
+    assert torch.equal(again, first[1])
