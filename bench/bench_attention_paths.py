@@ -89,9 +89,19 @@ def run(case, path: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None)
+    p.add_argument("--cases", default="", help="substring filter of the case names (comma-separated)")
+    p.add_argument("--flex-mode", default=None,
+                   help="torch.compile mode for FlexAttention (e.g. max-autotune-no-cudagraphs: tunes its block sizes)")
     args = p.parse_args()
+    if args.flex_mode:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        attention._FLEX = torch.compile(flex_attention, dynamic=False, fullgraph=True, mode=args.flex_mode)
     rows = []
+    wanted = [w for w in args.cases.split(",") if w]
     for case in CASES:
+        if wanted and not any(w in case[0] for w in wanted):
+            continue
         masked = bool(case[6] or case[7] or case[8])
         for path in (("varlen", "flex") if masked else ("plain",)):
             try:
@@ -100,7 +110,7 @@ def main() -> None:
                 row = {"case": case[0], "path": path, "error": f"{type(exc).__name__}: {str(exc)[:160]}"}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "flex_mode": args.flex_mode}
     if args.out:
         Path(args.out).write_text(json.dumps({"info": info, "rows": rows}, indent=1))
 
