@@ -7,10 +7,15 @@
 // dw of the chunk, dh accumulated in f32 (the last chunk rounds it to bf16); dw's pieces
 // concatenated.
 
-// Under the default budget (its logits take 2 KiB) the backward reads the stored logits.
+// Under the default budget (its logits take 2 KiB) the backward reads the stored logits: the
+// cap's input z alone, differentiated with the cap in one nn.cross_entropy_grad {softcap}.
+// CHECK-LABEL: func.func @capped_fwd
+// CHECK:         func.return %loss, %x, %wn, %w, %t, %rstd_x, %z, %lse_c :
 // CHECK-LABEL: func.func @capped_bwd
 // CHECK-NOT:     nn.linear_cross_entropy_grad
-// CHECK:         nn.cross_entropy_grad %c, %t, %dloss, %lse_c
+// CHECK-NOT:     nn.softcap_grad
+// CHECK:         nn.cross_entropy_grad %z, %t, %dloss, %lse_c {{.*}}softcap = 3.000000e+01 : f32
+// CHECK-NOT:     nn.softcap_grad
 
 // CHUNKS-LABEL: func.func @capped_fwd
 // CHUNKS-NOT:    tensor<24x40xbf16>
