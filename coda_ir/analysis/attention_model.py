@@ -609,8 +609,10 @@ def attention_kernel_cost(kernel: m.Kernel, gpu: m.GPU) -> m.KernelCost:
     times = {k: v * cost.wave_tail for k, v in times.items()}
     exposed = cost.forward.time_s if cost.forward is not None else 0.0
     weight = 0
+    sched = cost.schedule
+    label = f"{SCHEDULE_NOTE}{sched.backend} {sched.block_q}x{sched.block_k}"
     return m.KernelCost(
-        kernel=kernel, tile=None, gemm_flops=cost.matmul_flops, epilogue_flops=cost.alu_flops, sfu_ops=cost.sfu_ops,
+        kernel=replace(kernel, notes=(*kernel.notes, label)), tile=None, gemm_flops=cost.matmul_flops, epilogue_flops=cost.alu_flops, sfu_ops=cost.sfu_ops,
         read_bytes=cost.read_bytes, write_bytes=cost.write_bytes, weight_bytes=weight, hbm_bytes=cost.hbm_bytes,
         l2_bytes=cost.l2_bytes, smem_bytes=cost.occupancy.smem_per_cta, regs_per_thread=cost.occupancy.regs_per_thread,
         fits=not cost.occupancy.spills and cost.occupancy.ctas_per_sm > 0, times=times, launch_s=cost.launch_s,
@@ -622,3 +624,14 @@ def attention_summary(kernel: m.Kernel, gpu: m.GPU) -> str:
     call = kernel.attention
     assert isinstance(call, AttentionCall)
     return attention_cost(call.shape, call.direction, call.backend, gpu).summary()
+
+
+SCHEDULE_NOTE = "schedule "
+
+
+def schedule_label(kernel: m.Kernel, cost: m.KernelCost) -> str:
+    """The tile column of io-report for an attention kernel: backend and tile, e.g. `cudnn 128x128`."""
+    for note in cost.kernel.notes:
+        if note.startswith(SCHEDULE_NOTE):
+            return note.removeprefix(SCHEDULE_NOTE)
+    return "attention"
