@@ -67,8 +67,9 @@ def cases(smoke: bool) -> list[tuple[str, am.AttentionShape, tuple[str, ...]]]:
     if smoke:
         return [
             ("smoke causal", am.AttentionShape(2, 64, 4, 2, 16), ("cudnn", "flash", "flex")),
-            ("smoke docs", am.AttentionShape(1, 64, 4, 2, 16, documents=(32, 32)), ("flex", "varlen")),
-            ("smoke window+softcap", am.AttentionShape(1, 64, 4, 2, 16, window=16, softcap=50.0), ("flex",)),
+            ("smoke docs", am.AttentionShape(1, 64, 4, 2, 16, documents=(32, 32)), ("varlen",)),
+            ("smoke docs window+softcap", am.AttentionShape(1, 64, 4, 2, 16, window=16, softcap=50.0,
+                                                            documents=(32, 32)), ("flex",)),
         ]
     out = []
     for model, (h, kv, hd, window, softcap) in MODELS.items():
