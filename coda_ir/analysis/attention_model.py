@@ -635,3 +635,36 @@ def schedule_label(kernel: m.Kernel, cost: m.KernelCost) -> str:
         if note.startswith(SCHEDULE_NOTE):
             return note.removeprefix(SCHEDULE_NOTE)
     return "attention"
+
+
+# ============================================================================ the paper's claims
+
+
+def claims_table() -> str:
+    """Warps per SM of FlashAttention-2's forward and of the per-warp schedule, on the shipped
+    GPUs, and the predicted forward throughput of each backend on Hopper
+    (`python -m coda_ir.analysis.attention_model`; docs/NAPKIN_ATTENTION.md quotes it)."""
+    lines = ["warps per SM (forward, bf16; limit in parentheses):",
+             f"  {'gpu':<5} {'head dim':>8}  {'FlashAttention-2 (128-row CTAs, 4 warps)':<42} per-warp schedule, Q in registers / in smem"]
+    for name in ("a100", "h100"):
+        gpu = m.load_gpu(name)
+        for d in (64, 128):
+            shape = AttentionShape(1, 4096, 32, 32, d)
+            fa2 = occupancy(schedule("flash", "fwd", shape, gpu), shape, gpu)
+            regs, smem = napkin_warps_per_sm(gpu, d, 64, True), napkin_warps_per_sm(gpu, d, 64, False)
+            lines.append(f"  {name:<5} {d:>8}  {f'{fa2.warps_per_sm} ({fa2.ctas_per_sm} CTAs, {fa2.limit}, {fa2.regs_per_thread} regs)':<42} "
+                         f"{regs.warps_per_sm} ({regs.regs_per_thread} regs) / {smem.warps_per_sm} ({smem.regs_per_thread} regs)")
+    lines.append("predicted forward throughput, causal, 2 x 4096 tokens, 32/8 heads (useful TFLOP/s; GEMM rate of the constants):")
+    for name in ("a100", "h100", "h200"):
+        gpu = m.load_gpu(name)
+        cells = []
+        for backend in ("cudnn", "flash", "flex"):
+            for d in (64, 128):
+                cost = attention_cost(AttentionShape(2, 4096, 32, 8, d), "fwd", backend, gpu)
+                cells.append(f"{backend} d{d} {cost.tflops:.0f} ({cost.bound})")
+        lines.append(f"  {name:<5} (GEMM {gpu.gemm_rate('bf16') / 1e12:.0f}): " + ", ".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m coda_ir.analysis.attention_model
+    print(claims_table(), end="")

@@ -149,3 +149,12 @@ def test_bad_shapes_and_backends_are_value_errors():
         am.AttentionShape(1, 128, 4, 4, 64, documents=(100,))
     with pytest.raises(ValueError, match="unknown attention backend"):
         am.attention_cost(am.AttentionShape(1, 128, 4, 4, 64), backend="xformers")
+
+
+def test_doc_quotes_the_claims_table():
+    """docs/NAPKIN_ATTENTION.md quotes `python -m coda_ir.analysis.attention_model`: the figures
+    it argues from are what the model computes now."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "NAPKIN_ATTENTION.md").read_text()
+    assert am.claims_table() in doc
