@@ -430,6 +430,10 @@ class AttentionCall:
     direction: str = "fwd"
     backend: str | None = None
 
+    def kernel_cost(self, kernel: m.Kernel, gpu: m.GPU) -> m.KernelCost:
+        """What `io_model.kernel_cost` returns for the kernel carrying this call."""
+        return attention_kernel_cost(kernel, gpu)
+
 
 @dataclass(frozen=True)
 class AttentionCost:

@@ -182,8 +182,9 @@ class Kernel:
     """GEMM epilogue arithmetic that runs after each tile's mainloop with nothing to overlap it
     (one CTA per SM, Triton 3.6): added per wave, like exposed epilogue loads."""
     attention: object | None = None
-    """An attention step (`attention_model.AttentionCall`): `kernel_cost` prices it with the
-    attention model's tiled streaming schedule instead of as a memory pass."""
+    """An attention step (`attention_model.AttentionCall`, whose `kernel_cost(kernel, gpu)` this
+    module calls): priced with the attention model's tiled streaming schedule instead of as a
+    memory pass."""
 
     def all_reads(self) -> tuple[Tensor, ...]:
         if self.gemm is None:
@@ -393,10 +394,8 @@ def gemm_hbm_bytes(gemm: GemmSpec, tile: GemmConfig, gpu: GPU) -> tuple[float, f
 
 def kernel_cost(kernel: Kernel, gpu: GPU | str | None = None) -> KernelCost:
     gpu = as_gpu(gpu)
-    if kernel.attention is not None:
-        from coda_ir.analysis import attention_model  # it builds on this module
-
-        return attention_model.attention_kernel_cost(kernel, gpu)
+    if kernel.attention is not None:  # priced by its own model (attention_model builds on this module)
+        return kernel.attention.kernel_cost(kernel, gpu)  # type: ignore[attr-defined]
     reads = kernel.all_reads()
     read_bytes = sum(t.nbytes for t in reads)
     write_bytes = sum(t.nbytes for t in kernel.writes)
