@@ -113,7 +113,7 @@ def _sdpa(backend: str, smoke: bool):
                 raise
             # SDPA's dispatcher may refuse GQA for cuDNN; coda-ir's runtime calls the aten op, which
             # takes GQA k/v directly (coda_ir/runtime/attention.py): time what coda-ir runs
-            return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, False, 0.0, shape.causal, False)[0]
+            return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, shape.causal, False)[0]
 
     return run
 
