@@ -144,14 +144,12 @@ def _flex(smoke: bool):
         if block_mask is None:
             block_mask = _FLEX[key] = create_block_mask(mask_mod, None, None, shape.seq_len, shape.seq_len,
                                                         device=q.device)
-        score_mod = None
-        if shape.softcap:
-            cap = shape.softcap
+        cap = shape.softcap
 
-            def score_mod(score, b, h, qi, ki):
-                return cap * torch.tanh(score / cap)
+        def softcap(score, b, h, qi, ki):
+            return cap * torch.tanh(score / cap)
 
-        return fn(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=shape.group > 1)
+        return fn(q, k, v, score_mod=softcap if cap else None, block_mask=block_mask, enable_gqa=shape.group > 1)
 
     return run
 

@@ -34,9 +34,9 @@ schedule and the shape the model counts, per level of the memory hierarchy:
 Backends (`BACKENDS`, the kernels coda-ir's runtime can call, coda_ir/runtime/attention.py):
 "cudnn" and "flash" (SDPA's fused kernels: plain causal/full masks, GQA), "flex" (PyTorch's
 FlexAttention Triton template: any mask, softcap; coda-ir's flex backward reruns the forward
-first), "varlen" (`torch.nn.attention.varlen`: documents as separate sequences), and "napkin"
-(the per-warp Ampere schedule of docs/NAPKIN_ATTENTION.md, for the paper's occupancy claim; not a
-kernel one can call). The block sizes are the public defaults of each (FlashAttention-2's kernel
+first), "varlen" (`torch.nn.attention.varlen`: documents as separate sequences). The per-warp schedule
+of docs/NAPKIN_ATTENTION.md (the paper's occupancy claim; not a kernel one can call) has only its
+occupancy: `napkin_warps_per_sm`. The block sizes are the public defaults of each (FlashAttention-2's kernel
 traits, FlexAttention's template configs); cuDNN's kernels are not public, so its schedule is
 assumed FlashAttention-3-like on Hopper (128 x 128 tiles, two consumer warpgroups in ping-pong
 and a producer warpgroup) and FlashAttention-2-like on Ampere. `bench/bench_attention_model.py`
@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 
 from coda_ir.analysis import io_model as m
 
-BACKENDS = ("cudnn", "flash", "flex", "varlen", "napkin")
+BACKENDS = ("cudnn", "flash", "flex", "varlen")
 
 REG_ALLOC_UNIT = 8
 """Registers are allocated per thread in multiples of 8 (256 per warp)."""
@@ -303,7 +303,7 @@ def schedule(backend: str, direction: str, shape: AttentionShape, gpu: m.GPU) ->
         else:
             s = replace(schedule("flash", direction, shape, gpu), backend="cudnn",
                         source="assumed FlashAttention-2-like on Ampere (cuDNN's kernels are not public)")
-    elif backend == "flex":
+    else:  # "flex"
         instr = "wgmma" if hopper else "mma.sync"
         if fwd:
             s = Schedule("flex", "fwd", 128, 64, warps=4 if d <= 64 else 8, stages=3, instr=instr,
@@ -314,11 +314,6 @@ def schedule(backend: str, direction: str, shape: AttentionShape, gpu: m.GPU) ->
         s = replace(s, skips=frozenset({"causal", "window", "documents"}), skip_block=(128, 128),
                     supports=frozenset({"window", "softcap", "documents"}),
                     source="FlexAttention Triton template defaults (torch 2.11); BlockMask blocks 128x128")
-    else:  # napkin: one warp owns 16 query rows; K/V stream through shared memory shared by the SM's warps
-        s = Schedule("napkin", direction, 16, 64, warps=1, stages=2, q_in_regs=True, overlap=0.0,
-                     source="per-warp schedule of docs/NAPKIN_ATTENTION.md (occupancy claim only)")
-        if not fwd:
-            raise ValueError("the napkin schedule is a forward schedule (the paper's occupancy claim)")
     s = _fit(s, shape, gpu)
     needed = {"window"} & shape.masks | ({"softcap"} if shape.softcap else set()) | {"documents"} & shape.masks
     missing = needed - s.supports
@@ -524,14 +519,14 @@ def attention_cost(shape: AttentionShape, direction: str = "fwd", backend: str |
         streamed_per_tile = 2 * bk * d * b  # K and V
         held_once = q_bytes
         streamed_unique = 2 * kv_bytes
-        rows_per_cta, ctas_per_head = bq, math.ceil(S / bq)
+        ctas_per_head = math.ceil(S / bq)
     else:
         reads = q_bytes + 2 * kv_bytes + o_bytes + lse_bytes + o_bytes  # + O and dO
         writes = q_bytes + 2 * kv_bytes  # dQ, dK, dV
         streamed_per_tile = 2 * bq * d * b + 2 * bq * 4  # Q, dO, lse, D
         held_once = 2 * kv_bytes * shape.group  # each q head's CTAs load its kv head's K, V
         streamed_unique = 2 * q_bytes
-        rows_per_cta, ctas_per_head = bk, math.ceil(S / bk)
+        ctas_per_head = math.ceil(S / bk)
     extra_hbm = 0.0
     l2_extra = 0.0
     if not fwd:
@@ -575,7 +570,6 @@ def attention_cost(shape: AttentionShape, direction: str = "fwd", backend: str |
     forward = None
     if sched.recompute_forward:
         forward = attention_cost(shape, "fwd", backend, gpu)
-    del rows_per_cta
     return AttentionCost(shape, sched, occ, int(round(tiles)), matmul, useful, sfu, alu, int(reads), int(writes),
                          hbm, l2, smem, times, tail, sched.launches * gpu.launch_s, forward)
 

@@ -10,7 +10,7 @@
   written by bench/calibrate.py to use instead. Attention steps (`nn.attention`, its forward and
   gradient, `coda.attention`) are priced by the attention model (attention_model.py): the tile
   column names the schedule, and a line under the table gives its occupancy, bytes per level
-  and bound; `attention=cudnn|flash|flex|varlen|napkin` prices them as that backend (default:
+  and bound; `attention=cudnn|flash|flex|varlen` prices them as that backend (default:
   the runtime's choice), `doc-len=N` prices `segments` as documents of N rows (default: one
   document per sequence, the dense upper bound). `decisions=true` adds, for nn functions, what
   the model's decision API (stats_plan, qk_norm_tile_width, store_or_recompute) chooses for

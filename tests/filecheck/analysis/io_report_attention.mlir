@@ -59,4 +59,4 @@ func.func @documents(%qkv: tensor<512x256xbf16>, %seg: tensor<512xi32>) -> tenso
 
 // Forcing a backend that cannot run a mask is an error that says which backends can.
 // FORCED: coda-opt: error: attention backend 'flash' cannot run softcap, window (backends that can: flex)
-// UNKNOWN: coda-opt: error: io-report attention must be one of cudnn, flash, flex, varlen, napkin (or absent: the runtime's choice), got 'nope'
+// UNKNOWN: coda-opt: error: io-report attention must be one of cudnn, flash, flex, varlen (or absent: the runtime's choice), got 'nope'
