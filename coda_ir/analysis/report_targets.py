@@ -137,6 +137,12 @@ def _summary(rows: list[tuple[str, m.ProgramCost]], out: IO[str], gpu: m.GPU | N
         if sol is not None:
             ratios = ", ".join(f"{name} {c.time_s / sol.time_s:.3f}x" for name, c in rows)
             print(f"// plain GEMMs alone (speed of light): {sol.launches} kernels, {sol.time_s * 1e6:.2f} us; {ratios}", file=out)
+            # a program with attention: its limit is the GEMMs plus the attention (PERFORMANCE.md)
+            attention = sum(c.time_s for c in rows[-1][1].kernels if c.kernel.attention is not None)
+            if attention:
+                limit = sol.time_s + attention
+                ratios = ", ".join(f"{name} {c.time_s / limit:.3f}x" for name, c in rows)
+                print(f"// plain GEMMs + attention (the limit): {limit * 1e6:.2f} us; {ratios}", file=out)
 
 
 @dataclass(frozen=True)

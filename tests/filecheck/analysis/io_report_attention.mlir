@@ -57,6 +57,17 @@ func.func @documents(%qkv: tensor<512x256xbf16>, %seg: tensor<512xi32>) -> tenso
   func.return %o : tensor<512x128xbf16>
 }
 
+// @projected: a program with GEMMs and attention is held against the GEMMs alone and against
+// its limit, the GEMMs plus the attention (PERFORMANCE.md), which for this program is itself.
+// CHECK:      // @projected
+// CHECK:      // plain GEMMs alone (speed of light): 1 kernels, [[GEMM:[0-9.]+]] us;
+// CHECK-NEXT: // plain GEMMs + attention (the limit): {{[0-9.]+}} us; unfused nn 1.000x
+func.func @projected(%x: tensor<256x64xbf16>, %w: tensor<256x64xbf16>) -> tensor<256x128xbf16> {
+  %qkv = nn.linear %x, %w : tensor<256x64xbf16>, tensor<256x64xbf16> -> tensor<256x256xbf16>
+  %o = "nn.attention"(%qkv) <{heads = 2 : i64, kv_heads = 1 : i64, head_dim = 64 : i64, seq_len = 256 : i64, causal = true}> : (tensor<256x256xbf16>) -> tensor<256x128xbf16>
+  func.return %o : tensor<256x128xbf16>
+}
+
 // Forcing a backend that cannot run a mask is an error that says which backends can.
 // FORCED: coda-opt: error: attention backend 'flash' cannot run softcap, window (backends that can: flex)
 // UNKNOWN: coda-opt: error: io-report attention must be one of cudnn, flash, flex, varlen (or absent: the runtime's choice), got 'nope'
