@@ -257,6 +257,13 @@ def format_plans(plans: list[StepPlan]) -> str:
             f"{p.gemm_limit_s * 1e3:>9.3f} {p.attention_s * 1e3:>8.3f} {p.step_s / p.limit_s if p.limit_s else math.nan:>9.3f}x "
             f"{_gib(2 * p.param_bytes):>14} {_gib(p.activation_peak_bytes):>12} {_gib(p.peak_bytes):>10}")
     for p in plans:
+        for u in p.units:
+            attn = sum(k.time_s for k in u.kernels() if k.kernel.attention is not None)
+            launches = u.fwd.launches + (u.bwd.launches if u.bwd else 0)
+            lines.append(f"  {p.gpu.name} {u.name} x{u.count}: forward {u.fwd.time_s * 1e3:.3f} ms, backward "
+                         f"{(u.bwd.time_s if u.bwd else 0.0) * 1e3:.3f} ms ({launches} launches; attention "
+                         f"{attn * 1e3:.3f} ms), saves {u.saved_bytes / 2**20:.0f} MiB")
+    for p in plans:
         for line in p.attention_summaries():
             lines.append(f"  {p.gpu.name} attention: {line}")
     lines.append("  limit = the step's GEMMs as plain GEMMs + its attention (PERFORMANCE.md); the model is a lower "
