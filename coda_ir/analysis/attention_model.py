@@ -324,8 +324,17 @@ def schedule(backend: str, direction: str, shape: AttentionShape, gpu: m.GPU) ->
 
 
 def _fit(sched: Schedule, shape: AttentionShape, gpu: m.GPU) -> Schedule:
-    """A configuration that does not fit one SM does not compile (Triton: out of resources); the
-    template's next candidates have fewer stages, then smaller query blocks."""
+    """The tile the kernel really runs for this head dim: the block sizes above are the kernels'
+    choices up to head dim 128; larger heads get smaller tiles (FlashAttention-2's traits and
+    FlexAttention's configs for head dim 256 halve the key block, then the query block) until
+    the accumulators fit the 255 registers of a thread, and a configuration that does not fit
+    one SM's shared memory does not compile (Triton: out of resources), so fewer stages, then
+    smaller query blocks."""
+    while occupancy(sched, shape, gpu).spills and (sched.block_k > 32 or sched.block_q > 16):
+        if sched.block_k > 32:
+            sched = replace(sched, block_k=sched.block_k // 2)
+        else:
+            sched = replace(sched, block_q=sched.block_q // 2)
     while occupancy(sched, shape, gpu).ctas_per_sm == 0:
         if sched.stages > 1:
             sched = replace(sched, stages=sched.stages - 1)

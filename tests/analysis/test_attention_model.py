@@ -158,3 +158,16 @@ def test_doc_quotes_the_claims_table():
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "NAPKIN_ATTENTION.md").read_text()
     assert am.claims_table() in doc
+
+
+@pytest.mark.parametrize("gpu", [A100, H100])
+@pytest.mark.parametrize("head_dim", [64, 96, 128, 256])
+def test_every_backend_fits_every_head_dim(gpu, head_dim):
+    """Large heads get smaller tiles (the kernels' own choice), never a spilling or unlaunchable
+    schedule; every prediction is a positive time."""
+    shape = am.AttentionShape(2, 4096, 8, 2, head_dim)
+    for backend in ("cudnn", "flash", "flex"):
+        for direction in ("fwd", "bwd"):
+            cost = am.attention_cost(shape, direction, backend, gpu)
+            assert cost.occupancy.ctas_per_sm >= 1 and not cost.occupancy.spills, cost.summary()
+            assert cost.time_s > 0 and cost.useful_flops <= cost.matmul_flops
