@@ -111,3 +111,21 @@ def test_bwd_passes_smoke(tmp_path):
     kernels = rec["kernels"].values()
     assert any(k["origin"] == "nn.rope_grad+nn.row_dot.partials" for k in kernels)
     assert all(k["bytes"] > 0 for k in kernels)
+
+
+def test_bench_attention_model_smoke(tmp_path):
+    # the attention benchmark's code path on CPU (SDPA math kernels, eager FlexAttention forward):
+    # every case gets the attention model's prediction, and every backend that runs on a CPU is
+    # measured; what cannot run here (varlen needs CUDA) is recorded, not fatal
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_attention_model.py"), "--smoke", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    rows = json.loads((tmp_path / "bench_attention_model.json").read_text())["results"]
+    assert {row["backend"] for row in rows} == {"cudnn", "flash", "flex", "varlen"}
+    for row in rows:
+        predicted = row["predicted"]
+        assert 0 < predicted["fwd_s"] < predicted["fwd_bwd_s"], row
+        if row["backend"] != "varlen":
+            assert row["measured"]["fwd_s"] > 0, row
+    assert "fwd_bwd_s" in next(r for r in rows if r["backend"] == "cudnn")["measured"]

@@ -175,10 +175,16 @@ class _Names:
         return f"{named.name_hint}.{suffix}"
 
 
+ATTENTION_OPS = ("nn.attention", "nn.attention_fwd", "nn.attention_grad", "coda.attention", "coda.attention_grad")
+"""The attention steps the attention model prices (coda_ir/analysis/attention_model.py)."""
+
+
 class _Extractor:
-    def __init__(self, fn: func.FuncOp, gpu: m.GPU):
+    def __init__(self, fn: func.FuncOp, gpu: m.GPU, attention_backend: str = "", doc_len: int = 0):
         self.fn = fn
         self.gpu = gpu
+        self.attention_backend = attention_backend
+        self.doc_len = doc_len
         self.names = _Names()
         self.partials: dict[SSAValue, m.Tensor] = {}
         self.args = list(fn.body.blocks[0].args) if fn.body.blocks else []
@@ -371,6 +377,44 @@ class _Extractor:
             tuple(origin_entries(op)) or ("fold",), notes, programs=programs,
         )
 
+    # ---------------------------------------------------------------- attention
+
+    def attention_kernel(self, op: Operation) -> m.Kernel:
+        """An attention step, priced by the attention model (`attention_model`): its shape and
+        mask from the op's properties; `segments` (document ids known only at run time) run
+        FlexAttention and are priced as `documents` equal documents per sequence (`doc_len`
+        rows each; one document when not given: the dense causal upper bound)."""
+        from coda_ir.analysis import attention_model as am
+        from coda_ir.dialects.nn import attention_config, attention_options
+
+        heads, kv_heads, head_dim, seq_len, causal = attention_config(op)
+        options = attention_options(op)
+        qkv = op.operands[0]
+        rows = qkv.type.get_shape()[0] if isinstance(qkv.type, TensorType) else seq_len
+        segments = getattr(op, "segments", ())
+        documents = None
+        notes = []
+        if segments:
+            notes.append("segments")
+            if self.doc_len and seq_len % self.doc_len == 0 and self.doc_len < seq_len:
+                documents = (self.doc_len,) * (seq_len // self.doc_len)
+        window = options.window if options.window and options.window < seq_len else 0
+        shape = am.AttentionShape(max(1, rows // seq_len), seq_len, heads, kv_heads, head_dim, causal=causal,
+                                  window=window, softcap=options.softcap, documents=documents,
+                                  dtype=dtype_name(qkv.type.get_element_type()) if isinstance(qkv.type, TensorType) else "bf16")
+        backend = self.attention_backend or None
+        if backend is None and segments:
+            backend = "flex"  # the runtime's choice for a masked call (coda_ir/runtime/attention.py)
+        direction = "bwd" if op.name.endswith("_grad") else "fwd"
+        label = f"attn:{self.names(op.results[0])}" if op.results else "attention"
+        kernel = am.attention_kernel(_kernel_name(op, self.names, "attn_grad" if direction == "bwd" else "attn")
+                                     if op.name.startswith("coda.") else label,
+                                     shape, direction, backend, ops=(nn_op_id(op) if op.name.startswith("nn.") else op.name,),
+                                     notes=tuple(notes))
+        reads = [self.tensor(v) for v in op.operands]
+        writes = [self.tensor(r) for r in op.results]
+        return dataclasses.replace(kernel, reads=tuple(reads), writes=tuple(writes))
+
     # ---------------------------------------------------------------- function
 
     def run(self) -> FunctionPlan:
@@ -391,7 +435,9 @@ class _Extractor:
             else:
                 ops.append(op)
         for op in ops:
-            if op.name.startswith("nn."):
+            if op.name in ATTENTION_OPS:
+                kernels.append(self.attention_kernel(op))
+            elif op.name.startswith("nn."):
                 kernels.append(self.nn_kernel(op))
             elif isinstance(op, coda.GemmOp):
                 kernels.append(self.gemm_kernel(op))
@@ -522,13 +568,17 @@ def _live_tiles(block: Block, acc_cols: int | None) -> float:
     return live + held_peak
 
 
-def extract_function(fn: func.FuncOp, gpu: m.GPU | str | None = None) -> FunctionPlan:
-    return _Extractor(fn, m.as_gpu(gpu)).run()
+def extract_function(fn: func.FuncOp, gpu: m.GPU | str | None = None, attention_backend: str = "",
+                     doc_len: int = 0) -> FunctionPlan:
+    """`attention_backend`: the backend attention steps are priced as ("": the runtime's choice);
+    `doc_len`: the document length of programs with `segments` (0: one document per sequence)."""
+    return _Extractor(fn, m.as_gpu(gpu), attention_backend, doc_len).run()
 
 
-def extract_module(module: ModuleOp, gpu: m.GPU | str | None = None) -> list[FunctionPlan]:
+def extract_module(module: ModuleOp, gpu: m.GPU | str | None = None, attention_backend: str = "",
+                   doc_len: int = 0) -> list[FunctionPlan]:
     gpu = m.as_gpu(gpu)
-    return [extract_function(op, gpu) for op in module.walk() if isinstance(op, func.FuncOp)]
+    return [extract_function(op, gpu, attention_backend, doc_len) for op in module.walk() if isinstance(op, func.FuncOp)]
 
 
 # ============================================================================ decisions on nn programs

@@ -181,6 +181,10 @@ class Kernel:
     exposed_flops: float = 0.0
     """GEMM epilogue arithmetic that runs after each tile's mainloop with nothing to overlap it
     (one CTA per SM, Triton 3.6): added per wave, like exposed epilogue loads."""
+    attention: object | None = None
+    """An attention step (`attention_model.AttentionCall`, whose `kernel_cost(kernel, gpu)` this
+    module calls): priced with the attention model's tiled streaming schedule instead of as a
+    memory pass."""
 
     def all_reads(self) -> tuple[Tensor, ...]:
         if self.gemm is None:
@@ -206,6 +210,13 @@ class GPU:
     epilogue_overlap: float = 0.0  # fraction of a GEMM epilogue's input loads hidden under MMA
     epilogue_latency_s: float = 1.0e-6  # per wave of tiles whose epilogue loads a matrix tile
     source: str = ""
+    # Occupancy and shared-memory terms of the attention model (attention_model.py); the
+    # defaults are the Hopper datasheet values, so older constant files keep working.
+    arch: str = "hopper"  # "hopper" (wgmma) or "ampere" (mma.sync only)
+    smem_per_sm: int = 228 * 1024
+    smem_bw: float = 33.4e12  # B/s, all SMs: 128 B per clock per SM
+    max_warps_per_sm: int = 64
+    max_ctas_per_sm: int = 32
 
     def gemm_rate(self, dtype: str) -> float:
         if dtype in self.tensor_flops:
@@ -227,7 +238,7 @@ class GPU:
 _GPU_FIELDS = {
     "hbm_bw", "l2_bw", "tensor_flops", "simt_flops", "sfu_rate", "launch_s", "sms", "l2_bytes",
     "smem_per_block", "regs_per_thread", "regs_per_sm", "l2_reuse_fraction", "epilogue_overlap",
-    "epilogue_latency_s", "source",
+    "epilogue_latency_s", "source", "arch", "smem_per_sm", "smem_bw", "max_warps_per_sm", "max_ctas_per_sm",
 }
 
 
@@ -331,7 +342,7 @@ class KernelCost:
         resource = max(self.times, key=lambda r: self.times[r])
         if self.times[resource] < self.launch_s:
             return "launch"
-        return {"mma": "compute", "hbm": "memory"}.get(resource, resource)
+        return {"mma": "compute", "hbm": "memory", "sfu": "alu"}.get(resource, resource)
 
     @property
     def time_s(self) -> float:
@@ -383,6 +394,8 @@ def gemm_hbm_bytes(gemm: GemmSpec, tile: GemmConfig, gpu: GPU) -> tuple[float, f
 
 def kernel_cost(kernel: Kernel, gpu: GPU | str | None = None) -> KernelCost:
     gpu = as_gpu(gpu)
+    if kernel.attention is not None:  # priced by its own model (attention_model builds on this module)
+        return kernel.attention.kernel_cost(kernel, gpu)  # type: ignore[attr-defined]
     reads = kernel.all_reads()
     read_bytes = sum(t.nbytes for t in reads)
     write_bytes = sum(t.nbytes for t in kernel.writes)

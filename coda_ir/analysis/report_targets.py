@@ -7,7 +7,12 @@
   exposed epilogue load time ("epi us", added to the bound) and the predicted time. For `nn` input it also runs `pipeline` (when its passes are registered) on
   a copy and prints the compiled `coda` program's table and a comparison of the two.
   `gpu` picks the constants in gpu_constants.json (h100, h200); `constants` names a JSON
-  written by bench/calibrate.py to use instead. `decisions=true` adds, for nn functions, what
+  written by bench/calibrate.py to use instead. Attention steps (`nn.attention`, its forward and
+  gradient, `coda.attention`) are priced by the attention model (attention_model.py): the tile
+  column names the schedule, and a line under the table gives its occupancy, bytes per level
+  and bound; `attention=cudnn|flash|flex|varlen` prices them as that backend (default:
+  the runtime's choice), `doc-len=N` prices `segments` as documents of N rows (default: one
+  document per sequence, the dense upper bound). `decisions=true` adds, for nn functions, what
   the model's decision API (stats_plan, qk_norm_tile_width, store_or_recompute) chooses for
   each choice the function offers, with both plans' predicted times.
 * `-t fusion-plan{format=dot gpu=h100 pipeline="nn-to-coda"}`: the fusion plan as a Graphviz
@@ -67,6 +72,10 @@ HEADER = (
 def _row(c: m.KernelCost) -> str:
     k = c.kernel
     tile = c.tile.describe() if c.tile else "-"
+    if k.attention is not None:  # its tile is the attention schedule's
+        from coda_ir.analysis import attention_model
+
+        tile = attention_model.schedule_label(k, c)
     regs = c.regs_per_thread or "-"
     smem = f"{c.smem_bytes / 1024:.1f}"
     if VENDOR_NOTE in k.notes:  # the library's kernel runs it on a GPU: no tile, registers or smem of ours
@@ -80,11 +89,16 @@ def _row(c: m.KernelCost) -> str:
     )
 
 
-def _table(title: str, cost: m.ProgramCost, out: IO[str]) -> None:
+def _table(title: str, cost: m.ProgramCost, out: IO[str], gpu: m.GPU | None = None) -> None:
     print(f"// {title}", file=out)
     print(f"// {HEADER}", file=out)
     for c in cost.kernels:
         print(f"// {_row(c)}", file=out)
+    for c in cost.kernels:
+        if c.kernel.attention is not None and gpu is not None:
+            from coda_ir.analysis import attention_model
+
+            print(f"//   {c.kernel.name}: {attention_model.attention_summary(c.kernel, gpu)}", file=out)
     print(
         f"// total: {cost.launches} kernels, GEMM {cost.gemm_flops:.0f} FLOP, epilogue {cost.epilogue_flops:.0f} FLOP, "
         f"HBM {cost.hbm_unique} B unique ({cost.activation_bytes} activation, {cost.weight_bytes} weight), "
@@ -123,6 +137,12 @@ def _summary(rows: list[tuple[str, m.ProgramCost]], out: IO[str], gpu: m.GPU | N
         if sol is not None:
             ratios = ", ".join(f"{name} {c.time_s / sol.time_s:.3f}x" for name, c in rows)
             print(f"// plain GEMMs alone (speed of light): {sol.launches} kernels, {sol.time_s * 1e6:.2f} us; {ratios}", file=out)
+            # a program with attention: its limit is the GEMMs plus the attention (PERFORMANCE.md)
+            attention = sum(c.time_s for c in rows[-1][1].kernels if c.kernel.attention is not None)
+            if attention:
+                limit = sol.time_s + attention
+                ratios = ", ".join(f"{name} {c.time_s / limit:.3f}x" for name, c in rows)
+                print(f"// plain GEMMs + attention (the limit): {limit * 1e6:.2f} us; {ratios}", file=out)
 
 
 @dataclass(frozen=True)
@@ -135,6 +155,8 @@ class IOReportTarget(Target):
     pipeline: str = "nn-to-coda"
     constants: str = ""
     decisions: bool = False
+    attention: str = ""
+    doc_len: int = 0
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         from xdsl.dialects import func
@@ -142,15 +164,24 @@ class IOReportTarget(Target):
         from coda_ir.analysis.io_extract import extract_module, nn_decisions
 
         gpu = _gpu(self.gpu, self.constants)
+        if self.attention:
+            from coda_ir.analysis.attention_model import BACKENDS
+
+            if self.attention not in BACKENDS:
+                raise ValueError(f"io-report attention must be one of {', '.join(BACKENDS)} (or absent: the "
+                                 f"runtime's choice), got '{self.attention}'")
+        if self.doc_len < 0:
+            raise ValueError(f"io-report doc-len must be non-negative, got {self.doc_len}")
         print(f"// io-report on {gpu.describe()}", file=output)
         compiled, why = compile_copy(ctx, module, self.pipeline)
-        compiled_plans = {p.name: p for p in extract_module(compiled, gpu)} if compiled is not None else {}
-        for plan in extract_module(module, gpu):
+        extract = {"attention_backend": self.attention, "doc_len": self.doc_len}
+        compiled_plans = {p.name: p for p in extract_module(compiled, gpu, **extract)} if compiled is not None else {}
+        for plan in extract_module(module, gpu, **extract):
             kind = "nn, one kernel per op (eager)" if plan.is_nn and not plan.is_coda else (
                 "coda" if plan.is_coda and not plan.is_nn else "nn + coda")
             cost = m.program_cost(plan.kernels, gpu)
             print(f"// @{plan.name}", file=output)
-            _table(f"program: {kind}", cost, output)
+            _table(f"program: {kind}", cost, output, gpu)
             rows = [("unfused nn" if plan.is_nn and not plan.is_coda else "this program", cost)]
             if plan.is_nn:
                 other = compiled_plans.get(plan.name)
@@ -158,7 +189,7 @@ class IOReportTarget(Target):
                     print(f"// compiled: not shown ({why or 'function missing after the pipeline'})", file=output)
                 else:
                     ccost = m.program_cost(other.kernels, gpu)
-                    _table(f"compiled by '{self.pipeline}'", ccost, output)
+                    _table(f"compiled by '{self.pipeline}'", ccost, output, gpu)
                     rows.append(("compiled coda", ccost))
             _summary(rows, output, gpu)
             if self.decisions and plan.is_nn:

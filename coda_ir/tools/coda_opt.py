@@ -54,6 +54,7 @@ Examples:
   coda-opt examples/llama_block.mlir
   coda-opt examples/llama_block.mlir -p nn-to-coda -t triton > llama_block.py
   coda-opt tests.mlir --split-input-file --verify-diagnostics
+  coda-opt --plan-hf config.json --tokens 8192 --gpu h100   # predict a training step, no GPU needed
 """
 
 
@@ -171,6 +172,20 @@ class CodaOptMain(xDSLOptMain):
             help="print the passes' remarks on stderr (why a rewrite did not fire, which plan the IO model "
             "chose); off by default, like coda_ir.compile(..., remarks=True)",
         )
+        plan = arg_parser.add_argument_group(
+            "plan a training step from a Hugging Face config (no input file, no GPU; coda_ir/torch/plan.py)")
+        plan.add_argument(
+            "--plan-hf",
+            metavar="CONFIG.json",
+            help="predict the forward + backward step of the causal LM this config.json describes: step time, "
+            "tokens/s, the limit (plain GEMMs + attention), weights and activation memory, per GPU whose constants "
+            "ship (h100, h200, a100); the model is built on the meta device and its from_hf programs are compiled "
+            "and priced by the IO model and the attention model",
+        )
+        plan.add_argument("--tokens", type=int, default=8192, help="tokens per step (default 8192)")
+        plan.add_argument("--seq-len", type=int, default=0,
+                          help="tokens per sequence; --tokens must be a multiple (default: min(tokens, 4096))")
+        plan.add_argument("--gpu", default="all", help="h100, h200, a100, a comma-separated list, or all (default)")
         arg_parser.add_argument(
             "--debug-traceback",
             action="store_true",
@@ -223,6 +238,8 @@ class CodaOptMain(xDSLOptMain):
             raise ValueError(f"invalid pass pipeline '{self.args.passes}': {error}") from None
 
     def run(self):  # noqa: C901 - one place that turns every failure into a diagnostic
+        if self.args.plan_hf:
+            return self.run_plan()
         chunks, file_extension = self.prepare_input()
         output = StringIO()
         failed = False
@@ -264,6 +281,27 @@ class CodaOptMain(xDSLOptMain):
             stream.close()
         if failed:
             sys.exit(1)
+
+    def run_plan(self) -> None:
+        """`--plan-hf`: print the predicted training step of a config (coda_ir/torch/plan.py); bad
+        input (file, config, GPU, token counts) is one located error line and exit status 1."""
+        from coda_ir.errors import CodaError, InternalError
+        from coda_ir.torch.plan import format_plans, plan_from_config
+
+        gpus = None if self.args.gpu.strip().lower() == "all" else [g.strip() for g in self.args.gpu.split(",") if g.strip()]
+        try:
+            plans = plan_from_config(self.args.plan_hf, self.args.tokens, self.args.seq_len or None, gpus)
+        except InternalError:
+            raise
+        except CodaError as error:
+            for line in str(error).splitlines():
+                print(line if ": error: " in line else f"coda-opt: error: {line}", file=sys.stderr)
+            sys.exit(1)
+        stream = self.prepare_output()
+        stream.write(format_plans(plans))
+        stream.flush()
+        if stream is not sys.stdout:
+            stream.close()
 
     def _report(self, output: StringIO, lines: list[str]) -> bool:
         """Print diagnostics; return whether they make the run fail.

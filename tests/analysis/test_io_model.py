@@ -196,7 +196,7 @@ def test_load_gpu_and_calibration(tmp_path):
     assert h100.source  # says where the constants come from (an anchor or a calibration run)
     assert h200.hbm_bw > h100.hbm_bw
     with pytest.raises(ValueError):
-        m.load_gpu("a100")
+        m.load_gpu("b200")  # no constants ship for it
     calib = {"gpu": "h100", "constants": {"hbm_bw": 3.1e12, "tensor_flops": {"bf16": 7.5e14}, "launch_s": 2.5e-6,
                                          "source": "calibrated"}}
     path = tmp_path / "calib.json"
