@@ -30,7 +30,10 @@ replicated), as one device's cross-entropy does; it never becomes a number or a 
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -94,11 +97,12 @@ def _chunk(tokens: int, rows: int, itemsize: int) -> int:
 
 
 def shard_program(tokens: int, hidden: int, rows: int, start: int, vocab: int, dtype: torch.dtype, *,
-                  ignore_index: int = -100, reduction: str = "mean"):
+                  ignore_index: int = -100, reduction: str = "sum"):
     """The xDSL module of a vocabulary shard's head (rows `[start, start + rows)` of a
     `[vocab, hidden]` head, `tokens` rows of hidden states of `dtype`): `@shard_partials(h, w,
     targets) -> (lse, target_logit)` (f32 [tokens] each) and `@shard_grad(h, w, targets, dloss,
-    lse) -> (dh, dw)` (`lse` the whole vocabulary's, `dloss` the loss's upstream gradient)."""
+    lse) -> (dh, dw)` (`lse` the whole vocabulary's, `dloss` the loss's upstream gradient; the
+    runs here use `reduction="sum"` with `dloss / count` for a mean, one program for both)."""
     from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
 
     from coda_ir.builder import ModuleBuilder
@@ -136,36 +140,53 @@ class _Float64:
         return run_reference(self.module, args, torch.float64, func_name="shard_grad")
 
 
+@dataclass(frozen=True)
+class CompileOptions:
+    """How the shard programs are lowered: `from_hf`'s options (its lowering pipeline, the
+    compile message on stderr, the compiler's remarks)."""
+
+    pipeline: str | None = "nn-to-coda"
+    progress: bool = False
+    remarks: bool = False
+
+
 def _compiled(tokens: int, hidden: int, rows: int, start: int, vocab: int, dtype: torch.dtype, ignore_index: int,
-              reduction: str):
-    """The shard's compiled programs, once per process and shape."""
+              options: CompileOptions = CompileOptions()):
+    """The shard's compiled programs (`reduction="sum"`: a mean's backward takes `dloss / count`),
+    once per process, shape and options."""
     import coda_ir
 
-    key = (tokens, hidden, rows, start, vocab, dtype, ignore_index, reduction)
+    key = (tokens, hidden, rows, start, vocab, dtype, ignore_index, options)
     with _PROGRAMS_LOCK:
         compiled = _PROGRAMS.get(key)
         if compiled is None:
             module = shard_program(tokens, hidden, rows, start, vocab, dtype if dtype != torch.float64 else torch.float32,
-                                   ignore_index=ignore_index, reduction=reduction)
+                                   ignore_index=ignore_index)
             if dtype == torch.float64:
                 compiled = _Float64(module)
             else:
-                compiled = coda_ir.compile(module, name="<vocab-parallel head>")
+                what = f"the vocabulary-parallel head, rows [{start}, {start + rows}) of {vocab} ({tokens} tokens, {dtype})"
+                began = time.perf_counter()
+                if options.progress:
+                    print(f"coda-ir: compiling {what} ...", file=sys.stderr, flush=True)
+                compiled = coda_ir.compile(module, options.pipeline, remarks=options.remarks,
+                                           name="<vocab-parallel head>")
+                if options.progress:
+                    print(f"coda-ir: compiled {what} in {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
             _PROGRAMS[key] = compiled
         return compiled
 
 
 class _VocabParallelCE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden, weight, targets, start, vocab, ignore_index, mean, group, sum_hidden_grad):
+    def forward(ctx, hidden, weight, targets, start, vocab, ignore_index, mean, group, sum_hidden_grad, options):
         from coda_ir.runtime.compiled import indices_checked
 
         rows, (tokens, width) = weight.shape[0], hidden.shape
         targets = targets.to(torch.int32)
         program = None
         if rows:
-            program = _compiled(tokens, width, rows, start, vocab, hidden.dtype, ignore_index,
-                                "mean" if mean else "sum")
+            program = _compiled(tokens, width, rows, start, vocab, hidden.dtype, ignore_index, options)
             with indices_checked():  # the caller checked the targets (on every rank, before any collective)
                 lse_r, target_r = program.shard_partials(hidden.contiguous(), weight.contiguous(), targets)
         else:  # an empty shard (more ranks than vocabulary blocks): contributes nothing
@@ -175,10 +196,11 @@ class _VocabParallelCE(torch.autograd.Function):
         lse, target_logit = fold_partials(_gather_rank_order(torch.stack([lse_r, target_r], dim=1), group))
         kept = targets != ignore_index
         per_row = torch.where(kept, lse - target_logit, torch.zeros_like(lse))
-        count = int(kept.sum())
-        # the sum in row order; "mean" divides by the kept rows (0/0 = nan when none, as torch)
+        # the sum in row order; "mean" divides by the kept rows (0/0 = nan when none, as torch;
+        # a tensor: no device-to-host copy)
+        count = kept.sum().to(per_row.dtype) if mean else None
         loss = per_row.sum() / count if mean else per_row.sum()
-        ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.save_for_backward(hidden, weight, targets, lse, *([count] if mean else []))
         ctx.program, ctx.group, ctx.sum_hidden_grad = program, group, sum_hidden_grad
         return loss
 
@@ -186,11 +208,16 @@ class _VocabParallelCE(torch.autograd.Function):
     def backward(ctx, grad_loss):
         from coda_ir.runtime.compiled import indices_checked
 
-        hidden, weight, targets, lse = ctx.saved_tensors
+        hidden, weight, targets, lse, *count = ctx.saved_tensors
+        # the summed loss's program: a mean's upstream gradient divided by the count once here
+        # (the same fp32 division the mean program's epilogue would make per element)
+        dloss = grad_loss.detach().to(lse.dtype).reshape(())
+        if count:
+            dloss = dloss / count[0]
         if ctx.program is not None:
             with indices_checked():
                 grad_hidden, grad_weight = ctx.program.shard_grad(hidden.contiguous(), weight.contiguous(), targets,
-                                                                  grad_loss.detach().float().reshape(()), lse)
+                                                                  dloss, lse)
         else:
             grad_hidden, grad_weight = torch.zeros_like(hidden), torch.zeros_like(weight)
         if ctx.sum_hidden_grad and ctx.needs_input_grad[0]:
@@ -203,7 +230,7 @@ class _VocabParallelCE(torch.autograd.Function):
         # (without sum_hidden_grad the caller sums the ranks' terms: tensor parallelism, where
         # the backward of the all-gather of the hidden rows is a reduce-scatter)
         return (grad_hidden if ctx.needs_input_grad[0] else None, grad_weight if ctx.needs_input_grad[1] else None,
-                None, None, None, None, None, None, None)
+                None, None, None, None, None, None, None, None)
 
 
 def vocab_parallel_cross_entropy(
@@ -265,14 +292,17 @@ def vocab_parallel_cross_entropy(
         where = int(bad.nonzero()[0, 0])
         raise ArgumentError(f"vocab_parallel_cross_entropy: targets[{where}] = {int(targets[where])} is outside "
                             f"[0, {vocab_size}) and not the ignore index {ignore_index}", "targets")
-    return _VocabParallelCE.apply(hidden, weight, targets, start, vocab_size, ignore_index, reduction == "mean", group, True)
+    return _VocabParallelCE.apply(hidden, weight, targets, start, vocab_size, ignore_index, reduction == "mean", group, True,
+                                  CompileOptions())
 
 
 def sharded_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *, vocab_size: int,
-                          group, ignore_index: int = -100, reduction: str = "mean") -> torch.Tensor:
+                          group, ignore_index: int = -100, reduction: str = "mean",
+                          options: CompileOptions = CompileOptions()) -> torch.Tensor:
     """The mean (or `reduction="sum"`: summed) vocabulary-parallel cross-entropy for a caller that has checked its arguments
     (the targets too) and sums the hidden states' gradient itself: the backward returns this
     rank's partial gradient of `hidden` (tensor parallelism: `hidden` is an all-gather of the
     ranks' rows, whose backward reduce-scatters it)."""
     start, _ = shard_rows(vocab_size, dist.get_rank(group), dist.get_world_size(group))
-    return _VocabParallelCE.apply(hidden, weight, targets, start, vocab_size, ignore_index, reduction == "mean", group, False)
+    return _VocabParallelCE.apply(hidden, weight, targets, start, vocab_size, ignore_index, reduction == "mean", group, False,
+                                  options)

@@ -30,15 +30,16 @@ def _case(dtype, seed=3, ignore=-100):
 def _sharded(h, w, t, world, reduction="mean", ignore=-100, dloss=1.0):
     """Loss, dh (the shards' terms added in rank order, in f32) and dw (the shards' rows)."""
     shards = [shard_rows(VOCAB, r, world) for r in range(world)]
-    programs = [_compiled(TOKENS, HIDDEN, b - a, a, VOCAB, h.dtype, ignore, reduction) for a, b in shards]
+    programs = [_compiled(TOKENS, HIDDEN, b - a, a, VOCAB, h.dtype, ignore) for a, b in shards]
     parts = [torch.stack(p.shard_partials(h, w[a:b].contiguous(), t), dim=1) for p, (a, b) in zip(programs, shards)]
     lse, target = fold_partials(parts)
     kept = t != ignore
     total = torch.where(kept, lse - target, torch.zeros_like(lse)).sum()
     loss = total / kept.sum() if reduction == "mean" else total
+    scale = torch.tensor(dloss) / kept.sum() if reduction == "mean" else torch.tensor(dloss)  # the programs sum
     dh, dws = None, []
     for p, (a, b) in zip(programs, shards):
-        dh_r, dw_r = p.shard_grad(h, w[a:b].contiguous(), t, torch.tensor(dloss), lse)
+        dh_r, dw_r = p.shard_grad(h, w[a:b].contiguous(), t, scale, lse)
         dh = dh_r.float() if dh is None else dh + dh_r.float()
         dws.append(dw_r)
     return loss, dh.to(h.dtype), torch.cat(dws)
@@ -73,10 +74,10 @@ def test_shards_match_float64_on_the_gathered_logits(world, dtype, reduction, ig
 def test_the_loss_partials_are_in_the_logits_gemm_epilogue():
     """Forward: one GEMM whose epilogue makes the partials and one fold; no [tokens, shard]
     tensor is allocated (the logits never reach memory). Backward: the logits' gradient is
-    written by the GEMM that recomputes them, then dw and dh: three GEMMs (+ the count fold)."""
-    program = _compiled(TOKENS, HIDDEN, 31, 30, VOCAB, torch.float32, -100, "mean")
+    written by the GEMM that recomputes them, then dw and dh: three GEMMs."""
+    program = _compiled(TOKENS, HIDDEN, 31, 30, VOCAB, torch.float32, -100)
     assert program.kernel_count("shard_partials") == 2
-    assert program.kernel_count("shard_grad") == 4
+    assert program.kernel_count("shard_grad") == 3
     fwd = program.source.split("def shard_partials(")[1].split("\ndef ")[0]
     assert f"({TOKENS}, 31)" not in fwd  # no logits buffer
     text = str(shard_program(TOKENS, HIDDEN, 31, 30, VOCAB, torch.float32))
@@ -85,7 +86,7 @@ def test_the_loss_partials_are_in_the_logits_gemm_epilogue():
 
 def test_out_of_range_targets_are_argument_errors():
     h, w, t = _case(torch.float32)
-    program = _compiled(TOKENS, HIDDEN, 31, 30, VOCAB, torch.float32, -100, "mean")
+    program = _compiled(TOKENS, HIDDEN, 31, 30, VOCAB, torch.float32, -100)
     t[5] = VOCAB  # outside the whole vocabulary (ids in [30, 61) are this shard's; 0..29 are others')
     with pytest.raises(coda_ir.ArgumentError, match=rf"holds {VOCAB} at row 5, expected targets in \[0, {VOCAB}\)"):
         program.shard_partials(h, w[30:].contiguous(), t)
