@@ -92,3 +92,28 @@ def test_out_of_range_targets_are_argument_errors():
         program.shard_partials(h, w[30:].contiguous(), t)
     t[5] = 3  # another shard's id: fine
     program.shard_partials(h, w[30:].contiguous(), t)
+
+
+def test_the_lowered_coda_program_means_the_nn_program():
+    """The shard programs after nn-to-coda (fused: the partials in the GEMM's epilogue, the
+    logits' gradient in the recomputing GEMM's), run by the coda interpreter in float64, give the
+    nn reference's float64 results (the rewrite is an identity of exact arithmetic)."""
+    from coda_ir.interpreters.coda import run_coda
+    from coda_ir.reference import run_reference
+
+    h, w, t = _case(torch.float32, ignore=40)
+    start, stop = 30, 61
+    nn_module = shard_program(TOKENS, HIDDEN, stop - start, start, VOCAB, torch.float32, ignore_index=40)
+    lowered = coda_ir.lower(shard_program(TOKENS, HIDDEN, stop - start, start, VOCAB, torch.float32, ignore_index=40),
+                            "nn-to-coda")
+    args = [h, w[start:].contiguous(), t]
+    want = run_reference(nn_module, args, torch.float64, func_name="shard_partials")
+    got = run_coda(lowered, args, torch.float64, func_name="shard_partials")
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.double(), b.double(), rtol=1e-12, atol=1e-12)
+    lse = want[0] + 0.25  # any row statistic: the op takes it as the whole vocabulary's
+    args += [torch.tensor(0.5), lse]
+    want = run_reference(nn_module, args, torch.float64, func_name="shard_grad")
+    got = run_coda(lowered, args, torch.float64, func_name="shard_grad")
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.double(), b.double(), rtol=1e-12, atol=1e-12)
