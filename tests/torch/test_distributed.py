@@ -290,6 +290,10 @@ def _tp_errors(mesh) -> dict:
     cmodel = planned()
     odd_ids, odd_labels = ids[:1, :7], labels[:1, :7]  # 7 tokens over 2 ranks
     errors["tokens"] = _error_of(step(cmodel, odd_ids, odd_labels))
+    # a label outside the vocabulary: the one-device error, on every rank, before any collective
+    bad = labels.clone()
+    bad[1, 3] = tiny_model("llama").config.vocab_size
+    errors["label"] = _error_of(step(cmodel, ids, bad))
     return errors
 
 
@@ -691,6 +695,9 @@ def test_tensor_parallel_refusals_are_located(two_ranks):
         assert kind == "ArgumentError" and "from_hf model: head" in message and "model.norm.weight" in message
         kind, message = errors["tokens"]
         assert kind == "ArgumentError" and "7 tokens" in message and "divisible by 2" in message
+        # the one-device message (TokenCheck): the labels are checked whole, before the head's shards
+        assert errors["label"] == ("ArgumentError", "from_hf model: labels holds 128 at [1, 3], expected values in "
+                                                    "[0, 128) or the ignore index -100")
 
 
 def test_tensor_parallel_readme_example(two_ranks):
