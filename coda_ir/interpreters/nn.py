@@ -217,25 +217,16 @@ def _gate_up(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return z[:, :f], z[:, f:]
 
 
-def _cross_entropy_logits_grad(op: Operation, logits, targets, dloss):
+def _cross_entropy_logits_grad(op: Operation, logits, targets, dloss, lse=None, start: int = 0, vocab: int | None = None):
     """d loss / d logits of `op`'s cross-entropy (ignore_index rows 0, "mean" over the kept rows),
-    unrounded: shared by nn.cross_entropy_grad and nn.linear_cross_entropy_grad."""
-    t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"))
-    p = torch.softmax(logits, dim=-1)
-    onehot = torch.zeros_like(p).scatter_(1, torch.where(keep, t, 0)[:, None], 1.0)
-    scale = dloss.to(p.dtype)
-    if prop(op, "reduction") == "mean":
-        scale = scale / keep.sum().to(p.dtype)
-    return torch.where(keep[:, None], (p - onehot) * scale, torch.zeros((), dtype=p.dtype))
-
-
-def _shard_logits_grad(op: Operation, logits, targets, dloss, lse, start: int, size: int):
-    """d loss / d logits on the vocabulary shard `[start, start + V)` of `size`, with `lse` the
-    whole vocabulary's log-sum-exp per row (unrounded)."""
-    t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"), size)
+    unrounded: shared by nn.cross_entropy_grad and nn.linear_cross_entropy_grad. On a vocabulary
+    shard (`lse` the whole vocabulary's log-sum-exp per row, the logits its columns `[start,
+    start + V)` of `vocab`) the softmax comes from `lse` and the one-hot sits where the shard
+    holds the target."""
+    t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"), vocab)
     local = t - start
     mine = keep & (local >= 0) & (local < logits.shape[1])
-    p = torch.exp(logits - lse[:, None])
+    p = torch.softmax(logits, dim=-1) if lse is None else torch.exp(logits - lse[:, None])
     onehot = torch.zeros_like(p).scatter_(1, torch.where(mine, local, 0)[:, None], mine[:, None].to(p.dtype))
     scale = dloss.to(p.dtype)
     if prop(op, "reduction") == "mean":
@@ -635,7 +626,7 @@ class NnFunctions(InterpreterFunctions):
         if shard is None:
             dl = _cross_entropy_logits_grad(op, logits, targets, dloss)
         else:  # one vocabulary shard: the softmax from the whole vocabulary's lse (an operand)
-            dl = _shard_logits_grad(op, logits, targets, dloss, lse.to(logits.dtype), *shard)
+            dl = _cross_entropy_logits_grad(op, logits, targets, dloss, lse.to(logits.dtype), *shard)
         if cap is not None:
             dl = dl * (1 - torch.tanh(z / cap).pow(2))
         dz = dl * op.scale_factor()
