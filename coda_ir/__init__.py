@@ -250,12 +250,14 @@ def index_checks(module: ModuleOp) -> dict[str, list]:
                     found.setdefault(ids.index, IndexCheck(ids.index, ids.name_hint or f"arg{ids.index}", rows, None,
                                                            f"'{op.name}'", location_of(op), what="ids"))
                 continue
-            if not isinstance(op, (nn.CrossEntropyOp, nn.CrossEntropyFwdOp, nn.CrossEntropyGradOp)):
+            shard = nn.vocab_shard_of(op) if isinstance(op, (nn.CrossEntropyPartialsOp, nn.LinearCrossEntropyGradOp)) else None
+            if not isinstance(op, (nn.CrossEntropyOp, nn.CrossEntropyFwdOp, nn.CrossEntropyGradOp)) and shard is None:
                 continue
             t = op.targets
             if not (isinstance(t, BlockArgument) and t.block is entry):
                 continue
-            limit = op.logits.type.get_shape()[1]  # type: ignore[union-attr]
+            # a vocabulary shard's targets are ids in the whole vocabulary
+            limit = shard[1] if shard is not None else op.logits.type.get_shape()[1]  # type: ignore[union-attr]
             ignore = op.properties["ignore_index"].value.data  # type: ignore[union-attr]
             name = t.name_hint or f"arg{t.index}"
             found.setdefault(t.index, IndexCheck(t.index, name, limit, ignore, f"'{op.name}'", location_of(op)))

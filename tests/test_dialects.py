@@ -136,6 +136,7 @@ def test_every_nn_op_has_a_typed_constructor():
             nn.ScaleOp(x, 0.25),
             nn.SoftcapOp(x, 30.0),
             nn.RMSNormOp(x, w, eps=1e-6, offset=1.0),
+            nn.CrossEntropyPartialsOp(x, t, vocab_start=8, vocab_size=64),  # x: columns [8, 40) of 64
         ]
         # backward ops (nn-autodiff); hv doubles as an f32 row statistic (8 rows)
         rope_props = dict(ops[11].properties)

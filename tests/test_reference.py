@@ -541,6 +541,57 @@ def test_linear_cross_entropy_grad_is_the_head_and_loss_gradient():
         close64(dw, want[1])
 
 
+def test_vocabulary_shards_are_the_whole_head_and_loss():
+    """`nn.cross_entropy_partials` over each vocabulary shard, combined (docs/VOCAB_PARALLEL.md),
+    is `nn.cross_entropy` of the whole logits; `nn.linear_cross_entropy_grad` over each shard
+    from the combined lse is that loss's gradient: dw the shard's rows, dh summed over shards.
+    Shards of unequal sizes; an ignore index inside a shard; out-of-range targets refused."""
+    from coda_ir.torch.vocab_parallel import fold_partials, shard_rows
+
+    v, d, ignore = 37, 12, 20
+    h, w = randn(M, d, seed=91).float(), randn(v, d, seed=92).float()
+    t = torch.randint(0, v, (M,), generator=torch.Generator().manual_seed(93))
+    t[[1, 6]] = ignore
+    t[0], t[2] = 0, v - 1
+
+    def loss_of(h, w):
+        return F.cross_entropy(h @ w.T, t.long(), ignore_index=ignore, reduction="mean")
+
+    want_loss = loss_of(h.double(), w.double())
+    want = grads_of(loss_of, [h, w], torch.tensor(2.0, dtype=torch.float64))
+    for world in (1, 3, 4):
+        shards = [shard_rows(v, r, world) for r in range(world)]
+        parts = []
+        for start, stop in shards:
+            props = f"ignore_index = {ignore} : i64, vocab_start = {start} : i64, vocab_size = {v} : i64"
+            text = ops_program("nn.cross_entropy_partials", [((M, stop - start), "f32"), ((M,), "i32")],
+                               [((M,), "f32"), ((M,), "f32")], props)
+            lse_r, target_r = ref64(text, [h.double() @ w.double()[start:stop].T, t.int()])
+            assert bool((target_r[[1, 6]] == 0).all())  # ignored rows pick nothing, even in the shard holding 20
+            parts.append(torch.stack([lse_r, target_r], dim=1))
+        lse, target = fold_partials(parts)
+        kept = t != ignore
+        close64(torch.where(kept, lse - target, 0).sum() / kept.sum(), want_loss)
+        dh = torch.zeros_like(want[0])
+        for start, stop in shards:
+            props = (f'ignore_index = {ignore} : i64, reduction = "mean", chunk = 16 : i64, '
+                     f"vocab_start = {start} : i64, vocab_size = {v} : i64")
+            operands = [((M, d), "f32"), ((stop - start, d), "f32"), ((M,), "i32"), ((), "f32"), ((M,), "f32")]
+            text = ops_program("nn.linear_cross_entropy_grad", operands, [((M, d), "f32"), ((stop - start, d), "f32")],
+                               props)
+            dh_r, dw_r = ref64(text, [h, w[start:stop], t.int(), torch.tensor(2.0), lse])
+            close64(dw_r, want[1][start:stop])
+            dh = dh + dh_r
+        close64(dh, want[0])
+    props = "ignore_index = -100 : i64, vocab_start = 10 : i64, vocab_size = 37 : i64"
+    text = ops_program("nn.cross_entropy_partials", [((M, 10), "f32"), ((M,), "i32")], [((M,), "f32"), ((M,), "f32")],
+                       props)
+    bad = t.int().clone()
+    bad[4] = 37  # outside the whole vocabulary (the shard [10, 20) would not hold 5 either, which is fine)
+    with pytest.raises(ArgumentError, match=r"'nn.cross_entropy_partials' at .*target 37 at row 4 is out of range \[0, 37\)"):
+        ref64(text, [randn(M, 10).float(), bad])
+
+
 def test_zeros():
     text = ops_program("nn.zeros", [], [((M, N), "bf16")])
     (z64,) = ref64(text, [])

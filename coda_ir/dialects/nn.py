@@ -837,6 +837,77 @@ class CrossEntropyFwdOp(NNOperation):
         _check_f32_vector("lse", self.lse, m)
 
 
+@irdl_op_definition
+class CrossEntropyPartialsOp(NNOperation):
+    """One vocabulary shard's part of `nn.cross_entropy` (vocabulary-parallel LM head): `logits`
+    [M, Vs] are the columns `[vocab_start, vocab_start + Vs)` of the [M, vocab_size] logits;
+    `targets` [M] (i32) are ids in the whole vocabulary. Results, f32 [M] each:
+
+    * `lse[m]` = log sum_j exp(logits[m, j]) over the shard's columns (the shard's (max, sum of
+      exp) pair in one number: `max + log(sum exp(l - max))`);
+    * `target_logit[m]` = logits[m, t[m] - vocab_start] where `vocab_start <= t[m] < vocab_start
+      + Vs` and `t[m] != ignore_index`, else 0 (exactly one shard holds a kept target).
+
+    The shards' partials combine, in rank order, to the row's log-sum-exp (`M = max_r lse_r`,
+    `lse = M + log sum_r exp(lse_r - M)`) and target logit (their sum): docs/VOCAB_PARALLEL.md.
+    A target outside `[0, vocab_size)` that is not `ignore_index` is an error at run time, as
+    in `nn.cross_entropy`. Not differentiated by nn-autodiff: its backward is
+    `nn.linear_cross_entropy_grad` with the same `vocab_start` / `vocab_size` and the combined lse."""
+
+    name = "nn.cross_entropy_partials"
+    logits = operand_def(TensorType)
+    targets = operand_def(TensorType)
+    lse = result_def(TensorType)
+    target_logit = result_def(TensorType)
+    ignore_index = prop_def(IntegerAttr)
+    vocab_start = prop_def(IntegerAttr)
+    vocab_size = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(self, logits: SSAValue, targets: SSAValue, vocab_start: int, vocab_size: int,
+                 ignore_index: int = -100):
+        m, _ = _shape(logits)
+        super().__init__(
+            operands=[logits, targets],
+            result_types=[TensorType(f32, [m]), TensorType(f32, [m])],
+            properties={
+                "ignore_index": IntegerAttr(ignore_index, i64),
+                "vocab_start": IntegerAttr(vocab_start, i64),
+                "vocab_size": IntegerAttr(vocab_size, i64),
+            },
+        )
+
+    def verify_(self) -> None:
+        _check_static_float(self, "logits", self.logits, 2)
+        m, vs = _shape(self.logits)
+        _check_i32_vector("targets", self.targets, m)
+        _check_ignore_index(self)
+        _check_vocab_shard(self, vs)
+        _check_f32_vector("lse", self.lse, m)
+        _check_f32_vector("target_logit", self.target_logit, m)
+
+
+def vocab_shard_of(op: IRDLOperation) -> tuple[int, int] | None:
+    """`(vocab_start, vocab_size)` of an op over one vocabulary shard, None for the whole."""
+    if op.properties.get("vocab_start") is None:
+        return None
+    return _int_prop(op, "vocab_start"), _int_prop(op, "vocab_size")
+
+
+def _check_vocab_shard(op: IRDLOperation, columns: int) -> None:
+    """`vocab_start` / `vocab_size` (given together): the op's `columns` vocabulary entries are
+    `[vocab_start, vocab_start + columns)` of `vocab_size`, within i32 (targets are i32)."""
+    start, size = op.properties.get("vocab_start"), op.properties.get("vocab_size")
+    if (start is None) != (size is None):
+        raise VerifyException("vocab_start and vocab_size must be given together (a vocabulary shard) or not at all")
+    if start is None:
+        return
+    first, total = _int_prop(op, "vocab_start"), _int_prop(op, "vocab_size")
+    if not (0 <= first and first + columns <= total <= I32_RANGE[1]):
+        raise VerifyException(f"the shard [vocab_start, vocab_start + {columns}) = [{first}, {first + columns}) must lie in "
+                              f"[0, vocab_size) = [0, {total}), vocab_size at most {I32_RANGE[1]}")
+
+
 # ----------------------------------------------------------------------------- backward ops
 #
 # `nn-autodiff` writes the backward of a program with these ops. Each keeps the meaning of one
@@ -1324,7 +1395,15 @@ class LinearCrossEntropyGradOp(NNOperation):
     then `dw[k] = dlogits_k.T @ h` (complete: each row of dw is one step's) and `dh += dlogits_k @
     w[k]` (summed in f32 in step order, rounded once): at most one [M, chunk] buffer is live.
     Optional `scale` (f32, default 1: Granite's 1 / logits_scaling) and `softcap` (f32 cap, absent:
-    none: Gemma2's final_logit_softcapping), applied in this order as `nn.scale` / `nn.softcap`."""
+    none: Gemma2's final_logit_softcapping), applied in this order as `nn.scale` / `nn.softcap`.
+
+    Optional `vocab_start` / `vocab_size` (together; absent: w is the whole head): w holds rows
+    `[vocab_start, vocab_start + V)` of a `vocab_size`-row head (one rank's vocabulary shard),
+    `targets` are ids in the whole vocabulary and `lse` is the log-sum-exp over the whole
+    vocabulary (the shards' `nn.cross_entropy_partials` combined); then the op's meaning takes
+    the softmax from that `lse` (`exp(logit - lse[m])`), the one-hot at `t[m] - vocab_start`
+    where the shard holds it, and `dh` is this shard's term of the sum over shards, `dw` the
+    shard's rows of the head's gradient (docs/VOCAB_PARALLEL.md)."""
 
     name = "nn.linear_cross_entropy_grad"
     h = operand_def(TensorType)
@@ -1339,6 +1418,8 @@ class LinearCrossEntropyGradOp(NNOperation):
     chunk = prop_def(IntegerAttr)
     scale = opt_prop_def(FloatAttr)
     softcap = opt_prop_def(FloatAttr)
+    vocab_start = opt_prop_def(IntegerAttr)
+    vocab_size = opt_prop_def(IntegerAttr)
     traits = traits_def(Pure())
 
     def __init__(self, h: SSAValue, w: SSAValue, targets: SSAValue, dloss: SSAValue, lse: SSAValue,
@@ -1374,6 +1455,7 @@ class LinearCrossEntropyGradOp(NNOperation):
             raise VerifyException(f"scale must be a non-zero finite number, got {_float_prop(self, 'scale'):.6g}")
         if self.softcap is not None and not (0 < _float_prop(self, "softcap") < math.inf):
             raise VerifyException(f"softcap must be a positive finite number, got {_float_prop(self, 'softcap'):.6g}")
+        _check_vocab_shard(self, v)
         _check_like(self, 0, self.h, "dh")
         _check_like(self, 1, self.w, "dw")
 
@@ -1718,6 +1800,10 @@ class SliceOp(NNOperation):
 
 WHOLE_MODEL_OPS = (EmbeddingOp, AttentionOp, ConcatOp, SliceOp)
 
+VOCAB_SHARD_OPS = (CrossEntropyPartialsOp,)
+"""Forward ops over one vocabulary shard (tensor parallelism): not differentiated by
+nn-autodiff (a shard's loss is not a function of the shard alone)."""
+
 @irdl_op_definition
 class EmbeddingGradOp(NNOperation):
     """`dw[v] = sum over m with ids[m] = v of dy[m]` (V rows, from the result type), summed in
@@ -1862,6 +1948,7 @@ NN = Dialect(
         RoPEOp,
         HeadRMSNormOp,
         CrossEntropyOp,
+        *VOCAB_SHARD_OPS,
         *WHOLE_MODEL_OPS,
         *BACKWARD_OPS,
     ],

@@ -217,12 +217,17 @@ def _gate_up(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return z[:, :f], z[:, f:]
 
 
-def _cross_entropy_logits_grad(op: Operation, logits, targets, dloss):
+def _cross_entropy_logits_grad(op: Operation, logits, targets, dloss, lse=None, start: int = 0, vocab: int | None = None):
     """d loss / d logits of `op`'s cross-entropy (ignore_index rows 0, "mean" over the kept rows),
-    unrounded: shared by nn.cross_entropy_grad and nn.linear_cross_entropy_grad."""
-    t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"))
-    p = torch.softmax(logits, dim=-1)
-    onehot = torch.zeros_like(p).scatter_(1, torch.where(keep, t, 0)[:, None], 1.0)
+    unrounded: shared by nn.cross_entropy_grad and nn.linear_cross_entropy_grad. On a vocabulary
+    shard (`lse` the whole vocabulary's log-sum-exp per row, the logits its columns `[start,
+    start + V)` of `vocab`) the softmax comes from `lse` and the one-hot sits where the shard
+    holds the target."""
+    t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"), vocab)
+    local = t - start
+    mine = keep & (local >= 0) & (local < logits.shape[1])
+    p = torch.softmax(logits, dim=-1) if lse is None else torch.exp(logits - lse[:, None])
+    onehot = torch.zeros_like(p).scatter_(1, torch.where(mine, local, 0)[:, None], mine[:, None].to(p.dtype))
     scale = dloss.to(p.dtype)
     if prop(op, "reduction") == "mean":
         scale = scale / keep.sum().to(p.dtype)
@@ -230,9 +235,10 @@ def _cross_entropy_logits_grad(op: Operation, logits, targets, dloss):
 
 
 def _kept_targets(op: Operation, logits: torch.Tensor, targets: torch.Tensor,
-                  ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(targets as int64, rows whose target is kept); a kept target outside [0, V) is an error."""
-    v = logits.shape[1]
+                  ignore_index: int, vocab: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(targets as int64, rows whose target is kept); a kept target outside [0, V) is an error
+    (V: `vocab`, default the logits' columns)."""
+    v = logits.shape[1] if vocab is None else vocab
     t = targets.to(torch.int64)
     keep = t != ignore_index
     bad = keep & ((t < 0) | (t >= v))
@@ -485,6 +491,18 @@ class NnFunctions(InterpreterFunctions):
         logits, targets = self.up(args)
         return self.rounded(op, _cross_entropy(op, logits, targets), torch.logsumexp(logits, dim=-1), f32=(0, 1))
 
+    @impl(nn.CrossEntropyPartialsOp)
+    def run_cross_entropy_partials(self, interpreter: Interpreter, op: nn.CrossEntropyPartialsOp,
+                                   args: PythonValues) -> PythonValues:
+        logits, targets = self.up(args)
+        start, size = prop(op, "vocab_start"), prop(op, "vocab_size")
+        t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"), size)
+        local = t - start
+        mine = keep & (local >= 0) & (local < logits.shape[1])
+        picked = logits.gather(1, torch.where(mine, local, 0)[:, None])[:, 0]
+        target = torch.where(mine, picked, torch.zeros((), dtype=logits.dtype))
+        return self.rounded(op, torch.logsumexp(logits, dim=-1), target, f32=(0, 1))
+
     # ------------------------------------------------------------------ backward ops (nn-autodiff)
 
     @impl(nn.GemmOp)
@@ -604,11 +622,15 @@ class NnFunctions(InterpreterFunctions):
                                       args: PythonValues) -> PythonValues:
         # the semantics, whole (the chunking is how a kernel schedules it: the sums per element
         # are the same); like nn.cross_entropy_grad, from the logits, not the saved lse
-        h, w, targets, dloss = self.up(args)[:4]
+        h, w, targets, dloss, lse = self.up(args)[:5]
         z = (h @ w.T) * op.scale_factor()
         cap = op.cap()
         logits = z if cap is None else cap * torch.tanh(z / cap)
-        dl = _cross_entropy_logits_grad(op, logits, targets, dloss)
+        shard = nn.vocab_shard_of(op)
+        if shard is None:
+            dl = _cross_entropy_logits_grad(op, logits, targets, dloss)
+        else:  # one vocabulary shard: the softmax from the whole vocabulary's lse (an operand)
+            dl = _cross_entropy_logits_grad(op, logits, targets, dloss, lse.to(logits.dtype), *shard)
         if cap is not None:
             dl = dl * (1 - torch.tanh(z / cap).pow(2))
         dz = dl * op.scale_factor()

@@ -1252,7 +1252,7 @@ class HeadUnit(_Unit):
         return self._forward_tensor_parallel(layout, x, targets, seq_len, pieces, kind)
 
     def _forward_tensor_parallel(self, layout, x, targets, seq_len, pieces, kind="loss"):
-        from coda_ir.torch.vocab_parallel import sharded_cross_entropy
+        from coda_ir.torch.vocab_parallel import CompileOptions, sharded_cross_entropy
 
         _refuse_tensor_parallel(self.where, self.spec)
 
@@ -1273,8 +1273,11 @@ class HeadUnit(_Unit):
         h = tp.gather_rows(h, layout)
         if targets is None:
             return tp.gather_columns(torch.matmul(h, tp.local(lm).t()), layout, self.spec.vocab)
+        # the shard's loss partials in its LM-head GEMM's epilogue, its logits' gradient in the
+        # dgrad GEMM's (docs/VOCAB_PARALLEL.md): the shard's logits are never stored
         return sharded_cross_entropy(h, tp.local(lm), targets, vocab_size=self.spec.vocab, group=layout.group,
-                                     ignore_index=IGNORE_INDEX, reduction="mean" if kind == "loss" else "sum")
+                                     ignore_index=IGNORE_INDEX, reduction="mean" if kind == "loss" else "sum",
+                                     options=CompileOptions(self.pipeline, self.progress, self.remarks))
 
 
 def shifted_targets(labels: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,7 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 | rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1); with `cos_sin_table` (nn-plan) a [M, hd/2] cos/sin table kernel first and the pair_map reading it (`rope_table_kernel`, `use_rope_table`) |
 | head_rms_norm | elementwise: `coda.segment_reduce sumsq width hd`, map |
 | cross_entropy | elementwise LSE partials + target `coda.select`, one fold with a finalize; planned out of the logits GEMM's epilogue (nn-plan): one `whole rows` kernel (row lse and target logit complete in the program), the fold sums the rows |
+| cross_entropy_partials | one vocabulary shard: elementwise LSE partials + the target logit (a map over `col + vocab_start == t[m]`, row-summed), one fold to two f32 row vectors (no loss: combined across ranks first) |
 
 Pairs at stride F (swiglu) or hd/2 (rope) are tile-local in a standalone elementwise kernel
 only when its column tile holds whole pair groups; `coda-legalize` records that as a tile
@@ -603,6 +604,35 @@ def lower_cross_entropy(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp) -> tuple[l
     return [stamp_origin(parts, op, "lse"), *ops], results
 
 
+def lower_cross_entropy_partials(op: nn.CrossEntropyPartialsOp) -> tuple[list[Operation], list[SSAValue]]:
+    """One vocabulary shard's row partials: the LSE partials of its logits and the target logit
+    (a map comparing each column's vocabulary id `col + vocab_start` with `t[m]`, summed per row:
+    one column of one tile contributes), both absorbed into the logits GEMM's epilogue by
+    coda-fuse; one fold to the two f32 row vectors. No loss here: the shards' partials are
+    combined across ranks first (docs/VOCAB_PARALLEL.md)."""
+    m, vs = shape_of(op.logits)
+    start, ignore = prop_value(op, "vocab_start"), prop_value(op, "ignore_index")
+    ignore_in_shard = start <= ignore < start + vs  # else no column can match the ignore index
+
+    def build(e: Epilogue, logits, targets):
+        t = e.load(logits)
+        like = TileType((m, vs), i32)
+        cols = e._add(coda.IndexOp(Axis.COLS, like))
+        tt = e._add(coda.BroadcastOp(targets, Axis.ROWS, like))
+
+        def pick(s: Scalar, l, c, tgt):
+            vocab_id = s.addi(c, s.iconst(start)) if start else c
+            hit = s.select(s.cmpi("eq", vocab_id, tgt), l, s.const(0.0))
+            return s.select(s.cmpi("ne", tgt, s.iconst(ignore)), hit, s.const(0.0)) if ignore_in_shard else hit
+
+        return [e.reduce(ReduceKind.LSE, t, 1), e.reduce(ReduceKind.SUM, e.map1([t, cols, tt], pick), 1)]
+
+    parts = elementwise((m, vs), [op.logits, op.targets], build, [None, None])
+    rows = TensorType(f32, [m])
+    k = fold([parts.results[0], parts.results[1]], [], [rows, rows], lambda s, l, t: [l, t])
+    return [stamp_origin(parts, op, "partials"), stamp_origin(k, op, "fold")], [k.results[0], k.results[1]]
+
+
 def ce_fold(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp, lse: SSAValue, sel: SSAValue,
             rows_complete: bool = False) -> tuple[list[Operation], list[SSAValue]]:
     """The loss (and, for `nn.cross_entropy_fwd`, the per-row lse) from the folded partials, or
@@ -982,6 +1012,8 @@ def lower_linear_cross_entropy_grad(op: nn.LinearCrossEntropyGradOp) -> tuple[li
     chunk = prop_value(op, "chunk")
     ignore, mean = prop_value(op, "ignore_index"), prop_value(op, "reduction") == "mean"
     factor, cap = op.scale_factor(), op.cap()
+    shard = nn.vocab_shard_of(op)
+    offset = 0 if shard is None else shard[0]  # the vocabulary id of w's first row
     ops: list[Operation] = []
     counts: list[SSAValue] = []
     if mean:
@@ -1002,7 +1034,7 @@ def lower_linear_cross_entropy_grad(op: nn.LinearCrossEntropyGradOp) -> tuple[li
                     z = s.mul(z, s.const(factor))
                 th = s.tanh(s.div(z, s.const(cap))) if cap is not None else None
                 logit = s.mul(s.const(cap), th) if th is not None else z
-                col = s.addi(c, s.iconst(start)) if start else c  # the column of the whole logits
+                col = s.addi(c, s.iconst(start + offset)) if start + offset else c  # the column of the whole logits
                 onehot = s.select(s.cmpi("eq", col, t), s.const(1.0), s.const(0.0))
                 g = s.mul(s.sub(s.exp(s.sub(logit, ls)), onehot), s.div(dl, cnt[0]) if cnt else dl)
                 if th is not None:  # d softcap / dz = 1 - tanh(z / cap)^2
@@ -1118,6 +1150,7 @@ LOWERINGS: dict[type[Operation], Callable[..., tuple[list[Operation], SSAValue |
     nn.HeadRMSNormOp: lower_head_rms_norm,
     nn.CrossEntropyOp: lower_cross_entropy,
     nn.CrossEntropyFwdOp: lower_cross_entropy,
+    nn.CrossEntropyPartialsOp: lower_cross_entropy_partials,
     nn.RMSNormApplyOp: lower_rms_norm_apply,
     nn.LayerNormApplyOp: lower_layer_norm_apply,
     nn.ZerosOp: lower_zeros,

@@ -182,6 +182,16 @@ def _vocab_parallel(rank: int, world: int) -> dict:
             loss.backward()
             runs.append((loss.detach(), hidden.grad, shard.grad))
         out[case] = runs
+    # a vocabulary of 3 over 4 ranks: the last rank's shard is empty (it adds nothing)
+    if world == 4:
+        hidden, weight, targets, _ = ce_case("mean")
+        weight, targets = weight[:3].clone(), targets.remainder(3)
+        first, last = shard_rows(3, rank, world)
+        hidden.requires_grad_(True)
+        shard = weight[first:last].clone().requires_grad_(True)
+        loss = vocab_parallel_cross_entropy(hidden, shard, targets, vocab_size=3)
+        loss.backward()
+        out["tiny_vocab"] = (loss.detach(), hidden.grad, shard.grad)
     hidden, weight, targets, _ = ce_case("mean")
     errors = []
     bad = targets.clone()
@@ -280,6 +290,10 @@ def _tp_errors(mesh) -> dict:
     cmodel = planned()
     odd_ids, odd_labels = ids[:1, :7], labels[:1, :7]  # 7 tokens over 2 ranks
     errors["tokens"] = _error_of(step(cmodel, odd_ids, odd_labels))
+    # a label outside the vocabulary: the one-device error, on every rank, before any collective
+    bad = labels.clone()
+    bad[1, 3] = tiny_model("llama").config.vocab_size
+    errors["label"] = _error_of(step(cmodel, ids, bad))
     return errors
 
 
@@ -329,6 +343,12 @@ def _tensor_parallel(rank: int, world: int) -> dict:
     out["tp_fsdp2_bf16_ac"] = _loss_and_grads(model, cmodel, ids, labels)
 
     out["tp_errors"] = _tp_errors(mesh)
+    # the vocabulary-parallel head ran as the shard's coda programs (the loss partials in its
+    # LM-head GEMM's epilogue): (token count, rows, first row, vocabulary, dtype) of each
+    from coda_ir.torch import vocab_parallel
+
+    vocab = tiny_model("llama").config.vocab_size
+    out["tp_head_programs"] = sorted((k[0], k[2], k[3], k[4], str(k[5])) for k in vocab_parallel._PROGRAMS if k[4] == vocab)
 
     # the README's example, as each rank runs it
     import re
@@ -591,6 +611,18 @@ def test_tensor_parallel_matches_one_process(run, family, two_ranks, tp_referenc
         assert torch.equal(rank[run][0], two_ranks[0][run][0])
 
 
+def test_tensor_parallel_head_runs_the_vocabulary_shard_programs(two_ranks):
+    """The LM head of a vocabulary-parallel plan takes its loss from each rank's shard programs
+    (docs/VOCAB_PARALLEL.md), float32 and (FSDP2 mixed precision) bfloat16, over the rank's rows
+    of the torch.chunk split: no PyTorch-ops path remains."""
+    vocab = tiny_model("llama").config.vocab_size
+    for r, rank in enumerate(two_ranks):
+        start, stop = shard_rows(vocab, r, len(two_ranks))
+        programs = {(rows, first, v, dtype) for _, rows, first, v, dtype in rank["tp_head_programs"]}
+        assert programs == {(stop - start, start, vocab, "torch.float32"), (stop - start, start, vocab, "torch.bfloat16")}
+        assert {tokens for tokens, *_ in rank["tp_head_programs"]} == {TP_BATCH * TP_SEQ}
+
+
 def test_tensor_parallel_is_deterministic(two_ranks):
     for rank in two_ranks:
         (loss1, grads1), (loss2, grads2) = rank["tp"], rank["tp_again"]
@@ -663,6 +695,9 @@ def test_tensor_parallel_refusals_are_located(two_ranks):
         assert kind == "ArgumentError" and "from_hf model: head" in message and "model.norm.weight" in message
         kind, message = errors["tokens"]
         assert kind == "ArgumentError" and "7 tokens" in message and "divisible by 2" in message
+        # the one-device message (TokenCheck): the labels are checked whole, before the head's shards
+        assert errors["label"] == ("ArgumentError", "from_hf model: labels holds 128 at [1, 3], expected values in "
+                                                    "[0, 128) or the ignore index -100")
 
 
 def test_tensor_parallel_readme_example(two_ranks):
@@ -739,6 +774,22 @@ def test_vocab_parallel_bad_input_is_an_error_on_every_rank(world, request):
         assert f"{CE_VOCAB + 3}" in target_msg and "targets[5]" in target_msg
         start, stop = shard_rows(CE_VOCAB, r, world)
         assert f"rows [{start}, {stop})" in weight_msg
+
+
+def test_vocab_parallel_with_an_empty_shard(four_ranks):
+    """3 vocabulary rows over 4 ranks: rank 3 holds none and contributes nothing (no program)."""
+    hidden, weight, targets, _ = ce_case("mean")
+    h = hidden.double().requires_grad_(True)
+    w = weight[:3].double().requires_grad_(True)
+    loss64 = F.cross_entropy(h @ w.t(), targets.remainder(3), ignore_index=-100)
+    loss64.backward()
+    assert four_ranks[3]["tiny_vocab"][2].shape == (0, CE_HIDDEN)
+    dw = torch.cat([rank["tiny_vocab"][2] for rank in four_ranks])
+    for rank in four_ranks:
+        loss, dh, _ = rank["tiny_vocab"]
+        assert abs(loss.item() - loss64.item()) <= 1e-5 * abs(loss64.item())
+        assert torch.allclose(dh.double(), h.grad, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(dw.double(), w.grad, rtol=1e-5, atol=1e-6)
 
 
 def test_vocab_parallel_takes_a_dtensor_weight(four_ranks):
