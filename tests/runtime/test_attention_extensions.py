@@ -337,7 +337,7 @@ def test_cuda_flex_compiles_past_dynamos_recompile_limit():
     heads, kv, hd = 2, 1, 64
     first = None
     for i in range(limit + 3):
-        seq = 64 + 16 * i
+        seq = 128 * (i + 1)  # Flex's templates take whole 128-row blocks at these tiny head counts
         qkv = torch.randn(seq, (heads + 2 * kv) * hd, device="cuda", dtype=torch.bfloat16)
         out, _ = attention.attention_forward(qkv, heads, kv, hd, seq, True, None, 0, 30.0)  # softcap: Flex
         first = first or (qkv, out)
