@@ -8,6 +8,7 @@
 - No module imports another module's private names (`from x import _name`).
 - Printers (the `triton` target among them) import only dialects and base modules, and no
   target runs a pass (issue 34).
+- Only `coda_ir.environment` touches the process environment (issue 34: configuration is explicit).
 """
 
 from __future__ import annotations
@@ -150,3 +151,27 @@ def test_no_target_runs_a_pass(monkeypatch):
         factory()().emit(make_context(), program, out)
         assert out.getvalue(), name
         assert str(program) == before, f"target {name} changed its input"
+
+
+ENVIRONMENT_MODULE = "coda_ir.environment"
+ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def test_only_the_environment_module_reads_the_environment():
+    """No module but `coda_ir/environment.py` uses `os.environ` / `os.getenv` / ... (as an
+    attribute of `os` or imported from it). Text that only *generated* code runs (the Triton
+    prelude, a string) is not a read."""
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        module = _module_name(path)
+        if module == ENVIRONMENT_MODULE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Attribute) and node.attr in ENVIRONMENT_NAMES
+                    and isinstance(node.value, ast.Name) and node.value.id == "os"):
+                offenders.append(f"{module} line {node.lineno}: os.{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "os":
+                offenders += [f"{module} line {node.lineno}: from os import {a.name}"
+                              for a in node.names if a.name in ENVIRONMENT_NAMES]
+    assert offenders == []
+    assert (ROOT / "environment.py").exists()  # the one documented place

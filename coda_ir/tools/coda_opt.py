@@ -28,6 +28,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from coda_ir.context import coda_passes, universe_dialects
+from coda_ir.environment import debug_tracebacks
 from coda_ir.targets import TARGETS
 from coda_ir.errors import ArgumentError
 from coda_ir.remarks import printed_remarks
@@ -347,7 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as error:  # an internal bug, not bad input: say so without a traceback
-        if os.environ.get("CODA_DEBUG") or "--debug-traceback" in sys.argv:
+        if debug_tracebacks() or "--debug-traceback" in sys.argv:
             raise
         print(
             f"coda-opt: internal error: {type(error).__name__}: {error}\n"
