@@ -385,10 +385,10 @@ def previous_epilogue_schedule(block):
     order with partial reductions after the last tile use of their input, every output of a
     multi-output `coda.map` made at the map."""
     from coda_ir.analysis.epilogue_schedule import partials_after_last_use
-    from coda_ir.lowering import triton as lowering
+    from coda_ir.analysis.epilogue_schedule import EpilogueStep
 
     ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
-    return [lowering.EpilogueStep(op, tuple(range(len(op.results)))) for op in partials_after_last_use(ops)]
+    return [EpilogueStep(op, tuple(range(len(op.results)))) for op in partials_after_last_use(ops)]
 
 
 def cols_last_epilogue_schedule(block):

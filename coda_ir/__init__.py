@@ -270,8 +270,8 @@ def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None
             name: str = "<input>") -> CompiledModule:
     """Parse, verify, run `pipeline`, emit Triton; returns a `CompiledModule`.
 
-    `options`: a `coda_ir.lowering.triton.TritonOptions` (the Triton lowering's options, the
-    same as `coda-opt -t 'triton{...}'`'s), default: the production defaults.
+    `options`: a `coda_ir.lowering.pipeline.TritonOptions` (the Triton lowering's options, the
+    same as `coda-opt -p 'coda-to-triton{...}'`'s), default: the production defaults.
 
     `remarks=True` prints the compiler's remarks on stderr (`coda-opt --remarks` does the same);
     off by default, they are recorded in `coda_ir.remarks.EMITTED` either way.
@@ -282,7 +282,8 @@ def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None
     Every error is a `CodaError`: `CompileError` (bad program, located), `ArgumentError` (bad
     `source` or `pipeline`), `InternalError` (a bug of coda-ir)."""
     from coda_ir.runtime.compiled import CompiledModule
-    from coda_ir.lowering.triton import emit_module, kernel_counts
+    from coda_ir.lowering.pipeline import lower_to_triton
+    from coda_ir.lowering.triton import kernel_counts, lowered_functions, print_module
     from coda_ir.diagnostics import CompilerError
 
     if not isinstance(name, str):
@@ -302,13 +303,19 @@ def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None
     from coda_ir.remarks import printed_remarks
 
     try:
-        with printed_remarks(remarks):  # the target runs passes of its own (coda-legalize on hand-written coda)
-            source_text = emit_module(module, options)
-        counts = kernel_counts(module)
+        if lowered_functions(module):  # the pipeline ended with coda-to-triton itself
+            lowered = module
+        else:
+            with printed_remarks(remarks):  # coda-to-triton legalizes hand-written coda (remarks on splits)
+                lowered = lower_to_triton(module, options)  # `module` keeps the coda program (+ records)
+        source_text = print_module(lowered)
+        counts = kernel_counts(lowered)
     except CompilerError as error:
         raise CompileError([str(error)]) from None
     except RecursionError:
         raise _too_deep("<input>", "emit") from None
+    except CodaError:
+        raise
     except Exception as error:
         raise internal_error(error, "emitting Triton") from error
     return CompiledModule(source_text, counts, module, checks)

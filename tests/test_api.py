@@ -156,11 +156,15 @@ def test_sources_paths_and_module_ops(tmp_path):
     assert str(module) == str(coda_ir.parse(PROGRAM))
 
 
-def test_cache_dir_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("CODA_CACHE_DIR", str(tmp_path / "cache"))
-    cm = coda_ir.compile(PROGRAM, pipeline=None)
-    assert cm.path.parent == tmp_path / "cache"
-    assert cm.path.read_text() == cm.source
+def test_cache_dir_is_the_runtime_configs(tmp_path):
+    """`RuntimeConfig.cache_dir` (issue 34; `CODA_CACHE_DIR` is its default, read once when the
+    runtime first asks: tests/runtime/test_runtime_config.py)."""
+    from coda_ir.runtime import config as runtime_config
+
+    with runtime_config.using(cache_dir=tmp_path / "cache"):
+        cm = coda_ir.compile(PROGRAM, pipeline=None)
+        assert cm.path.parent == tmp_path / "cache"
+        assert cm.path.read_text() == cm.source
 
 
 def test_bad_input_names_op_and_location(tmp_path):

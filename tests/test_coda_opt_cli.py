@@ -163,6 +163,13 @@ USAGE_ERRORS = {
     "empty_pipeline_entry": (["-p", "nn-to-coda,,cse"], "empty entry #2 at column 12 of 'nn-to-coda,,cse'"),
     "trailing_comma": (["-p", "nn-to-coda,"], "empty entry #2 at column 12 of 'nn-to-coda,'"),
     "unknown_target": (["-t", "cuda"], "argument -t/--target: invalid choice: 'cuda'"),
+    # issue 34: the target prints; the lowering's options are coda-to-triton's
+    "triton_target_option": (["-t", "triton{epilogue-subtile=256}"],
+                             "target 'triton' takes no options (got epilogue-subtile): they are coda-to-triton's"),
+    # issue 34: the target machine is a pass option, checked like any other
+    "unknown_gpu": (["-p", "nn-to-coda{gpu=a100}"], "nn-to-coda: option gpu: unknown GPU 'a100' (known: h100, h200)"),
+    "bad_coda_to_triton_option": (["-p", "nn-to-coda,coda-to-triton{epilogue-subtile=3}", "-t", "triton"],
+                                  "coda-to-triton: option epilogue-subtile: epilogue_subtile must be 0 (off) or a power"),
     "unknown_flag": (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     "missing_file": (["does/not/exist.mlir"], "cannot open 'does/not/exist.mlir': No such file or directory"),
     "directory": (["tests"], "cannot open 'tests': Is a directory"),

@@ -279,10 +279,10 @@ def test_builder_kernel_without_yield_is_located():
 def test_a_bug_is_an_internal_error(monkeypatch):
     import coda_ir.lowering.triton as triton_emitter
 
-    def broken(module, options=None):
+    def broken(module):
         raise KeyError("oops")
 
-    monkeypatch.setattr(triton_emitter, "emit_module", broken)
+    monkeypatch.setattr(triton_emitter, "print_module", broken)
     with pytest.raises(InternalError, match=r"(?s)internal error while emitting Triton: KeyError.*bug in coda-ir") as info:
         coda_ir.compile(RELU)
     assert isinstance(info.value.__cause__, KeyError)

@@ -6,6 +6,9 @@
   import still ties two modules together); a package's `__init__` is not an edge target when a
   module merely lives inside it.
 - No module imports another module's private names (`from x import _name`).
+- Printers (the `triton` target among them) import only dialects and base modules, and no
+  target runs a pass (issue 34).
+- Only `coda_ir.environment` touches the process environment (issue 34: configuration is explicit).
 """
 
 from __future__ import annotations
@@ -87,9 +90,12 @@ def test_no_private_cross_module_imports():
 
 # The printers and the templates they fill print what the conversions decided: they may read
 # the dialects and the base modules, never a conversion, a pass or the runtime (issue 34).
+# The `triton` target (`lowering/triton.py`) is a printer too: it prints the module the
+# coda-to-triton pipeline lowered and imports no conversion or pass.
 PRINTERS = ("coda_ir.lowering.triton_printer", "coda_ir.lowering.host_printer", "coda_ir.lowering.mainloop",
-            "coda_ir.lowering.gluon")
-PRINTER_MAY_IMPORT = ("coda_ir.dialects", "coda_ir.diagnostics", "coda_ir.lowering.mainloop", "coda_ir.lowering.gluon")
+            "coda_ir.lowering.gluon", "coda_ir.lowering.triton")
+PRINTER_MAY_IMPORT = ("coda_ir.dialects", "coda_ir.diagnostics", "coda_ir.lowering.mainloop", "coda_ir.lowering.gluon",
+                      "coda_ir.lowering.triton_printer", "coda_ir.lowering.host_printer")
 
 
 def test_printers_import_only_dialects():
@@ -114,3 +120,58 @@ def test_runtime_is_below_the_backend():
         if target.startswith("coda_ir.lowering") and target != "coda_ir.lowering.mainloop"
     ]
     assert offenders == []
+
+
+def test_no_target_runs_a_pass(monkeypatch):
+    """Every coda-opt target emits a lowered coda program with every registered pass (and xDSL's
+    pipeline runner) refusing to run, and leaves the module as it was. (The report targets
+    compile a copy of an *nn* input to compare it with the compiled program: an analysis of two
+    programs, documented in `analysis/report_targets.py`; on coda input they compile nothing.)"""
+    from io import StringIO
+
+    from xdsl.passes import PassPipeline
+
+    import coda_ir
+    from coda_ir.context import coda_passes, make_context
+    from coda_ir.lowering.pipeline import lower_to_triton
+    from coda_ir.targets import TARGETS
+
+    first = sorted((ROOT.parent / "tests/programs/coda").glob("*.mlir"))[0]
+    program = lower_to_triton(coda_ir.parse(first.read_text(), str(first)))
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError(f"a target ran {type(self).__name__}")
+
+    for factory in coda_passes().values():
+        monkeypatch.setattr(factory(), "apply", refuse)
+    monkeypatch.setattr(PassPipeline, "apply", refuse)
+    before = str(program)
+    for name, factory in TARGETS.items():
+        out = StringIO()
+        factory()().emit(make_context(), program, out)
+        assert out.getvalue(), name
+        assert str(program) == before, f"target {name} changed its input"
+
+
+ENVIRONMENT_MODULE = "coda_ir.environment"
+ENVIRONMENT_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def test_only_the_environment_module_reads_the_environment():
+    """No module but `coda_ir/environment.py` uses `os.environ` / `os.getenv` / ... (as an
+    attribute of `os` or imported from it). Text that only *generated* code runs (the Triton
+    prelude, a string) is not a read."""
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        module = _module_name(path)
+        if module == ENVIRONMENT_MODULE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Attribute) and node.attr in ENVIRONMENT_NAMES
+                    and isinstance(node.value, ast.Name) and node.value.id == "os"):
+                offenders.append(f"{module} line {node.lineno}: os.{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "os":
+                offenders += [f"{module} line {node.lineno}: from os import {a.name}"
+                              for a in node.names if a.name in ENVIRONMENT_NAMES]
+    assert offenders == []
+    assert (ROOT / "environment.py").exists()  # the one documented place

@@ -24,9 +24,9 @@ Data
   kernel when it is below the SM count (its bandwidth and ALU share shrink accordingly).
   `elementwise_tile(M, N)` mirrors the runtime's tile for coda.elementwise kernels.
 * `GPU`: per-GPU constants (bandwidths, tensor/ALU/SFU throughput, launch overhead, limits);
-  `load_gpu("h100" | "h200")` reads `gpu_constants.json` next to this file (or the path
-  in `$CODA_GPU_CONSTANTS`), `load_calibration(path)` reads the JSON `bench/calibrate.py`
-  writes.
+  `load_gpu("h100" | "h200", path=None)` reads `gpu_constants.json` next to this file (or the
+  table at `path`; the planning passes' `gpu` / `gpu-constants` options), `load_calibration(path)`
+  reads the JSON `bench/calibrate.py` writes.
 
 Cost of one kernel (`kernel_cost(kernel, gpu) -> KernelCost`)
 --------------------------------------------------------------
@@ -259,7 +259,7 @@ def gpu_from_dict(name: str, data: Mapping[str, object], base: GPU | None = None
 
 
 def load_gpu_table(path: str | os.PathLike[str] | None = None) -> dict[str, GPU]:
-    path = Path(path or os.environ.get("CODA_GPU_CONSTANTS") or CONSTANTS_PATH)
+    path = Path(path or CONSTANTS_PATH)
     data = json.loads(path.read_text())
     return {name: gpu_from_dict(name, entry) for name, entry in data.items() if not name.startswith("_")}
 

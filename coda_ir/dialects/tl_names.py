@@ -11,6 +11,11 @@ import keyword
 import re
 from collections.abc import Sequence
 
+from xdsl.dialects.builtin import SymbolRefAttr
+from xdsl.ir import Operation
+
+from coda_ir.diagnostics import CompilerError
+
 
 class KernelNames:
     """Fresh Python identifiers: `base`, else `base0`, `base1`, ... (never a keyword or a
@@ -56,3 +61,16 @@ def gluon_entry_name(kernel_name: str) -> str:
     """The entry point of a gemm's warp-specialized Gluon kernel, built beside the tl kernel
     `kernel_name` when the gemm carries a `#coda.mainloop`."""
     return f"{kernel_name}_ws"
+
+
+KERNEL_NAME_ATTR = "tl.kernel"
+"""The discardable attribute naming a coda kernel's Triton kernel (a symbol reference), recorded
+by convert-coda-to-tl; the host lowering launches that symbol and the printer prints it."""
+
+
+def kernel_symbol(op: Operation) -> str:
+    """The Triton kernel name `convert-coda-to-tl` recorded on a coda kernel or launch group."""
+    ref = op.attributes.get(KERNEL_NAME_ATTR)
+    if not isinstance(ref, SymbolRefAttr):
+        raise CompilerError(op, "internal: no Triton kernel name recorded (run convert-coda-to-tl first)")
+    return ref.root_reference.data

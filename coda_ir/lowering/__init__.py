@@ -5,7 +5,9 @@
 * printers: `triton_printer` (tl.kernel -> `@triton.jit` source), `host_printer` (host.func ->
   Python host functions);
 * the fixed mainloop templates the printer fills: `mainloop` (Triton), `gluon` (Gluon);
-* the `triton` target (`triton.py`).
+* the `coda-to-triton` pipeline (`pipeline.py`: coda-legalize where needed, coda-plan-in-place,
+  the two conversions; `TritonOptions`) and the `triton` target (`triton.py`), which only prints
+  what the pipeline built.
 
 Running the emitted module is the runtime's (`coda_ir.runtime`).
 """

@@ -60,7 +60,7 @@ from coda_ir.dialects import coda, nn
 from coda_ir.dialects import triton_host as host
 from coda_ir.dialects.coda import WRITES_OVER, donated_arguments, owned_arguments, writes_over
 from coda_ir.analysis.liveness import dead_after
-from coda_ir.lowering.coda_to_tl import kernel_symbol
+from coda_ir.dialects.tl_names import kernel_symbol
 
 
 def host_type(ty: Attribute, rows: coda.RowsAttr | None = None) -> Attribute:

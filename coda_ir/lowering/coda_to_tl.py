@@ -40,7 +40,7 @@ from coda_ir.dialects import coda
 from coda_ir.dialects import triton_lang as tl
 from coda_ir.diagnostics import CompilerError
 from coda_ir.errors import ArgumentError
-from coda_ir.dialects.tl_names import KERNEL_SCOPE, KernelNames, gluon_entry_name
+from coda_ir.dialects.tl_names import KERNEL_NAME_ATTR, KERNEL_SCOPE, KernelNames, gluon_entry_name, kernel_symbol
 from coda_ir.lowering.tl_build import (
     Builder,
     ScalarLowering,
@@ -50,18 +50,6 @@ from coda_ir.lowering.tl_build import (
 from coda_ir.transforms.legalize import LEGALIZED
 from coda_ir.lowering.tl_epilogue import lower_elementwise
 from coda_ir.lowering.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile, lower_gemm, lower_gluon_gemm
-
-KERNEL_NAME_ATTR = "tl.kernel"
-"""The discardable attribute naming a coda kernel's Triton kernel (a symbol reference)."""
-
-
-def kernel_symbol(op: Operation) -> str:
-    """The Triton kernel name `convert-coda-to-tl` recorded on a coda kernel or launch group."""
-    ref = op.attributes.get(KERNEL_NAME_ATTR)
-    if not isinstance(ref, SymbolRefAttr):
-        raise CompilerError(op, "internal: no Triton kernel name recorded (run convert-coda-to-tl first)")
-    return ref.root_reference.data
-
 
 def tl_kernels(module: ModuleOp) -> dict[str, tl.KernelOp]:
     return {op.sym_name.data: op for op in module.ops if isinstance(op, tl.KernelOp)}

@@ -18,18 +18,18 @@ The emitted module has, in order:
   checks the arguments, allocates outputs (partials per tile configuration), launches the
   kernels in program order and returns a tensor or a tuple.
 
-The lowering runs as passes on a copy of the module, then prints (issue 13):
-`convert-coda-to-tl` (`lowering/coda_to_tl.py`) names every kernel (recorded on the coda op
-as `tl.kernel = @name`) and builds each as `tl.kernel` IR (the `tl` dialect,
-`dialects/triton_lang.py`): folds and launch groups there, elementwise kernels and every
-epilogue by the epilogue builder (`lowering/tl_epilogue.py`), gemm kernels as one templated
-`tl.mainloop` op whose region is the epilogue (`lowering/tl_gemm.py`: the portable kernel and
-the Gluon one). `triton_printer.print_kernel` prints them, filling the mainloop templates,
-deciding nothing. `convert-coda-to-host` (`lowering/coda_to_host.py`) builds each function's
-host wrapper as a `host.func` (the `host` dialect, `dialects/triton_host.py`), which
-`host_printer.print_host_function` prints. Options (`TritonOptions`: `epilogue_subtile`,
-`half_tile_io`) are the target's arguments and convert-coda-to-tl's pass options. Everything
-that cannot be lowered raises a located `CompilerError`.
+This module prints; it runs no pass and decides nothing (issue 34). The `coda-to-triton`
+pipeline (`lowering/pipeline.py`) lowers first: `convert-coda-to-tl` (`lowering/coda_to_tl.py`)
+names every kernel (recorded on the coda op as `tl.kernel = @name`) and builds each as
+`tl.kernel` IR (the `tl` dialect, `dialects/triton_lang.py`): folds and launch groups there,
+elementwise kernels and every epilogue by the epilogue builder (`lowering/tl_epilogue.py`), gemm
+kernels as one templated `tl.mainloop` op whose region is the epilogue (`lowering/tl_gemm.py`:
+the portable kernel and the Gluon one); `convert-coda-to-host` (`lowering/coda_to_host.py`)
+builds each function's host wrapper as a `host.func` (the `host` dialect,
+`dialects/triton_host.py`). `print_module` then prints that IR without changing it:
+`triton_printer.print_kernel` each `tl.kernel` (filling the mainloop templates),
+`host_printer.print_host_function` each `host.func`. A module that has not been lowered is a
+located `CompilerError` naming the pipeline to run.
 """
 
 from __future__ import annotations
@@ -43,24 +43,15 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.utils.target import Target
 
-from coda_ir.context import make_context
 from coda_ir.diagnostics import CompilerError, InternalCompilerBug
 from coda_ir.dialects import coda
 from coda_ir.dialects import triton_host as host
 from coda_ir.dialects import triton_lang as tl
+from coda_ir.dialects.tl_names import gluon_entry_name, kernel_symbol
 from coda_ir.lowering.gluon import GLUON_PRELUDE
 from coda_ir.lowering.host_printer import print_host_function
 from coda_ir.lowering.mainloop import interleave_rows_source
 from coda_ir.lowering.triton_printer import print_kernel
-from coda_ir.lowering import coda_to_tl
-from coda_ir.lowering.coda_to_host import ConvertCodaToHostPass, host_functions
-from coda_ir.lowering.coda_to_tl import ConvertCodaToTLPass, kernel_symbol
-from coda_ir.transforms.plan_in_place import PlanInPlacePass
-from coda_ir.dialects.tl_names import gluon_entry_name
-from coda_ir.lowering.tl_gemm import SUBTILE_MIN_BN_DEFAULT, check_subtile
-
-# (re-exported: tests and bench/kernel_table.py read the emission order from here)
-from coda_ir.analysis.epilogue_schedule import EpilogueStep, epilogue_schedule  # noqa: F401
 
 IND = "    "
 
@@ -131,24 +122,6 @@ def _coda_pow(x, y):
 '''
 
 
-@dataclass(frozen=True)
-class TritonOptions:
-    """Options of the Triton lowering (the `triton` target's and the lowering passes' options;
-    `coda_ir.compile(..., options=...)`). The defaults are what production uses; the others
-    exist to A/B code shapes on a GPU (the values computed are the same either way).
-
-    `epilogue_subtile`: run heavy gemm epilogues per column half of tiles at least this wide (a
-    power of two >= 2), or 0: never. `half_tile_io`: N-wide loads and stores of interleaved
-    kernels as two contiguous half tiles (True) or one scatter (False).
-    """
-
-    epilogue_subtile: int = SUBTILE_MIN_BN_DEFAULT
-    half_tile_io: bool = True
-
-    def __post_init__(self) -> None:
-        check_subtile(self.epilogue_subtile)
-
-
 # ============================================================================ kernels
 
 
@@ -180,21 +153,31 @@ def function_ops(module: ModuleOp) -> list[func.FuncOp]:
     return [op for op in module.walk() if isinstance(op, func.FuncOp) and op.body.blocks]
 
 
-def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
-    """The Triton source of a whole module (see the module docstring for its layout)."""
-    options = options if options is not None else TritonOptions()
-    from coda_ir.transforms.legalize import ensure_legalized
+def lowered_functions(module: ModuleOp) -> set[str]:
+    """The functions of `module` that coda-to-triton lowered (each has its `host.func`)."""
+    return {op.py_name for op in module.walk() if isinstance(op, host.FuncOp)}
 
-    ensure_legalized(module)  # convert-coda-to-tl obeys the tile constraints and forms it records
-    # only acts on arguments the caller donated; its `coda.writes_over` records stay on the
-    # caller's module (coda_ir.torch reads them from `CompiledModule.ir`)
-    PlanInPlacePass().apply(make_context(), module)
-    # The passes of the lowering run on a copy: the caller's module stays the coda program.
-    module = module.clone()
-    ctx = make_context()
-    ConvertCodaToTLPass(options.epilogue_subtile, options.half_tile_io).apply(ctx, module)
-    ConvertCodaToHostPass().apply(ctx, module)
-    tl_kernels = coda_to_tl.tl_kernels(module)
+
+def is_lowered(module: ModuleOp) -> bool:
+    """Whether coda-to-triton ran: every function with a body has its `host.func`."""
+    lowered = lowered_functions(module)
+    return all(fn.sym_name.data in lowered for fn in function_ops(module))
+
+
+def require_lowered(module: ModuleOp) -> None:
+    """A located error for the first function coda-to-triton has not lowered (nothing to print)."""
+    lowered = lowered_functions(module)
+    for fn in function_ops(module):
+        if fn.sym_name.data not in lowered:
+            raise CompilerError(fn, "the triton target prints tl / host IR: lower this function first "
+                                    "(-p coda-to-triton, or coda_ir.compile)")
+
+
+def print_module(module: ModuleOp) -> str:
+    """The Triton source of a module lowered by coda-to-triton (see the module docstring for its
+    layout). Reads `module`, never changes it."""
+    require_lowered(module)
+    tl_kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, tl.KernelOp)}
     out: list[str] = [
         '"""Generated by coda-ir (coda -> Triton). Host functions: '
         + ", ".join(f.sym_name.data for f in function_ops(module))
@@ -236,7 +219,7 @@ def emit_module(module: ModuleOp, options: TritonOptions | None = None) -> str:
     if gluon_kernels:
         # defined where the installed Triton has Gluon (else None: launch_gemm runs the tl kernel)
         out += ["", "", GLUON_PRELUDE.rstrip("\n"), *gluon_source, "else:", *[f"{IND}{g} = None" for g in gluon_kernels]]
-    for hfn in host_functions(module):
+    for hfn in [op for op in module.walk() if isinstance(op, host.FuncOp)]:
         out += ["", ""] + print_host_function(hfn, sources)
     for op in module.ops:
         if not isinstance(op, (func.FuncOp, tl.KernelOp, host.FuncOp)):
@@ -258,18 +241,13 @@ def kernel_counts(module: ModuleOp) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class TritonTarget(Target):
-    """`coda-opt FILE -t triton`: print one Python module of Triton kernels and host functions.
+    """`coda-opt FILE -t triton`: print the `tl` / `host` IR of coda-to-triton as one Python module of Triton kernels and host functions (coda-opt runs coda-to-triton first when -p did not).
 
-    Its arguments are `TritonOptions`' fields: `-t 'triton{epilogue_subtile=256 half_tile_io=false}'`.
+    The target runs no pass. Lowering options are the pipeline's:
+    `-p 'nn-to-coda,coda-to-triton{epilogue-subtile=256}' -t triton`.
     """
 
     name = "triton"
 
-    epilogue_subtile: int = SUBTILE_MIN_BN_DEFAULT
-    half_tile_io: bool = True
-
-    def options(self) -> TritonOptions:
-        return TritonOptions(self.epilogue_subtile, self.half_tile_io)
-
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        output.write(emit_module(module, self.options()))
+        output.write(print_module(module))

@@ -5,4 +5,6 @@
 * `gemm_launch`: GEMM launches (tl mainloop, Gluon, cuBLAS), launch plans, autotuning and its cache;
 * `library`: the host steps that are not GEMM epilogues (concat, slice, embedding, ...);
 * `attention`: the kernels `nn.attention` runs.
+* `config`: `RuntimeConfig` (autotuning, cache directory, launch options and plans) and the one
+  interpreter switch; its environment defaults are read in `coda_ir/environment.py`.
 """

@@ -3,7 +3,7 @@
 * Generated modules call `check_arguments`, `device_of`, `launch_elementwise` and
   `launch_fold` from here (GEMM kernels go through `gemm_launch.launch_gemm`).
 * `CompiledModule` (returned by `coda_ir.compile`) holds the source. The source is written
-  once to a cache directory named by its content hash (`$CODA_CACHE_DIR`, else
+  once to a cache directory named by its content hash (`RuntimeConfig.cache_dir`, else
   `~/.cache/coda-ir`) and imported from there with importlib, so Triton can read the kernels'
   source. Whether kernels run compiled (GPU) or interpreted (CPU) is decided per call from
   the tensors' device: `@triton.jit` reads `TRITON_INTERPRET` when a kernel is decorated, so
@@ -29,8 +29,10 @@ import torch
 # `@triton.jit` picks interpreter or compiler when a function is decorated, Triton's own
 # standard library (tl.sum, tl.cdiv, ...) included, when `triton.language` is first imported.
 # On a machine without a GPU kernels can only be interpreted: say so before Triton loads.
-if "triton.language" not in sys.modules and "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
+from coda_ir.runtime import config as runtime_config  # noqa: E402
+
+if "triton.language" not in sys.modules:
+    runtime_config.interpret_by_default(torch.cuda.is_available())
 
 import triton  # noqa: E402
 
@@ -199,7 +201,7 @@ def device_of(args: Sequence[torch.Tensor]) -> torch.device:
 
 
 def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    return runtime_config.interpreting()
 
 
 def elementwise_config(M: int, N: int, bn_multiple_of: int = 1) -> ElementwiseConfig:
@@ -349,8 +351,7 @@ def fold_launch(
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("CODA_CACHE_DIR")
-    path = Path(root) if root else Path.home() / ".cache" / "coda-ir"
+    path = runtime_config.current().cache_root()
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".write-test"
@@ -377,18 +378,8 @@ def write_source(source: str) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def interpret_mode(interpret: bool) -> Iterator[None]:
-    """Set TRITON_INTERPRET for the duration (launch helpers read it at call time too)."""
-    old = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["TRITON_INTERPRET"]
-        else:
-            os.environ["TRITON_INTERPRET"] = old
+interpret_mode = runtime_config.interpreter
+"""(the runtime's one interpreter switch, `runtime/config.py`; launch helpers read it at call time too)"""
 
 
 _LOCK = threading.RLock()

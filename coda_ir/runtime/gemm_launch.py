@@ -19,14 +19,14 @@ Generated modules call `launch_gemm`. Where the kernel runs decides the path and
   the recorded configuration (no tuning). Elsewhere the gemm's tl kernel runs, as above.
 
 The launch options (`LaunchOptions`: `path`, `tma_candidates`) are arguments of `launch_gemm`;
-for generated modules, which call `launch_gemm` without them, the process-wide defaults are set
-explicitly with `set_launch_options` (tests and benchmarks do; nothing reads the environment).
+for generated modules, which call `launch_gemm` without them, they are the runtime
+configuration's (`RuntimeConfig.launch`, `runtime/config.py`; `set_launch_options` sets them).
 
 On a GPU the configuration is autotuned: each candidate in a short list (`coda_ir.tiling.TMA_CANDIDATES`;
 interleaved kernels add paired-B variants) is compiled, run and timed (`triton.testing.do_bench`,
 median; candidates that fail to compile are skipped), the best three are timed again in reverse
 order (clocks drift on a hot GPU), and the winner is cached in memory and
-on disk, in JSON at `$CODA_CACHE_DIR/autotune.json` (default `~/.cache/coda-ir/autotune.json`),
+on disk, in JSON at `RuntimeConfig.cache_dir/autotune.json` (default `~/.cache/coda-ir/autotune.json`),
 keyed by (kernel key or source hash, the bucket of M, N, K, dtypes, transposes, interleave, tile
 constraints, path, mainloop kind, GPU name, Triton version). M enters as its bucket, the next
 power of two (`tuning_bucket`): a program of run-time rows (`#coda.rows`) launches its gemms at
@@ -40,10 +40,10 @@ those the generated code names run-time row extents (`row_extents="K"`: a weight
 reduction over the tokens), which are bucketed the same way; for such a launch a bucket not
 tuned yet takes the tiles of a tuned neighbour (twice or half its rows) and tunes only where
 neither is (a static program's launch always tunes a new bucket). Kernels of one GEMM shape and mainloop share a
-tuning: the first one tunes (a line on stderr says so; `CODA_AUTOTUNE_PROGRESS=0` silences it)
-and records its choice under a shape-only key, which the others take when it runs for them
-(`CODA_AUTOTUNE=full`: tune every kernel on its own). `CODA_AUTOTUNE=0` skips tuning (first
-candidate).
+tuning: the first one tunes (a line on stderr says so; `RuntimeConfig.autotune_progress=False`
+silences it) and records its choice under a shape-only key, which the others take when it runs
+for them (`RuntimeConfig.autotune="full"`: tune every kernel on its own; "off" skips tuning, first
+candidate; the environment's defaults: `coda_ir.environment`).
 Tuning runs the kernel several times per candidate: `extra_args_for(config)` must give fresh
 outputs, and the kernel must not update its inputs in place. The extra args returned are from
 one final run of the chosen config.
@@ -68,6 +68,8 @@ import triton
 
 from coda_ir import tiling
 from coda_ir.errors import InternalError
+from coda_ir.runtime import config as runtime_config
+from coda_ir.runtime.config import LaunchOptions
 from coda_ir.tiling import GemmConfig, interpreter_config, portable_candidates
 
 
@@ -77,57 +79,22 @@ LAST_LAUNCH: dict[str, object] = {}
 
 
 def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-@dataclass(frozen=True)
-class LaunchOptions:
-    """How `launch_gemm` picks its path and tile candidates (experiments and tests; the
-    defaults are what production runs use).
-
-    `path`: "auto" (TMA where it can run on a GPU, portable under the interpreter), "tma"
-    (TMA wherever the operands allow, the interpreter included) or "portable".
-    `tma_candidates`: indices into `tiling.TMA_CANDIDATES` to tune over instead of all of them (a
-    diagnostic: fewer compiles; also drops the paired-B variants of interleaved kernels), or
-    None for the full list.
-    `repitch_min_macs`: a 16-bit operand whose rows do not start 16 bytes apart (a row of an odd
-    width: Granite's 49155-token vocabulary) is copied into storage of aligned rows before a gemm
-    of at least this many multiply-adds (M*N*K) runs, where the TMA path could then run (on a GPU,
-    or with `path="tma"`): TMA and cuBLAS's fast kernels need 16-byte row strides, and without them
-    the gemm ran on the portable path / cuBLAS's `align1` kernels at 3-5x the time (H200, 2026-11-28:
-    the LM head of a Granite step, 21 ms of 49). The copy reads and writes the operand once.
-    """
-
-    path: str = "auto"
-    tma_candidates: tuple[int, ...] | None = None
-    repitch_min_macs: int = 1 << 30
-
-    def __post_init__(self) -> None:
-        if self.path not in ("auto", "tma", "portable"):
-            raise ValueError(f"launch path must be auto, tma or portable, got {self.path!r}")
-        if self.tma_candidates is not None:
-            for i in self.tma_candidates:
-                if not 0 <= i < len(tiling.TMA_CANDIDATES):
-                    raise ValueError(f"TMA candidate index {i} out of range 0..{len(tiling.TMA_CANDIDATES) - 1}")
-
-
-_OPTIONS: LaunchOptions | None = None  # set_launch_options; None: LaunchOptions()
+    return runtime_config.interpreting()
 
 
 def launch_options() -> LaunchOptions:
-    """The process-wide launch options `launch_gemm` uses when a call passes none."""
-    return _OPTIONS if _OPTIONS is not None else LaunchOptions()
+    """The launch options `launch_gemm` uses when a call passes none (`RuntimeConfig.launch`)."""
+    return runtime_config.current().launch
 
 
 def set_launch_options(options: LaunchOptions | None = None, **fields) -> LaunchOptions:
-    """Set the process-wide launch options (`set_launch_options(path="tma")`, or a
+    """Set the runtime configuration's launch options (`set_launch_options(path="tma")`, or a
     `LaunchOptions`; no argument restores the defaults). Returns the previous options, to
     restore them with `set_launch_options(previous)`."""
-    global _OPTIONS
     before = launch_options()
     if options is not None and fields:
         raise TypeError("pass a LaunchOptions or keyword fields, not both")
-    _OPTIONS = options if options is not None else LaunchOptions(**fields)
+    runtime_config.configure(launch=options if options is not None else LaunchOptions(**fields))
     return before
 
 
@@ -267,9 +234,7 @@ def tma_candidates(interleave=0, bn_multiple_of=1, bm_multiple_of=1, paired_ok=F
 
 
 def cache_path() -> Path:
-    root = os.environ.get("CODA_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "coda-ir"
-    return base / "autotune.json"
+    return runtime_config.current().cache_root() / "autotune.json"
 
 
 _MEMO: dict[str, GemmConfig] = {}
@@ -305,8 +270,9 @@ def _runs(run_with, cfg: GemmConfig, extra_args_for) -> bool:
 
 
 def _progress(message: str) -> None:
-    """A line on stderr about long work (autotuning); `CODA_AUTOTUNE_PROGRESS=0` silences it."""
-    if os.environ.get("CODA_AUTOTUNE_PROGRESS", "1").strip() not in ("0", ""):
+    """A line on stderr about long work (autotuning); `RuntimeConfig.autotune_progress=False`
+    (`CODA_AUTOTUNE_PROGRESS=0`) silences it."""
+    if runtime_config.current().autotune_progress:
         print(message, file=sys.stderr, flush=True)
 
 
@@ -362,7 +328,6 @@ def _tuning_key(kernel, key, a, b, M, N, K, transpose_a, transpose_b, interleave
 
 
 _PLANS: dict[tuple, "_Plan"] = {}
-_PLANS_ON = True
 
 
 def set_launch_plans(enabled: bool) -> bool:
@@ -370,10 +335,7 @@ def set_launch_plans(enabled: bool) -> bool:
     shapes) per launch key and reuses it (default: on). Off re-derives everything on every call,
     as before plans existed: for A/B timing of host overhead and for debugging. Returns the
     previous setting."""
-    global _PLANS_ON
-    before = _PLANS_ON
-    _PLANS_ON = bool(enabled)
-    return before
+    return runtime_config.configure(launch_plans=bool(enabled)).launch_plans
 
 
 @dataclass(frozen=True)
@@ -688,13 +650,14 @@ def launch_gemm(
         built = extra
         extra_args_for = lambda _cfg: built  # noqa: E731
     plan_key = None
-    if _PLANS_ON:
+    config_now = runtime_config.current()
+    if config_now.launch_plans:
         # Everything the launch's path, layouts, tuning key, configuration and grid depend on,
         # the launch options included: a hit skips re-deriving them (the
         # host cost of a launch is what leaves the GPU idle between short kernels, issue 11).
         plan_key = (kernel, key, M, N, K, transpose_a, transpose_b, interleave, bn_multiple_of, bm_multiple_of,
                     config, a.dtype, b.dtype, a.stride(), b.stride(), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
-                    a.device, b.device, os.environ.get("TRITON_INTERPRET"), options, mainloop)
+                    a.device, b.device, interpreting(), options, mainloop)
         plan = _PLANS.get(plan_key)
         if plan is not None:
             extra = list(extra_args_for(plan.config))
@@ -748,17 +711,17 @@ def launch_gemm(
             config = _MEMO.get(tune_key)
             if config is None:
                 config = _cached_config(tune_key)
-                mode = os.environ.get("CODA_AUTOTUNE", "1").strip().lower()
+                mode = config_now.autotune
                 shape_key = None
                 if tuning_group is not None:
                     shape_key = _tuning_key(kernel, f"{SHARED_TUNING}:{tuning_group}", a, b, M, N, K,
                                             transpose_a, transpose_b, interleave, bn_multiple_of, bm_multiple_of,
                                             path, layouts, "tl", row_extents)
-                if config is None and shape_key is not None and mode not in ("0", "", "full"):
+                if config is None and shape_key is not None and mode == "shared":
                     shared = _cached_config(shape_key)
                     if shared is not None and shared in candidates and _runs(run_with, shared, extra_args_for):
                         config = shared
-                if config is None and row_extents and mode not in ("0", "", "full"):
+                if config is None and row_extents and mode == "shared":
                     # a new bucket of M next to a tuned one (a new token count of a program of
                     # run-time rows): its tiles, not a tuning in the middle of a training step
                     bucket = tuning_bucket(M)
@@ -772,7 +735,7 @@ def launch_gemm(
                             config = found
                             break
                 if config is None:
-                    if mode not in ("0", "") and len(candidates) > 1:
+                    if mode != "off" and len(candidates) > 1:
                         started = time.perf_counter()
                         _progress(f"coda-ir: autotuning a GEMM {M}x{N}x{K} ({len(candidates)} tile configurations) ...")
                         config, timings = _autotune(run_with, candidates, extra_args_for, compile_with)

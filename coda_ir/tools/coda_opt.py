@@ -23,11 +23,12 @@ from io import StringIO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 from xdsl.printer import Printer
-from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.arg_spec import parse_pipeline, parse_spec
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from coda_ir.context import coda_passes, universe_dialects
+from coda_ir.environment import debug_tracebacks
 from coda_ir.targets import TARGETS
 from coda_ir.errors import ArgumentError
 from coda_ir.remarks import printed_remarks
@@ -205,6 +206,11 @@ class CodaOptMain(xDSLOptMain):
         return stream, extension if extension in self.available_frontends else "mlir"
 
     def setup_pipeline(self):
+        target = parse_spec(self.args.target)
+        if target.name == "triton" and target.parameters:
+            # the options moved with the lowering from the target to its pipeline (issue 34)
+            raise ValueError(f"target 'triton' takes no options (got {', '.join(target.parameters)}): they are "
+                             f"coda-to-triton's, e.g. -p 'coda-to-triton{{epilogue-subtile=256}}' -t triton")
         empty = empty_pipeline_entry(self.args.passes)
         if empty is not None:
             raise ValueError(f"invalid pass pipeline: {empty}")
@@ -236,6 +242,23 @@ class CodaOptMain(xDSLOptMain):
             self.pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes, callback)
         except ValueError as error:  # bad pass options, e.g. -p 'cse{nope=1}'
             raise ValueError(f"invalid pass pipeline '{self.args.passes}': {error}") from None
+
+    def apply_passes(self, prog: ModuleOp):
+        super().apply_passes(prog)
+        # `-t triton` prints tl / host IR and runs no pass: when the pipeline stopped at coda
+        # kernels (`-p nn-to-coda -t triton`, or none on hand-written coda), the driver lowers
+        # them with coda-to-triton's defaults, verified like any other pass.
+        if parse_spec(self.args.target).name != "triton":
+            return
+        from coda_ir.lowering.pipeline import CodaToTritonPass
+        from coda_ir.lowering.triton import is_lowered
+
+        if not is_lowered(prog):
+            CodaToTritonPass().apply(self.ctx, prog)
+            if not self.args.disable_verify:
+                diagnostics = verify_module(prog)
+                if diagnostics:
+                    raise _Diagnostics(diagnostics, after=CodaToTritonPass.name)
 
     def run(self):  # noqa: C901 - one place that turns every failure into a diagnostic
         if self.args.plan_hf:
@@ -363,7 +386,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as error:  # an internal bug, not bad input: say so without a traceback
-        if os.environ.get("CODA_DEBUG") or "--debug-traceback" in sys.argv:
+        if debug_tracebacks() or "--debug-traceback" in sys.argv:
             raise
         print(
             f"coda-opt: internal error: {type(error).__name__}: {error}\n"

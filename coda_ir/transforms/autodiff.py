@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -47,6 +48,10 @@ from coda_ir import remarks
 from coda_ir.dialects import nn
 from coda_ir.dialects.element_types import element_name
 from coda_ir.diagnostics import CompilerError
+from coda_ir.transforms.target_machine import DEFAULT_GPU, target_gpu
+
+if TYPE_CHECKING:
+    from coda_ir.analysis.io_model import GPU
 
 FWD_SUFFIX = "_fwd"
 BWD_SUFFIX = "_bwd"
@@ -397,8 +402,9 @@ def _dtype_name(value: SSAValue) -> str:
     return element_name(ty.get_element_type())
 
 
-def recompute_decision(value: SSAValue, cost_model: bool) -> tuple[str, str]:
-    """("store" | "recompute", why) for a forward value the backward reads."""
+def recompute_decision(value: SSAValue, cost_model: bool, gpu: GPU | None = None) -> tuple[str, str]:
+    """("store" | "recompute", why) for a forward value the backward reads, priced on `gpu` (the
+    pass's target machine; None: the IO model's default, the H100)."""
     op = value.owner
     if cost_model and isinstance(op, nn.ConcatOp) and all(isinstance(v, BlockArgument) for v in op.inputs):
         # e.g. the packed weight of sibling linears (nn-fuse-siblings): the arguments are saved
@@ -414,7 +420,7 @@ def recompute_decision(value: SSAValue, cost_model: bool) -> tuple[str, str]:
         from coda_ir.analysis import io_plans
 
         decision = io_plans.store_or_recompute(m, n, dtype=_dtype_name(value), recompute_flops_per_element=flops,
-                                               recompute_sfu_per_element=sfu)
+                                               recompute_sfu_per_element=sfu, gpu=gpu)
     except ImportError:  # the model is optional
         return "store", "no cost model"
     return decision.choice, decision.summary()
@@ -534,6 +540,8 @@ class _Differentiator:
     capped: dict[Operation, nn.SoftcapOp] = field(default_factory=dict)
     """Cross-entropies of soft-capped logits differentiated with their cap (`capped_logits`)."""
     hdh_plan: dict[Operation, list[SSAValue]] = field(default_factory=dict)
+    gpu: GPU | None = None
+    """The target machine store-or-recompute is priced on (None: the IO model's default)."""
     """RMSNorms whose backward statistic is reduced where their consumers' gradients are made
     (`hdh_sources`), with the forward values z' whose `row_dot(z', dz')` it sums."""
 
@@ -611,7 +619,7 @@ class _Differentiator:
         for v in list(needed):
             if isinstance(v, Stat) or isinstance(v, BlockArgument) or not _is_float(v):
                 continue
-            choice, why = recompute_decision(v, self.cost_model)
+            choice, why = recompute_decision(v, self.cost_model, self.gpu)
             if choice == "recompute":
                 inputs = _recompute_inputs(v.owner)
                 if all(i in available or isinstance(i, BlockArgument) for i in inputs):
@@ -842,10 +850,10 @@ class _Differentiator:
 
 
 def differentiate(f: func.FuncOp, cost_model: bool = True, memory_budget_mib: int = 4096,
-                  logits_chunk: int = 0) -> tuple[func.FuncOp, func.FuncOp]:
+                  logits_chunk: int = 0, gpu: GPU | None = None) -> tuple[func.FuncOp, func.FuncOp]:
     """`(f_fwd, f_bwd)` of an nn function (detached; the caller inserts them)."""
     name = f.sym_name.data
-    d = _Differentiator(f, cost_model, memory_budget_mib=memory_budget_mib, logits_chunk=logits_chunk)
+    d = _Differentiator(f, cost_model, memory_budget_mib=memory_budget_mib, logits_chunk=logits_chunk, gpu=gpu)
     order, wants = d.plan()
     bwd = d.build_backward(name + BWD_SUFFIX, order, wants)
     fwd = d.build_forward(name + FWD_SUFFIX)
@@ -873,6 +881,10 @@ class NNAutodiffPass(ModulePass):
     logits_chunk: int = 0
     """> 0: always recompute the logits in chunks of this many vocabulary columns (a multiple of
     16), whatever the budget (tests, experiments); 0: the budget decides."""
+    gpu: str = DEFAULT_GPU
+    """The target machine store-or-recompute is priced on (`transforms/target_machine.py`)."""
+    gpu_constants: str = ""
+    """A table of GPU constants to read `gpu` from instead of the shipped one."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from coda_ir.errors import ArgumentError
@@ -883,6 +895,7 @@ class NNAutodiffPass(ModulePass):
         if self.memory_budget_mib < 0:
             raise ArgumentError(f"pass option memory-budget-mib must be non-negative, got {self.memory_budget_mib}",
                                 "memory-budget-mib")
+        gpu = target_gpu(self.name, self.gpu, self.gpu_constants) if self.cost_model else None
         funcs = [f for f in op.body.block.ops if isinstance(f, func.FuncOp) and f.body.blocks]
         names = {f.sym_name.data for f in funcs}
         for f in funcs:
@@ -892,6 +905,6 @@ class NNAutodiffPass(ModulePass):
             for suffix in (FWD_SUFFIX, BWD_SUFFIX):
                 if name + suffix in names:
                     raise CompilerError(f, f"nn-autodiff: @{name}{suffix} exists already; rename it")
-            fwd, bwd = differentiate(f, self.cost_model, self.memory_budget_mib, self.logits_chunk)
+            fwd, bwd = differentiate(f, self.cost_model, self.memory_budget_mib, self.logits_chunk, gpu)
             op.body.block.insert_op_after(bwd, f)
             op.body.block.insert_op_after(fwd, f)

@@ -164,7 +164,7 @@ class LegalizePass(ModulePass):
 
 LEGALIZED = "coda.legalized"
 """Unit attribute on a module whose kernels coda-legalize proved and annotated; the Triton
-target legalizes a module without it (hand-written coda) before it reads the records."""
+pipeline (`coda-to-triton`) legalizes a module without it (hand-written coda) before converting."""
 
 
 def ensure_legalized(module: ModuleOp) -> None:

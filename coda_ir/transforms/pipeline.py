@@ -36,7 +36,9 @@ the IO model's choice; `mainloop=tl` keeps every gemm on the portable tl
 mainloop, `mainloop=gluon` gives the Gluon one to every eligible gemm at any size (`auto`, the
 default: `coda-plan-mainloop` decides, eligible gemms large enough to hide the epilogue, and plain
 gemms run cuBLAS on a GPU); `vendor-gemms=false` keeps plain gemms on the tl kernel; `remarks-as-errors`
-turns every "did not fuse" remark into an error.
+turns every "did not fuse" remark into an error; `gpu=h100` (or h200) is the target machine the IO
+model's choices and the Gluon mainloop's size threshold are decided for, `gpu-constants=PATH` a table
+of GPU constants to read it from (`transforms/target_machine.py`; `nn-autodiff` takes the same two).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from coda_ir.transforms.fuse import FusePass
 from coda_ir.transforms.interleave import InterleavePass
 from coda_ir.transforms.legalize import LegalizePass
 from coda_ir.transforms.lower_nn import ConvertNNToCodaPass
+from coda_ir.transforms.target_machine import DEFAULT_GPU
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,10 @@ class NNToCodaPass(ModulePass):
     """Plain gemms (the epilogue stores the accumulator alone) run the vendor library on a GPU
     (`#coda.vendor_gemm`); false: the generated tl kernel (as `mainloop=tl` also does)."""
     remarks_as_errors: bool = False
+    gpu: str = DEFAULT_GPU
+    """The target machine nn-plan and coda-plan-mainloop decide for (`transforms/target_machine.py`)."""
+    gpu_constants: str = ""
+    """A table of GPU constants to read `gpu` from instead of the shipped one."""
 
     def stages(self) -> list[ModulePass]:
         from coda_ir.transforms.fuse_siblings import FuseSiblingsPass
@@ -96,7 +103,8 @@ class NNToCodaPass(ModulePass):
 
             stages.append(NNPlanPass(cost_model=self.cost_model, rope_table=self.rope_table, interleave=self.interleave,
                                      epilogues=self.fuse, norm_stats=self.defer_norms, gated_grad=self.gated_grad,
-                                     norm_grad=self.norm_grad, cross_entropy=self.cross_entropy))
+                                     norm_grad=self.norm_grad, cross_entropy=self.cross_entropy,
+                                     gpu=self.gpu, gpu_constants=self.gpu_constants))
         if self.defer_norms:
             stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors, whole_rows_stats=self.whole_rows_stats))
         stages.append(ConvertNNToCodaPass())
@@ -114,7 +122,8 @@ class NNToCodaPass(ModulePass):
             stages.append(CommonSubexpressionElimination())
         from coda_ir.transforms.plan_mainloop import PlanMainloopPass
 
-        stages.append(PlanMainloopPass(mainloop=self.mainloop, vendor_gemms=self.vendor_gemms))
+        stages.append(PlanMainloopPass(mainloop=self.mainloop, vendor_gemms=self.vendor_gemms, gpu=self.gpu,
+                                       gpu_constants=self.gpu_constants))
         if self.sink_results:
             from coda_ir.transforms.sink_results import SinkResultsPass
 
@@ -126,5 +135,8 @@ class NNToCodaPass(ModulePass):
         return stages
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from coda_ir.transforms.target_machine import target_gpu
+
+        target_gpu(self.name, self.gpu, self.gpu_constants)  # a bad machine is named as nn-to-coda's option
         for stage in self.stages():
             stage.apply(ctx, op)

@@ -51,6 +51,7 @@ backward's, `cross-entropy=epilogue|separate` the cross-entropy forward's (all `
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import BoolAttr, ModuleOp, TensorType
@@ -64,6 +65,10 @@ from coda_ir.dialects.element_types import element_name
 from coda_ir.transforms.defer_norms import ELEMENTWISE_NN, gemm_consumes, gemm_produced
 from coda_ir.transforms.kernel_builder import shape_of
 from coda_ir.transforms.lower_nn import prop_value, row_kernel_fits
+from coda_ir.transforms.target_machine import DEFAULT_GPU, target_gpu
+
+if TYPE_CHECKING:
+    from coda_ir.analysis.io_model import GPU
 
 ROPE_TABLE_MODES = ("auto", "always", "never")
 GATED_GRAD_MODES = ("auto", "epilogue", "separate")
@@ -151,6 +156,10 @@ class NNPlanPass(ModulePass):
     cross_entropy: str = "auto"
     """Where a cross-entropy forward whose logits a GEMM produces runs: `epilogue` of that GEMM,
     a `separate` elementwise pass over the stored logits, or `auto` (the IO model)."""
+    gpu: str = DEFAULT_GPU
+    """The target machine the IO model prices the choices on (`transforms/target_machine.py`)."""
+    gpu_constants: str = ""
+    """A table of GPU constants to read `gpu` from instead of the shipped one."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from coda_ir.errors import ArgumentError
@@ -167,22 +176,23 @@ class NNPlanPass(ModulePass):
         if self.cross_entropy not in CROSS_ENTROPY_MODES:
             raise ArgumentError("pass option cross-entropy must be auto, epilogue or separate, got "
                                 f"'{self.cross_entropy}'", "cross-entropy")
+        gpu = target_gpu(self.name, self.gpu, self.gpu_constants)
         reported: set[Operation] = set()
         for target in list(op.walk()):
             if isinstance(target, (nn.RoPEOp, nn.RoPEGradOp)) and self.epilogues:
-                self.plan_rope(target)
+                self.plan_rope(target, gpu)
             elif isinstance(target, nn.HeadRMSNormOp) and self.cost_model and self.epilogues:
-                self.plan_head_norm(target, reported)
+                self.plan_head_norm(target, reported, gpu)
             elif isinstance(target, nn.RMSNormOp) and self.cost_model and self.norm_stats:
-                self.plan_norm_stats(target)
+                self.plan_norm_stats(target, gpu)
             elif isinstance(target, (nn.SwiGLUGradOp, nn.GeGLUGradOp)) and self.epilogues:
-                self.plan_gated_grad(target)
+                self.plan_gated_grad(target, gpu)
             elif isinstance(target, nn.RMSNormGradOp) and self.epilogues:
-                self.plan_norm_grad(target)
+                self.plan_norm_grad(target, gpu)
             elif isinstance(target, (nn.CrossEntropyOp, nn.CrossEntropyFwdOp)) and self.epilogues:
-                self.plan_cross_entropy(target)
+                self.plan_cross_entropy(target, gpu)
 
-    def plan_norm_stats(self, norm: nn.RMSNormOp) -> None:
+    def plan_norm_stats(self, norm: nn.RMSNormOp, gpu: GPU) -> None:
         x = norm.x
         m, d = shape_of(x)
         if not (gemm_produced(x) and gemm_consumes(norm.result) and row_kernel_fits(d)):
@@ -190,14 +200,14 @@ class NNPlanPass(ModulePass):
         from coda_ir.analysis import io_plans
 
         try:
-            decision = io_plans.stats_plan(m, d, K=producer_k(x), dtype=_dtype(x))
+            decision = io_plans.stats_plan(m, d, K=producer_k(x), dtype=_dtype(x), gpu=gpu)
         except (ValueError, KeyError, ZeroDivisionError):  # a shape the model cannot price: no plan
             return
         if decision.choice == "row_kernel":
             norm.properties["stats_in_producer_epilogue"] = BoolAttr.from_bool(False)
             remarks.emit_remark(norm, f"row scale not deferred: the IO model prefers a row kernel: {decision.summary()}")
 
-    def plan_rope(self, rope: Operation) -> None:
+    def plan_rope(self, rope: Operation, gpu: GPU) -> None:
         """`cos_sin_table` on a RoPE: in the epilogue of the GEMM producing its input
         (`io_plans.rope_table_plan`), or, when no GEMM produces it (the backward's rotation of
         the attention gradient), in an elementwise pass (`io_plans.rope_pass_plan`)."""
@@ -216,11 +226,11 @@ class NNPlanPass(ModulePass):
         explicit = rope.properties.get("inv_freq") is not None  # one select chain of hd/2 per angle
         if gemm is None:
             m, n = shape_of(rope.operands[0])
-            decision = io_plans.rope_pass_plan(m, n, hd, dtype=dtype, explicit_freqs=explicit)
+            decision = io_plans.rope_pass_plan(m, n, hd, dtype=dtype, explicit_freqs=explicit, gpu=gpu)
             where, inside = "RoPE pass", "in-pass"
         else:
             m, n, k = gemm_shape(gemm)
-            decision = io_plans.rope_table_plan(m, n, hd, K=k, dtype=dtype, explicit_freqs=explicit)
+            decision = io_plans.rope_table_plan(m, n, hd, K=k, dtype=dtype, explicit_freqs=explicit, gpu=gpu)
             where, inside = f"RoPE in the epilogue of {_describe(gemm)}", "in-epilogue"
         costs = decision.costs
         text = (f"table (cos/sin [{m}x{hd // 2}] computed once, one more kernel) "
@@ -234,7 +244,7 @@ class NNPlanPass(ModulePass):
             remarks.emit_remark(rope, f"{where} computes sin/cos per pair: the IO model found it cheaper: {text}",
                                 informational=True)
 
-    def plan_gated_grad(self, grad: Operation) -> None:
+    def plan_gated_grad(self, grad: Operation, gpu: GPU) -> None:
         """`in_producer_epilogue` on a gated activation's backward whose dy a GEMM produces: in
         that GEMM's epilogue, or a plain GEMM storing dy and one elementwise pass (the pair's two
         halves read and written as [BM, BN] tiles, the z . dz row partials in the same pass)."""
@@ -245,12 +255,12 @@ class NNPlanPass(ModulePass):
 
         m, f, k = gemm_shape(gemm)
         self.plan_epilogue_or_pass(
-            grad, gemm, self.gated_grad, lambda: io_plans.gated_grad_plan(m, f, K=k, dtype=_dtype(grad.operands[0])),
+            grad, gemm, self.gated_grad, lambda: io_plans.gated_grad_plan(m, f, K=k, dtype=_dtype(grad.operands[0]), gpu=gpu),
             f"separate (plain GEMM storing dy [{m}x{f}], then one pass over dy and z)",
             "the epilogue holds z and dz beside the accumulator: spills, and its loads, stores and spills follow "
             "each tile's mainloop at one CTA per SM")
 
-    def plan_norm_grad(self, grad: nn.RMSNormGradOp) -> None:
+    def plan_norm_grad(self, grad: nn.RMSNormGradOp, gpu: GPU) -> None:
         """`in_producer_epilogue` on an RMSNorm backward with `hdh` whose dy a GEMM produces: dx
         (plus a residual gradient added to it) and the dw partials in that GEMM's epilogue, or a
         plain GEMM storing dy and one elementwise pass. Without `hdh` dx needs a row statistic of
@@ -266,14 +276,15 @@ class NNPlanPass(ModulePass):
         rebuilt = _rebuilds_output(grad)
         loads = "x and dres" if residual else "x"
         price = None if grad.hdh is None else (
-            lambda: io_plans.norm_grad_plan(m, d, K=k, dtype=_dtype(grad.dy), residual=residual, rebuilt_h=rebuilt))
+            lambda: io_plans.norm_grad_plan(m, d, K=k, dtype=_dtype(grad.dy), residual=residual, rebuilt_h=rebuilt,
+                                          gpu=gpu))
         self.plan_epilogue_or_pass(
             grad, gemm, self.norm_grad, price,
             f"separate (plain GEMM storing dy [{m}x{d}] in f32, then one pass over dy, {loads}"
             f"{' writing the rebuilt norm output too' if rebuilt else ''})",
             f"the epilogue's {loads} loads, spills and dw column reduction follow each tile's mainloop at one CTA per SM")
 
-    def plan_cross_entropy(self, ce: nn.CrossEntropyOp | nn.CrossEntropyFwdOp) -> None:
+    def plan_cross_entropy(self, ce: nn.CrossEntropyOp | nn.CrossEntropyFwdOp, gpu: GPU) -> None:
         """`in_producer_epilogue` on a cross-entropy forward whose logits a GEMM produces: the row
         log-sum-exp and target-logit partials in that GEMM's epilogue, or a plain GEMM storing
         the logits and one elementwise pass over them. The logits are stored either way where
@@ -287,7 +298,7 @@ class NNPlanPass(ModulePass):
         stored = any(use.operation is not ce for use in ce.logits.uses)
         self.plan_epilogue_or_pass(
             ce, gemm, self.cross_entropy,
-            lambda: io_plans.cross_entropy_plan(m, v, K=k, dtype=_dtype(ce.logits), logits_stored=stored),
+            lambda: io_plans.cross_entropy_plan(m, v, K=k, dtype=_dtype(ce.logits), logits_stored=stored, gpu=gpu),
             f"separate (plain GEMM storing the logits [{m}x{v}], then one pass over them)",
             "its exps and row reductions follow each tile's mainloop at one CTA per SM"
             + ("" if stored else "; the epilogue form stores no logits"))
@@ -319,7 +330,7 @@ class NNPlanPass(ModulePass):
             remarks.emit_remark(op, f"{op.name} in the epilogue of {_describe(gemm)}: the IO model found it cheaper: "
                                 f"{text}", informational=True)
 
-    def plan_head_norm(self, norm: nn.HeadRMSNormOp, reported: set[Operation]) -> None:
+    def plan_head_norm(self, norm: nn.HeadRMSNormOp, reported: set[Operation], gpu: GPU) -> None:
         gemm = producing_gemm(norm.x)
         if gemm is None:
             return
@@ -327,7 +338,8 @@ class NNPlanPass(ModulePass):
 
         m, n, k = gemm_shape(gemm)
         hd = prop_value(norm, "head_dim")
-        decision = io_plans.qk_norm_tile_width(hd, n, M=m, K=k, heads=max(1, n // hd), dtype=_dtype(norm.x))
+        decision = io_plans.qk_norm_tile_width(hd, n, M=m, K=k, heads=max(1, n // hd), dtype=_dtype(norm.x),
+                                               gpu=gpu)
         unfused, costs = prefers_unfused(decision, hd)
         if not unfused:
             return

@@ -1,9 +1,10 @@
 """`coda-plan-in-place`: record `coda.writes_over` on the kernels that store an output into a
 donated argument (`coda_ir.analysis.in_place`: the conditions and their proof).
 
-Runs on coda programs before the Triton lowering (`lowering/triton.emit_module` runs it on the
-caller's module, whose records `coda_ir.torch` reads back from `CompiledModule.ir` to declare
-the arguments its custom op mutates); `convert-coda-to-host` passes the argument as the output
+Runs on coda programs before the Triton conversions, as a stage of `coda-to-triton`
+(`lowering/pipeline.py`; `coda_ir.compile` runs it on the coda program it reports as
+`CompiledModule.ir`, whose records `coda_ir.torch` reads back to declare the arguments its
+custom op mutates); `convert-coda-to-host` passes the argument as the output
 buffer, and the Triton emitter puts the barrier that pair-halves outputs need. Only arguments
 the caller marked `coda.donated` are ever written over, so without donations this pass changes
 nothing.

@@ -56,6 +56,7 @@ and experiments at small shapes; plain gemms as in `auto`) or `tl` (every gemm o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func
@@ -66,6 +67,10 @@ from xdsl.passes import ModulePass
 from coda_ir.dialects import coda
 from coda_ir.errors import ArgumentError
 from coda_ir.remarks import emit_remark
+from coda_ir.transforms.target_machine import DEFAULT_GPU, target_gpu
+
+if TYPE_CHECKING:
+    from coda_ir.analysis.io_model import GPU
 
 MODES = ("auto", "gluon", "tl")
 
@@ -76,12 +81,10 @@ epilogue (LLaMA-1B out-projection, K = 2048: Gluon 1.18-1.23x cuBLAS, tl 1.28-1.
 every GPT-2 epilogue lost to tl, by 1.8-3.5x."""
 
 MIN_TILES_PER_SM = 3
-"""The fewest 128x256 tiles per SM (of `HOPPER_SMS`) given the Gluon mainloop: the first tile's
+"""The fewest 128x256 tiles per SM (of the target machine's, `gpu` option) given the Gluon mainloop: the first tile's
 mainloop and the last tile's epilogue are never overlapped, which at ~2 tiles per SM (GPT-2's
 N = 1024 gemms, 256 tiles) left the Gluon kernel 1.2-1.4x slower than tl. 3 keeps the record on
 the whole-model LLaMA-1B layers (8192 tokens x 2048: 512 tiles, 3.9 per SM)."""
-
-HOPPER_SMS = 132  # an H100 SXM, the lent GPU (the PCIe part has 114)
 
 # 11 warps (4 + 4 MMA, 1 producer, 2 epilogue): ptxas caps the kernel at 168 registers a thread;
 # setmaxnreg moves them between partitions (session 10: (168, 24, 176) measured best).
@@ -122,16 +125,17 @@ def gluon_obstacle(op: coda.GemmOp) -> str | None:
     return None
 
 
-def size_obstacle(op: coda.GemmOp, record: coda.MainloopAttr) -> str | None:
-    """Why this gemm is too small for the Gluon mainloop of `record` to pay (None: large enough)."""
+def size_obstacle(op: coda.GemmOp, record: coda.MainloopAttr, gpu: GPU) -> str | None:
+    """Why this gemm is too small for the Gluon mainloop of `record` to pay on `gpu` (None: large enough)."""
     m, n, k = op.problem_shape()
     if k < MIN_K:
         return (f"K = {k} < {MIN_K}: a tile's mainloop is too short to hide the 2-warp epilogue partition "
                 "(GPT-2 medium's K = 1024 epilogues ran 2.9-9.3x their GEMM on the Gluon mainloop on the H100)")
     bm, bn = record.as_dict()["bm"], record.as_dict()["bn"]
     tiles = -(-m // bm) * -(-n // bn)  # type: ignore[operator]
-    if tiles < MIN_TILES_PER_SM * HOPPER_SMS:
-        return (f"{tiles} tiles of {bm}x{bn}, fewer than {MIN_TILES_PER_SM} per SM of an H100: the first mainloop "
+    if tiles < MIN_TILES_PER_SM * gpu.sms:
+        # ("an H100", "an H200": the names of gpu_constants.json)
+        return (f"{tiles} tiles of {bm}x{bn}, fewer than {MIN_TILES_PER_SM} per SM of an {gpu.name.upper()}: the first mainloop "
                 "and the last epilogue are not overlapped (GPT-2's 256-tile gemms ran 1.2-1.4x slower than on tl)")
     return None
 
@@ -258,10 +262,15 @@ class PlanMainloopPass(ModulePass):
     mainloop: str = "auto"
     vendor_gemms: bool = True
     """false: plain gemms keep the generated mainloop too (`mainloop=tl` implies it)."""
+    gpu: str = DEFAULT_GPU
+    """The target machine whose SM count sets the size threshold (`transforms/target_machine.py`)."""
+    gpu_constants: str = ""
+    """A table of GPU constants to read `gpu` from instead of the shipped one."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.mainloop not in MODES:
             raise ArgumentError(f"coda-plan-mainloop: mainloop must be one of {', '.join(MODES)}, got {self.mainloop!r}")
+        gpu = target_gpu(self.name, self.gpu, self.gpu_constants)
         for fn in [f for f in op.walk() if isinstance(f, func.FuncOp) and f.body.blocks]:
             for k in [k for k in fn.walk() if isinstance(k, coda.GemmOp)]:
                 k.attributes.pop(coda.MAINLOOP, None)
@@ -277,7 +286,7 @@ class PlanMainloopPass(ModulePass):
                     emit_remark(k, "keeps the tl mainloop: mainloop=tl", informational=True)
                     continue
                 attr, why = plan_mainloop(k)
-                small = size_obstacle(k, attr) if attr is not None and self.mainloop == "auto" else None
+                small = size_obstacle(k, attr, gpu) if attr is not None and self.mainloop == "auto" else None
                 if small is not None:
                     attr, why = None, small
                 if attr is None:

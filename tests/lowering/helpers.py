@@ -89,7 +89,17 @@ def check(text: str, inputs: list[torch.Tensor] | None = None, seed: int = 0, in
 
 def use_gemm_path(monkeypatch, path: str) -> None:
     """Launch GEMMs on `path` ("auto", "tma", "portable") for the rest of the test: the
-    process-wide `gemm_launch` launch options, restored when the test ends."""
+    runtime configuration's launch options, restored when the test ends."""
     from coda_ir.runtime import gemm_launch
 
-    monkeypatch.setattr(gemm_launch, "_OPTIONS", gemm_launch.LaunchOptions(path=path))
+    use_launch_options(monkeypatch, gemm_launch.LaunchOptions(path=path))
+
+
+def use_launch_options(monkeypatch, options) -> None:
+    """Put `options` in force as the runtime configuration's launch options for the rest of the
+    test (`RuntimeConfig.launch`; monkeypatch restores the configuration when the test ends)."""
+    import dataclasses
+
+    from coda_ir.runtime import config as runtime_config
+
+    monkeypatch.setattr(runtime_config, "_CURRENT", dataclasses.replace(runtime_config.current(), launch=options))

@@ -56,7 +56,7 @@ def main() -> None:
     import coda_ir
     from coda_ir.dialects import coda
 
-    from coda_ir.lowering.triton import TritonOptions
+    from coda_ir.lowering.pipeline import TritonOptions
 
     cm = coda_ir.compile(args.file, options=TritonOptions(epilogue_subtile=args.epilogue_subtile))
     path = Path(tempfile.mkdtemp()) / "coda_sm90_resources.py"

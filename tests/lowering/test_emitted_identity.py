@@ -59,39 +59,40 @@ NN_PIPELINES = ["nn-autodiff,nn-to-coda{mainloop=gluon}",
 NN_PROGRAMS = ["llama_block", "qwen3_block", "gpt2_block", "lm_head"]
 
 
-def corpus() -> list[tuple[str, str, str | None, dict | None]]:
-    """(id, text, pipeline, Triton target options) of every program compared."""
-    out: list[tuple[str, str, str | None, dict | None]] = []
+def corpus() -> list[tuple[str, str, str | None]]:
+    """(id, text, pipeline) of every program compared (lowering options are the pipeline's
+    `coda-to-triton{...}`, as on the command line)."""
+    out: list[tuple[str, str, str | None]] = []
     for path in sorted((REPO / "tests/programs/coda").glob("*.mlir")):
-        out.append((f"coda/{path.name}", path.read_text(), None, None))
+        out.append((f"coda/{path.name}", path.read_text(), None))
     for name in NN_PROGRAMS:
         text = (REPO / "tests/programs/nn" / f"{name}.mlir").read_text()
         for i, pipeline in enumerate(NN_PIPELINES):
-            out.append((f"nn/{name}#{i}", text, pipeline, None))
+            out.append((f"nn/{name}#{i}", text, pipeline))
     for path in sorted((REPO / "tests/filecheck/lowering").glob("*.mlir")):
         text = path.read_text()
         for r, run in enumerate(line.split("RUN:", 1)[1] for line in text.splitlines() if "RUN:" in line):
             words = shlex.split(run.split("|")[0])
-            if "-t" not in words or not words[words.index("-t") + 1].startswith("triton"):
+            if "-t" not in words or words[words.index("-t") + 1] != "triton":
                 continue
-            target = words[words.index("-t") + 1]
-            options = dict(kv.split("=") for kv in m.group(1).split()) if (m := re.match(r"triton\{(.*)\}", target)) else None
             pipeline = words[words.index("-p") + 1] if "-p" in words else None
             chunks = text.split("// -----") if "--split-input-file" in words else [text]
             for c, chunk in enumerate(chunks):
-                out.append((f"lit/{path.name}#{r}.{c}", chunk, pipeline, options))
+                out.append((f"lit/{path.name}#{r}.{c}", chunk, pipeline))
     return out
 
 
-def emitted(text: str, pipeline: str | None, options: dict | None) -> str:
+def emitted(text: str, pipeline: str | None) -> str:
+    """What `coda-opt -p PIPELINE -t triton` prints: coda-to-triton (defaults) runs after the
+    pipeline unless the pipeline lowered the program itself."""
     import coda_ir
-    from coda_ir.lowering.triton import TritonOptions, emit_module
+    from coda_ir.lowering.pipeline import lower_to_triton
+    from coda_ir.lowering.triton import is_lowered, print_module
 
     module = coda_ir.parse(text)
     if pipeline:
         module = coda_ir.lower(module, pipeline)
-    kwargs = {k.replace("-", "_"): (int(v) if v.isdigit() else v == "true") for k, v in (options or {}).items()}
-    return emit_module(module, TritonOptions(**kwargs))
+    return print_module(module if is_lowered(module) else lower_to_triton(module))
 
 
 # ---------------------------------------------------------------------------- normalization
@@ -441,11 +442,11 @@ def _recorded() -> dict:
     return json.loads(DIGESTS.read_text())
 
 
-@pytest.mark.parametrize("ident,text,pipeline,options", corpus(), ids=[c[0] for c in corpus()])
-def test_emitted_module_is_mains_program(ident, text, pipeline, options):
+@pytest.mark.parametrize("ident,text,pipeline", corpus(), ids=[c[0] for c in corpus()])
+def test_emitted_module_is_mains_program(ident, text, pipeline):
     recorded = _recorded()["modules"][ident]
     try:
-        now = normalized(emitted(text, pipeline, options))
+        now = normalized(emitted(text, pipeline))
     except Exception as error:  # a program the lowering refuses must still be refused the same way
         now = {"<error>": refusal(error)}
     changed = sorted(name for name in set(now) | set(recorded) if now.get(name) != recorded.get(name))
@@ -459,9 +460,9 @@ def test_interpreter_outputs_are_mains_bit_for_bit(name):
 
 def record() -> dict:
     modules = {}
-    for ident, text, pipeline, options in corpus():
+    for ident, text, pipeline in corpus():
         try:
-            modules[ident] = normalized(emitted(text, pipeline, options))
+            modules[ident] = normalized(emitted(text, pipeline))
         except Exception as error:
             modules[ident] = {"<error>": refusal(error)}
     return {"modules": modules, "outputs": {name: output_digests(name) for name in CODA_PROGRAMS}}

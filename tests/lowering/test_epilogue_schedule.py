@@ -22,7 +22,7 @@ import coda_ir
 from coda_ir import testing
 from coda_ir.analysis.epilogue_schedule import partials_after_last_use
 from coda_ir.dialects import coda
-from coda_ir.lowering import triton as lowering
+from coda_ir.analysis import epilogue_schedule as schedule
 from coda_ir.lowering import tl_epilogue
 
 from .helpers import check
@@ -65,7 +65,7 @@ def norm_program(m: int = 37, n: int = 70, k: int = 19) -> str:
 def previous_schedule(block):
     """The order before session 9: whole ops, partial reductions after the last tile use."""
     ops = [op for op in block.ops if not isinstance(op, coda.YieldOp)]
-    return [lowering.EpilogueStep(op, tuple(range(len(op.results)))) for op in partials_after_last_use(ops)]
+    return [schedule.EpilogueStep(op, tuple(range(len(op.results)))) for op in partials_after_last_use(ops)]
 
 
 def region(text: str, pipeline=None, origin: str | None = None):
@@ -104,7 +104,7 @@ def test_norm_backward_steps():
     """The map's residual-gradient output at the accumulate that reads it, its weight-gradient
     output (only `acc * (x rstd)`, one scalar op) just before the column reduction, which
     runs last."""
-    steps = lowering.epilogue_schedule(region(norm_program()))
+    steps = schedule.epilogue_schedule(region(norm_program()))
     assert describe(steps) == [
         ("coda.load", (0,), None), ("coda.broadcast", (0,), None), ("coda.broadcast", (0,), None),
         ("coda.broadcast", (0,), None),
@@ -168,7 +168,7 @@ def test_three_outputs_each_at_its_reduction(monkeypatch):
     column partial of the rounded accumulator (not a map output: deferring it would keep its
     tile live) stays after its last tile use."""
     text = gemm_program(LN_STATS, LN_INS, LN_RESULTS, tb=True, m=37, n=70, k=19)
-    steps = lowering.epilogue_schedule(region(text))
+    steps = schedule.epilogue_schedule(region(text))
     got = [(s.op.name, s.results, None if s.body is None else len(s.body)) for s in steps]
     assert got == [
         ("coda.map", (0,), None), ("coda.load", (0,), None), ("coda.broadcast", (0,), None),
@@ -212,7 +212,7 @@ CHAIN_RESULTS = ["tensor<{M}x{N}x{T}>", "tensor<{M}x{N}x{T}>", "tensor<{M}x{N}x{
 
 def test_yielded_outputs_at_the_map_deferred_ones_at_their_reader(monkeypatch):
     text = gemm_program(CHAIN, [("r_in", "tensor<{M}x{N}x{T}>")], CHAIN_RESULTS, dt="f32", tb=True, m=37, n=70, k=19)
-    steps = lowering.epilogue_schedule(region(text))
+    steps = schedule.epilogue_schedule(region(text))
     first, second = steps[0].op, steps[4].op
     got = [(s.op, s.results, None if s.body is None else [o.name for o in s.body]) for s in steps]
     assert got == [
@@ -247,7 +247,7 @@ def test_outputs_read_by_one_op_stay_one_step():
       coda.yield %m : f32
     }}
     coda.yield %y : !coda.tile<{M}x{N}xf32>""", [], ["tensor<{M}x{N}xf32>"], dt="f32", m=21, n=40, k=16)
-    steps = lowering.epilogue_schedule(region(text))
+    steps = schedule.epilogue_schedule(region(text))
     assert describe(steps) == [("coda.map", (0, 1), None), ("coda.map", (0,), None)]
     cm, _, _ = check(text, seed=1)
     assert "# coda.map results" not in cm.source

@@ -14,7 +14,7 @@ import torch
 
 from coda_ir.runtime import gemm_launch
 
-from coda_ir.lowering.triton import TritonOptions
+from coda_ir.lowering.pipeline import TritonOptions
 
 from .helpers import DEVICE, check, use_gemm_path
 from .test_primitives import gemm_program

@@ -19,7 +19,7 @@ pytest.importorskip("triton")
 from coda_ir import tiling  # noqa: E402
 from coda_ir.runtime import gemm_launch  # noqa: E402
 
-from .helpers import use_gemm_path  # noqa: E402
+from .helpers import use_gemm_path, use_launch_options  # noqa: E402
 from coda_ir.lowering.mainloop import (  # noqa: E402
     TEMPLATE_NAMES,
     emit_gemm_kernel,
@@ -165,7 +165,7 @@ def test_misaligned_rows_are_repitched_for_tma(kernels, monkeypatch, dtype, M, N
     assert gl._row_pitch_misaligned(a) or gl._row_pitch_misaligned(b)
     ref = _reference(a, b, transpose_a, transpose_b)
     for min_macs, path in ((M * N * K + 1, "portable"), (M * N * K, "tma")):
-        monkeypatch.setattr(gl, "_OPTIONS", gl.LaunchOptions(path="tma", repitch_min_macs=min_macs))
+        use_launch_options(monkeypatch, gl.LaunchOptions(path="tma", repitch_min_macs=min_macs))
         _cfg, out = _run_store(kernels[("store", False)], a, b, M, N, K, transpose_a, transpose_b)
         assert gl.LAST_LAUNCH["path"] == path
         _check(out, ref, dtype)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from coda_ir.lowering import triton as lowering
-from coda_ir.lowering.triton import TritonOptions
+from coda_ir.lowering.tl_gemm import SUBTILE_MIN_BN_DEFAULT
+from coda_ir.lowering.pipeline import TritonOptions
 
 from .helpers import check
 from .test_primitives import gemm_program
@@ -116,7 +116,7 @@ def test_interleaved_heavy_epilogue_sliced():
 
 
 def test_light_epilogue_not_sliced_and_threshold_holds_whole_groups():
-    assert TritonOptions().epilogue_subtile == lowering.SUBTILE_MIN_BN_DEFAULT == 0  # off unless asked for
+    assert TritonOptions().epilogue_subtile == SUBTILE_MIN_BN_DEFAULT == 0  # off unless asked for
     light = gemm_program("""
     %h = coda.scale %acc, %g cols : !coda.tile<{M}x{N}xf32>, tensor<{N}x{T}>
     coda.yield %h : !coda.tile<{M}x{N}xf32>""", [("g", "tensor<{N}x{T}>")], tb=True)

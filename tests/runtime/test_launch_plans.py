@@ -80,22 +80,15 @@ def test_tuning_groups_are_decided_by_the_compiler():
     plain GEMM storing [M, N] is in group 2, the same GEMM also reading a residual [M, N] in 4,
     one writing only row partials ([M, tiles]) in 0. The printed launch passes the group to
     launch_gemm; nothing is re-derived from the arguments at run time."""
-    from coda_ir.context import make_context
     from coda_ir.dialects import triton_host as host
-    from coda_ir.lowering.triton import emit_module
-    from coda_ir.lowering.coda_to_host import ConvertCodaToHostPass, host_functions
-    from coda_ir.lowering.coda_to_tl import ConvertCodaToTLPass
-    from coda_ir.transforms.legalize import ensure_legalized
+    from coda_ir.lowering.pipeline import lower_to_triton
+    from coda_ir.lowering.triton import print_module
 
-    module = coda_ir.parse(GROUPS)
-    ensure_legalized(module)  # convert-coda-to-tl obeys coda-legalize's records
-    ctx = make_context()
-    ConvertCodaToTLPass().apply(ctx, module)
-    ConvertCodaToHostPass().apply(ctx, module)
-    (fn,) = host_functions(module)
+    module = lower_to_triton(coda_ir.parse(GROUPS))
+    (fn,) = [op for op in module.walk() if isinstance(op, host.FuncOp)]
     launches = [op for op in fn.walk() if isinstance(op, host.LaunchGemmOp)]
     assert [op.epilogue_half_tiles.data for op in launches] == [2, 4, 0]
-    text = emit_module(coda_ir.parse(GROUPS))
+    text = print_module(module)
     for group in (2, 4, 0):
         assert f"tuning_group='epilogue-half-tiles={group}'" in text
     assert not hasattr(gemm_launch, "epilogue_tiles")

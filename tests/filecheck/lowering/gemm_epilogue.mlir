@@ -1,5 +1,5 @@
 // RUN: coda-opt %s -t triton | filecheck %s
-// RUN: coda-opt %s -t "triton{epilogue-subtile=256}" | filecheck %s --check-prefix=SUB
+// RUN: coda-opt %s -p "coda-to-triton{epilogue-subtile=256}" -t triton | filecheck %s --check-prefix=SUB
 // The module layout, the mainloop splice and the tile-local primitives of a gemm epilogue.
 
 func.func @epi(%a: tensor<37x40xbf16>, %b: tensor<48x40xbf16>, %c: tensor<37x48xbf16>, %v: tensor<48xbf16>,
@@ -35,7 +35,7 @@ func.func @epi(%a: tensor<37x40xbf16>, %b: tensor<48x40xbf16>, %c: tensor<37x48x
 // CHECK:      # ---- epilogue ----
 // Each result is stored right after the op that makes it.
 // CHECK-NEXT: # coda.load
-// With `-t triton{epilogue-subtile=256}`, a heavy epilogue (here: a loaded tile beside acc) runs per
+// With `-p coda-to-triton{epilogue-subtile=256}`, a heavy epilogue (here: a loaded tile beside acc) runs per
 // column half on tiles >= 256 wide, the whole tile otherwise.
 // SUB:      # ---- epilogue ----
 // SUB-NEXT: if BN >= 256:

@@ -1,5 +1,5 @@
 // RUN: coda-opt %s --split-input-file -t triton | filecheck %s
-// RUN: coda-opt %s --split-input-file -t "triton{half-tile-io=false}" | filecheck %s --check-prefix=SCATTER
+// RUN: coda-opt %s --split-input-file -p "coda-to-triton{half-tile-io=false}" -t triton | filecheck %s --check-prefix=SCATTER
 // With the option half-tile-io=false every access keeps the scatter to perm(c):
 // SCATTER: _coda_interleave_rows(offs_n,
 // SCATTER-NOT: half_cols

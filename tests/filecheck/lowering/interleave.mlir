@@ -1,5 +1,5 @@
 // RUN: coda-opt %s -t triton | filecheck %s
-// RUN: coda-opt %s -t "triton{epilogue-subtile=256}" | filecheck %s --check-prefix=SUB
+// RUN: coda-opt %s -p "coda-to-triton{epilogue-subtile=256}" -t triton | filecheck %s --check-prefix=SUB
 // With `interleave h`, N-wide tensors are read and written at _coda_interleave_rows(offs_n, h)
 // so users see their own column layout; vectors and indices follow the same columns.
 
@@ -14,7 +14,7 @@ func.func @il(%a: tensor<37x40xbf16>, %w: tensor<48x40xbf16>, %r: tensor<37x48xb
 }
 
 // CHECK-LABEL: def _il_k0_gemm(
-// Sub-tiled (`-t triton{epilogue-subtile=N}`), each column half's columns are permuted the same way.
+// Sub-tiled (`-p coda-to-triton{epilogue-subtile=N}`), each column half's columns are permuted the same way.
 // SUB:        # coda.accumulate
 // SUB-NEXT:   cols_n_s0 = _coda_interleave_rows(offs_n_s0, 12)
 // SUB:        cols_n_s1 = _coda_interleave_rows(offs_n_s1, 12)

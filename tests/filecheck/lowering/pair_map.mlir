@@ -1,5 +1,5 @@
 // RUN: coda-opt %s -t triton --split-input-file | filecheck %s
-// RUN: coda-opt %s -t "triton{epilogue-subtile=256}" --split-input-file | filecheck %s --check-prefix=SUB
+// RUN: coda-opt %s -p "coda-to-triton{epilogue-subtile=256}" -t triton --split-input-file | filecheck %s --check-prefix=SUB
 // coda.pair_map: wide tiles are split into (first, second) of each pair by reshape/permute/split,
 // narrow and wide results are rebuilt with reshape / join + permute + reshape.
 
@@ -61,7 +61,7 @@ func.func @rot(%a: tensor<37x40xf32>, %w: tensor<40x48xf32>) -> (tensor<37x48xf3
 
 // CHECK-LABEL: def _rot_k0_gemm(
 // CHECK:      acc = tl.dot(a, b, acc, input_precision="ieee")
-// Sub-tiled (`-t triton{epilogue-subtile=N}`), the 1 -> 2 map makes this epilogue heavy: per column half
+// Sub-tiled (`-p coda-to-triton{epilogue-subtile=N}`), the 1 -> 2 map makes this epilogue heavy: per column half
 // on tiles >= 256 wide, each half holding whole groups of 2 * stride columns.
 // SUB-LABEL:  def _rot_k0_gemm(
 // SUB:        if BN >= 256:
