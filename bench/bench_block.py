@@ -236,7 +236,9 @@ def set_tuning(mode: str) -> dict:
 
     info = {"tune": mode, "cache": str(gemm_launch.cache_path())}
     if mode == "off":
-        os.environ["CODA_AUTOTUNE"] = "0"
+        from coda_ir.runtime import config
+
+        config.configure(autotune="off")
     elif mode == "short":
         # Replacing the candidate list (not LaunchOptions.tma_candidates, which also turns off
         # the paired-B variants of interleaved kernels).

@@ -255,8 +255,9 @@ def checks(ks, dev, dtype, shapes, ragged, log) -> list[dict]:
         if dev != "cpu":
             record(f"cublas {M}x{N}x{K}", rel_err(x @ w.T, ref), path="cublas")
         del ref
-    old = os.environ.get("CODA_AUTOTUNE")
-    os.environ["CODA_AUTOTUNE"] = "0"  # edge cases: correctness only, first candidate
+    from coda_ir.runtime import config
+
+    before = config.configure(autotune="off")  # edge cases: correctness only, first candidate
     try:
         for (M, N, K), ta, tb in ragged:
             a = rnd(K, M) if ta else rnd(M, K)
@@ -266,10 +267,7 @@ def checks(ks, dev, dtype, shapes, ragged, log) -> list[dict]:
             out = run_plain(ks["plain"], a, b, M, N, K, transpose_a=ta, transpose_b=tb)
             record(f"ragged {M}x{N}x{K} tA={int(ta)} tB={int(tb)}", rel_err(out, ref))
     finally:
-        if old is None:
-            os.environ.pop("CODA_AUTOTUNE")
-        else:
-            os.environ["CODA_AUTOTUNE"] = old
+        config.configure(before)
     return results
 
 

@@ -125,7 +125,9 @@ def main(argv=None) -> dict:
     if args.smoke:
         args.shape, args.layers, args.batch, args.seq, args.new_seqs, args.iters = "smoke", 2, 2, 7, "5,8", 1
     if args.fresh_cache:
-        os.environ["CODA_CACHE_DIR"] = tempfile.mkdtemp(prefix="coda-new-shape-")
+        from coda_ir.runtime import config
+
+        config.configure(cache_dir=tempfile.mkdtemp(prefix="coda-new-shape-"))
     device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     if device.type == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
