@@ -167,7 +167,7 @@ USAGE_ERRORS = {
     "triton_target_option": (["-t", "triton{epilogue-subtile=256}"],
                              "target 'triton' takes no options (got epilogue-subtile): they are coda-to-triton's"),
     # issue 34: the target machine is a pass option, checked like any other
-    "unknown_gpu": (["-p", "nn-to-coda{gpu=a100}"], "nn-to-coda: option gpu: unknown GPU 'a100' (known: h100, h200)"),
+    "unknown_gpu": (["-p", "nn-to-coda{gpu=b200}"], "nn-to-coda: option gpu: unknown GPU 'b200' (known: a100, h100, h200)"),
     "bad_coda_to_triton_option": (["-p", "nn-to-coda,coda-to-triton{epilogue-subtile=3}", "-t", "triton"],
                                   "coda-to-triton: option epilogue-subtile: epilogue_subtile must be 0 (off) or a power"),
     "unknown_flag": (["--frobnicate"], "unrecognized arguments: --frobnicate"),

@@ -4,7 +4,7 @@
 (store or recompute) and `coda-plan-mainloop` (the Gluon mainloop's SM-count threshold) take it as
 pass options, and `nn-to-coda` passes its own on to its stages:
 
-    gpu=h100            an entry of `analysis/gpu_constants.json` (h100, h200): bandwidths, tensor /
+    gpu=h100            an entry of `analysis/gpu_constants.json` (a100, h100, h200): bandwidths, tensor /
                         ALU / SFU throughput, launch overhead, SM count (`sms`), on-chip limits
     gpu-constants=PATH  a table in that format to read `gpu` from instead (e.g. one with a
                         calibrated entry: `python -m coda_ir.analysis.io_model --merge FILE`)

@@ -73,10 +73,10 @@ def test_the_sm_count_is_the_machines(tmp_path):
 
 
 @pytest.mark.parametrize("pipeline,option", [
-    ("nn-to-coda{gpu=a100}", "nn-to-coda: option gpu: unknown GPU 'a100' (known: h100, h200)"),
-    ("nn-plan{gpu=a100}", "nn-plan: option gpu: unknown GPU 'a100'"),
-    ("nn-autodiff{gpu=a100}", "nn-autodiff: option gpu: unknown GPU 'a100'"),
-    ("coda-plan-mainloop{gpu=a100}", "coda-plan-mainloop: option gpu: unknown GPU 'a100'"),
+    ("nn-to-coda{gpu=b200}", "nn-to-coda: option gpu: unknown GPU 'b200' (known: a100, h100, h200)"),
+    ("nn-plan{gpu=b200}", "nn-plan: option gpu: unknown GPU 'b200'"),
+    ("nn-autodiff{gpu=b200}", "nn-autodiff: option gpu: unknown GPU 'b200'"),
+    ("coda-plan-mainloop{gpu=b200}", "coda-plan-mainloop: option gpu: unknown GPU 'b200'"),
     ("nn-to-coda{gpu-constants=\"/no/such.json\"}", "nn-to-coda: option gpu-constants: cannot read '/no/such.json'"),
 ])
 def test_a_machine_that_is_not_there_names_the_option(pipeline, option):
