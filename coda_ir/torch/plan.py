@@ -5,7 +5,8 @@ meta device (no weights, no memory: `transformers.AutoConfig.for_model` and
 `AutoModelForCausalLM.from_config` under `torch.device("meta")`), reads its `ModelSpec`
 (coda_ir.torch.hf: the same check `from_hf` makes, so an unsupported field is named), builds the
 programs `from_hf` runs (each distinct decoder layer, the LM head with its loss), compiles them
-(`nn-autodiff,nn-to-coda`) and prices the compiled forward and backward with the IO model, the
+for each GPU (`nn-autodiff,nn-to-coda` with the planning passes' `gpu` option: the decisions are
+that machine's) and prices the compiled forward and backward with the IO model, the
 attention between them with the attention model (coda_ir/analysis/attention_model.py).
 
 Per GPU (`gpu_constants.json`: h100, h200, a100) it reports
@@ -35,6 +36,11 @@ from coda_ir.analysis import io_model as m
 from coda_ir.errors import ArgumentError, CodaError, CompileError
 
 PIPELINE = "nn-autodiff,nn-to-coda"
+
+
+def pipeline_for(gpu: str) -> str:
+    """PIPELINE with the target machine `gpu` (a shipped constants entry) on its planning passes."""
+    return f"nn-autodiff{{gpu={gpu}}},nn-to-coda{{gpu={gpu}}}"
 
 
 @dataclass
@@ -184,9 +190,11 @@ def _unit(name: str, count: int, program: str, gpus: list[m.GPU]) -> dict[str, U
     import coda_ir
     from coda_ir.analysis.io_extract import extract_module
 
-    module = coda_ir.lower(coda_ir.parse(program, name=f"<{name}>"), PIPELINE)
     out = {}
     for gpu in gpus:
+        # the planning passes decide for this machine (their `gpu` option: RoPE tables, norm
+        # statistics, store or recompute, the Gluon mainloop's SM-count threshold)
+        module = coda_ir.lower(coda_ir.parse(program, name=f"<{name}>"), pipeline_for(gpu.name))
         plans = {p.name: p for p in extract_module(module, gpu)}
         fwd = next(p for n, p in plans.items() if n.endswith("_fwd"))
         bwd = next((p for n, p in plans.items() if n.endswith("_bwd")), None)
@@ -247,7 +255,7 @@ def format_plans(plans: list[StepPlan]) -> str:
     lines = [
         f"plan: {p0.model}",
         f"  step: {p0.tokens} tokens ({p0.tokens // p0.seq_len} x {p0.seq_len}), forward + backward, bf16, "
-        f"{p0.params / 1e9:.2f} B parameters; priced by the IO model (compiled '{PIPELINE}') and the attention model",
+        f"{p0.params / 1e9:.2f} B parameters; priced by the IO model (compiled '{pipeline_for('GPU')}' per GPU) and the attention model",
         f"  {'gpu':<6} {'step ms':>9} {'tokens/s':>10} {'limit ms':>9} {'GEMMs ms':>9} {'attn ms':>8} {'step/limit':>10} "
         f"{'weights+grads':>14} {'activations':>12} {'peak':>10}",
     ]
