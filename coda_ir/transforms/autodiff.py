@@ -457,8 +457,8 @@ def _only_use(value: SSAValue, user: Operation) -> bool:
 def logits_chunk_plan(ce: nn.CrossEntropyOp, budget_mib: int, forced: int) -> LogitsChunks | None:
     """Whether the backward of `ce` recomputes its logits in vocabulary chunks, and how wide.
 
-    The stored-logits backward keeps the [M, V] logits from the forward to the backward (and,
-    with a soft-cap, its input too) and writes dlogits over them: at the LLaMA-1B shape (8192
+    The stored-logits backward keeps the [M, V] logits from the forward to the backward (with a
+    soft-cap, its input instead: `capped_logits`) and writes dlogits over them: at the LLaMA-1B shape (8192
     tokens, vocabulary 128256) 1.96 GiB of a 4.6 GiB backward peak (bench/RESULTS.md, issue 11).
     When those bytes exceed `budget_mib`, the backward recomputes the logits instead, `chunk`
     vocabulary columns at a time: the widest multiple of CHUNK_GRANULE whose [M, chunk] gradient

@@ -182,20 +182,13 @@ def test_compiled_program_with_every_extension_meets_the_bar(dtype):
     assert_matches(got, run(torch.float64), run(dtype), ["out", "dx", "dw", "dwo"])
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_cuda_flex_path_meets_the_bar(name):
-    """The CUDA path of a masked / soft-capped attention (FlexAttention) in bf16 at GPU shapes,
-    forward and backward, against the reference in float64 and bf16 (the NN_DIALECT bar)."""
+def check_cuda_path(b: int, s: int, h: int, kv: int, hd: int, segments: torch.Tensor | None, seed: int = 0,
+                    **case) -> None:
+    """nn.attention's CUDA runtime path for `case` (scale / window / softcap) in bf16, forward and
+    backward, against the reference interpreter in float64 and bf16 (the NN_DIALECT bar)."""
     from coda_ir.interpreters.nn import attention_reference
 
-    b, s, h, kv, hd = 2, 256, 4, 2, 64
-    case = dict(CASES[name])
-    seg = None
-    if "segments" in case:  # the row pattern scaled up: packed documents, left and right padding
-        seg = torch.tensor(case.pop("segments"), dtype=torch.int32).repeat_interleave(s * b // M + 1)[: b * s]
-    window = case.get("window", 0) * 37
-    text = props(**dict(case, window=window)).replace(f"heads = {H}", f"heads = {h}").replace(
+    text = props(**case).replace(f"heads = {H}", f"heads = {h}").replace(
         f"kv_heads = {KV}", f"kv_heads = {kv}").replace(f"head_dim = {HD}", f"head_dim = {hd}").replace(
         f"seq_len = {S}", f"seq_len = {s}")
     n = (h + 2 * kv) * hd
@@ -203,11 +196,11 @@ def test_cuda_flex_path_meets_the_bar(name):
                            f'  %y = "nn.attention"(%q) <{{{text}}}> : (tensor<{b * s}x{n}xbf16>) -> tensor<{b * s}x{h * hd}xbf16>\n'
                            f'  func.return %y : tensor<{b * s}x{h * hd}xbf16>\n}}\n')
     op = next(o for o in module.walk() if o.name == "nn.attention")
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     qkv = torch.randn(b * s, n, device="cuda", dtype=torch.bfloat16)
     dout = torch.randn(b * s, h * hd, device="cuda", dtype=torch.bfloat16)
-    segs = seg.cuda() if seg is not None else None
-    scale, softcap = f32(case.get("scale")), f32(case.get("softcap", 0.0))
+    segs = segments.cuda() if segments is not None else None
+    scale, window, softcap = f32(case.get("scale")), case.get("window", 0), f32(case.get("softcap", 0.0))
     out, lse = attention_forward(qkv, h, kv, hd, s, True, scale, window, softcap, segs)
     dqkv = attention_backward(qkv, out, lse, dout, h, kv, hd, s, True, scale, window, softcap, segs)
 
@@ -219,6 +212,20 @@ def test_cuda_flex_path_meets_the_bar(name):
         return [o.detach().cpu(), g.cpu()]
 
     assert_matches([out.cpu(), dqkv.cpu()], ref(torch.float64), ref(torch.bfloat16), ["out", "dqkv"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cuda_flex_path_meets_the_bar(name):
+    """The CUDA path of a masked / soft-capped attention (FlexAttention) in bf16 at GPU shapes,
+    forward and backward, against the reference in float64 and bf16 (the NN_DIALECT bar)."""
+    b, s = 2, 256
+    case = dict(CASES[name])
+    seg = None
+    if "segments" in case:  # the row pattern scaled up: packed documents, left and right padding
+        seg = torch.tensor(case.pop("segments"), dtype=torch.int32).repeat_interleave(s * b // M + 1)[: b * s]
+    case["window"] = case.get("window", 0) * 37
+    check_cuda_path(b, s, 4, 2, 64, seg, **case)
 
 
 def test_document_layout_of_segments():
@@ -246,44 +253,19 @@ def test_cuda_varlen_path_meets_the_bar(name, monkeypatch):
     """Whole documents and sliding windows on CUDA run flash-attention's varlen kernels (not
     FlexAttention), forward and backward from the forward's log-sum-exp, in bf16 at GPU shapes
     with GQA and odd document lengths, against the reference in float64 and bf16."""
-    from coda_ir.interpreters.nn import attention_reference
     from coda_ir.runtime import attention
 
     monkeypatch.setattr(attention, "flex_forward", None)  # would raise if the mask path ran
     monkeypatch.setattr(attention, "flex_backward", None)
-    b, s, h, kv, hd = 2, 301, 8, 2, 64
+    b, s = 2, 301
     seg = None
     if name.startswith("documents"):
         seg = torch.tensor(PACKED, dtype=torch.int32).repeat_interleave(b * s // M + 1)[: b * s]
         seg = seg.view(b, s)
         seg[1] += 1 - int(seg[1, 0])  # row 1's documents counted from 1: any ids, runs per row
         seg = seg.reshape(-1)
-    window = 57 if "window" in name else 0
-    scale = f32(0.11) if "scale" in name else None
-    text = props(window=window, scale=scale).replace(f"heads = {H}", f"heads = {h}").replace(
-        f"kv_heads = {KV}", f"kv_heads = {kv}").replace(f"head_dim = {HD}", f"head_dim = {hd}").replace(
-        f"seq_len = {S}", f"seq_len = {s}")
-    n = (h + 2 * kv) * hd
-    module = coda_ir.parse(f'func.func @f(%q: tensor<{b * s}x{n}xbf16>) -> tensor<{b * s}x{h * hd}xbf16> {{\n'
-                           f'  %y = "nn.attention"(%q) <{{{text}}}> : (tensor<{b * s}x{n}xbf16>) -> tensor<{b * s}x{h * hd}xbf16>\n'
-                           f'  func.return %y : tensor<{b * s}x{h * hd}xbf16>\n}}\n')
-    op = next(o for o in module.walk() if o.name == "nn.attention")
-    torch.manual_seed(1)
-    qkv = torch.randn(b * s, n, device="cuda", dtype=torch.bfloat16)
-    dout = torch.randn(b * s, h * hd, device="cuda", dtype=torch.bfloat16)
-    segs = seg.cuda() if seg is not None else None
-    assert attention.varlen_layout(qkv, hd, s, window, 0.0, segs) is not None
-    out, lse = attention_forward(qkv, h, kv, hd, s, True, scale, window, 0.0, segs)
-    dqkv = attention_backward(qkv, out, lse, dout, h, kv, hd, s, True, scale, window, 0.0, segs)
-
-    def ref(dtype):
-        leaf = qkv.to(dtype).requires_grad_(True)
-        o, _ = attention_reference(leaf.float() if dtype == torch.bfloat16 else leaf, op, segs)
-        o = o.to(dtype)
-        (g,) = torch.autograd.grad(o, leaf, dout.to(dtype))
-        return [o.detach().cpu(), g.cpu()]
-
-    assert_matches([out.cpu(), dqkv.cpu()], ref(torch.float64), ref(torch.bfloat16), ["out", "dqkv"])
+    case = {"window": 57 if "window" in name else 0, "scale": 0.11 if "scale" in name else None}
+    check_cuda_path(b, s, 8, 2, 64, seg, seed=1, **case)
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")

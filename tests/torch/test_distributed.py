@@ -784,12 +784,18 @@ def test_vocab_parallel_with_an_empty_shard(four_ranks):
     loss64 = F.cross_entropy(h @ w.t(), targets.remainder(3), ignore_index=-100)
     loss64.backward()
     assert four_ranks[3]["tiny_vocab"][2].shape == (0, CE_HIDDEN)
-    dw = torch.cat([rank["tiny_vocab"][2] for rank in four_ranks])
-    for rank in four_ranks:
-        loss, dh, _ = rank["tiny_vocab"]
+    assert_ranks_match_float64(four_ranks, "tiny_vocab", loss64, h.grad, w.grad)
+
+
+def assert_ranks_match_float64(ranks, key: str, loss64, dh64, dw64) -> None:
+    """Every rank's loss and dh (`rank[key]` = (loss, dh, its dw rows)) and the ranks' dw rows
+    concatenated in rank order against the float64 loss and gradients."""
+    dw = torch.cat([rank[key][2] for rank in ranks])
+    for rank in ranks:
+        loss, dh, _ = rank[key]
         assert abs(loss.item() - loss64.item()) <= 1e-5 * abs(loss64.item())
-        assert torch.allclose(dh.double(), h.grad, rtol=1e-5, atol=1e-6)
-    assert torch.allclose(dw.double(), w.grad, rtol=1e-5, atol=1e-6)
+        assert torch.allclose(dh.double(), dh64, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(dw.double(), dw64, rtol=1e-5, atol=1e-6)
 
 
 def test_vocab_parallel_takes_a_dtensor_weight(four_ranks):
@@ -808,12 +814,7 @@ def test_vocab_parallel_readme_example(world, request):
     targets = torch.randint(0, 37, (11,))
     loss64 = F.cross_entropy(hidden @ weight.t(), targets)
     loss64.backward()
-    dw = torch.cat([rank["readme"][2] for rank in ranks])
-    for rank in ranks:
-        loss, dh, _ = rank["readme"]
-        assert abs(loss.item() - loss64.item()) <= 1e-5 * abs(loss64.item())
-        assert torch.allclose(dh.double(), hidden.grad, rtol=1e-5, atol=1e-6)
-    assert torch.allclose(dw.double(), weight.grad, rtol=1e-5, atol=1e-6)
+    assert_ranks_match_float64(ranks, "readme", loss64, hidden.grad, weight.grad)
 
 
 def test_vocab_parallel_without_process_group_is_an_argument_error():
