@@ -11,8 +11,10 @@ own per-shape setup (cuDNN's execution plans for SDPA).
 Steps: the first step at --seq (cold: compiles and tunes, unless the caches are warm), --iters warm
 steps there; then for each of --new-seqs the first step, its second step and --iters warm steps.
 Per shape: first-step seconds, warm ms (median), the first step's overhead over warm, and what it
-did: IR programs compiled (`from_hf`'s compile cache), GEMMs autotuned, Triton kernels compiled
-(a new bucket's, or a specialization not seen yet).
+did: IR programs compiled (`from_hf`'s compile cache), GEMMs autotuned, GEMM tiles the IO model
+inferred instead of tuning (a new bucket of a GEMM that ran at another one, `gemm_launch`), Triton
+kernels compiled (a new bucket's, or a specialization not seen yet). `--compare-tuned` then tunes
+the inferred GEMMs and times the warm step again: what the inference costs per step.
 
 GPU (carry [".whl", ".devcache"] as bench_model.py; needs CUDA, transformers, the repo on PYTHONPATH):
 
@@ -103,8 +105,26 @@ class Counters:
         finally:
             self.seconds[what] = self.seconds.get(what, 0.0) + time.perf_counter() - start
 
-    def snapshot(self) -> tuple[int, int, int]:
-        return self.compiles, self.tunings, len(self.triton_compiles)
+    def snapshot(self) -> tuple[int, int, int, int]:
+        from coda_ir.runtime import gemm_launch
+
+        return self.compiles, self.tunings, len(self.triton_compiles), len(gemm_launch.INFERRED)
+
+
+def tune_inferred(step) -> tuple[float, dict]:
+    """Tune the GEMMs whose tiles the IO model inferred (`gemm_launch.INFERRED`) now, as their
+    deferred tuning would later, by running `step` with them due; returns the seconds that step
+    took and, per GEMM, [the inferred tile, the tuned one]."""
+    from coda_ir.runtime import gemm_launch
+
+    inferred = {key: gemm_launch._MEMO.pop(key, None) for key in gemm_launch.INFERRED}
+    gemm_launch._PLANS.clear()
+    gemm_launch._DEFERRED.clear()
+    gemm_launch._DUE.update(inferred)
+    seconds = step()
+    return seconds, {key.split("|")[0] + " " + "|".join(key.split("|")[1:4]): [
+        cfg.describe() if cfg else None, gemm_launch._MEMO[key].describe() if key in gemm_launch._MEMO else None]
+        for key, cfg in inferred.items()}
 
 
 def main(argv=None) -> dict:
@@ -120,6 +140,9 @@ def main(argv=None) -> dict:
     p.add_argument("--fresh-cache", action="store_true",
                    help="start from an empty coda-ir cache (autotune.json, generated modules): a cold first shape")
     p.add_argument("--out", default=None, help="JSON path (default: $OUT/new_shape-<shape>.json when $OUT is set)")
+    p.add_argument("--compare-tuned", action="store_true",
+                   help="after a new shape's warm steps, tune the GEMMs whose tiles the IO model inferred and time "
+                        "the warm step again (the inference's cost in step time)")
     p.add_argument("--smoke", action="store_true", help="tiny CPU run through the Triton interpreter")
     args = p.parse_args(argv)
     if args.smoke:
@@ -171,14 +194,21 @@ def main(argv=None) -> dict:
             "first_step_s": first, "second_step_s": second, "warm_step_s": warm,
             "first_step_overhead_s": first - warm,
             "ir_compiles": after[0] - before[0], "gemm_autotunings": after[1] - before[1],
-            "triton_compiles": after[2] - before[2], "first_step_seconds_in": spent,
+            "triton_compiles": after[2] - before[2], "inferred_tiles": after[3] - before[3],
+            "first_step_seconds_in": spent,
             "triton_compiled": sorted(set(counters.triton_compiles[before[2]:after[2]]))[:50],
             "role": "warm-up shape" if i == 0 else "new shape",
         }
+        if args.compare_tuned and row["inferred_tiles"]:
+            row["tuning_step_s"], row["inferred_vs_tuned"] = tune_inferred(step)
+            row["warm_tuned_step_s"] = statistics.median(step() for _ in range(max(1, args.iters)))
+            print(f"[seq {seq}] tuned the {row['inferred_tiles']} inferred GEMMs: warm {warm * 1e3:.2f} ms inferred, "
+                  f"{row['warm_tuned_step_s'] * 1e3:.2f} ms tuned; {row['inferred_vs_tuned']}", flush=True)
         rows.append(row)
         print(f"[seq {seq}] first {first:.2f} s, second {second * 1e3:.1f} ms, warm {warm * 1e3:.1f} ms, "
               f"overhead {row['first_step_overhead_s']:.2f} s, {row['ir_compiles']} IR compiles, "
-              f"{row['gemm_autotunings']} autotunings, {row['triton_compiles']} Triton compiles; seconds in {spent}",
+              f"{row['gemm_autotunings']} autotunings, {row['inferred_tiles']} inferred tiles, "
+              f"{row['triton_compiles']} Triton compiles; seconds in {spent}",
               flush=True)
 
     import transformers
@@ -198,11 +228,11 @@ def main(argv=None) -> dict:
         pass
     print(f"\n{args.shape}, {args.layers} layers, batch {args.batch}, {info['device']}")
     print(f"{'seq':>6} {'tokens%16':>9} {'first s':>8} {'second ms':>10} {'warm ms':>8} {'overhead s':>10} "
-          f"{'IR comp':>7} {'tunings':>7} {'triton':>6}  role")
+          f"{'IR comp':>7} {'tunings':>7} {'inferred':>8} {'triton':>6}  role")
     for r in rows:
         print(f"{r['seq']:>6} {r['tokens_mod_16']:>9} {r['first_step_s']:8.2f} {r['second_step_s'] * 1e3:10.1f} "
               f"{r['warm_step_s'] * 1e3:8.1f} {r['first_step_overhead_s']:10.2f} {r['ir_compiles']:>7} "
-              f"{r['gemm_autotunings']:>7} {r['triton_compiles']:>6}  {r['role']}")
+              f"{r['gemm_autotunings']:>7} {r['inferred_tiles']:>8} {r['triton_compiles']:>6}  {r['role']}")
     result = {"info": info, "shapes": rows}
     out = args.out or (os.path.join(os.environ["OUT"], f"new_shape-{args.shape}.json") if os.environ.get("OUT") else None)
     if out:

@@ -4,8 +4,14 @@
                         the others of its tuning group take its choice; "full": every kernel tunes
                         on its own; "off": the first candidate, no tuning
     autotune_progress   a line on stderr when a launch tunes (long work); False: silent
-    cache_dir           generated modules and `autotune.json` (None: ~/.cache/coda-ir, else a
-                        temporary directory where that is not writable)
+    cache_dir           generated modules, compiled programs and `autotune.json` (None:
+                        ~/.cache/coda-ir, else a temporary directory where that is not writable)
+    deferred_tuning     a GEMM of a new bucket of token counts whose tile the IO model inferred
+                        (`gemm_launch`: no tuning in the middle of a step) is tuned after a few
+                        dozen launches, one such tuning at a time; False: the inferred tile stays
+    compile_cache       keep compiled programs in the cache directory and read them back instead
+                        of running the passes again (`runtime/compile_cache.py`: a second run of a
+                        training script, a bucket of token counts compiled before); False: compile
     launch              `LaunchOptions`: how `launch_gemm` picks its path and tile candidates
     launch_plans        keep one launch plan per launch key and reuse it (False: re-derive every
                         call, for A/B timing of host overhead)
@@ -70,6 +76,8 @@ class RuntimeConfig:
     autotune: str = "shared"
     autotune_progress: bool = True
     cache_dir: Path | None = None
+    compile_cache: bool = True
+    deferred_tuning: bool = True
     launch: LaunchOptions = field(default_factory=LaunchOptions)
     launch_plans: bool = True
 
@@ -89,7 +97,9 @@ class RuntimeConfig:
         found = environment.runtime_settings()
         tune = (found["autotune"] if found["autotune"] is not None else "1").strip().lower()
         progress = found["autotune_progress"]
+        cache = found.get("compile_cache")
         return RuntimeConfig(
+            compile_cache=cache is None or cache.strip() not in ("0", ""),
             autotune="off" if tune in ("0", "") else "full" if tune == "full" else "shared",
             autotune_progress=progress is None or progress.strip() not in ("0", ""),
             cache_dir=Path(found["cache_dir"]) if found["cache_dir"] else None,

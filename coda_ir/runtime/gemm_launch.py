@@ -38,9 +38,16 @@ once more for an M of the other kind; the kernels of a `#coda.rows` module are n
 on their row extents (`@triton.jit(do_not_specialize=...)`) and compile once. N and K enter as they are, except
 those the generated code names run-time row extents (`row_extents="K"`: a weight gradient's
 reduction over the tokens), which are bucketed the same way; for such a launch a bucket not
-tuned yet takes the tiles of a tuned neighbour (twice or half its rows) and tunes only where
-neither is (a static program's launch always tunes a new bucket). Kernels of one GEMM shape and mainloop share a
-tuning: the first one tunes (a line on stderr says so; `RuntimeConfig.autotune_progress=False`
+tuned yet takes the tiles of a tuned neighbour (twice or half its rows); where neither is tuned but
+gemms of run-time rows already ran at another bucket in this process (a new token count in the
+middle of a training run: the neighbour ran the Gluon mainloop, which records no tl tuning, or is
+further away), it takes the candidate the IO model predicts fastest (`ranked_by_io_model`) that runs,
+instead of tuning mid-step (H200, session 20: a new bucket's first step went from 3.0 s to 0.4 s
+with the compile cache), and tunes it later, after `DEFERRED_TUNING_LAUNCHES` launches, one
+deferred tuning per `DEFERRED_TUNING_GAP_S` (`RuntimeConfig.deferred_tuning=False`: keep the
+inferred tile; the inferred tiles cost 2-5% of that bucket's step); the run's first bucket tunes
+(a static program's launch always tunes a new bucket). Kernels of one GEMM shape and mainloop
+share a tuning: the first one tunes (a line on stderr says so; `RuntimeConfig.autotune_progress=False`
 silences it) and records its choice under a shape-only key, which the others take when it runs
 for them (`RuntimeConfig.autotune="full"`: tune every kernel on its own; "off" skips tuning, first
 candidate; the environment's defaults: `coda_ir.environment`).
@@ -303,6 +310,94 @@ def _kernel_identity(kernel, key: str) -> str:
     src = getattr(kernel, "src", None) or getattr(getattr(kernel, "fn", None), "__name__", "")
     name = getattr(getattr(kernel, "fn", None), "__name__", "kernel")
     return f"{name}:{hashlib.sha256(str(src).encode()).hexdigest()[:16]}"
+
+
+# The buckets of M the gemms of run-time rows ran at in this process, on either mainloop: a new
+# bucket then is a new token count in the middle of a training run (a tuning there stalls a
+# step), not the run's first shape (which tunes). Kept for all gemms, not per kernel: a new
+# bucket's program can hold kernels its neighbours' programs do not (other plans at other sizes).
+_RAN_BUCKETS: set[int] = set()
+
+INFERRED: list[str] = []
+"""The tuning keys whose tile the IO model inferred (`_inferred_config`), in order: for benches
+and tests."""
+
+
+def _ran(M: int) -> None:
+    _RAN_BUCKETS.add(tuning_bucket(M))
+
+
+def _ran_in_other_bucket(M: int) -> bool:
+    """Whether gemms of run-time rows ran at a bucket of M other than this one in this process."""
+    return bool(_RAN_BUCKETS - {tuning_bucket(M)})
+
+
+DEFERRED_TUNING_LAUNCHES = 32
+"""Launches of an inferred tile (at a few per training step) before it is tuned."""
+DEFERRED_TUNING_GAP_S = 2.0
+"""At least this long between two deferred tunings: one short stall at a time, not one per GEMM
+in the same step."""
+
+# plan key -> [tuning key, launches so far] of the launches running an inferred tile; and the
+# tuning keys whose deferred tuning is due (the next launch tunes them instead of inferring)
+_DEFERRED: dict[tuple, list] = {}
+_DUE: set[str] = set()
+_LAST_DEFERRED_TUNING = [0.0]
+
+
+def _deferred_tuning_due(plan_key: tuple) -> bool:
+    """Count a launch of an inferred tile; True (and its plans and memo forgotten) when the tile
+    has run `DEFERRED_TUNING_LAUNCHES` times and no deferred tuning ran in the last
+    `DEFERRED_TUNING_GAP_S` seconds."""
+    entry = _DEFERRED[plan_key]
+    entry[1] += 1
+    now = time.monotonic()
+    if entry[1] < DEFERRED_TUNING_LAUNCHES or now - _LAST_DEFERRED_TUNING[0] < DEFERRED_TUNING_GAP_S:
+        return False
+    _LAST_DEFERRED_TUNING[0] = now
+    for key in [k for k, e in _DEFERRED.items() if e[0] == entry[0]]:
+        del _DEFERRED[key]
+        _PLANS.pop(key, None)
+    _MEMO.pop(entry[0], None)
+    _DUE.add(entry[0])
+    return True
+
+
+_TORCH_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+
+
+@lru_cache(maxsize=None)
+def _io_model_gpu(index: int):
+    """The IO model's constants for CUDA device `index`: the shipped table's entry named in the
+    device's name (H100 / H200 / A100; else h100's), with the device's own SM count."""
+    from coda_ir.analysis import io_model
+
+    name, sms, _ = _device_info(index)
+    table = io_model.load_gpu_table()
+    known = next((k for k in table if k in name.lower()), "h100")
+    return dataclasses.replace(table[known], sms=sms)
+
+
+def ranked_by_io_model(candidates: Sequence[GemmConfig], M: int, N: int, K: int, dtype: str, gpu) -> list[GemmConfig]:
+    """`candidates` from the IO model's fastest predicted time to its slowest (stable: the
+    candidate list's order breaks ties, so equal tiles keep their best-guess order)."""
+    from coda_ir.analysis import io_model
+
+    gemm = io_model.GemmSpec(M, N, K, io_model.Tensor("a", (M, K), dtype), io_model.Tensor("b", (K, N), dtype, "weight"))
+    kernel = io_model.Kernel("gemm", "gemm", writes=(io_model.Tensor("c", (M, N), dtype),), gemm=gemm)
+    times = [io_model.kernel_cost(dataclasses.replace(kernel, tile=c), gpu).time_s for c in candidates]
+    return [candidates[i] for i in sorted(range(len(candidates)), key=lambda i: (round(times[i], 12), i))]
+
+
+def _inferred_config(run_with, candidates: list[GemmConfig], extra_args_for, a, b, M, N, K) -> GemmConfig | None:
+    """The first candidate, in the IO model's order, that compiles and runs (None: none did)."""
+    if not a.is_cuda:
+        return None
+    dtype = _TORCH_DTYPES.get(a.dtype, "bf16")
+    for cfg in ranked_by_io_model(candidates, M, N, K, dtype, _io_model_gpu(a.device.index or 0)):
+        if _runs(run_with, cfg, extra_args_for):
+            return cfg
+    return None
 
 
 def tuning_bucket(extent: int) -> int:
@@ -627,7 +722,8 @@ def launch_gemm(
     (the returned config is then None: no tile of the generated kernel ran).
     `row_extents`: which of "M", "N", "K" are run-time row counts (`#coda.rows`); N and K are
     then tuned per bucket like M (`tuning_bucket`), and a bucket not tuned yet takes the tiles of
-    a tuned neighbouring bucket (twice or half the rows) where it has one, instead of tuning.
+    a tuned neighbouring bucket (twice or half the rows) where it has one, else, where gemms of
+    run-time rows already ran at another bucket, the IO model's tile (module docstring), instead of tuning.
     """
     if options is None:
         options = launch_options()
@@ -659,6 +755,8 @@ def launch_gemm(
                     config, a.dtype, b.dtype, a.stride(), b.stride(), a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
                     a.device, b.device, interpreting(), options, mainloop)
         plan = _PLANS.get(plan_key)
+        if plan is not None and _DEFERRED and plan_key in _DEFERRED and _deferred_tuning_due(plan_key):
+            plan = None  # an inferred tile's tuning is due: planned afresh below, which tunes
         if plan is not None:
             extra = list(extra_args_for(plan.config))
             if plan.path != "gluon_ws" or plan.r_desc is None or _gluon_operand_ok(extra[plan.r_desc[0]]):
@@ -671,6 +769,8 @@ def launch_gemm(
         extra = list(extra_args_for(gconfig))
         gplan = _gluon_plan(mainloop, a, b, extra, M, N, K, transpose_a, transpose_b)
         if gplan is not None:
+            if row_extents:
+                _ran(M)
             if plan_key is not None:
                 _PLANS[plan_key] = gplan
             _run_plan(mainloop.kernel, gplan, a, b, extra, M, N, K)
@@ -691,6 +791,7 @@ def launch_gemm(
     def compile_with(cfg: GemmConfig, extra):
         return run_with(cfg, extra, compile_only=True)
 
+    inferred = False  # the IO model's tile, to be tuned later (`_DEFERRED`)
     if config is None:
         if interpreting():
             config = interpreter_config(bn_multiple_of, bm_multiple_of)
@@ -734,6 +835,15 @@ def launch_gemm(
                         if found is not None and found in candidates and _runs(run_with, found, extra_args_for):
                             config = found
                             break
+                if (config is None and row_extents and mode == "shared" and tune_key not in _DUE
+                        and _ran_in_other_bucket(M)):
+                    # a new bucket of a gemm that already ran in this process at another bucket,
+                    # with no tuned neighbour (the neighbour ran the Gluon mainloop, or is further
+                    # away): the IO model's tile, not a tuning in the middle of a training step
+                    config = _inferred_config(run_with, candidates, extra_args_for, a, b, M, N, K)
+                    if config is not None:
+                        INFERRED.append(tune_key)
+                        inferred = config_now.deferred_tuning
                 if config is None:
                     if mode != "off" and len(candidates) > 1:
                         started = time.perf_counter()
@@ -742,15 +852,20 @@ def launch_gemm(
                         _progress(f"coda-ir: autotuned it in {time.perf_counter() - started:.1f} s")
                         entry = {"config": dataclasses.asdict(config), "timings_ms": timings}
                         _store_disk(tune_key, entry)
+                        _DUE.discard(tune_key)
                         if shape_key is not None and _cached_config(shape_key) is None:
                             _store_disk(shape_key, entry)
                     else:
                         config = candidates[0]
                 _MEMO[tune_key] = config
+    if row_extents:
+        _ran(M)
     extra = list(extra_args_for(config))
     use = layouts if (config.tma and _tma_fits(config, interleave, bn_multiple_of, bm_multiple_of)) else None
     plan = _plan_launch(kernel, M, N, K, strides, config, interleave, use, upcast, a.device.index or 0)
     if plan_key is not None:
         _PLANS[plan_key] = plan
+        if config is not None and inferred:
+            _DEFERRED[plan_key] = [tune_key, 0]
     _run_plan(kernel, plan, a, b, extra, M, N, K)
     return config, extra
