@@ -283,7 +283,7 @@ def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None
     `source` or `pipeline`), `InternalError` (a bug of coda-ir)."""
     from coda_ir.runtime.compiled import CompiledModule
     from coda_ir.lowering.pipeline import lower_to_triton
-    from coda_ir.lowering.triton import kernel_counts, lowered_functions, print_module
+    from coda_ir.lowering.triton import kernel_counts, lowered_functions, print_module, seq_len_functions
     from coda_ir.diagnostics import CompilerError
 
     if not isinstance(name, str):
@@ -310,6 +310,7 @@ def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None
                 lowered = lower_to_triton(module, options)  # `module` keeps the coda program (+ records)
         source_text = print_module(lowered)
         counts = kernel_counts(lowered)
+        seq_lens = seq_len_functions(lowered)
     except CompilerError as error:
         raise CompileError([str(error)]) from None
     except RecursionError:
@@ -318,7 +319,7 @@ def compile(source: object, pipeline: str | None = "nn-to-coda", *, options=None
         raise
     except Exception as error:
         raise internal_error(error, "emitting Triton") from error
-    return CompiledModule(source_text, counts, module, checks)
+    return CompiledModule(source_text, counts, module, checks, seq_lens)
 
 
 def __getattr__(name: str):

@@ -9,6 +9,8 @@ read once when the runtime first asks (`runtime_settings`), and two switches oth
                             (default ~/.cache/coda-ir)
     CODA_AUTOTUNE           RuntimeConfig.autotune: 1 (default) shared, full, 0 off
     CODA_AUTOTUNE_PROGRESS  RuntimeConfig.autotune_progress: 0 silences the tuning lines
+    CODA_COMPILE_CACHE      RuntimeConfig.compile_cache: 0 compiles every program (no reads or writes
+                            of compiled programs in the cache directory)
     TRITON_INTERPRET        Triton's own switch between its interpreter and the compiler: read and
                             set here only (`triton_interprets`, `set_triton_interpret`), because
                             Triton reads it itself when a kernel is decorated or launched
@@ -32,6 +34,7 @@ def runtime_settings() -> dict[str, str | None]:
         "cache_dir": os.environ.get("CODA_CACHE_DIR") or None,
         "autotune": os.environ.get("CODA_AUTOTUNE"),
         "autotune_progress": os.environ.get("CODA_AUTOTUNE_PROGRESS"),
+        "compile_cache": os.environ.get("CODA_COMPILE_CACHE"),
     }
 
 

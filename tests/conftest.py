@@ -8,6 +8,9 @@ import os
 
 if os.environ.get("CODA_TEST_DEVICE", "cpu") != "cuda":
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# every test compiles its programs (the compile cache would read a previous run's back):
+# tests/runtime/test_compile_cache.py turns it on where it is the subject
+os.environ.setdefault("CODA_COMPILE_CACHE", "0")
 
 
 def pytest_addoption(parser):

@@ -158,6 +158,11 @@ def lowered_functions(module: ModuleOp) -> set[str]:
     return {op.py_name for op in module.walk() if isinstance(op, host.FuncOp)}
 
 
+def seq_len_functions(module: ModuleOp) -> list[str]:
+    """The lowered functions that take their attention's sequence length (`host.func`'s `seq_len`)."""
+    return sorted(op.py_name for op in module.walk() if isinstance(op, host.FuncOp) and op.seq_len is not None)
+
+
 def is_lowered(module: ModuleOp) -> bool:
     """Whether coda-to-triton ran: every function with a body has its `host.func`."""
     lowered = lowered_functions(module)

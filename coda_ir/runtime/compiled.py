@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib.util
 import os
@@ -608,14 +609,46 @@ class CompiledModule:
         kernel_counts: dict[str, int],
         ir: object | None = None,
         index_checks: dict[str, list[IndexCheck]] | None = None,
+        seq_len_functions: Sequence[str] = (),
+        ir_text: str | None = None,
     ):
         self.source = source
         self._kernel_counts = dict(kernel_counts)
         # the source's hash, taken once: hashing a block's module costs ~0.15 ms, which every call
         # would otherwise pay on the host before its first launch (a string, so the object still copies)
         self._source_digest = source_hash(source)
-        self.ir = ir  # the coda-level xDSL ModuleOp that was lowered (for inspection)
+        self._ir = ir
+        self._ir_text = ir_text  # a cached compile's IR, printed: parsed when `ir` is first read
         self.index_checks = dict(index_checks or {})  # per function: integer inputs checked before launch
+        self._seq_len_functions = frozenset(seq_len_functions)
+
+    @property
+    def ir(self) -> object | None:
+        """The coda-level xDSL ModuleOp that was lowered (for inspection; a module read from the
+        compile cache parses its printed IR here, on first use)."""
+        if self._ir is None and self._ir_text is not None:
+            import coda_ir
+
+            self._ir = coda_ir.parse(self._ir_text, "<compile cache>")
+        return self._ir
+
+    def takes_seq_len(self, name: str) -> bool:
+        """Whether the compiled `name` takes its attention's sequence length (`seq_len=`)."""
+        return name in self._seq_len_functions
+
+    def to_entry(self) -> dict:
+        """This module as the compile cache stores it (JSON: sources, counts, checks, printed IR)."""
+        return {"source": self.source, "kernel_counts": self._kernel_counts,
+                "index_checks": {name: [dataclasses.asdict(c) for c in checks] for name, checks in self.index_checks.items()},
+                "seq_len_functions": sorted(self._seq_len_functions),
+                "ir": self._ir_text if self._ir is None else (str(self._ir) if self._ir is not None else None)}
+
+    @classmethod
+    def from_entry(cls, entry: dict) -> "CompiledModule":
+        """The inverse of `to_entry` (its IR parsed only when read)."""
+        return cls(entry["source"], entry["kernel_counts"], None,
+                   {name: [IndexCheck(**c) for c in checks] for name, checks in entry["index_checks"].items()},
+                   entry["seq_len_functions"], entry["ir"])
 
     @property
     def functions(self) -> list[str]:

@@ -42,6 +42,7 @@ from coda_ir.dialects.coda import RowsAttr, donate_arguments, own_arguments, sym
 from coda_ir.runtime.compiled import (ArgumentError, CompiledModule, Rows, check_arguments, check_seq_len,
                                       indices_checked, row_count)
 from coda_ir.reference import element_dtype
+from coda_ir.runtime import compile_cache
 from coda_ir.remarks import printed_remarks
 
 __all__ = ["function", "CodaFunction", "set_donation"]
@@ -318,8 +319,18 @@ class CodaFunction:
         self.results = _result_specs(fn)
         self.float_args = [i for i, a in enumerate(self.args) if a.is_float]
 
+        # The compile cache (runtime/compile_cache.py) keeps what follows: the differentiated nn
+        # module and each compiled module. Not for compiles asking for remarks (a hit runs no pass).
+        self._cache_key = None
+        if not self.remarks and compile_cache.enabled():
+            self._cache_key = compile_cache.program_key(source if isinstance(source, str) else str(module), name,
+                                                        self.pipeline)
+        cached = compile_cache.load(self._cache_key, "nn") if self._cache_key else None
+        if cached is not None and isinstance(cached.get("module"), str):
+            module = coda_ir.parse(cached["module"], "<compile cache>")
+            funcs = _funcs(module)
         # Differentiate unless the module already follows the contract (hand-written f_fwd/f_bwd).
-        if not (self.fwd_name in funcs and self.bwd_name in funcs) and self.float_args and _autodiff_registered():
+        elif not (self.fwd_name in funcs and self.bwd_name in funcs) and self.float_args and _autodiff_registered():
             module = _only_functions(module, [name])
             # sibling linears are packed first, so that the backward is derived from one GEMM
             coda_ir.lower(module, f"{SIBLINGS_PASS},{_autodiff_stage(pipeline)}", remarks=self.remarks)
@@ -327,12 +338,18 @@ class CodaFunction:
         self.differentiable = self.fwd_name in funcs and self.bwd_name in funcs
         kept = [name, self.fwd_name, self.bwd_name] if self.differentiable else [name]
         self.nn_module = _only_functions(module, kept)
+        nn_text = str(self.nn_module)
+        if self._cache_key and cached is None:
+            compile_cache.store(self._cache_key, "nn", {"module": nn_text})
 
-        digest = hashlib.sha256(f"{self.nn_module}\n{self.pipeline}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(f"{nn_text}\n{self.pipeline}".encode()).hexdigest()[:16]
         self.op_name = f"{NAMESPACE}::{_identifier(name, 'f')}_{digest}"
-        # @f is compiled now (errors surface here); @f_fwd and each @f_bwd variant when first
-        # needed, so a program whose backward does not lower yet still runs without gradients.
-        self.compiled: CompiledModule = coda_ir.compile(_only_functions(self.nn_module, [name]), self.pipeline, remarks=self.remarks)
+        # One forward is compiled now (errors surface here): @f_fwd where there is a backward
+        # (a training step runs it, never @f), else @f. The other when first needed (`compiled`:
+        # @f without gradients), and each @f_bwd variant when first needed, so a program whose
+        # backward does not lower yet still runs without gradients. (Compiling @f too cost a new
+        # bucket of token counts a third of its IR compile: LLaMA-1B layer, 0.38 of 1.1 s on CPU.)
+        self._compiled: CompiledModule | None = None
         self._forward_module: CompiledModule | None = None
         self._variants: dict[tuple[tuple[bool, ...], bool, bool], CompiledModule] = {}
         self._aliased: dict[tuple[tuple[bool, ...], bool], list[int]] = {}
@@ -340,7 +357,9 @@ class CodaFunction:
         self._bound: dict[int, BoundFunction] = {}
 
         self._takes: dict[tuple[int, str], bool] = {}  # (id of a CompiledModule this holds, function): takes seq_len
-        self.sizes = ("seq_len",) if self._takes_seq_len(self.compiled, name) else ()
+        # @f_fwd takes @f's arguments, its attention's sequence length included
+        first, first_name = (self.forward_module, self.fwd_name) if self.differentiable else (self.compiled, name)
+        self.sizes = ("seq_len",) if self._takes_seq_len(first, first_name) else ()
         self.forward_op = _define_op(
             self.op_name, self.args, self.results,
             lambda *t: _as_tuple(self._call(self.compiled, name, t[: len(self.args)], t[len(self.args):])), name, self.sizes
@@ -353,11 +372,26 @@ class CodaFunction:
     @staticmethod
     def _takes_seq_len(compiled: CompiledModule, name: str) -> bool:
         """Whether the compiled `name` takes the call's sequence length (`seq_len=`)."""
-        from coda_ir.lowering.coda_to_host import takes_seq_len
+        return compiled.takes_seq_len(name)
 
-        ir = compiled.ir
-        fn = next((f for f in ir.walk() if isinstance(f, func.FuncOp) and f.sym_name.data == name), None) if ir else None
-        return fn is not None and takes_seq_len(fn, symbolic_rows(fn))
+    def _compile(self, part: str, ir, facts=None) -> tuple[CompiledModule, object]:
+        """`coda_ir.compile` of the module `ir()` builds, or the compile cache's copy of it (`part`
+        names which of this function's modules it is in the cache entry), and `facts(compiled)`
+        (JSON: what this class reads from the compiled IR, kept in the entry so that a hit need
+        not parse it)."""
+        if self._cache_key:
+            entry = compile_cache.load(self._cache_key, part)
+            if entry is not None:
+                try:
+                    return CompiledModule.from_entry(entry), entry.get("facts")
+                except (KeyError, TypeError):
+                    pass  # an entry of another layout: compiled again below, and replaced
+        with printed_remarks(self.remarks):
+            compiled = coda_ir.compile(ir(), self.pipeline, remarks=self.remarks)
+        found = facts(compiled) if facts is not None else None
+        if self._cache_key:
+            compile_cache.store(self._cache_key, part, {**compiled.to_entry(), "facts": found})
+        return compiled, found
 
     def _call(self, compiled: CompiledModule, name: str, tensors, sizes: Sequence[int]):
         """Run the compiled `name`, with `seq_len=` where it takes it (`sizes`: this function's; a
@@ -483,15 +517,21 @@ class CodaFunction:
         return tuple(gradients)
 
     @property
+    def compiled(self) -> CompiledModule:
+        """The compiled `@f` (compiled on first use where the function is differentiable)."""
+        with self._lock:
+            if self._compiled is None:
+                self._compiled = self._compile("f", lambda: _only_functions(self.nn_module, [self.name]))[0]
+            return self._compiled
+
+    @property
     def forward_module(self) -> CompiledModule:
         """The compiled `@f_fwd` (compiled on first use)."""
         if not self.differentiable:
             raise ArgumentError(f"@{self.name} has no @{self.fwd_name}: cannot compute gradients")
         with self._lock:
             if self._forward_module is None:
-                with printed_remarks(self.remarks):
-                    self._forward_module = coda_ir.compile(_only_functions(self.nn_module, [self.fwd_name]), self.pipeline,
-                                                             remarks=self.remarks)
+                self._forward_module = self._compile("fwd", lambda: _only_functions(self.nn_module, [self.fwd_name]))[0]
             return self._forward_module
 
     # ------------------------------------------------------------------ backward variants
@@ -518,9 +558,11 @@ class CodaFunction:
         with self._lock:
             variant = self._variants.get(key)
             if variant is None:
-                with printed_remarks(self.remarks):
-                    variant = coda_ir.compile(self._backward_variant_ir(mask, bool(donate), bool(hand_over)), self.pipeline,
-                                              remarks=self.remarks)
+                part = f"bwd-{''.join('1' if m else '0' for m in mask)}-{int(bool(donate))}-{int(bool(hand_over))}"
+                variant, aliased = self._compile(part, lambda: self._backward_variant_ir(mask, bool(donate), bool(hand_over)),
+                                                 self._returned_aliases if hand_over else None)
+                if hand_over and isinstance(aliased, list):
+                    self._aliased[(mask, bool(donate))] = aliased
                 self._variants[key] = variant
             return variant
 
@@ -553,14 +595,18 @@ class CodaFunction:
         module = self.backward_module(mask, donate, hand_over=True)
         aliased = self._aliased.get((mask, donate))
         if aliased is None:
-            bwd = next(f for f in module.ir.walk() if isinstance(f, func.FuncOp) and f.sym_name.data == self.bwd_name)
-            returned = list(bwd.body.blocks[0].last_op.operands)
-            aliased = [i for i, v in enumerate(returned) if isinstance(v, BlockArgument) or any(v is w for w in returned[:i])]
-            self._aliased[(mask, donate)] = aliased
+            aliased = self._aliased[(mask, donate)] = self._returned_aliases(module)
         # the saved index arguments (ids, targets) are those the forward call checked
         with indices_checked():
             outs = _as_tuple(self._call(module, self.bwd_name, [arguments], sizes))
         return tuple(o.clone() if i in aliased else o for i, o in enumerate(outs))
+
+    def _returned_aliases(self, module: CompiledModule) -> list[int]:
+        """The results of the compiled `@f_bwd` that are one of its arguments as is, or another
+        result (`_run_handing_over` copies those)."""
+        bwd = next(f for f in module.ir.walk() if isinstance(f, func.FuncOp) and f.sym_name.data == self.bwd_name)
+        returned = list(bwd.body.blocks[0].last_op.operands)
+        return [i for i, v in enumerate(returned) if isinstance(v, BlockArgument) or any(v is w for w in returned[:i])]
 
     def _backward_op(self, mask: tuple[bool, ...]):
         bits = "".join("1" if m else "0" for m in mask)
