@@ -81,7 +81,7 @@ def test_fp32_rope_uses_the_models_frequencies_far_into_the_context(family):
     assert_matches([ours[n] for n in names], [grads[0][n] for n in names], [grads[1][n] for n in names], names)
 
 
-@pytest.mark.parametrize("family", ["llama3_rope", "phi3_longrope"])
+@pytest.mark.parametrize("family", ["llama3_rope", "phi3_longrope", "phi4_mini"])
 def test_scaled_rope_far_into_the_context(family):
     """Positions 3000.. (past the tiny configs' original contexts of 16 / 8 tokens): llama3's
     bent low frequencies carry ~1e3 rad of angle; longrope switches to its long factors, as
@@ -142,6 +142,9 @@ FAMILY_CASES = [
     # where its bent frequencies matter, test_scaled_rope_far_into_the_context)
     ("phi3_longrope", torch.bfloat16, {}),
     ("glm4_partial", torch.float32, {}),
+    # Phi-4-mini's partial rotation (rotary_dim 12 of head_dim 16), both dtypes
+    ("phi4_mini", torch.float32, {}),
+    ("phi4_mini", torch.bfloat16, {}),
     ("gemma3_linear", torch.bfloat16, {}),
     ("qwen2_yarn", torch.float32, {}),
 ]
@@ -432,8 +435,6 @@ def test_shifted_targets_follow_hugging_face():
         ("llama", dict(rope_scaling={"rope_type": "dynamic", "factor": 2.0}), r"rope_scaling\['rope_type'\] = 'dynamic'"),
         ("llama", dict(hidden_act="relu"), "hidden_act"),
         ("llama", dict(attention_dropout=0.1), "attention_dropout"),
-        # 12 of 16 columns in pairs (i, i + 6) (Phi-4-mini's 96 of 128): groups that do not tile a head
-        ("phi3", dict(partial_rotary_factor=0.75), "partial_rotary_factor.*rotates 12 of 16 columns"),
         ("olmo2", dict(layer_types=["full_attention", "chunked_attention"]), "layer_types"),
     ],
 )
@@ -497,6 +498,9 @@ def test_family_specs_are_data():
     assert qwen2.qkv_bias and not qwen2.o_bias and not qwen2.mlp_bias
     phi3 = spec_of(tiny_model("phi3"))
     assert phi3.fused_qkv and phi3.fused_gate_up
+    phi4 = spec_of(tiny_model("phi4_mini"))  # partial_rotary_factor 0.75 of head_dim 16, style "half"
+    assert phi4.rope_style == "half" and phi4.layer(0).rotary_dim == 12 and len(phi4.layer(0).inv_freq) == 6
+    assert "rotary_dim = 12" in decoder_program(phi4, BATCH * SEQ, SEQ)
     olmo2 = spec_of(tiny_model("olmo2"))
     assert olmo2.qk_norm == "full" and olmo2.norms == (None, "post_attention_layernorm", None, "post_feedforward_layernorm")
     smol = spec_of(tiny_model("smollm3"))
