@@ -56,7 +56,7 @@ Primitives (the epilogue vocabulary of EPILOGUES.md):
 | `coda.shift %t, %v rows/cols/scalar` | `t + v[m]`, `t + v[n]`, `t + s` |
 | `coda.accumulate %t, %C` | `t + C[m, n]` |
 | `coda.map %t... {body}` | any elementwise function, body of `arith`/`math` ops |
-| `coda.pair_map %t... {body}` | functions of column pairs: 2 -> 2, 2 -> 1, 1 -> 2 (and mixes) |
+| `coda.pair_map [stride s [period P]] %t... {body}` | functions of column pairs: 2 -> 2, 2 -> 1, 1 -> 2 (and mixes); pairs (c, c + s) in groups of 2s, or with a period in the first 2s columns of each P, the rest adjacent |
 | `coda.reduce kind %t dim d` | per-tile partial reduction: sum, sumsq, max, lse |
 | `coda.segment_reduce kind %t width w` | reduction over aligned column segments, broadcast back |
 | `coda.select %t, %idx` | per row, the element at column `idx[m]` (as a sum partial) |
@@ -1233,8 +1233,8 @@ class _ScalarBodyTileOp(TileOperation):
         return op
 
     def print(self, printer: Printer) -> None:
-        if "stride" in self.properties:
-            stride = self.properties["stride"]
+        if "stride" in self.properties or "period" in self.properties:  # a period follows its stride
+            stride = self.properties.get("stride", IntegerAttr(1, i64))
             assert isinstance(stride, IntegerAttr)
             printer.print_string(f" stride {stride.value.data}")
         if "period" in self.properties:

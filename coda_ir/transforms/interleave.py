@@ -74,6 +74,11 @@ def interleave_plan(gemm: coda.GemmOp) -> InterleavePlan:
         and any(_n_wide(v, n) or _n_wide(v, 2 * n) for v in [*op.inputs, *op.outputs])
     ]
     if not strided:
+        periodic = [op for op in block.ops if isinstance(op, coda.PairMapOp) and op.period is not None]
+        if periodic:
+            return InterleavePlan(None, [], f"a pair_map with a period ({periodic[0].group()}: pairs (c, c + "
+                                            f"{periodic[0].stride.value.data}) in the first columns of each, the rest "
+                                            "adjacent) is never interleaved")
         return InterleavePlan(None, [], "no pair_map on the accumulator's columns needs a stride")
     strides = {op.stride.value.data for op in strided}
     if len(strides) > 1:

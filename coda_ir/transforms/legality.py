@@ -5,7 +5,8 @@ computes, for the tile configuration the lowering will use: THREAD, WARP and CTA
 fine (Triton moves data across lanes and warps of one CTA itself), OUTSIDE is not. Only a few
 ops can reach outside a tile:
 
-* `coda.pair_map stride s`: element c pairs with c + s inside aligned groups of 2s columns;
+* `coda.pair_map stride s`: element c pairs with c + s inside aligned groups of 2s columns
+  (with `period P`: inside aligned groups of P columns, which a tile must hold whole);
 * `coda.segment_reduce width w`: a reduction over aligned segments of w columns.
 
 Every other primitive reads its operands at the element's own coordinates (or produces one

@@ -11,7 +11,7 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 | rms_norm | one row kernel (`segment_reduce sumsq width D`, D a power of two <= 8192); otherwise elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
 | layer_norm | one row kernel (mean, then variance of x - mean); otherwise sum and sum-of-squares partials, fold -> (rstd, -mean), apply |
 | swiglu / geglu | elementwise [M, F] over the 2F-wide z tile: `coda.pair_map stride F` (2 -> 1) |
-| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1); with `cos_sin_table` (nn-plan) a [M, hd/2] cos/sin table kernel first and the pair_map reading it (`rope_table_kernel`, `use_rope_table`) |
+| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1; stride rd/2 period hd for a "half" rotary_dim not dividing hd); with `cos_sin_table` (nn-plan) a [M, hd/2] cos/sin table kernel first and the pair_map reading it (`rope_table_kernel`, `use_rope_table`) |
 | head_rms_norm | elementwise: `coda.segment_reduce sumsq width hd`, map |
 | cross_entropy | elementwise LSE partials + target `coda.select`, one fold with a finalize; planned out of the logits GEMM's epilogue (nn-plan): one `whole rows` kernel (row lse and target logit complete in the program), the fold sums the rows |
 | cross_entropy_partials | one vocabulary shard: elementwise LSE partials + the target logit (a map over `col + vocab_start == t[m]`, row-summed), one fold to two f32 row vectors (no loss: combined across ranks first) |

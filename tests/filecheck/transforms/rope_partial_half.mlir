@@ -11,7 +11,7 @@
 // The remark of the last function (stderr comes first): located at its nn.rope.
 // CHECK:       rope_partial_half.mlir:{{[0-9]+}}:3: remark: 'coda.pair_map' op not fused into the epilogue of 'nn.linear'
 // CHECK-SAME:  coda.pair_map stride 12 period 40 (pairs c, c + 12 in the first 24 columns of each 40, the rest adjacent) is not tile-local
-// CHECK-SAME:  it stays a separate kernel
+// CHECK-SAME:  interleaving the columns is not possible: a pair_map with a period (40: pairs (c, c + 12) in the first columns of each, the rest adjacent) is never interleaved; it stays a separate kernel
 
 // CHECK-LABEL: func.func @phi4_qkv_rope
 // CHECK:       coda.gemm %h, %wqkv transpose_b ins(%pos
