@@ -40,7 +40,6 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
-from coda_ir.diagnostics import CompilerError
 from coda_ir.dialects import nn
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import Axis, ReduceKind, TileType
