@@ -487,6 +487,22 @@ def test_attention_properties_from_config_fields(family, overrides, prop, field,
     _check_loss_and_every_gradient(model, torch.float32)
 
 
+def test_phi4_mini_rotation_rides_in_the_qkv_gemm():
+    # Phi-4-mini's partial rotation (12 of 16 here, 96 of 128 released) is a pair map with a
+    # period in the fused qkv_proj GEMM's epilogue, forward; its gradient an elementwise pass
+    from xdsl.passes import PassPipeline
+
+    from coda_ir.context import coda_passes, make_context
+    from coda_ir.dialects import coda
+
+    module = coda_ir.parse(decoder_program(spec_of(tiny_model("phi4_mini")), BATCH * SEQ, SEQ))
+    PassPipeline.parse_spec(coda_passes(), "nn-autodiff,nn-to-coda").apply(make_context(), module)
+    pair_maps = [op for op in module.walk() if isinstance(op, coda.PairMapOp) and op.period is not None]
+    assert {(op.stride.value.data, op.period.value.data) for op in pair_maps} == {(6, 16)}  # type: ignore[union-attr]
+    owners = {str(op.parent_op().attributes.get("coda.origin")) for op in pair_maps}  # type: ignore[union-attr]
+    assert any("nn.linear" in o and "nn.rope" in o for o in owners) and any("nn.rope_grad" in o for o in owners)
+
+
 def test_family_specs_are_data():
     # a family that differs from LLaMA only by name has LLaMA's spec and programs
     llama, mistral = spec_of(tiny_model("llama")), spec_of(tiny_model("mistral"))

@@ -62,7 +62,8 @@ def test_lowering_emits_a_pair_map_with_a_period(hd, rd, heads, total):
     assert second == [*range(rd // 2, rd), *range(rd + 1, hd, 2)]
 
 
-@pytest.mark.parametrize("pipeline", ["nn-autodiff,nn-to-coda{fuse=false}", "nn-autodiff,nn-to-coda"])
+@pytest.mark.parametrize("pipeline", ["nn-autodiff,nn-to-coda{fuse=false}", "nn-autodiff,nn-to-coda",
+                                      "nn-autodiff,nn-to-coda{rope-table=always}"])
 @pytest.mark.parametrize("hd, rd, heads, total", CASES)
 @pytest.mark.parametrize("dt", ["f32", "bf16"])
 def test_standalone_partial_half_rope_matches_float64(hd, rd, heads, total, dt, pipeline):
