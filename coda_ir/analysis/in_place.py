@@ -144,7 +144,8 @@ def _stored_in_pair_halves(value: SSAValue, stride: int, pairs: int) -> bool:
     `coda.map` run once per pair half at that stride (`coda.pair_halves`)."""
     owner = value.owner
     if isinstance(owner, coda.PairMapOp):
-        return (coda.is_gathered(owner) and owner.stride.value.data == stride and owner.pair_count() == pairs
+        return (coda.is_gathered(owner) and owner.period is None and owner.stride.value.data == stride
+                and owner.pair_count() == pairs
                 and owner.is_wide(value))
     return isinstance(owner, coda.MapOp) and coda.pair_halves_stride(owner) == stride
 

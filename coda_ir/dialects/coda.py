@@ -56,7 +56,7 @@ Primitives (the epilogue vocabulary of EPILOGUES.md):
 | `coda.shift %t, %v rows/cols/scalar` | `t + v[m]`, `t + v[n]`, `t + s` |
 | `coda.accumulate %t, %C` | `t + C[m, n]` |
 | `coda.map %t... {body}` | any elementwise function, body of `arith`/`math` ops |
-| `coda.pair_map %t... {body}` | functions of column pairs: 2 -> 2, 2 -> 1, 1 -> 2 (and mixes) |
+| `coda.pair_map [stride s [period P]] %t... {body}` | functions of column pairs: 2 -> 2, 2 -> 1, 1 -> 2 (and mixes); pairs (c, c + s) in groups of 2s, or with a period in the first 2s columns of each P, the rest adjacent |
 | `coda.reduce kind %t dim d` | per-tile partial reduction: sum, sumsq, max, lse |
 | `coda.segment_reduce kind %t width w` | reduction over aligned column segments, broadcast back |
 | `coda.select %t, %idx` | per row, the element at column `idx[m]` (as a sum partial) |
@@ -1181,6 +1181,24 @@ def _print_type_list(printer: Printer, types: Sequence[Attribute]) -> None:
             printer.print_list(types, printer.print_attribute)
 
 
+def pair_columns(stride: int, period: int | None, pairs: int) -> tuple[list[int], list[int]]:
+    """The (first, second) wide columns of pairs 0..pairs-1 of a `coda.pair_map stride s
+    [period P]`: plain, `(g * 2s + j, + s)` for g = p div s, j = p mod s; with a period,
+    g = p div P/2, j = p mod P/2: `(g * P + j, + s)` for j < s, `(g * P + 2j, + 1)` otherwise."""
+    first, second = [], []
+    for p in range(pairs):
+        if period is None:
+            a = (p // stride) * 2 * stride + p % stride
+            first.append(a)
+            second.append(a + stride)
+            continue
+        g, j = divmod(p, period // 2)
+        a = g * period + (j if j < stride else 2 * j)
+        first.append(a)
+        second.append(a + (stride if j < stride else 1))
+    return first, second
+
+
 class _ScalarBodyTileOp(TileOperation):
     """Shared syntax: `coda.map %a, %b : (T, T) -> T { ^bb0(...): ... }`."""
 
@@ -1197,6 +1215,8 @@ class _ScalarBodyTileOp(TileOperation):
         props = {}
         if parser.parse_optional_keyword("stride") is not None:
             props["stride"] = IntegerAttr(parser.parse_integer(allow_boolean=False, allow_negative=False), i64)
+            if parser.parse_optional_keyword("period") is not None:
+                props["period"] = IntegerAttr(parser.parse_integer(allow_boolean=False, allow_negative=False), i64)
         unresolved = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
         parser.parse_punctuation(":")
         types = _parse_type_list(parser)
@@ -1213,10 +1233,14 @@ class _ScalarBodyTileOp(TileOperation):
         return op
 
     def print(self, printer: Printer) -> None:
-        if "stride" in self.properties:
-            stride = self.properties["stride"]
+        if "stride" in self.properties or "period" in self.properties:  # a period follows its stride
+            stride = self.properties.get("stride", IntegerAttr(1, i64))
             assert isinstance(stride, IntegerAttr)
             printer.print_string(f" stride {stride.value.data}")
+        if "period" in self.properties:
+            period = self.properties["period"]
+            assert isinstance(period, IntegerAttr)
+            printer.print_string(f" period {period.value.data}")
         printer.print_string(" ")
         printer.print_list(self.inputs, printer.print_operand)
         printer.print_string(" : ")
@@ -1269,10 +1293,29 @@ class PairMapOp(_ScalarBodyTileOp):
     (2P columns: the body sees both members of each pair, first then second) or *narrow*
     (P columns: one value per pair). Wide in, narrow out is 2 -> 1 (gated activations); wide
     in, wide out is 2 -> 2 (rotations); narrow in, wide out is 1 -> 2 (their backward).
+
+    With `period` (partial half-style RoPE: Phi-4-mini's 96 of 128), the wide columns are
+    aligned groups of `period` columns (a head), each holding `period / 2` pairs: pair j < stride
+    of a group is its columns `(j, j + stride)` (the first `2 * stride` columns), pair
+    j >= stride its adjacent columns `(2j, 2j + 1)` (the rest of the group, in order). Pair p
+    is pair `p mod period/2` of group `p div period/2`, so the narrow index is the same as the
+    plain form's. `period` is even, greater than `2 * stride` (equal is the plain form, which is
+    written without it) and divides the wide width. `pair_columns` gives both columns of every
+    pair.
     """
 
     name = "coda.pair_map"
     stride = prop_def(IntegerAttr, default_value=IntegerAttr(1, i64))
+    period = opt_prop_def(IntegerAttr)
+
+    def group(self) -> int:
+        """The aligned column group a pair's partner lies in: `period`, else `2 * stride`."""
+        return self.period.value.data if self.period is not None else 2 * self.stride.value.data
+
+    def pair_columns(self, pairs: int | None = None) -> tuple[list[int], list[int]]:
+        """The (first, second) wide columns of each pair p < pairs (default: all)."""
+        return pair_columns(self.stride.value.data, None if self.period is None else self.period.value.data,
+                            self.pair_count() if pairs is None else pairs)
 
     def pair_count(self) -> int:
         widths = [_tile(v, "operand").cols for v in [*self.inputs, *self.outputs]]
@@ -1298,7 +1341,14 @@ class PairMapOp(_ScalarBodyTileOp):
         if len(widths) == 1 and widths[0] % 2:
             raise VerifyException(f"wide tiles need an even number of columns, got {widths[0]}")
         stride = self.stride.value.data
-        if stride <= 0 or (2 * pairs) % (2 * stride):
+        if self.period is not None:
+            period = self.period.value.data
+            if stride <= 0 or period % 2 or period <= 2 * stride or (2 * pairs) % period:
+                raise VerifyException(
+                    f"period {period} must be even, greater than 2*stride = {2 * stride} (stride positive) and "
+                    f"divide the wide width {2 * pairs}"
+                )
+        elif stride <= 0 or (2 * pairs) % (2 * stride):
             raise VerifyException(
                 f"stride {stride} must be positive and 2*stride must divide the wide width {2 * pairs}"
             )

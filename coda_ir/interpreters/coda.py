@@ -264,20 +264,18 @@ class CodaFunctions(InterpreterFunctions):
 
     @impl(coda.PairMapOp)
     def run_pair_map(self, interpreter: Interpreter, op: coda.PairMapOp, args: PythonValues) -> PythonValues:
-        stride = op.stride.value.data
         pairs = op.pair_count()
+        first_cols, second_cols = op.pair_columns()
 
         def split(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             """A wide tile -> (first, second) element of each pair, each [M, pairs]."""
-            m, w = t.shape
-            g = t.reshape(m, w // (2 * stride), 2, stride)
-            return g[:, :, 0, :].reshape(m, pairs), g[:, :, 1, :].reshape(m, pairs)
+            return t[:, torch.tensor(first_cols, device=t.device)], t[:, torch.tensor(second_cols, device=t.device)]
 
         def join(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
-            m = first.shape[0]
-            a = first.reshape(m, pairs // stride, 1, stride)
-            b = second.reshape(m, pairs // stride, 1, stride)
-            return torch.cat([a, b], dim=2).reshape(m, 2 * pairs)
+            out = first.new_empty(first.shape[0], 2 * pairs)
+            out[:, torch.tensor(first_cols, device=out.device)] = first
+            out[:, torch.tensor(second_cols, device=out.device)] = second
+            return out
 
         body_args: list[torch.Tensor] = []
         for v, t in zip(op.inputs, args):

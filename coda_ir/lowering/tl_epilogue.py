@@ -130,6 +130,8 @@ class Gathered:
     first: SSAValue
     stride: int
     cols: Cols
+    second: SSAValue | None = None
+    """The second columns when they are not `first + stride` (a pair_map with a period)."""
 
 
 class _BodyClone:
@@ -258,6 +260,7 @@ class EpilogueBuilder:
         self.completed: dict[int, tuple[coda.PartialsType, SSAValue, int]] = {}
         self.gathered: dict[SSAValue, Gathered] = {}
         self.pair_firsts: dict[int, tuple[SSAValue, Cols]] = {}  # stride -> first columns, pair columns
+        self.period_pairs: dict[tuple[int, int], tuple[SSAValue, SSAValue, Cols]] = {}  # (stride, period) -> first, second, pair columns
         self.renamed: set[SSAValue] = set()
 
     # -------------------------------------------------------------- helpers
@@ -741,11 +744,97 @@ class EpilogueBuilder:
                 hi = b.value(tl.ReduceOp("sum", b.where(g.cols.mask2, sq(g.b), b.const(0.0, f32)), 1))
                 self.assign(op.result, b.fbin(arith.AddfOp, lo, hi), "p")
 
+    def period_columns(self, p: SSAValue, stride: int, period: int) -> tuple[SSAValue, SSAValue]:
+        """The (first, second) columns of pair indices p of a pair_map with a period
+        (`coda.pair_columns`): g = p // (P/2), j = p % (P/2); (g P + j, + s) for j < s, else
+        (g P + 2j, + 1). Relative to a tile when p is (its tiles start at whole periods)."""
+        b = self.b
+        half = period // 2
+        base = b.ibin(arith.MuliOp, b.ibin(arith.DivSIOp, p, self.i32(half)), self.i32(period))
+        j = b.ibin(arith.RemSIOp, p, self.i32(half))
+        rotated = b.cmpi("slt", j, self.i32(stride))
+        first = b.ibin(arith.AddiOp, base, b.where(rotated, j, b.ibin(arith.MuliOp, j, self.i32(2))), "pfirst")
+        second = b.where(rotated, b.ibin(arith.AddiOp, first, self.i32(stride)), b.ibin(arith.AddiOp, first, self.i32(1)),
+                         "psecond")
+        return first, second
+
+    def period_pair_columns(self, op: coda.PairMapOp, pairs: int) -> tuple[SSAValue, SSAValue, Cols]:
+        """The tile's pair indices' (first, second) columns of a pair_map with a period, built once."""
+        stride, period = op.stride.value.data, op.group()
+        if (stride, period) not in self.period_pairs:
+            c = self.cols(op, pairs)
+            self.period_pairs[(stride, period)] = (*self.period_columns(c.cols, stride, period), c)
+        return self.period_pairs[(stride, period)]
+
+    def build_period_pair_map(self, op: coda.PairMapOp) -> None:
+        """A pair_map with a period on tiles in the wide columns' natural order, exchanged by
+        `tl.gather` inside the tile: each narrow position p reads columns (first(p), second(p))
+        of the wide tiles (`period_columns`, tile-relative); each wide column k reads pair
+        back(k) = (k // P) P/2 + (k % P % s if k % P < 2s else k % P // 2) of the narrow
+        results, the second element when k % P // s == 1 (k % P < 2s) or k is odd (else). The
+        tile holds whole periods (BN constraint), or the whole row (`coda.row_exchange`);
+        indices are clamped into the tile (lanes past N are masked on store)."""
+        stride, period, pairs = op.stride.value.data, op.group(), op.pair_count()
+        if self.regathers(op):
+            self.cover_row(op)
+        else:
+            self.need_bn(op, Fraction(period * self.n, 2 * pairs))  # whole periods in a tile
+        narrow, wide = self.cols(op, pairs), self.cols(op, 2 * pairs)
+        b = self.b
+        bm = self.frame.bm
+        self.comment(f"{op.name} stride {stride} period {period}, pairs exchanged in the tile")
+
+        def spread(index: SSAValue, limit: SSAValue, width: SSAValue, hint: str) -> SSAValue:
+            clamped = b.ibin(arith.MinSIOp, index, b.ibin(arith.SubiOp, limit, self.i32(1)))
+            return b.value(tl.BroadcastToOp(b.value(tl.ExpandDimsOp(clamped, 0)), [bm, width]), hint)
+
+        first, second = self.period_columns(self.column_arange(narrow.tw), stride, period)
+        first, second = spread(first, wide.tw, narrow.tw, "pfirst"), spread(second, wide.tw, narrow.tw, "psecond")
+        args: list[SSAValue] = []
+        for value in op.inputs:
+            src = self.get(op, value)
+            if op.is_wide(value):
+                args += [b.value(tl.GatherOp(src, first, 1), "pa"), b.value(tl.GatherOp(src, second, 1), "pb")]
+            else:
+                args.append(src)
+        body = self.body_clone(op, args, 2, lambda: [bm, narrow.tw])
+        body.ops(None)
+        back = upper = None
+        i = 0
+        for result in op.outputs:
+            count = 2 if op.is_wide(result) else 1
+            values = [body.result(j) for j in range(i, i + count)]
+            i += count
+            if count == 1:
+                self.assign(result, values[0])
+                continue
+            if back is None:
+                k = self.column_arange(wide.tw)
+                r = b.ibin(arith.RemSIOp, k, self.i32(period))
+                grouped = b.cmpi("slt", r, self.i32(2 * stride))
+                j = b.where(grouped, b.ibin(arith.RemSIOp, r, self.i32(stride)), b.ibin(arith.DivSIOp, r, self.i32(2)))
+                pair = b.ibin(arith.AddiOp, b.ibin(arith.MuliOp, b.ibin(arith.DivSIOp, k, self.i32(period)),
+                                                    self.i32(period // 2)), j)
+                back = spread(pair, narrow.tw, wide.tw, "pback")
+                which = b.where(grouped, b.ibin(arith.DivSIOp, r, self.i32(stride)), b.ibin(arith.RemSIOp, r, self.i32(2)))
+                upper = b.value(tl.ExpandDimsOp(b.cmpi("ne", which, self.i32(0)), 0), "pupper")
+            a, second_v = (self.name(v, "pw") for v in values)
+            self.assign(result, b.where(upper, b.value(tl.GatherOp(second_v, back, 1)), b.value(tl.GatherOp(a, back, 1))))
+
     def build_gathered_pair_map(self, op: coda.PairMapOp) -> None:
         stride, pairs = op.stride.value.data, op.pair_count()
         self.row_offsets()
-        self.comment(f"{op.name} stride {stride}, pairs gathered from memory")
+        self.comment(f"{op.name} stride {stride}{'' if op.period is None else f' period {op.group()}'}, "
+                     "pairs gathered from memory")
+        if op.period is not None:
+            first, second_cols, c = self.period_pair_columns(op, pairs)
+            self.build_gathered_pairs(op, first, second_cols, c)
+            return
         first, c = self.pair_first(op, stride, pairs)  # the tile's pair indices p; each is (first, first + stride)
+        self.build_gathered_pairs(op, first, None, c)
+
+    def build_gathered_pairs(self, op: coda.PairMapOp, first: SSAValue, second_cols: SSAValue | None, c: Cols) -> None:
+        stride, pairs = op.stride.value.data, op.pair_count()
         args: list[SSAValue] = []
         for value in op.inputs:
             if op.is_wide(value) and value in self.gathered:  # loaded in halves (coda.pair_halves)
@@ -756,7 +845,10 @@ class EpilogueBuilder:
                 ptr = self.ptr(op, load.source)
                 elt = load.source.type.get_element_type()  # type: ignore[attr-defined]
                 a = self.name(self.pair_load(ptr, 2 * pairs, first, 0, c, elt), "pa")
-                second = self.name(self.pair_load(ptr, 2 * pairs, first, stride, c, elt), "pb")
+                if second_cols is not None:
+                    second = self.name(self.pair_load(ptr, 2 * pairs, second_cols, 0, c, elt), "pb")
+                else:
+                    second = self.name(self.pair_load(ptr, 2 * pairs, first, stride, c, elt), "pb")
                 args += [a, second]
             else:
                 args.append(self.get(op, value))
@@ -769,7 +861,7 @@ class EpilogueBuilder:
             i += count
             if count == 2:
                 a, second = (self.assign(result, v, "pw") for v in values)
-                self.gathered[result] = Gathered(a, second, first, stride, c)
+                self.gathered[result] = Gathered(a, second, first, stride, c, second_cols)
             else:
                 self.assign(result, values[0])
 
@@ -838,6 +930,9 @@ class EpilogueBuilder:
     def build_pair_map(self, op: coda.PairMapOp) -> None:
         if self.gathers_pairs(op):
             self.build_gathered_pair_map(op)
+            return
+        if op.period is not None:
+            self.build_period_pair_map(op)
             return
         stride = op.stride.value.data
         pairs = op.pair_count()
@@ -1127,7 +1222,10 @@ class EpilogueBuilder:
                 b.add(tl.DebugBarrierOp())
             for half, offset in ((g.a, 0), (g.b, g.stride)):
                 base = b.value(tl.AddPtrOp(ptr, b.ibin(arith.MuliOp, self.rows2(), b.const(value.type.cols, i64))))
-                cols = g.first if not offset else b.ibin(arith.AddiOp, g.first, self.i32(offset))
+                if offset and g.second is not None:
+                    cols = g.second
+                else:
+                    cols = g.first if not offset else b.ibin(arith.AddiOp, g.first, self.i32(offset))
                 at = b.value(tl.AddPtrOp(base, b.value(tl.ExpandDimsOp(cols, 0))))
                 b.add(tl.StoreOp(at, b.store_cast(half, elt), g.cols.mask2))
         else:

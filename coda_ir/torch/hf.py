@@ -33,8 +33,7 @@ compiles each with `coda_ir.torch.function` (custom ops with autograd through th
 Scaled and partial RoPE ("linear", "llama3", "yarn", "longrope"; `partial_rotary_factor`) are
 per-layer data too (`LayerKind`: nn.rope's `inv_freq`, `scaling`, `rotary_dim`; longrope's long
 factors a program variant picked per step). A configuration this bridge does not implement
-("dynamic" RoPE scaling, a half-style partial rotation whose width does not divide head_dim,
-dropout, mixture-of-experts, another activation) is a `CompileError` naming the config field;
+("dynamic" RoPE scaling, dropout, mixture-of-experts, another activation) is a `CompileError` naming the config field;
 it never runs something different from the Hugging Face model. Tensor parallelism covers the LLaMA / Qwen3 blocks (`ModelSpec.tensor_parallel_gaps`).
 """
 
@@ -240,10 +239,6 @@ def _rope_kind(config, model, head_dim: int, style: str, params=None, layer_type
     rd = head_dim if factor is None else int(head_dim * float(factor))  # Hugging Face's dim (int() truncates)
     if not (2 <= rd <= head_dim and rd % 2 == 0):
         raise _unsupported(factor_field, factor, f"rotates {rd} of {head_dim} columns a head: must be an even number >= 2")
-    if style == "half" and head_dim % rd:
-        raise _unsupported(factor_field, factor, f"rotates {rd} of {head_dim} columns a head in pairs (i, i + {rd // 2}): "
-                                                 "implemented where that count divides head_dim (pair groups that tile "
-                                                 "each head) or with interleaved pairs (GLM4)")
     kind = RopeKind(theta=float(theta), rotary_dim=None if rd == head_dim else rd)
     # the model's own buffer (bit for bit what it rotates by; `original_` as built, before a
     # longrope forward swaps the long frequencies in), where it holds fp32 numbers

@@ -14,6 +14,10 @@ RoPE "half" (pairs (i, i + hd/2) in each head) is interleaved by hd/2 only when 
 form cannot be proven tile-local (a head_dim that is not a power of two: no BN holds whole
 heads); with a power-of-two head_dim the stride form with `BN % hd == 0` is kept.
 
+A partial half-style RoPE (`coda.pair_map stride s period P`: pairs (i, i + s) in the first 2s
+columns of each P, the rest adjacent, Phi-4-mini's 96 of 128) is never interleaved: it reads
+the columns in their natural order, exchanging pairs inside a tile that holds whole periods.
+
 The rewrite is refused (`interleave_plan` says why) when another pair_map on the same columns
 pairs them differently, or a segment reduction's width is not a multiple of the group 2h.
 """
@@ -66,10 +70,15 @@ def interleave_plan(gemm: coda.GemmOp) -> InterleavePlan:
     block = gemm.epilogue.blocks[0]
     strided = [
         op for op in block.ops
-        if isinstance(op, coda.PairMapOp) and op.stride.value.data > 1
+        if isinstance(op, coda.PairMapOp) and op.stride.value.data > 1 and op.period is None
         and any(_n_wide(v, n) or _n_wide(v, 2 * n) for v in [*op.inputs, *op.outputs])
     ]
     if not strided:
+        periodic = [op for op in block.ops if isinstance(op, coda.PairMapOp) and op.period is not None]
+        if periodic:
+            return InterleavePlan(None, [], f"a pair_map with a period ({periodic[0].group()}: pairs (c, c + "
+                                            f"{periodic[0].stride.value.data}) in the first columns of each, the rest "
+                                            "adjacent) is never interleaved")
         return InterleavePlan(None, [], "no pair_map on the accumulator's columns needs a stride")
     strides = {op.stride.value.data for op in strided}
     if len(strides) > 1:

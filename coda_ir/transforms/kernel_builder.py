@@ -222,8 +222,11 @@ class Epilogue:
         fn: ScalarFn,
         stride: int = 1,
         wide: Sequence[bool] | None = None,
+        period: int | None = None,
     ) -> list[SSAValue]:
-        """`wide[i]` says whether input i is wide (the body sees both members of a pair)."""
+        """`wide[i]` says whether input i is wide (the body sees both members of a pair);
+        `period` pairs (c, c + stride) only in the first 2*stride columns of each period, the
+        rest adjacent (`coda.PairMapOp`)."""
         widths = [v.type.cols for v in inputs]  # type: ignore[attr-defined]
         if wide is None:
             top = max([*widths, *(s[1] for s in out_shapes)])
@@ -232,7 +235,9 @@ class Epilogue:
         for v, is_wide in zip(inputs, wide):
             arg_types += [_elt(v)] * (2 if is_wide else 1)
         body = scalar_body(arg_types, fn)
-        props = {"stride": IntegerAttr(stride, i64)} if stride != 1 else {}
+        props = {"stride": IntegerAttr(stride, i64)} if stride != 1 or period is not None else {}
+        if period is not None:
+            props["period"] = IntegerAttr(period, i64)
         op = coda.PairMapOp(inputs, [TileType(s, f32) for s in out_shapes], body, **props)
         self.block.add_op(op)
         return list(op.results)

@@ -5,7 +5,8 @@ computes, for the tile configuration the lowering will use: THREAD, WARP and CTA
 fine (Triton moves data across lanes and warps of one CTA itself), OUTSIDE is not. Only a few
 ops can reach outside a tile:
 
-* `coda.pair_map stride s`: element c pairs with c + s inside aligned groups of 2s columns;
+* `coda.pair_map stride s`: element c pairs with c + s inside aligned groups of 2s columns
+  (with `period P`: inside aligned groups of P columns, which a tile must hold whole);
 * `coda.segment_reduce width w`: a reduction over aligned segments of w columns.
 
 Every other primitive reads its operands at the element's own coordinates (or produces one
@@ -250,7 +251,7 @@ def pair_halves(kernel: Operation, op: coda.PairMapOp) -> tuple[Operation, ...] 
             if isinstance(user, coda.YieldOp) and user.parent_op() is kernel:
                 continue
             if isinstance(user, coda.PairMapOp) and user.stride.value.data == stride and user.pair_count() == pairs \
-                    and user.is_wide(v):
+                    and user.group() == op.group() and user.is_wide(v):
                 continue
             if isinstance(user, coda.MapOp) and user.parent_block() is block:
                 work += [*user.inputs, *user.outputs]
@@ -259,6 +260,8 @@ def pair_halves(kernel: Operation, op: coda.PairMapOp) -> tuple[Operation, ...] 
                 members.append(user)
                 continue
             return None
+    if members and op.period is not None:
+        return None  # `coda.pair_halves` records a plain stride: a period's pairs are read inside the pair_map only
     order = {o: i for i, o in enumerate(block.ops)}
     return tuple(sorted(set(members), key=lambda o: order.get(o, -1)))  # program order
 
@@ -362,6 +365,21 @@ def prove_op(kernel: Operation, op: Operation) -> OpProof | None:
         stride = op.stride.value.data
         wide = max(v.type.cols for v in [*op.inputs, *op.outputs])  # type: ignore[attr-defined]
         interleave = getattr(kernel, "interleave", None)
+        if op.period is not None:
+            period = op.period.value.data
+            what = (f"stride {stride} period {period} (pairs c, c + {stride} in the first {2 * stride} columns of "
+                    f"each {period}, the rest adjacent)")
+            hw = getattr(kernel, "interleave_wide", None)
+            permuted = ({n} if interleave is not None else set()) | ({2 * n} if hw is not None else set())
+            if any(isinstance(v.type, TileType) and v.type.cols in permuted for v in [*op.inputs, *op.outputs]):
+                return OpProof(op, False, Level.OUTSIDE, f"coda.pair_map {what} reads its columns in their natural "
+                                                         "order, and this gemm's columns are interleaved")
+
+            def query_period(layout, extent):
+                # exchanged inside the tile (`tl.gather`): the tile must hold whole periods
+                return Level.OUTSIDE if extent % period else ll.reduction_level(layout, 1, segment=period)
+
+            return _prove_grouped(kernel, op, wide, what, query_period)
         if stride == 1:
             bm, fixed, warps = _config(kernel)
             lay = tile_layout(kernel, bm, fixed or 64, warps)

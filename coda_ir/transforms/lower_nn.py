@@ -11,7 +11,7 @@ with no fusion between ops (the `coda-fuse` pass merges them afterwards).
 | rms_norm | one row kernel (`segment_reduce sumsq width D`, D a power of two <= 8192); otherwise elementwise sum-of-squares partials, `coda.fold` -> rstd, elementwise apply |
 | layer_norm | one row kernel (mean, then variance of x - mean); otherwise sum and sum-of-squares partials, fold -> (rstd, -mean), apply |
 | swiglu / geglu | elementwise [M, F] over the 2F-wide z tile: `coda.pair_map stride F` (2 -> 1) |
-| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1); with `cos_sin_table` (nn-plan) a [M, hd/2] cos/sin table kernel first and the pair_map reading it (`rope_table_kernel`, `use_rope_table`) |
+| rope | elementwise: angles from `coda.index cols` and `pos[m]`, `coda.pair_map` (stride hd/2 or 1; stride rd/2 period hd for a "half" rotary_dim not dividing hd); with `cos_sin_table` (nn-plan) a [M, hd/2] cos/sin table kernel first and the pair_map reading it (`rope_table_kernel`, `use_rope_table`) |
 | head_rms_norm | elementwise: `coda.segment_reduce sumsq width hd`, map |
 | cross_entropy | elementwise LSE partials + target `coda.select`, one fold with a finalize; planned out of the logits GEMM's epilogue (nn-plan): one `whole rows` kernel (row lse and target logit complete in the program), the fold sums the rows |
 | cross_entropy_partials | one vocabulary shard: elementwise LSE partials + the target logit (a map over `col + vocab_start == t[m]`, row-summed), one fold to two f32 row vectors (no loss: combined across ranks first) |
@@ -40,7 +40,6 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
-from coda_ir.diagnostics import CompilerError
 from coda_ir.dialects import nn
 from coda_ir.dialects import coda
 from coda_ir.dialects.coda import Axis, ReduceKind, TileType
@@ -359,10 +358,6 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sig
     theta, style = prop_value(op, "theta"), prop_value(op, "style")
     freqs = nn.inv_freq_of(op)
     rd, scaling = nn.rotary_dim_of(op), nn.rope_scaling_of(op)
-    if style == "half" and hd % rd:
-        raise CompilerError(op, f"rotary_dim {rd} must divide head_dim {hd} for style \"half\": its pairs "
-                                  f"(i, i + {rd // 2}) are groups of {rd} columns, which the pair maps need to tile "
-                                  "each head (style \"interleaved\" takes any even rotary_dim)")
     m, n = tile.type.get_shape()  # type: ignore[attr-defined]
     half = hd // 2
     narrow = TileType((m, n // 2), f32)
@@ -400,7 +395,12 @@ def rope_epilogue(e: Epilogue, tile: SSAValue, pos: SSAValue, op: Operation, sig
         return [s.sub(s.mul(x1, c), s.mul(x2, sn)), s.add(s.mul(x2, c), s.mul(x1, sn))]
 
     stride = rd // 2 if style == "half" else 1
-    rotated = e.pair_map(inputs, [(m, n)], rotate, stride=stride, wide=wide)[0]
+    # "half" with rd not dividing hd (Phi-4-mini's 96 of 128): pairs (i, i + rd/2) in the first
+    # rd columns of each head, the hd - rd others paired adjacently (2j, 2j + 1) for j >= rd/2,
+    # which the angle map passes through: `period hd`. Pair p is still pair p mod hd/2 of head
+    # p div hd/2, so the angle map, the scaling and the cos/sin tables are unchanged.
+    period = hd if style == "half" and hd % rd else None
+    rotated = e.pair_map(inputs, [(m, n)], rotate, stride=stride, wide=wide, period=period)[0]
     if parts is not None:
         parts.append(RopeParts(rotated.owner, ang.owner, pos, half, heads * half))  # type: ignore[arg-type]
     return rotated
@@ -501,7 +501,8 @@ def use_rope_table(kernel: coda.ElementwiseOp, match: RopeParts, cos: SSAValue, 
         if isinstance(inner, (xmath.CosOp, xmath.SinOp)) and inner.operands[0] in old_body.args:
             continue
         new_block.add_op(inner.clone(value_mapper=mapping))
-    rot = coda.PairMapOp(inputs, [r.type for r in pm.results], Region(new_block), stride=pm.stride)
+    period = {} if pm.period is None else {"period": pm.period}
+    rot = coda.PairMapOp(inputs, [r.type for r in pm.results], Region(new_block), stride=pm.stride, **period)
     rot.attributes.update(pm.attributes)
     built.append(rot)
     for op_ in built:

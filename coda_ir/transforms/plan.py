@@ -126,8 +126,13 @@ def _pairs_fit_tiles(op: Operation, interleave: bool) -> bool:
     """RoPE's pairs can sit in power-of-two column tiles of its GEMM (so the rotation can join the
     GEMM's epilogue at all): adjacent pairs, groups of a power-of-two rotary_dim (pairs
     (i, i + rd/2); rd = head_dim unless the RoPE is partial), or (coda-interleave on) those
-    pairs made adjacent by interleaving the GEMM's columns."""
-    rd = nn.rotary_dim_of(op)
+    pairs made adjacent by interleaving the GEMM's columns. A "half" rotation whose rotary_dim
+    does not divide head_dim (Phi-4-mini's 96 of 128: `coda.pair_map period hd`) is never
+    interleaved; its pairs fit when whole heads do (a power-of-two head_dim). (Otherwise it may
+    still join a GEMM of at most 256 columns, exchanging its pairs in one tile covering the row.)"""
+    rd, hd = nn.rotary_dim_of(op), prop_value(op, "head_dim")
+    if prop_value(op, "style") == "half" and hd % rd:
+        return not hd & (hd - 1)
     return prop_value(op, "style") == "interleaved" or not rd & (rd - 1) or interleave
 
 

@@ -158,6 +158,8 @@ def _op_obstacle(op: Operation) -> str | None:
     if isinstance(op, coda.PairMapOp):
         if coda.is_gathered(op) or coda.is_row_exchanged(op):
             return f"its {op.name} exchanges pairs across a whole row (tl.gather)"
+        if op.period is not None:
+            return f"its {op.name} pairs columns by a period of {op.period.value.data} (exchanged by tl.gather in the tile)"
         stride = op.stride.value.data
         if stride < 8 or stride > 128 or stride & (stride - 1):
             return f"its {op.name} pairs columns {stride} apart (the Gluon epilogue keeps pairs 8..128 apart in registers)"

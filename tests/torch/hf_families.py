@@ -55,14 +55,21 @@ FAMILIES = {
         rope_theta=5e5, max_position_embeddings=128, rope_scaling={
             "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
             "original_max_position_embeddings": 16})),
-    # Phi-3.5 / Phi-4-mini: longrope (short factors up to the original context, long past it;
-    # magnitude sqrt(1 + ln 8 / ln 8)) and a partial rotation (rotary_dim 8 of 16: Phi-4-mini
-    # rotates 96 of 128, which needs rotary_dim | head_dim for pairs (i, i + rd/2): refused)
+    # Phi-3.5: longrope (short factors up to the original context, long past it; magnitude
+    # sqrt(1 + ln 8 / ln 8)) and a partial rotation (rotary_dim 8 of 16)
     "phi3_longrope": ("Phi3Config", "Phi3ForCausalLM", dict(
         pad_token_id=None, bos_token_id=1, eos_token_id=2, partial_rotary_factor=0.5, max_position_embeddings=64,
         original_max_position_embeddings=8, rope_scaling={
             "rope_type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.7], "long_factor": [1.5, 2.5, 4.0, 7.0],
             "original_max_position_embeddings": 8})),
+    # Phi-4-mini as released: partial_rotary_factor 0.75 (12 of 16 here, 96 of 128 there: pairs
+    # (i, i + 6) for i < 6, columns 12..15 of each head pass through; rotary_dim does not divide
+    # head_dim, `coda.pair_map period`), longrope over those 6 frequencies, tied embeddings
+    "phi4_mini": ("Phi3Config", "Phi3ForCausalLM", dict(
+        pad_token_id=None, bos_token_id=1, eos_token_id=2, partial_rotary_factor=0.75, max_position_embeddings=64,
+        original_max_position_embeddings=8, tie_word_embeddings=True, rope_scaling={
+            "rope_type": "longrope", "short_factor": [1.0, 1.05, 1.1, 1.3, 1.6, 2.0],
+            "long_factor": [1.2, 1.9, 2.7, 3.8, 5.2, 7.0], "original_max_position_embeddings": 8})),
     # GLM-4 as released: interleaved pairs over half of each head (partial_rotary_factor 0.5). Its
     # k bias's pass-through columns have a gradient of exactly 0 (q . b_pass is the same for every
     # key: softmax ignores it), so AdamW moves them by normalized rounding noise: in

@@ -81,7 +81,7 @@ def test_fp32_rope_uses_the_models_frequencies_far_into_the_context(family):
     assert_matches([ours[n] for n in names], [grads[0][n] for n in names], [grads[1][n] for n in names], names)
 
 
-@pytest.mark.parametrize("family", ["llama3_rope", "phi3_longrope"])
+@pytest.mark.parametrize("family", ["llama3_rope", "phi3_longrope", "phi4_mini"])
 def test_scaled_rope_far_into_the_context(family):
     """Positions 3000.. (past the tiny configs' original contexts of 16 / 8 tokens): llama3's
     bent low frequencies carry ~1e3 rad of angle; longrope switches to its long factors, as
@@ -142,6 +142,9 @@ FAMILY_CASES = [
     # where its bent frequencies matter, test_scaled_rope_far_into_the_context)
     ("phi3_longrope", torch.bfloat16, {}),
     ("glm4_partial", torch.float32, {}),
+    # Phi-4-mini's partial rotation (rotary_dim 12 of head_dim 16), both dtypes
+    ("phi4_mini", torch.float32, {}),
+    ("phi4_mini", torch.bfloat16, {}),
     ("gemma3_linear", torch.bfloat16, {}),
     ("qwen2_yarn", torch.float32, {}),
 ]
@@ -432,8 +435,6 @@ def test_shifted_targets_follow_hugging_face():
         ("llama", dict(rope_scaling={"rope_type": "dynamic", "factor": 2.0}), r"rope_scaling\['rope_type'\] = 'dynamic'"),
         ("llama", dict(hidden_act="relu"), "hidden_act"),
         ("llama", dict(attention_dropout=0.1), "attention_dropout"),
-        # 12 of 16 columns in pairs (i, i + 6) (Phi-4-mini's 96 of 128): groups that do not tile a head
-        ("phi3", dict(partial_rotary_factor=0.75), "partial_rotary_factor.*rotates 12 of 16 columns"),
         ("olmo2", dict(layer_types=["full_attention", "chunked_attention"]), "layer_types"),
     ],
 )
@@ -486,6 +487,22 @@ def test_attention_properties_from_config_fields(family, overrides, prop, field,
     _check_loss_and_every_gradient(model, torch.float32)
 
 
+def test_phi4_mini_rotation_rides_in_the_qkv_gemm():
+    # Phi-4-mini's partial rotation (12 of 16 here, 96 of 128 released) is a pair map with a
+    # period in the fused qkv_proj GEMM's epilogue, forward; its gradient an elementwise pass
+    from xdsl.passes import PassPipeline
+
+    from coda_ir.context import coda_passes, make_context
+    from coda_ir.dialects import coda
+
+    module = coda_ir.parse(decoder_program(spec_of(tiny_model("phi4_mini")), BATCH * SEQ, SEQ))
+    PassPipeline.parse_spec(coda_passes(), "nn-autodiff,nn-to-coda").apply(make_context(), module)
+    pair_maps = [op for op in module.walk() if isinstance(op, coda.PairMapOp) and op.period is not None]
+    assert {(op.stride.value.data, op.period.value.data) for op in pair_maps} == {(6, 16)}  # type: ignore[union-attr]
+    owners = {str(op.parent_op().attributes.get("coda.origin")) for op in pair_maps}  # type: ignore[union-attr]
+    assert any("nn.linear" in o and "nn.rope" in o for o in owners) and any("nn.rope_grad" in o for o in owners)
+
+
 def test_family_specs_are_data():
     # a family that differs from LLaMA only by name has LLaMA's spec and programs
     llama, mistral = spec_of(tiny_model("llama")), spec_of(tiny_model("mistral"))
@@ -497,6 +514,9 @@ def test_family_specs_are_data():
     assert qwen2.qkv_bias and not qwen2.o_bias and not qwen2.mlp_bias
     phi3 = spec_of(tiny_model("phi3"))
     assert phi3.fused_qkv and phi3.fused_gate_up
+    phi4 = spec_of(tiny_model("phi4_mini"))  # partial_rotary_factor 0.75 of head_dim 16, style "half"
+    assert phi4.rope_style == "half" and phi4.layer(0).rotary_dim == 12 and len(phi4.layer(0).inv_freq) == 6
+    assert "rotary_dim = 12" in decoder_program(phi4, BATCH * SEQ, SEQ)
     olmo2 = spec_of(tiny_model("olmo2"))
     assert olmo2.qk_norm == "full" and olmo2.norms == (None, "post_attention_layernorm", None, "post_feedforward_layernorm")
     smol = spec_of(tiny_model("smollm3"))

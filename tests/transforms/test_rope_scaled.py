@@ -149,13 +149,6 @@ def test_partial_scaled_rope_rides_in_the_gemm_epilogue(style, hd, rd, freqs, ro
     testing.check_gradients(program, source, inputs, seed=7)
 
 
-def test_half_style_rotary_dim_must_divide_head_dim():
-    # pairs (i, i + 48) of a 96-of-128 rotation are not groups that tile a head: refused, located
-    source = rope_program(4, 16, 2, 2, "half", 12, 1.0, None, "f32")
-    with pytest.raises(CompileError, match=r"rotary_dim 12 must divide head_dim 16 for style \"half\""):
-        coda_ir.compile(source, "nn-to-coda")
-
-
 @pytest.mark.parametrize("props, message", [
     (", rotary_dim = 7 : i64", "rotary_dim must be even and between 2 and head_dim = 16, got 7"),
     (", rotary_dim = 18 : i64", "rotary_dim must be even and between 2 and head_dim = 16, got 18"),

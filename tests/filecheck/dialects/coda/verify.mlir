@@ -1115,6 +1115,77 @@ func.func @pair_stride_zero(%m: tensor<16x32xf32>, %v: tensor<16xf32>, %c: tenso
 // CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.pair_map' op stride 0 must be positive and 2*stride must divide the wide width 32
 // CHECK-NEXT: {{^// -{5}$}}
 
+// A period (partial half-style RoPE): pairs (c, c + stride) in the first 2*stride columns of
+// each period, the rest adjacent; the period is even, wider than 2*stride and tiles the wide width.
+
+// -----
+
+func.func @pair_period_width(%m: tensor<16x32xf32>, %v: tensor<16xf32>, %c: tensor<32xf32>, %s: tensor<f32>, %t: tensor<16xi32>) {
+  %0 = coda.elementwise [16, 32] ins(%m, %v, %c, %s, %t : tensor<16x32xf32>, tensor<16xf32>, tensor<32xf32>, tensor<f32>, tensor<16xi32>) -> tensor<16x32xf32> {
+  ^bb0(%m_: tensor<16x32xf32>, %v_: tensor<16xf32>, %c_: tensor<32xf32>, %s_: tensor<f32>, %t_: tensor<16xi32>):
+    %x = coda.load %m_ : tensor<16x32xf32> -> !coda.tile<16x32xf32>
+    %y = coda.pair_map stride 3 period 12 %x : !coda.tile<16x32xf32> -> !coda.tile<16x32xf32> {
+    ^bb0(%a: f32, %b: f32):
+      coda.yield %b, %a : f32, f32
+    }
+    coda.yield %y : !coda.tile<16x32xf32>
+  }
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.pair_map' op period 12 must be even, greater than 2*stride = 6 (stride positive) and divide the wide width 32
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @pair_period_odd(%m: tensor<16x32xf32>, %v: tensor<16xf32>, %c: tensor<32xf32>, %s: tensor<f32>, %t: tensor<16xi32>) {
+  %0 = coda.elementwise [16, 32] ins(%m, %v, %c, %s, %t : tensor<16x32xf32>, tensor<16xf32>, tensor<32xf32>, tensor<f32>, tensor<16xi32>) -> tensor<16x32xf32> {
+  ^bb0(%m_: tensor<16x32xf32>, %v_: tensor<16xf32>, %c_: tensor<32xf32>, %s_: tensor<f32>, %t_: tensor<16xi32>):
+    %x = coda.load %m_ : tensor<16x32xf32> -> !coda.tile<16x32xf32>
+    %y = coda.pair_map stride 3 period 15 %x : !coda.tile<16x32xf32> -> !coda.tile<16x32xf32> {
+    ^bb0(%a: f32, %b: f32):
+      coda.yield %b, %a : f32, f32
+    }
+    coda.yield %y : !coda.tile<16x32xf32>
+  }
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.pair_map' op period 15 must be even, greater than 2*stride = 6 (stride positive) and divide the wide width 32
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @pair_period_plain(%m: tensor<16x32xf32>, %v: tensor<16xf32>, %c: tensor<32xf32>, %s: tensor<f32>, %t: tensor<16xi32>) {
+  %0 = coda.elementwise [16, 32] ins(%m, %v, %c, %s, %t : tensor<16x32xf32>, tensor<16xf32>, tensor<32xf32>, tensor<f32>, tensor<16xi32>) -> tensor<16x32xf32> {
+  ^bb0(%m_: tensor<16x32xf32>, %v_: tensor<16xf32>, %c_: tensor<32xf32>, %s_: tensor<f32>, %t_: tensor<16xi32>):
+    %x = coda.load %m_ : tensor<16x32xf32> -> !coda.tile<16x32xf32>
+    %y = coda.pair_map stride 8 period 16 %x : !coda.tile<16x32xf32> -> !coda.tile<16x32xf32> {
+    ^bb0(%a: f32, %b: f32):
+      coda.yield %b, %a : f32, f32
+    }
+    coda.yield %y : !coda.tile<16x32xf32>
+  }
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.pair_map' op period 16 must be even, greater than 2*stride = 16 (stride positive) and divide the wide width 32
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @pair_period_stride_zero(%m: tensor<16x32xf32>, %v: tensor<16xf32>, %c: tensor<32xf32>, %s: tensor<f32>, %t: tensor<16xi32>) {
+  %0 = coda.elementwise [16, 32] ins(%m, %v, %c, %s, %t : tensor<16x32xf32>, tensor<16xf32>, tensor<32xf32>, tensor<f32>, tensor<16xi32>) -> tensor<16x32xf32> {
+  ^bb0(%m_: tensor<16x32xf32>, %v_: tensor<16xf32>, %c_: tensor<32xf32>, %s_: tensor<f32>, %t_: tensor<16xi32>):
+    %x = coda.load %m_ : tensor<16x32xf32> -> !coda.tile<16x32xf32>
+    %y = coda.pair_map stride 0 period 16 %x : !coda.tile<16x32xf32> -> !coda.tile<16x32xf32> {
+    ^bb0(%a: f32, %b: f32):
+      coda.yield %b, %a : f32, f32
+    }
+    coda.yield %y : !coda.tile<16x32xf32>
+  }
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'coda.pair_map' op period 16 must be even, greater than 2*stride = 0 (stride positive) and divide the wide width 32
+// CHECK-NEXT: {{^// -{5}$}}
+
 // -----
 
 // 2 -> 1: the body sees both members of a pair.
