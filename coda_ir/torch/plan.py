@@ -39,8 +39,10 @@ PIPELINE = "nn-autodiff,nn-to-coda"
 
 
 def pipeline_for(gpu: str) -> str:
-    """PIPELINE with the target machine `gpu` (a shipped constants entry) on its planning passes."""
-    return f"nn-autodiff{{gpu={gpu}}},nn-to-coda{{gpu={gpu}}}"
+    """PIPELINE with the target machine `gpu` (a shipped constants entry) on its planning passes,
+    after `nn-fuse-siblings` as `from_hf` runs it (coda_ir/torch/function.py: sibling linears are
+    packed before differentiating, so that the backward has one weight-gradient GEMM for them)."""
+    return f"nn-fuse-siblings,nn-autodiff{{gpu={gpu}}},nn-to-coda{{gpu={gpu}}}"
 
 
 @dataclass(frozen=True)
@@ -340,7 +342,8 @@ def compile_unit(program: str, name: str, gpu: m.GPU):
     from coda_ir.transforms.plan import NNPlanPass
     from coda_ir.dialects import nn
 
-    module = coda_ir.lower(coda_ir.parse(program, name=f"<{name}>"), f"nn-autodiff{{gpu={gpu.name}}}")
+    # the part before nn-to-coda, as from_hf runs it (its stages are applied one by one below)
+    module = coda_ir.lower(coda_ir.parse(program, name=f"<{name}>"), f"nn-fuse-siblings,nn-autodiff{{gpu={gpu.name}}}")
     unit = next(n for n in _functions(module) if not n.endswith(("_fwd", "_bwd")))
     choices = _autodiff_choices(module, unit)
     planned: list = []
