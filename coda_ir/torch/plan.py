@@ -565,9 +565,9 @@ def check_svg_path(path: str | Path) -> None:
     """An ArgumentError unless `path` can be written: not empty, not a directory, its folder existing."""
     import os
 
-    path = Path(path)
     if not str(path).strip():
         raise ArgumentError("--svg needs a file path", "svg")
+    path = Path(path)
     if path.is_dir():
         raise ArgumentError(f"--svg: '{path}' is a directory, not a file to write", "svg")
     folder = path.parent if str(path.parent) else Path(".")
