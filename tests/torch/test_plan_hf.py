@@ -29,20 +29,30 @@ def _rows(out: str) -> dict[str, dict[str, float]]:
     return rows
 
 
-def test_readme_plan_commands(capsys, monkeypatch):
-    """The README's `--plan-hf` commands, run as written (in process: tools/coda-opt is this main)."""
+def test_readme_plan_commands(capsys, monkeypatch, tmp_path):
+    """The README's `--plan-hf` commands, run as written (in process: tools/coda-opt is this main;
+    an `--svg` file goes to a temporary folder instead)."""
     from coda_ir.tools.coda_opt import main
 
     readme = (ROOT / "README.md").read_text()
     commands = [line.split(" #")[0].strip() for block in re.findall(r"```sh\n(.*?)```", readme, re.S)
                 for line in block.splitlines() if "--plan-hf" in line]
-    assert len(commands) == 2, commands
+    assert len(commands) == 3, commands
     monkeypatch.chdir(ROOT)
     for command in commands:
         words = shlex.split(command)
         assert words[0] == ".venv/bin/coda-opt"
+        if "--svg" in words:
+            words[words.index("--svg") + 1] = str(tmp_path / "step.svg")
         main(words[1:])
         out = capsys.readouterr().out
+        if "--report" in words:  # the third: the whole-model report of one GPU, and its diagram
+            assert set(_rows(out)) == {"h200"}
+            total = re.search(r"= step ([\d.]+) ms", out)
+            assert total and float(total.group(1)) == pytest.approx(_rows(out)["h200"]["step"], abs=0.0011)
+            assert "decoder_layer fwd x16:" in out and "lm_head_loss bwd x1:" in out
+            assert (tmp_path / "step.svg").read_text().startswith("<svg")
+            continue
         tokens = int(words[words.index("--tokens") + 1])
         gpus = {"h100"} if "--gpu" in words else {"a100", "h100", "h200"}
         assert "plan: llama (16 layers, hidden 2048, 32/8 heads of 64, vocab 128256)" in out
