@@ -49,6 +49,7 @@ FAMILIES = {
     "llama": "examples/hf/llama3_1b.json",
     "qwen3": "examples/hf/qwen3_1_7b.json",
 }
+START = time.perf_counter()
 GENERATED = re.compile(r"^(_[A-Za-z0-9_]+?_(?:k\d+_(?:gemm|elementwise|fold)|g\d+_launch_group))")
 """The compiler's kernel name at the start of a profiled kernel's name (a Gluon mainloop's entry
 adds `_ws`; Triton may add a suffix): the same kernels bench_io_model's KERNEL_NAME / GROUP_NAME find."""
@@ -172,8 +173,10 @@ def measure(data: dict, tokens: int, seq_len: int, pipeline: str, warmup: int, s
         end.record()
         torch.cuda.synchronize()
         times.append(begin.elapsed_time(end))
+    model.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
+    base = torch.cuda.memory_allocated()  # the weights alone: the step adds its activations and gradients
     step()
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - base
@@ -195,7 +198,7 @@ def measure(data: dict, tokens: int, seq_len: int, pipeline: str, warmup: int, s
     del coda, model
     torch.cuda.empty_cache()
     return {"step_s": statistics.median(times) / 1e3, "steps_ms": times, "first_step_s": first,
-            "peak_bytes_above_model": peak, "rows": dict(rows),
+            "peak_bytes_above_weights": peak, "rows": dict(rows),
             "launches_per_step": {k: v // profile_steps for k, v in launches.items()},
             "names": {k: sorted(v)[:12] for k, v in names.items()}}
 
@@ -221,13 +224,18 @@ def run_family(family: str, args, gpu: str, folder: Path) -> dict:
         start = time.perf_counter()
         plan, rows, detail = predict(path, args.tokens, args.seq_len, gpu)
         result["predicted"] = {"step_s": plan.step_s, "limit_s": plan.limit_s, "peak_bytes": plan.peak_bytes,
-                               "activation_peak_bytes": plan.activation_peak_bytes, "rows": rows, "detail": detail,
+                               "activation_peak_bytes": plan.activation_peak_bytes,
+                               # what the step adds to the resident weights: activations and the gradients
+                               "above_weights_bytes": plan.activation_peak_bytes + plan.param_bytes, "rows": rows, "detail": detail,
                                "plan_s": time.perf_counter() - start, "model": plan.model}
     except Exception as error:  # noqa: BLE001 - one family failing must not stop the others
         result["error"] = f"predict: {type(error).__name__}: {error}"
         result["traceback"] = traceback.format_exc()[-3000:]
         return result
     if args.dry_run:
+        return result
+    if time.perf_counter() - START > args.budget_s:
+        result["error"] = f"measure: skipped, the run's time budget ({args.budget_s:.0f} s) is spent"
         return result
     try:
         result["measured"] = measure(data, args.tokens, args.seq_len, pipeline_for(gpu), args.warmup, args.steps,
@@ -257,9 +265,9 @@ def print_report(results: list[dict], device: str) -> None:
         meas = r.get("measured")
         if meas:
             print(f"   step: predicted {pred['step_s'] * 1e3:.3f} ms, measured {meas['step_s'] * 1e3:.3f} ms "
-                  f"(measured/predicted {r['step_ratio']:.3f}); first step {meas['first_step_s']:.1f} s; peak memory "
-                  f"predicted {pred['activation_peak_bytes'] / 2**30:.2f} GiB activations, measured "
-                  f"{meas['peak_bytes_above_model'] / 2**30:.2f} GiB above the model")
+                  f"(measured/predicted {r['step_ratio']:.3f}); first step {meas['first_step_s']:.1f} s; peak above the "
+                  f"weights (activations + gradients) predicted {pred['above_weights_bytes'] / 2**30:.2f} GiB, measured "
+                  f"{meas['peak_bytes_above_weights'] / 2**30:.2f} GiB")
         else:
             print(f"   step: predicted {pred['step_s'] * 1e3:.3f} ms (limit {pred['limit_s'] * 1e3:.3f} ms)"
                   + (f"; not measured: {r['error']}" if r.get("error") else " (dry run)"))
@@ -281,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--profile-steps", type=int, default=3)
     ap.add_argument("--dry-run", action="store_true", help="predictions only, no CUDA needed")
+    ap.add_argument("--autotune", default=None, choices=("shared", "full", "off"),
+                    help="the runtime's GEMM autotune mode (default: the runtime's, 'shared')")
+    ap.add_argument("--budget-s", type=float, default=210.0,
+                    help="families not started by then are predicted but not measured (default 210 s)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="JSON file (a folder: bench_plan_hf.json in it)")
     args = ap.parse_args(argv)
     families = [f.strip() for f in args.families.split(",") if f.strip()]
@@ -292,12 +304,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dry_run and not torch.cuda.is_available():
         print("bench_plan_hf.py: no CUDA device: running --dry-run (predictions only)", file=sys.stderr)
         args.dry_run = True
+    if args.autotune is not None:
+        from coda_ir.runtime.config import configure
+
+        configure(autotune=args.autotune)
     gpu = gpu_name(args.gpu)
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu (predictions only)"
     versions = {"torch": torch.__version__}
     for mod in ("triton", "transformers", "xdsl"):
         try:
-            versions[mod] = __import__(mod).__version__
+            versions[mod] = str(__import__(mod).__version__)
         except Exception:  # noqa: BLE001
             versions[mod] = None
     print(f"bench_plan_hf on {device}; constants {gpu}; {versions}", flush=True)
