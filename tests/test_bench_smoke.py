@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -129,3 +131,26 @@ def test_bench_attention_model_smoke(tmp_path):
         if row["backend"] != "varlen":
             assert row["measured"]["fwd_s"] > 0, row
     assert "fwd_bwd_s" in next(r for r in rows if r["backend"] == "cudnn")["measured"]
+
+
+def test_bench_plan_hf_dry_run(tmp_path):
+    # the predicted-vs-measured step benchmark's CPU side: the predictions of both families, keyed
+    # by the names the profiler will show, adding up to the predicted step; a bad family is refused
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = tmp_path / "plan.json"
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_plan_hf.py"), "--dry-run", "--layers", "1",
+                        "--tokens", "4096", "--seq-len", "4096", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert [res["family"] for res in report["results"]] == ["llama", "qwen3"]
+    for res in report["results"]:
+        pred = res["predicted"]
+        assert sum(pred["rows"].values()) == pytest.approx(pred["step_s"], rel=1e-9)
+        names = [row["kernel"] for row in res["table"]]
+        assert {"attention fwd", "attention bwd", "cuBLAS"} <= set(names)
+        assert "_decoder_layer_fwd_k0_elementwise" in names and any(n.startswith("_lm_head_loss_bwd_k") for n in names)
+        assert all(row["measured_s"] is None for row in res["table"])
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_plan_hf.py"), "--dry-run", "--families", "gpt2"],
+                       capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert r.returncode != 0 and "unknown family 'gpt2'" in r.stderr

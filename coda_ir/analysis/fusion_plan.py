@@ -70,6 +70,47 @@ def _op_label(entry: str, partial: bool = True) -> str:
     return entry + extra
 
 
+def format_bytes(n: float) -> str:
+    """Bytes in B / KB / MB / GB (decimal), as the plans' labels print them."""
+    return _bytes(n)
+
+
+def kernel_entries(k: m.Kernel) -> list[str]:
+    """The nn ops (or parts of them) kernel `k` runs, for its box: its `coda.origin` entries (or
+    its kind), with a deferred row scale it applies named first."""
+    entries = list(k.ops) or [k.kind]
+    if "deferred row scale" in k.notes and not any(_role(e) == "scale" for e in entries):
+        entries.insert(0, "deferred row scale (rstd)")
+    return entries
+
+
+def kernel_partial(k: m.Kernel) -> bool:
+    """Whether `k`'s statistics are partial reductions (False: a `whole rows` kernel completes them)."""
+    return "partial reduction" in k.notes or k.kind != "elementwise"
+
+
+def kernel_color(k: m.Kernel) -> str:
+    """The outline of a kernel's box: folds grey, GEMMs orange, attention purple, the rest blue."""
+    if k.kind == "fold":
+        return "gray60"
+    if k.attention is not None:
+        return "purple"
+    return "darkorange" if k.gemm is not None else "steelblue"
+
+
+def kernel_label(c: m.KernelCost) -> str:
+    """`name: kind tile, time (bound)` of a priced kernel (attention: its schedule for the tile)."""
+    k = c.kernel
+    if k.attention is not None:
+        from coda_ir.analysis import attention_model
+
+        tile = " " + attention_model.schedule_label(k, c)
+    else:
+        tile = f" {c.tile.bm}x{c.tile.bn}" if c.tile else ""
+    label = f"{k.name}: {k.kind}{tile}, {c.time_s * 1e6:.1f} us ({c.bound})"
+    return label if c.fits else label + " SPILLS"
+
+
 def to_text(plans: Sequence[object]) -> str:
     """A short text summary: per function, one line per kernel naming the nn ops (or parts of
     them) it runs, in program order (`coda-opt -t 'fusion-plan{format=text}'`, and what
@@ -83,11 +124,7 @@ def to_text(plans: Sequence[object]) -> str:
         lines.append(f"@{plan.name}: {len(kernels)} kernels{grouped}")  # type: ignore[attr-defined]
         width = max((len(k.name) for k in kernels), default=0)
         for k in kernels:
-            entries = list(k.ops) or [k.kind]
-            if "deferred row scale" in k.notes and not any(_role(e) == "scale" for e in entries):
-                entries.insert(0, "deferred row scale (rstd)")
-            joined = " + ".join(_op_label(e, "partial reduction" in k.notes or k.kind != "elementwise")
-                                .replace("\\n", " ") for e in entries)
+            joined = " + ".join(_op_label(e, kernel_partial(k)).replace("\\n", " ") for e in kernel_entries(k))
             lines.append(f"  {k.name:<{width}}  {k.kind:<11}  {joined}")
     return "\n".join(lines) + "\n"
 
@@ -118,22 +155,13 @@ def to_dot(plans: Sequence[object], gpu: m.GPU | str | None = None, title: str =
         anchors: list[tuple[str, str]] = []
         for i, c in enumerate(cost.kernels):
             k = c.kernel
-            tile = f" {c.tile.bm}x{c.tile.bn}" if c.tile else ""
-            fold = k.kind == "fold"
-            color = "gray60" if fold else ("darkorange" if k.gemm is not None else "steelblue")
             lines.append(f"    subgraph cluster_f{f}_k{i} {{")
-            label = f"{k.name}: {k.kind}{tile}, {c.time_s * 1e6:.1f} us ({c.bound})"
-            if not c.fits:
-                label += " SPILLS"
-            lines.append(f"      label={_q(label)}; style=\"rounded,filled\"; fillcolor=\"gray97\"; color={_q(color)};")
-            entries = list(k.ops) or [k.kind]
-            if "deferred row scale" in k.notes and not any(_role(e) == "scale" for e in entries):
-                entries.insert(0, "deferred row scale (rstd)")
+            lines.append(f"      label={_q(kernel_label(c))}; style=\"rounded,filled\"; fillcolor=\"gray97\"; color={_q(kernel_color(k))};")
             ids = []
-            for j, entry in enumerate(entries):
+            partial = kernel_partial(k)
+            for j, entry in enumerate(kernel_entries(k)):
                 node = f"f{f}_k{i}_o{j}"
                 ids.append(node)
-                partial = "partial reduction" in k.notes or k.kind != "elementwise"
                 lines.append(f"      {node} [label={_q(_op_label(entry, partial))}, {_op_style(entry, partial)}];")
             for a, b in zip(ids, ids[1:]):
                 lines.append(f"      {a} -> {b} [style=invis];")
@@ -191,3 +219,179 @@ def render_svg(dot: str) -> str | None:
         return None
     done = subprocess.run([exe, "-Tsvg"], input=dot, capture_output=True, text=True, check=True)
     return done.stdout
+
+
+# ---------------------------------------------------------------- the whole step as SVG
+
+_SVG_COLORS = {"gray60": "#999999"}  # Graphviz (X11) names that SVG lacks
+ROW_H = 15
+BOX_W = 560
+
+
+def _x(text: object) -> str:
+    from xml.sax.saxutils import escape
+
+    return escape(str(text), {'"': "&quot;"})
+
+
+def _svg_color(name: str) -> str:
+    return _SVG_COLORS.get(name, name)
+
+
+def _text(x: float, y: float, text: str, size: int = 10, weight: str = "normal", fill: str = "black") -> str:
+    return (f'<text x="{x:.1f}" y="{y:.1f}" font-family="Helvetica, Arial, sans-serif" font-size="{size}" '
+            f'font-weight="{weight}" fill="{fill}">{_x(text)}</text>')
+
+
+def _pass_box(x: float, y: float, title: str, cost: m.ProgramCost | None, names: Sequence[str], count: int,
+              step_s: float, notes: Sequence[str], direction: str, attention_anchor: list) -> tuple[list[str], float]:
+    """One unit's forward or backward: a box with a bar per kernel (width: its share of the
+    unit's time), labelled like the fusion plan's clusters (kernel_label, kernel_color)."""
+    kernels = cost.kernels if cost is not None else []
+    height = 22 + ROW_H * (len(kernels) + len(notes)) + 6
+    out = [f'<g class="pass" data-direction="{direction}">',
+           f'<rect x="{x}" y="{y}" width="{BOX_W}" height="{height}" rx="6" fill="#fafafa" stroke="black"/>',
+           _text(x + 6, y + 14, title, 11, "bold")]
+    longest = max((c.time_s for c in kernels), default=0.0) or 1.0
+    for i, c in enumerate(kernels):
+        row = y + 22 + ROW_H * i
+        k = c.kernel
+        width = max(2.0, 120 * c.time_s / longest)
+        gen = names[i] if i < len(names) else ""
+        color = _svg_color(kernel_color(k))
+        out.append(f'<g class="kernel" data-name="{_x(gen or k.name)}" data-kind="{_x(k.kind)}">')
+        out.append(f"<title>{_x(gen or k.name)}: {_x(' + '.join(kernel_entries(k)))}</title>")
+        out.append(f'<rect x="{x + 6}" y="{row + 2}" width="{width:.1f}" height="{ROW_H - 4}" fill="{color}" opacity="0.8"/>')
+        label = f"{kernel_label(c)}, HBM {format_bytes(c.hbm_unique)}" + (" [cuBLAS]" if gen == "cuBLAS" else "")
+        out.append(_text(x + 132, row + 11, label, 9))
+        out.append("</g>")
+        if k.attention is not None:
+            attention_anchor.append((x + BOX_W, row + ROW_H / 2, k, c))
+    for j, note in enumerate(notes):
+        out.append(_text(x + 10, y + 22 + ROW_H * (len(kernels) + j) + 11, note, 9, fill="#444444"))
+    out.append("</g>")
+    return out, height
+
+
+def _attention_diagram(x: float, y: float, kernel: m.Kernel, gpu: m.GPU, count: int) -> tuple[list[str], float]:
+    """The attention model's schedule of one attention step: the CTA's query block in registers,
+    key/value blocks streaming from HBM through L2 into a shared-memory ring, its occupancy,
+    bytes per level and bound (attention_model)."""
+    from coda_ir.analysis import attention_model as am
+
+    call = kernel.attention
+    cost = am.attention_cost(call.shape, call.direction, call.backend, gpu)  # type: ignore[attr-defined]
+    s, o = cost.schedule, cost.occupancy
+    w, h = 430, 200
+    fwd = call.direction == "fwd"  # type: ignore[attr-defined]
+    grouped, streamed = ("Q", "K,V") if fwd else ("K,V", "Q,dO")
+    out = [f'<g class="attention" data-direction="{call.direction}" data-backend="{_x(s.backend)}">',  # type: ignore[attr-defined]
+           f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="8" fill="#f6f0fb" stroke="purple"/>',
+           _text(x + 8, y + 16, f"attention {call.direction} x{count}: {s.describe()}", 11, "bold"),  # type: ignore[attr-defined]
+           # HBM -> L2 -> SMEM ring -> registers, the streamed blocks moving right
+           f'<rect x="{x + 10}" y="{y + 30}" width="60" height="70" fill="white" stroke="black"/>',
+           _text(x + 18, y + 48, "HBM", 10, "bold"), _text(x + 14, y + 64, f"{cost.hbm_bytes / 1e6:.0f} MB", 9),
+           f'<rect x="{x + 95}" y="{y + 30}" width="60" height="70" fill="white" stroke="black"/>',
+           _text(x + 108, y + 48, "L2", 10, "bold"), _text(x + 99, y + 64, f"{cost.l2_bytes / 1e6:.0f} MB", 9),
+           f'<line x1="{x + 70}" y1="{y + 65}" x2="{x + 95}" y2="{y + 65}" stroke="black" marker-end="url(#arrow)"/>',
+           f'<line x1="{x + 155}" y1="{y + 65}" x2="{x + 180}" y2="{y + 65}" stroke="black" marker-end="url(#arrow)"/>']
+    for i in range(max(1, min(s.stages, 4))):
+        out.append(f'<rect x="{x + 182 + 22 * i}" y="{y + 40}" width="18" height="50" fill="#e0d0f0" stroke="purple"/>')
+    out += [_text(x + 182, y + 34, f"SMEM ring: {streamed} blocks of {s.block_k if fwd else s.block_q} rows", 9),
+            _text(x + 182, y + 104, f"{cost.smem_bytes / 1e6:.0f} MB smem traffic", 9),
+            f'<rect x="{x + 290}" y="{y + 40}" width="130" height="50" fill="white" stroke="purple"/>',
+            _text(x + 296, y + 56, f"registers: {grouped} block", 9),
+            _text(x + 296, y + 70, f"{s.block_q if fwd else s.block_k} rows, {o.regs_per_thread} regs/thread", 9),
+            _text(x + 296, y + 84, "online softmax m, l, O" if fwd else "dK, dV accumulate", 9),
+            _text(x + 10, y + 124, f"occupancy: {o.ctas_per_sm} CTA/SM = {o.warps_per_sm} warps/SM ({o.limit}-bound, "
+                                   f"{o.smem_per_cta / 1024:.0f} KB smem/CTA)", 10),
+            _text(x + 10, y + 140, f"{cost.tiles} tiles, {cost.matmul_flops / 1e9:.1f} GFLOP ({cost.useful_flops / 1e9:.1f} useful)", 10),
+            _text(x + 10, y + 156, f"bound {cost.bound}: {cost.time_s * 1e6:.1f} us = {cost.tflops:.0f} TFLOP/s each", 10),
+            _text(x + 10, y + 172, f"{count} per step: {count * cost.time_s * 1e3:.3f} ms", 10),
+            "</g>"]
+    return out, h
+
+
+def step_svg(plans: Sequence[object]) -> str:
+    """The whole training step of each plan (coda_ir.torch.plan.StepPlan) as one SVG: the units
+    in step order as boxes (forward down the left column, backward up the right, each unit one
+    `<g class="unit">` row), each with a bar per kernel labelled as the fusion plan labels its
+    clusters, the plan's recorded choices under the forward, and every distinct attention step
+    drawn as its own diagram (`<g class="attention">`: schedule, occupancy, bytes per level)."""
+    from coda_ir.torch.plan import step_units  # the step order is the plan's
+
+    body: list[str] = []
+    y = 10.0
+    width = 20 + 2 * BOX_W + 40 + 450
+    for p in plans:
+        total = p.step_s  # type: ignore[attr-defined]
+        body.append(f'<g class="step" data-gpu="{_x(p.gpu.name)}">')  # type: ignore[attr-defined]
+        body.append(_text(10, y + 16, f"{p.model} on {p.gpu.name}: {p.tokens} tokens, forward + backward, "  # type: ignore[attr-defined]
+                                      f"predicted {total * 1e3:.3f} ms (limit {p.limit_s * 1e3:.3f} ms), "  # type: ignore[attr-defined]
+                                      f"peak {p.peak_bytes / 2**30:.2f} GiB", 13, "bold"))  # type: ignore[attr-defined]
+        body.append(_text(10, y + 32, "forward (down)", 11, "bold"))
+        body.append(_text(20 + BOX_W + 20, y + 32, "backward (up)", 11, "bold"))
+        y += 42
+        order = step_units(p)  # type: ignore[arg-type]
+        rows: dict[str, dict[str, tuple]] = {}
+        for name, u, direction in order:
+            rows.setdefault(name, {})[direction] = (u,)
+        anchors: list = []
+        centers: list[tuple[float, float, float, float]] = []
+        for name, passes in rows.items():
+            u = passes["fwd"][0]
+            top = y
+            body.append(f'<g class="unit" data-unit="{_x(name)}" data-count="{u.count if u else 1}">')
+            heights = []
+            for col, direction in enumerate(("fwd", "bwd")):
+                x = 20 + col * (BOX_W + 20)
+                if u is None:
+                    title = f"{name} {direction}: library {'gather' if direction == 'fwd' else 'scatter-add'} (not priced)"
+                    box, hgt = _pass_box(x, top, title, None, [], 1, total, [], direction, anchors)
+                else:
+                    cost = u.fwd if direction == "fwd" else u.bwd
+                    share = u.count * cost.time_s / total * 100 if cost is not None and total else 0.0
+                    title = (f"{name} {direction} x{u.count}: {cost.time_s * 1e3:.3f} ms each, "
+                             f"{u.count * cost.time_s * 1e3:.2f} ms/step ({share:.1f}%)") if cost is not None else f"{name} {direction}"
+                    notes = []
+                    if direction == "fwd":
+                        stored = [c.value for c in u.choices if c.what == "stored"]
+                        recomputed = [c.value for c in u.choices if c.what == "recomputed"]
+                        notes.append(f"stored: {', '.join(stored) or '-'}; recomputed: {', '.join(recomputed) or '-'}")
+                        notes += [f"{c.what}: {c.value}: {c.detail}"[:110] for c in u.choices if c.what not in ("stored", "recomputed")]
+                    names = u.fwd_names if direction == "fwd" else u.bwd_names
+                    box, hgt = _pass_box(x, top, title, cost, names, u.count, total, notes, direction, anchors)
+                body += box
+                heights.append(hgt)
+                centers.append((x + BOX_W / 2, top, top + hgt, col))
+            body.append("</g>")
+            y = top + max(heights) + 16
+        # the step's flow: down the forward column, across, up the backward column
+        fx = 20 + BOX_W / 2
+        bx = 20 + BOX_W + 20 + BOX_W / 2
+        body.append(f'<path class="flow" d="M {fx - 200} {y - 16} L {fx - 200} {y - 6} L {bx + 200} {y - 6} '
+                    f'L {bx + 200} {y - 16}" fill="none" stroke="gray" marker-end="url(#arrow)"/>')
+        # every distinct attention step, its own diagram to the right, linked from its kernels
+        ax, ay = 20 + 2 * (BOX_W + 20) + 20, None
+        drawn: dict[tuple, float] = {}
+        top_attention = min((a[1] for a in anchors), default=y) - 20
+        ay = top_attention
+        for x_end, row_y, kernel, c in anchors:
+            key = (kernel.attention,)
+            if key not in drawn:
+                count = sum(u.count for _, u, _d in order if u is not None
+                            for kc in ((u.fwd.kernels if _d == "fwd" else (u.bwd.kernels if u.bwd else [])))
+                            if kc.kernel.attention == kernel.attention)
+                diagram, hgt = _attention_diagram(ax, ay, kernel, p.gpu, count)  # type: ignore[attr-defined]
+                body += diagram
+                drawn[key] = ay + 16
+                ay += hgt + 12
+            body.append(f'<line class="attention-link" x1="{x_end}" y1="{row_y}" x2="{ax}" y2="{drawn[key]}" '
+                        f'stroke="purple" stroke-dasharray="4 3"/>')
+        y = max(y, ay) + 20
+        body.append("</g>")
+    head = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y:.0f}" viewBox="0 0 {width} {y:.0f}">',
+            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
+            'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z"/></marker></defs>',
+            f'<rect x="0" y="0" width="{width}" height="{y:.0f}" fill="white"/>']
+    return "\n".join(head + body + ["</svg>"]) + "\n"

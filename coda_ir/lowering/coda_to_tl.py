@@ -242,6 +242,17 @@ def lower_fold(op: coda.FoldOp, name: str, member: bool) -> tl.KernelOp:
     return kernel
 
 
+def kernel_base_name(fn: func.FuncOp, i: int, kernel: Operation) -> str:
+    """The name of the `i`-th kernel of `fn` (`coda.kernels` order): `_{function}_k{i}_{kind}` (made
+    unique in the module by `KernelNames`; what a profiler shows, and what reports predict it as)."""
+    return f"_{fn.sym_name.data}_k{i}_{kernel.name.split('.')[1]}"
+
+
+def group_base_name(fn: func.FuncOp, j: int) -> str:
+    """The name of the `j`-th `coda.launch_group` of `fn`: one launch running its members."""
+    return f"_{fn.sym_name.data}_g{j}_launch_group"
+
+
 # ============================================================================ coda.launch_group
 
 
@@ -317,8 +328,7 @@ class ConvertCodaToTLPass(ModulePass):
         for fn in functions:
             built: list[tl.KernelOp] = []
             for i, k in enumerate(coda.kernels(fn)):
-                kind = k.name.split(".")[1]
-                name = kernel_names(f"_{fn.sym_name.data}_k{i}_{kind}")
+                name = kernel_names(kernel_base_name(fn, i, k))
                 k.attributes[KERNEL_NAME_ATTR] = SymbolRefAttr(name)
                 member = isinstance(k.parent_op(), coda.LaunchGroupOp)
                 if isinstance(k, coda.GemmOp):
@@ -332,7 +342,7 @@ class ConvertCodaToTLPass(ModulePass):
             kernels = {k.sym_name.data: k for k in built}
             groups = [g for g in fn.walk() if isinstance(g, coda.LaunchGroupOp)]
             for j, g in enumerate(groups):
-                name = kernel_names(f"_{fn.sym_name.data}_g{j}_launch_group")
+                name = kernel_names(group_base_name(fn, j))
                 g.attributes[KERNEL_NAME_ATTR] = SymbolRefAttr(name)
                 members = []
                 for m in g.members():

@@ -187,6 +187,15 @@ class CodaOptMain(xDSLOptMain):
         plan.add_argument("--seq-len", type=int, default=0,
                           help="tokens per sequence; --tokens must be a multiple (default: min(tokens, 4096))")
         plan.add_argument("--gpu", default="all", help="h100, h200, a100, a comma-separated list, or all (default)")
+        plan.add_argument("--report", action="store_true",
+                          help="after the summary, the whole model per GPU: each unit (embedding, decoder layers, head) "
+                          "forward and backward in step order with its kernels (predicted time, HBM bytes, bound, the "
+                          "name a profiler shows), the attention with its schedule and occupancy, the compile's recorded "
+                          "choices (stored or recomputed, norm statistics, RoPE tables, logits chunking), totals times "
+                          "the layer counts and the predicted peak memory")
+        plan.add_argument("--svg", metavar="PATH",
+                          help="write one SVG of the whole step (units as boxes with their kernels, each attention "
+                          "step drawn as its own diagram with its schedule)")
         arg_parser.add_argument(
             "--debug-traceback",
             action="store_true",
@@ -309,11 +318,15 @@ class CodaOptMain(xDSLOptMain):
         """`--plan-hf`: print the predicted training step of a config (coda_ir/torch/plan.py); bad
         input (file, config, GPU, token counts) is one located error line and exit status 1."""
         from coda_ir.errors import CodaError, InternalError
-        from coda_ir.torch.plan import format_plans, plan_from_config
+        from coda_ir.torch.plan import check_svg_path, format_plans, format_report, plan_from_config, write_svg
 
         gpus = None if self.args.gpu.strip().lower() == "all" else [g.strip() for g in self.args.gpu.split(",") if g.strip()]
         try:
+            if self.args.svg is not None:
+                check_svg_path(self.args.svg)  # before the minutes of compiling, not after
             plans = plan_from_config(self.args.plan_hf, self.args.tokens, self.args.seq_len or None, gpus)
+            if self.args.svg is not None:
+                write_svg(plans, self.args.svg)
         except InternalError:
             raise
         except CodaError as error:
@@ -322,6 +335,10 @@ class CodaOptMain(xDSLOptMain):
             sys.exit(1)
         stream = self.prepare_output()
         stream.write(format_plans(plans))
+        if self.args.report:
+            stream.write(format_report(plans))
+        if self.args.svg is not None:
+            stream.write(f"wrote {self.args.svg}\n")
         stream.flush()
         if stream is not sys.stdout:
             stream.close()

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import BoolAttr, FloatAttr, FunctionType, IntegerAttr, ModuleOp, StringAttr, TensorType, f32, i64
+from xdsl.dialects.builtin import ArrayAttr, BoolAttr, FloatAttr, FunctionType, IntegerAttr, ModuleOp, StringAttr, TensorType, f32, i64
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
@@ -55,6 +55,10 @@ if TYPE_CHECKING:
 
 FWD_SUFFIX = "_fwd"
 BWD_SUFFIX = "_bwd"
+RECOMPUTED_ATTR = "nn.recomputed"
+"""On `@f_bwd`: the names of the forward values its backward recomputes instead of reading a copy
+the forward saved (`io_plans.store_or_recompute`), in forward order; absent when none is. What the
+forward saves is `@f_fwd`'s results after f's own. Informative: no pass reads it (reports do)."""
 
 
 def _is_float(value: SSAValue) -> bool:
@@ -857,6 +861,10 @@ def differentiate(f: func.FuncOp, cost_model: bool = True, memory_budget_mib: in
     order, wants = d.plan()
     bwd = d.build_backward(name + BWD_SUFFIX, order, wants)
     fwd = d.build_forward(name + FWD_SUFFIX)
+    if d.recomputed:
+        # the store-or-recompute decision, recorded once where it is made: what the forward saves
+        # is @f_fwd's extra results, what the backward rebuilds is named here (reports read it)
+        bwd.attributes[RECOMPUTED_ATTR] = ArrayAttr([StringAttr(v.name_hint or f"%{i}") for i, v in enumerate(d.recomputed)])
     return fwd, bwd
 
 
