@@ -6,7 +6,7 @@ bound than their own attention; Gemma2's peers run HF's eager attention (its SDP
 softcap).
 
 Families (`--families`, default llama,qwen3,gemma,olmo2; `all`: also mistral, qwen2, phi3,
-granite, smollm3, gemma2, gemma3_text, glm4, over several calls as the caches warm): hand-written 1-3B shapes (`FAMILIES`), random init, `--layers` decoder layers (4), `--batch` x
+granite, smollm3, gemma2, gemma3_text, glm4, phi4mini (Phi-4-mini, the phi3 family), over several calls as the caches warm): hand-written 1-3B shapes (`FAMILIES`), random init, `--layers` decoder layers (4), `--batch` x
 `--seq` tokens (2 x 4096), bf16 built as `from_pretrained(torch_dtype=bfloat16)` builds it: the
 parameters in bf16, the rotary `inv_freq` in fp32 (a `Module.to(bfloat16)` would round it to
 bf16, a RoPE no loaded checkpoint has; `info.inv_freq_dtype` records it). A family `from_hf`
@@ -89,6 +89,12 @@ FAMILIES = {
     "phi3": dict(config="Phi3Config", model="Phi3ForCausalLM", hidden_size=3072, intermediate_size=8192,
                  num_attention_heads=32, num_key_value_heads=32, vocab_size=32064, tie_word_embeddings=False,
                  rope_theta=10000.0, rms_norm_eps=1e-5, sliding_window=None),
+    # Phi-4-mini (3.8B; fused projections, 96 of each head's 128 columns rotated in half-style
+    # pairs (i, i + 48): a pair map with a per-head period; its longrope factors left out: at
+    # 4096 positions Hugging Face rotates by the short factors, which only rescale frequencies)
+    "phi4mini": dict(config="Phi3Config", model="Phi3ForCausalLM", hidden_size=3072, intermediate_size=8192,
+                     num_attention_heads=24, num_key_value_heads=8, vocab_size=200064, tie_word_embeddings=True,
+                     rope_theta=10000.0, rms_norm_eps=1e-5, sliding_window=None, partial_rotary_factor=0.75),
     # OLMo-2-1B (norms after attention / MLP, QK-norm over all heads)
     "olmo2": dict(config="Olmo2Config", model="Olmo2ForCausalLM", hidden_size=2048, intermediate_size=8192,
                   num_attention_heads=16, num_key_value_heads=16, vocab_size=100352, tie_word_embeddings=False,
@@ -127,6 +133,9 @@ FAMILIES = {
                  tie_word_embeddings=False, rope_theta=10000.0, rms_norm_eps=1e-5, partial_rotary_factor=0.5,
                  pad_token_id=None, eos_token_id=None, bos_token_id=None),
 }
+# a shape named otherwise than its Hugging Face family (the family's Liger patch and module)
+FAMILY_OF = {"phi4mini": "phi3"}
+
 # the Liger module a family's patch rewrites, where it is not `modeling_{family}`
 LIGER_MODULE = {"gemma3_text": "transformers.models.gemma3.modeling_gemma3"}
 SMOKE = dict(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
@@ -201,6 +210,7 @@ class FamilyLigerPatches(LigerPatches):
     def __init__(self, family: str, model):  # noqa: super().__init__ hardcodes LLaMA's arguments
         from liger_kernel import transformers as lt
 
+        family = FAMILY_OF.get(family, family)
         self.module = importlib.import_module(
             LIGER_MODULE.get(family, f"transformers.models.{family}.modeling_{family}"))
         before = dict(vars(self.module))
@@ -221,6 +231,7 @@ def liger_patch_missing(family: str) -> str | None:
         from liger_kernel import transformers as lt
     except ImportError as exc:
         return f"liger_kernel does not import: {exc}"
+    family = FAMILY_OF.get(family, family)
     if not hasattr(lt, f"apply_liger_kernel_to_{family}"):
         return f"Liger has no apply_liger_kernel_to_{family}"
     return None
