@@ -43,8 +43,8 @@ gemms of run-time rows already ran at another bucket in this process (a new toke
 middle of a training run: the neighbour ran the Gluon mainloop, which records no tl tuning, or is
 further away), it takes the candidate the IO model predicts fastest (`ranked_by_io_model`) that runs,
 instead of tuning mid-step (H200, session 20: a new bucket's first step went from 3.0 s to 0.4 s
-with the compile cache), and tunes it later, after `DEFERRED_TUNING_LAUNCHES` launches, one
-deferred tuning per `DEFERRED_TUNING_GAP_S` (`RuntimeConfig.deferred_tuning=False`: keep the
+with the compile cache), and tunes it later, after a multiple of `DEFERRED_TUNING_LAUNCHES` launches, one tile at
+a time (`RuntimeConfig.deferred_tuning=False`: keep the
 inferred tile; the inferred tiles cost 2-5% of that bucket's step); the run's first bucket tunes
 (a static program's launch always tunes a new bucket). Kernels of one GEMM shape and mainloop
 share a tuning: the first one tunes (a line on stderr says so; `RuntimeConfig.autotune_progress=False`
@@ -333,28 +333,30 @@ def _ran_in_other_bucket(M: int) -> bool:
 
 
 DEFERRED_TUNING_LAUNCHES = 32
-"""Launches of an inferred tile (at a few per training step) before it is tuned."""
-DEFERRED_TUNING_GAP_S = 2.0
-"""At least this long between two deferred tunings: one short stall at a time, not one per GEMM
-in the same step."""
+"""Launches of an inferred tile (at a few per training step) before it is tuned; the n-th tile
+inferred while others wait is tuned at n times that many of its launches, so that the tunings
+come one or two steps apart instead of all in one step. Counted, not timed: the same run tunes
+at the same launches (which tile wins is a timing, as every tuning's is)."""
 
-# plan key -> [tuning key, launches so far] of the launches running an inferred tile; and the
-# tuning keys whose deferred tuning is due (the next launch tunes them instead of inferring)
+# plan key -> [tuning key, launches so far, launches when due] of the launches running an inferred
+# tile; and the tuning keys whose deferred tuning is due (the next launch tunes instead of inferring)
 _DEFERRED: dict[tuple, list] = {}
 _DUE: set[str] = set()
-_LAST_DEFERRED_TUNING = [0.0]
+
+
+def _defer_tuning(plan_key: tuple, tune_key: str) -> None:
+    waiting = {e[0] for e in _DEFERRED.values()}
+    order = len(waiting) + (tune_key not in waiting)
+    _DEFERRED[plan_key] = [tune_key, 0, DEFERRED_TUNING_LAUNCHES * order]
 
 
 def _deferred_tuning_due(plan_key: tuple) -> bool:
-    """Count a launch of an inferred tile; True (and its plans and memo forgotten) when the tile
-    has run `DEFERRED_TUNING_LAUNCHES` times and no deferred tuning ran in the last
-    `DEFERRED_TUNING_GAP_S` seconds."""
+    """Count a launch of an inferred tile; True (and every plan and memo of its tuning key
+    forgotten) at the launch its tuning is due (`DEFERRED_TUNING_LAUNCHES`)."""
     entry = _DEFERRED[plan_key]
     entry[1] += 1
-    now = time.monotonic()
-    if entry[1] < DEFERRED_TUNING_LAUNCHES or now - _LAST_DEFERRED_TUNING[0] < DEFERRED_TUNING_GAP_S:
+    if entry[1] < entry[2]:
         return False
-    _LAST_DEFERRED_TUNING[0] = now
     for key in [k for k, e in _DEFERRED.items() if e[0] == entry[0]]:
         del _DEFERRED[key]
         _PLANS.pop(key, None)
@@ -866,6 +868,6 @@ def launch_gemm(
     if plan_key is not None:
         _PLANS[plan_key] = plan
         if config is not None and inferred:
-            _DEFERRED[plan_key] = [tune_key, 0]
+            _defer_tuning(plan_key, tune_key)
     _run_plan(kernel, plan, a, b, extra, M, N, K)
     return config, extra

@@ -57,29 +57,23 @@ def test_the_process_remembers_which_buckets_gemms_of_run_time_rows_ran_at(monke
     assert not gemm_launch._ran_in_other_bucket(5000)  # the bucket that ran
 
 
-def test_an_inferred_tile_is_tuned_after_its_launches_one_tuning_at_a_time(monkeypatch):
-    monkeypatch.setattr(gemm_launch, "_DEFERRED", {("plan", 1): ["tune:a", 0], ("plan", 2): ["tune:a", 0],
-                                                   ("plan", 3): ["tune:b", 0]})
+def test_inferred_tiles_are_tuned_after_their_launches_one_after_another(monkeypatch):
+    monkeypatch.setattr(gemm_launch, "_DEFERRED", {})
     monkeypatch.setattr(gemm_launch, "_PLANS", {("plan", 1): "p1", ("plan", 2): "p2", ("plan", 3): "p3"})
     monkeypatch.setattr(gemm_launch, "_MEMO", {"tune:a": "cfg a", "tune:b": "cfg b"})
     monkeypatch.setattr(gemm_launch, "_DUE", set())
-    monkeypatch.setattr(gemm_launch, "_LAST_DEFERRED_TUNING", [0.0])
     monkeypatch.setattr(gemm_launch, "DEFERRED_TUNING_LAUNCHES", 3)
-    clock = [100.0]
-    monkeypatch.setattr(gemm_launch.time, "monotonic", lambda: clock[0])
-    assert not gemm_launch._deferred_tuning_due(("plan", 1))
-    assert not gemm_launch._deferred_tuning_due(("plan", 1))
-    assert not gemm_launch._deferred_tuning_due(("plan", 3))
-    assert gemm_launch._deferred_tuning_due(("plan", 1))  # its third launch: due
+    gemm_launch._defer_tuning(("plan", 1), "tune:a")
+    gemm_launch._defer_tuning(("plan", 2), "tune:a")  # another launch (strides) of the same gemm
+    gemm_launch._defer_tuning(("plan", 3), "tune:b")  # the second gemm inferred: due twice as late
+    due = [gemm_launch._deferred_tuning_due(("plan", 1)) for _ in range(3)]
+    assert due == [False, False, True]  # its third launch
     # every plan of that tuning key is forgotten, its memo too, and the key is due
-    assert gemm_launch._DEFERRED == {("plan", 3): ["tune:b", 1]}
+    assert gemm_launch._DEFERRED == {("plan", 3): ["tune:b", 0, 6]}
     assert gemm_launch._PLANS == {("plan", 3): "p3"} and gemm_launch._MEMO == {"tune:b": "cfg b"}
     assert gemm_launch._DUE == {"tune:a"}
-    # the other one waits for the gap after the last deferred tuning
-    assert not gemm_launch._deferred_tuning_due(("plan", 3))
-    assert not gemm_launch._deferred_tuning_due(("plan", 3))
-    clock[0] += gemm_launch.DEFERRED_TUNING_GAP_S
-    assert gemm_launch._deferred_tuning_due(("plan", 3)) and gemm_launch._DUE == {"tune:a", "tune:b"}
+    due = [gemm_launch._deferred_tuning_due(("plan", 3)) for _ in range(6)]
+    assert due == [False] * 5 + [True] and gemm_launch._DUE == {"tune:a", "tune:b"} and not gemm_launch._DEFERRED
 
 
 def _with_parameters_in(model, dtype):
@@ -127,9 +121,9 @@ def test_a_new_bucket_on_a_gpu_takes_the_io_models_tile_and_trains_correctly(tmp
                 continue
             assert len(tunings) == tuned, "the new bucket tuned in the middle of the run"
             assert gemm_launch.INFERRED, "no tile was inferred for the new bucket"
-            # their deferred tunings come later (here: due at the next launch, no gap)
-            monkeypatch.setattr(gemm_launch, "DEFERRED_TUNING_LAUNCHES", 1)
-            monkeypatch.setattr(gemm_launch, "DEFERRED_TUNING_GAP_S", 0.0)
+            # their deferred tunings come later: every entry due at its next launch here
+            for entry in gemm_launch._DEFERRED.values():
+                entry[2] = 1
             cmodel(ids, labels=ids).loss.backward()
             assert len(tunings) > tuned and not gemm_launch._DEFERRED
             assert all(gemm_launch._cached_config(key) is not None for key in gemm_launch.INFERRED)
