@@ -318,8 +318,6 @@ def step_svg(plans: Sequence[object]) -> str:
     `<g class="unit">` row), each with a bar per kernel labelled as the fusion plan labels its
     clusters, the plan's recorded choices under the forward, and every distinct attention step
     drawn as its own diagram (`<g class="attention">`: schedule, occupancy, bytes per level)."""
-    from coda_ir.torch.plan import step_units  # the step order is the plan's
-
     body: list[str] = []
     y = 10.0
     width = 20 + 2 * BOX_W + 40 + 450
@@ -332,7 +330,7 @@ def step_svg(plans: Sequence[object]) -> str:
         body.append(_text(10, y + 32, "forward (down)", 11, "bold"))
         body.append(_text(20 + BOX_W + 20, y + 32, "backward (up)", 11, "bold"))
         y += 42
-        order = step_units(p)  # type: ignore[arg-type]
+        order = p.step_units()  # type: ignore[attr-defined]  (the step order is the plan's)
         rows: dict[str, dict[str, tuple]] = {}
         for name, u, direction in order:
             rows.setdefault(name, {})[direction] = (u,)

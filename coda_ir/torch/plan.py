@@ -94,6 +94,16 @@ class StepPlan:
     param_bytes: int
     units: list[UnitCost] = field(default_factory=list)
 
+    def step_units(self) -> list[tuple[str, UnitCost | None, str]]:
+        """The step in order, as (unit name, its UnitCost or None for the unpriced embedding,
+        direction): the embedding, the decoder layers and the head forward, then back (the
+        order the whole-step drawing, `fusion_plan.step_svg`, takes from here)."""
+        decoders = [u for u in self.units if u.name != "lm_head_loss"]
+        heads = [u for u in self.units if u.name == "lm_head_loss"]
+        forward = [("embed_tokens", None, "fwd")] + [(u.name, u, "fwd") for u in decoders + heads]
+        backward = [(u.name, u, "bwd") for u in heads + decoders[::-1]] + [("embed_tokens", None, "bwd")]
+        return forward + backward
+
     @property
     def step_s(self) -> float:
         return sum(u.count * u.time_s for u in self.units)
@@ -472,16 +482,6 @@ def format_plans(plans: list[StepPlan]) -> str:
 # ---------------------------------------------------------------- the whole-model report
 
 
-def step_units(plan: StepPlan) -> list[tuple[str, UnitCost | None, str]]:
-    """The step in order, as (unit name, its UnitCost or None for the unpriced embedding,
-    direction): the embedding, the decoder layers and the head forward, then back."""
-    decoders = [u for u in plan.units if u.name != "lm_head_loss"]
-    heads = [u for u in plan.units if u.name == "lm_head_loss"]
-    forward = [("embed_tokens", None, "fwd")] + [(u.name, u, "fwd") for u in decoders + heads]
-    backward = [(u.name, u, "bwd") for u in heads + decoders[::-1]] + [("embed_tokens", None, "bwd")]
-    return forward + backward
-
-
 def _mb(n: float) -> str:
     return f"{n / 1e6:.1f}"
 
@@ -520,7 +520,7 @@ def format_report(plans: list[StepPlan]) -> str:
                      f"forward + backward, compiled '{pipeline_for(p.gpu.name)}'")
         header = (f"      {'#':>2} {'kernel':<22} {'generated (profiler name)':<38} {'kind':<11} {'tile/schedule':<17} "
                   f"{'HBM MB':>9} {'bound':<8} {'us':>9} {'step ms':>9} {'share':>6}")
-        for name, u, direction in step_units(p):
+        for name, u, direction in p.step_units():
             if u is None:
                 what = "gather of the token rows" if direction == "fwd" else "scatter-add of the row gradients"
                 lines.append(f"  {name} {direction} x1: a library {what}: not priced (a few MB)")
@@ -532,7 +532,7 @@ def format_report(plans: list[StepPlan]) -> str:
                          f"per step ({u.count * cost.time_s / total * 100 if total else 0:.1f}%), {cost.launches} launches, "
                          f"HBM {cost.hbm_unique / 1e6:.1f} MB each")
             if direction == "fwd":
-                lines.append(f"    choices (recorded by the compile):")
+                lines.append("    choices (recorded by the compile):")
                 for what in ("stored", "recomputed"):
                     picked = [c for c in u.choices if c.what == what]
                     if picked:
