@@ -48,6 +48,8 @@ from bench_io_model import GROUP_NAME, KERNEL_NAME  # noqa: E402
 FAMILIES = {
     "llama": "examples/hf/llama3_1b.json",
     "qwen3": "examples/hf/qwen3_1_7b.json",
+    "phi3": "examples/hf/phi3_mini.json",
+    "phi4mini": "examples/hf/phi4_mini.json",
 }
 START = time.perf_counter()
 GENERATED = re.compile(r"^(_[A-Za-z0-9_]+?_(?:k\d+_(?:gemm|elementwise|fold)|g\d+_launch_group))")
