@@ -109,6 +109,11 @@ TMA_CANDIDATES: tuple[GemmConfig, ...] = (
 )
 """Hopper candidates, best guesses first (the first is used when tuning is off)."""
 
+TMA_TILE_MIN_COLS = min(c.bn for c in TMA_CANDIDATES)
+"""The narrowest column tile of the TMA mainloop: an interleaved gemm runs it only where its
+interleave groups hold such tiles (`gemm_launch._tma_fits`), nn-plan keeps RoPE out of a GEMM
+whose groups would not (`NNPlanPass.plan_rope_placement`)."""
+
 PORTABLE_CANDIDATES_16: tuple[GemmConfig, ...] = (
     GemmConfig(128, 128, 64, 8, num_warps=8, num_stages=3),
     GemmConfig(128, 128, 64, 8, num_warps=4, num_stages=4),

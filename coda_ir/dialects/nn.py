@@ -561,7 +561,9 @@ change what the op computes (the reference ignores them), only how the later pas
 `cos_sin_table` on nn.rope / nn.rope_grad: read cos/sin from [M, head_dim/2] tables that one
 small kernel computes, instead of sin/cos per pair in the epilogue (or in the elementwise pass
 of a RoPE whose input no GEMM produces); `in_producer_epilogue =
-false` on nn.head_rms_norm: keep the norm out of its producing GEMM's epilogue (per-head
+false` on nn.rope: keep the rotation out of its producing GEMM's epilogue (an elementwise pass
+after it: the GEMM would need its columns interleaved in groups that hold no TMA tile), on
+nn.head_rms_norm: keep the norm out of its producing GEMM's epilogue (per-head
 partials do not pay at this shape), and on nn.swiglu_grad / nn.geglu_grad: keep the gated
 backward (and the `z . dz` row partials that join it) out of the epilogue of the GEMM producing
 dy (a plain GEMM storing dy, then one elementwise pass over dy and z), and on nn.rms_norm_grad:
@@ -612,6 +614,7 @@ class RoPEOp(NNOperation):
     theta = prop_def(FloatAttr)
     style = prop_def(StringAttr)
     cos_sin_table = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
+    in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     inv_freq = opt_prop_def(DenseArrayBase)  # optional: the frequencies themselves (see above)
     rotary_dim = opt_prop_def(IntegerAttr)  # optional, head_dim when absent: see rotary_dim_of
     scaling = opt_prop_def(FloatAttr)  # optional, 1.0 when absent: see rope_scaling_of

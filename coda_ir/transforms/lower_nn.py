@@ -539,13 +539,18 @@ def lower_rope(op: nn.RoPEOp | nn.RoPEGradOp) -> tuple[list[Operation], SSAValue
         lambda e, x, p: [rope_epilogue(e, e.load(x), p, op, sign=sign, parts=parts)], [elt_of(op.results[0])],
     )
     stamp_origin(k, op)
+    separate = nn.planned(op, "in_producer_epilogue") is False  # nn-plan: an elementwise pass after the GEMM
     if not nn.planned(op, "cos_sin_table"):
+        if separate:
+            k.attributes[coda.SEPARATE] = UnitAttr()
         return [k], k.results[0]
     (built,) = parts
     table = rope_table_kernel(op.pos, shape_of(op.operands[0])[0], built)
     stamp_origin(table, op, "table")
     rotation = use_rope_table(k, built, table.results[0], table.results[1])
     k.erase()
+    if separate:
+        rotation.attributes[coda.SEPARATE] = UnitAttr()
     return [table, rotation], rotation.results[0]
 
 
