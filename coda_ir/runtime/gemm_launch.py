@@ -355,7 +355,7 @@ def _deferred_tuning_due(plan_key: tuple) -> bool:
     forgotten) at the launch its tuning is due (`DEFERRED_TUNING_LAUNCHES`)."""
     entry = _DEFERRED[plan_key]
     entry[1] += 1
-    if entry[1] < entry[2] or torch.cuda.is_current_stream_capturing():
+    if entry[1] < entry[2] or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
         return False  # (a tuning synchronizes: never inside a CUDA graph capture; a later launch tunes)
     for key in [k for k, e in _DEFERRED.items() if e[0] == entry[0]]:
         del _DEFERRED[key]
