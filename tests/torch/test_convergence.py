@@ -28,7 +28,8 @@ mini_llama3) and atol 1e-8, parameters atol 5e-3 and rtol 1e-5; bf16: loss rtol 
   1e-2 these models train chaotically and the same differences grew to 4e-6 in 8 steps). 1e-5
   = 170 u is Liger's demand of Liger, whose GEMMs are cuBLAS's own (it replaces only the norm,
   RoPE, SwiGLU and the loss): the same bar for a compiler that generates every kernel.
-  Measured (CPU, 8 steps, all 9 families): worst step 2.0e-7 (3 u; LLaMA / Qwen3 1.2e-7). (Far into a context
+  Measured (CPU, 8 steps, the 9 unscaled-RoPE families): worst step 2.0e-7 (3 u; LLaMA / Qwen3
+  1.2e-7); glm4_partial 3.7e-6, where Hugging Face fp32 is itself 1.5e-6 off its float64 run. (Far into a context
   RoPE's frequencies matter: tests/torch/test_hf.py, test_fp32_rope_uses_the_models_frequencies_...)
 * bf16 loss: rtol 1e-2, atol 1e-3 (Liger's). u = 2^-8 = 3.9e-3. Hugging Face rounds to bf16
   after every op, coda-ir keeps fused intermediates in fp32 and rounds once: activations differ
@@ -44,6 +45,22 @@ mini_llama3) and atol 1e-8, parameters atol 5e-3 and rtol 1e-5; bf16: loss rtol 
   entries among thousands pass, a systematic difference does not. Measured: 3.4e-4 (Qwen2's
   biases), LLaMA / Qwen3 5e-5. Not in bf16:
   a norm weight near 1 (ulp 7.8e-3 > lr) barely moves, so the ratio is 0 / 0-ish.
+  A tensor over 1e-3 passes if it meets NN_DIALECT.md's float64 bar on the trained weights: a
+  third run, Hugging Face in float64 from the same weights, and ||w_coda - w_64|| <= 2 ||w_hf -
+  w_64|| + 1e-3 ||w_64 - w_0|| (coda-ir no farther from float64 than twice Hugging Face fp32 is).
+  Why: entries whose true gradient is 0 or ~1e-4 of their tensor's are rounding noise to AdamW,
+  which divides by sqrt(v) and turns a noise gradient into a step of ~lr, so fp32 runs that
+  round differently part there however exact each is. Two cases: (1) GLM-4's k bias over the
+  head's columns RoPE passes through (glm4_partial: columns 8-15 of 16): q . b_pass adds the
+  same number to every score of a query row, which softmax ignores (rowsum(dS) = 0), so its
+  gradient is exactly 0 (float64: 1e-19 against 1e-4-1e-7 on the rotated columns; fp32: 1e-10
+  noise). 8 steps: k_proj.bias coda-ir vs HF fp32 3.2e-2, HF fp32 vs HF float64 2.8e-2, coda-ir
+  vs float64 9.9e-3; rotated columns agree to ~1e-6, pass-through ones differ by ~2e-4 in both
+  pairs. (2) The lowest RoPE frequencies barely rotate over 7 positions (R_j ~ I: the same
+  invariance, broken by angles ~1e-3 rad); yarn divides 7 of 8 frequencies by 4 (qwen2_yarn:
+  those k-bias columns' gradients 1e-8 against 1e-4): coda-ir vs HF fp32 1.1e-3, HF fp32 vs
+  float64 4.9e-4, coda-ir vs float64 7.7e-4. (Hugging Face's float64 model still computes its
+  RoPE cos / sin from the fp32 inv_freq in fp32, as coda-ir does, and its loss on fp32 logits.)
 * held-out top-5 log-probabilities (at Hugging Face's top-5 ids), absolute: fp32 1e-4 (the
   weights' ~1e-5 relative drift times logits of magnitude ~5; measured 2.3e-6); bf16 1e-1: a
   log-prob z_i - lse(z) errs by up to twice a logit's error, and a bf16 logit of magnitude 4-8
@@ -80,7 +97,7 @@ class Tolerances:
     loss_rtol: float
     loss_atol: float
     weight_rtol: float  # elementwise, on top of AdamW's reach (steps x lr x 1.5)
-    weight_aggregate: float | None  # ||w_coda - w_hf|| / ||w_hf - w_0|| per tensor
+    weight_aggregate: float | None  # ||w_coda - w_hf|| / ||w_hf - w_0|| per tensor (else the float64 bar)
     logprob_atol: float
 
 
@@ -180,6 +197,7 @@ VARIANTS = {"plain": plain_batch, "padded": padded_batch, "packed": packed_batch
 class Run:
     losses_coda: list[float]
     losses_hf: list[float]
+    reference64: object = None  # Hugging Face in float64 (fp32 runs: the aggregate check's fallback)
 
 
 def train_side_by_side(model, dtype, variant: str, steps: int, tol: Tolerances):
@@ -187,13 +205,16 @@ def train_side_by_side(model, dtype, variant: str, steps: int, tol: Tolerances):
     diverging run fails at its first bad step, not after all of them). Returns the coda model's
     Hugging Face module, the reference and the initial weights."""
     reference = copy.deepcopy(model)
+    # the third run (aggregate weight check, fp32): the same weights trained in float64
+    reference64 = copy.deepcopy(model).double() if tol.weight_aggregate is not None else None
     initial = {n: p.detach().clone() for n, p in model.named_parameters()}
     cmodel = from_hf(model, progress=False)
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
     ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR)
+    ref64_opt = torch.optim.AdamW(reference64.parameters(), lr=LR) if reference64 is not None else None
     make = VARIANTS[variant]
     batches = [make(seed) for seed in (11, 12, 13)]  # cycled: the model sees each batch several times
-    run = Run([], [])
+    run = Run([], [], reference64)
     for step in range(steps):
         b = batches[step % len(batches)]
         opt.zero_grad(set_to_none=True)
@@ -204,6 +225,10 @@ def train_side_by_side(model, dtype, variant: str, steps: int, tol: Tolerances):
         ref_loss = b.hf_loss(reference)
         ref_loss.backward()
         ref_opt.step()
+        if reference64 is not None:
+            ref64_opt.zero_grad(set_to_none=True)
+            b.hf_loss(reference64).backward()
+            ref64_opt.step()
         ours, theirs = loss.item(), ref_loss.item()
         run.losses_coda.append(ours)
         run.losses_hf.append(theirs)
@@ -214,19 +239,29 @@ def train_side_by_side(model, dtype, variant: str, steps: int, tol: Tolerances):
     return cmodel, reference, initial, run
 
 
-def check_weights(model, reference, initial, steps: int, tol: Tolerances) -> dict[str, float]:
+def check_weights(model, reference, initial, steps: int, tol: Tolerances, reference64=None) -> dict[str, float]:
     """Liger's elementwise bound (steps x lr, AdamW's reach for a noise-sign entry) and the
-    aggregate relative distance; returns the aggregate per tensor."""
+    aggregate relative distance, or for a tensor over it the float64 bar against `reference64`
+    (module docstring); returns the aggregate per tensor."""
     ref = dict(reference.named_parameters())
-    aggregate = {}
+    ref64 = dict(reference64.named_parameters()) if reference64 is not None else {}
+    aggregate, over = {}, {}
     for name, p in model.named_parameters():
         a, b, w0 = p.detach().double(), ref[name].detach().double(), initial[name].double()
         excess = float(((a - b).abs() - (1.5 * steps * LR + tol.weight_rtol * b.abs())).max())
         assert excess <= 0, (name, float((a - b).abs().max()))
         aggregate[name] = float((a - b).norm()) / max(float((b - w0).norm()), 1e-30)
-    if tol.weight_aggregate is not None:
-        bad = {n: v for n, v in aggregate.items() if v > tol.weight_aggregate}
-        assert not bad, f"||w_coda - w_hf|| / ||w_hf - w_0|| above {tol.weight_aggregate:g}: {bad}"
+        if tol.weight_aggregate is not None and aggregate[name] > tol.weight_aggregate:
+            c = ref64[name].detach() if name in ref64 else None
+            if c is None:
+                over[name] = f"{aggregate[name]:.2e} (no float64 run)"
+                continue
+            ours, theirs = float((a - c).norm()), float((b - c).norm())
+            bar = 2 * theirs + tol.weight_aggregate * float((c - w0).norm())
+            if ours > bar:
+                over[name] = (f"{aggregate[name]:.2e}; float64 bar: ||w_coda - w_64|| {ours:.3e} > 2 ||w_hf - w_64|| "
+                              f"+ {tol.weight_aggregate:g} ||w_64 - w_0|| = {bar:.3e}")
+    assert not over, f"||w_coda - w_hf|| / ||w_hf - w_0|| above {tol.weight_aggregate:g} and over the float64 bar: {over}"
     return aggregate
 
 
@@ -249,7 +284,7 @@ def converge(family: str, dtype: torch.dtype, variant: str, steps: int):
     cmodel, reference, initial, run = train_side_by_side(model, dtype, variant, steps, tol)
     # it learns: the loss falls by more than 100x the fp32 tolerance (the curves compared are not flat)
     assert run.losses_hf[0] - run.losses_hf[-1] > 100 * TOLERANCES[torch.float32].loss_rtol * run.losses_hf[0], run.losses_hf
-    aggregate = check_weights(model, reference, initial, steps, tol)
+    aggregate = check_weights(model, reference, initial, steps, tol, run.reference64)
     worst_logprob = held_out_logprobs(cmodel, reference, tol)
     return model, run, aggregate, worst_logprob
 

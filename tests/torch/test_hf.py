@@ -11,6 +11,7 @@ most twice the Hugging Face model's own error in the same dtype.
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -81,12 +82,14 @@ def test_fp32_rope_uses_the_models_frequencies_far_into_the_context(family):
     assert_matches([ours[n] for n in names], [grads[0][n] for n in names], [grads[1][n] for n in names], names)
 
 
-@pytest.mark.parametrize("family", ["llama3_rope", "phi3_longrope", "phi4_mini"])
+@pytest.mark.parametrize("family", ["llama3_rope", "phi3_longrope", "phi4_mini", "qwen2_yarn"])
 def test_scaled_rope_far_into_the_context(family):
     """Positions 3000.. (past the tiny configs' original contexts of 16 / 8 tokens): llama3's
     bent low frequencies carry ~1e3 rad of angle; longrope switches to its long factors, as
     Hugging Face does per forward (max(position_ids) + 1 > original_max_position_embeddings).
-    The from_hf model's long frequencies are bit for bit the ones Hugging Face swaps in."""
+    The from_hf model's long frequencies are bit for bit the ones Hugging Face swaps in. yarn:
+    7 of 8 frequencies divided by 4 and cos / sin times 0.1 ln 4 + 1 (rounded to fp32 as
+    Hugging Face's fp32 multiply rounds it); its frequencies are the model's buffer bit for bit."""
     modelT = tiny_model(family)
     model64 = copy.deepcopy(modelT).double()
     ids, labels = batch()
@@ -96,6 +99,10 @@ def test_scaled_rope_far_into_the_context(family):
         m(input_ids=ids, labels=labels, position_ids=positions, use_cache=False).loss.backward()
         grads.append({n: p.grad for n, p in m.named_parameters()})
     spec = spec_of(modelT)
+    if family == "qwen2_yarn":
+        rotary = modelT.model.rotary_emb
+        assert spec.layer(0).inv_freq == tuple(rotary.inv_freq.tolist())
+        assert spec.layer(0).rope_scaling == rotary.attention_scaling == 0.1 * math.log(4.0) + 1
     if family == "phi3_longrope":
         hf_rotary = copy.deepcopy(modelT).model.rotary_emb
         hf_rotary(torch.zeros(1), torch.arange(3000, 3000 + SEQ)[None])  # Hugging Face swaps the long ones in
