@@ -6,6 +6,11 @@
     autotune_progress   a line on stderr when a launch tunes (long work); False: silent
     cache_dir           generated modules, compiled programs and `autotune.json` (None:
                         ~/.cache/coda-ir, else a temporary directory where that is not writable)
+    donate_saved        eager backward calls that do not keep the graph hand their saved tensors to
+                        the compiled backward, which frees each after its last reader and may store
+                        an output over one computed only for it (`coda_ir.torch.function`; False: the
+                        saved tensors live until the backward returns, every output a fresh buffer,
+                        bitwise the same results; `set_donation` sets it)
     deferred_tuning     a GEMM of a new bucket of token counts whose tile the IO model inferred
                         (`gemm_launch`: no tuning in the middle of a step) is tuned after a few
                         dozen launches, one such tuning at a time; False: the inferred tile stays
@@ -78,6 +83,7 @@ class RuntimeConfig:
     cache_dir: Path | None = None
     compile_cache: bool = True
     deferred_tuning: bool = True
+    donate_saved: bool = True
     launch: LaunchOptions = field(default_factory=LaunchOptions)
     launch_plans: bool = True
 

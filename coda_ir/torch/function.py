@@ -43,6 +43,7 @@ from coda_ir.runtime.compiled import (ArgumentError, CompiledModule, Rows, check
                                       indices_checked, row_count)
 from coda_ir.reference import element_dtype
 from coda_ir.runtime import compile_cache
+from coda_ir.runtime import config as runtime_config
 from coda_ir.remarks import printed_remarks
 
 __all__ = ["function", "CodaFunction", "set_donation"]
@@ -50,11 +51,6 @@ __all__ = ["function", "CodaFunction", "set_donation"]
 AUTODIFF_PASS = "nn-autodiff"
 SIBLINGS_PASS = "nn-fuse-siblings"
 NAMESPACE = "coda_ir"
-
-# Backward calls hand the saved tensors over and donate those that exist only for the backward
-# (see `set_donation`).
-_DONATE = True
-
 
 def set_donation(enabled: bool) -> bool:
     """Whether eager backward calls that do not keep the graph give `@f_bwd` their saved tensors:
@@ -65,10 +61,9 @@ def set_donation(enabled: bool) -> bool:
     for the last time (`coda_ir.analysis.in_place`: the LM head's dlogits over the saved logits,
     the SwiGLU backward's dz over the saved z). Returns the previous setting. Off, the saved
     tensors live until the backward returns and every output is a fresh buffer: the A/B of the
-    change (same kernels, same arithmetic, so bitwise the same results)."""
-    global _DONATE
-    before, _DONATE = _DONATE, bool(enabled)
-    return before
+    change (same kernels, same arithmetic, so bitwise the same results). The setting is the
+    runtime configuration's `donate_saved` (`coda_ir.runtime.config`)."""
+    return runtime_config.configure(donate_saved=bool(enabled)).donate_saved
 
 
 # Set while `CodaFunction.__call__` runs the forward op: that call drops the op's extra outputs,
@@ -494,7 +489,7 @@ class CodaFunction:
         # (torch.compile, AOT dispatch: fake or functional tensor subclasses, dispatch modes)
         # keep the pure op, whose graph the partitioner can split.
         # (a backward that saved nothing has nothing to hand over: e.g. a sum's)
-        hand_over = (_DONATE and self.num_saved > 0 and not _keeps_graph() and not torch.compiler.is_compiling()
+        hand_over = (runtime_config.current().donate_saved and self.num_saved > 0 and not _keeps_graph() and not torch.compiler.is_compiling()
                      and all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in (*saved, *upstream) if t is not None)
                      and _no_dispatch_mode())
         if hand_over:
