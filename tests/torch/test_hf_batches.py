@@ -57,7 +57,7 @@ def check(modelT, hf_loss, coda_loss, dtype, rows):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("side", ["left", "right", "right_collated"])
+@pytest.mark.parametrize("side", ["left", "right", "right_collated", "left_collated"])
 def test_padded_batch_matches_hugging_face_with_the_same_mask(side, dtype):
     """Left padding with the padded labels ignored (what a padding collator does; the last
     padding row still predicts the first token); right padding with them counted: Hugging
@@ -68,16 +68,18 @@ def test_padded_batch_matches_hugging_face_with_the_same_mask(side, dtype):
     model = tiny_model("llama", dtype)
     ids, labels = ids_and_labels(2)
     mask = torch.ones(B, S, dtype=torch.long)
-    if side == "left":
+    if side.startswith("left"):
         mask[0, :3] = 0
         labels[mask == 0] = -100
+        if side == "left_collated":
+            labels[0, 3] = -100  # a prompt's first token (SFT): the last padding row predicts nothing
     else:
         mask[1, S - 4:] = 0
         if side == "right_collated":
             labels[mask == 0] = -100
     labels[1, 2] = -100
     segments = batch_segments(ids, mask, labels=labels)
-    assert (segments.min() >= 0) == (side == "right_collated")  # padding as documents, or as -1
+    assert (segments.min() >= 0) == side.endswith("collated")  # padding as documents, or as -1
     cmodel = check(model, lambda m: m(input_ids=ids, attention_mask=mask, labels=labels).loss,
                    lambda m, c: c(ids, mask, labels).loss, dtype, B * S)
     kinds = {key[0] for layer in cmodel.layers for key in layer._functions}
@@ -180,6 +182,37 @@ def test_segments_of_a_batch():
     assert batch_segments(ids, position_ids=torch.arange(5, 5 + S)[None]) is None  # offset, not packed
     cu = torch.tensor([0, 4, 9, 12, 15, 18], dtype=torch.int32)
     assert batch_segments(ids, cu_seq_lens_q=cu, cu_seq_lens_k=cu).tolist() == [0] * 4 + [1] * 5 + [2] * 3 + [3] * 3 + [4] * 3
+
+
+def test_padding_nobody_sees_is_dropped_from_the_step():
+    """`without_padding`: the tokens of a batch whose padding is documents of its own, in order,
+    with their padded-row positions (left padding: Hugging Face's positions count the padding)
+    and shifted targets, one document per row; nothing where padding is seen or absent."""
+    from coda_ir.torch.hf import shifted_targets, without_padding
+
+    ids, _ = ids_and_labels(8)
+    mask = torch.ones(B, S, dtype=torch.bool)
+    mask[0, :2] = False
+    mask[1, 6:] = False
+    labels = torch.full((B, S), -100)
+    labels[0, 3:] = 1
+    labels[1, :6] = 2
+    positions = torch.arange(S, dtype=torch.int32).repeat(B)
+    flat = ids.reshape(-1).to(torch.int32)
+    targets = shifted_targets(labels)
+    kept = without_padding(mask, batch_segments(ids, mask, labels=labels), flat, positions, targets)
+    index = mask.reshape(-1).nonzero().squeeze(1)
+    got_ids, got_pos, got_targets, rows = kept
+    assert torch.equal(got_ids, flat[index]) and torch.equal(got_targets, targets[index])
+    assert got_pos.tolist() == list(range(2, S)) + list(range(6))
+    assert rows.tolist() == [0] * (S - 2) + [1] * 6
+    counted = labels.clone()
+    counted[0, 2] = 5  # the padding row 1 predicts token 2: padding seen, nothing dropped
+    assert without_padding(mask, batch_segments(ids, mask, labels=counted), flat, positions,
+                           shifted_targets(counted)) is None
+    ones = torch.ones(B, S, dtype=torch.bool)
+    packed = torch.zeros(B * S, dtype=torch.int32)  # (segments without padding: nothing to drop)
+    assert without_padding(ones, packed, flat, positions, targets) is None
 
 
 def test_padding_nobody_sees_becomes_documents_of_its_own():
