@@ -284,7 +284,8 @@ class CodaFunction:
 
     Attributes: `name`, `args` / `results` (TensorSpecs from the IR), `compiled` (the
     CompiledModule of `@f`), `forward_module` (of `@f_fwd`), `nn_module` (the nn module after
-    `nn-autodiff`: f, f_fwd, f_bwd), `num_saved`, `differentiable`; `backward_module(mask)` is
+    `nn-autodiff`: f, f_fwd, f_bwd), `num_saved`, `differentiable`, `from_cache` (whether the
+    compile cache held this program: `coda_ir.runtime.compile_cache`); `backward_module(mask)` is
     the compiled `@f_bwd` variant returning only the gradients of the float arguments selected
     by `mask` (all true: `@f_bwd` itself).
     """
@@ -321,7 +322,8 @@ class CodaFunction:
             self._cache_key = compile_cache.program_key(source if isinstance(source, str) else str(module), name,
                                                         self.pipeline)
         cached = compile_cache.load(self._cache_key, "nn") if self._cache_key else None
-        if cached is not None and isinstance(cached.get("module"), str):
+        self.from_cache = cached is not None and isinstance(cached.get("module"), str)
+        if self.from_cache:
             module = coda_ir.parse(cached["module"], "<compile cache>")
             funcs = _funcs(module)
         # Differentiate unless the module already follows the contract (hand-written f_fwd/f_bwd).

@@ -801,7 +801,9 @@ def _compiled(program: str, what: str, pipeline: str | None, progress: bool, rem
                 if collecting:
                     gc.enable()
             if progress:
-                print(f"coda-ir: compiled {what} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+                source = " (read back from the compile cache)" if fn.from_cache else ""
+                print(f"coda-ir: compiled {what} in {time.perf_counter() - start:.1f} s{source}", file=sys.stderr,
+                      flush=True)
             _COMPILED[key] = fn
         return fn
 

@@ -82,6 +82,7 @@ def test_the_cached_modules_answer_what_the_compiled_ones_do(cache):
     program = hf._symbolic(hf.decoder_program(spec, 13, 13, layer=0), 13, lo, hi)
     compiled = CodaFunction(program)
     read = CodaFunction(program)
+    assert not compiled.from_cache and read.from_cache
     for a, b in ((compiled.forward_module, read.forward_module),
                  (compiled.backward_module([True] * len(compiled.float_args)),
                   read.backward_module([True] * len(read.float_args)))):
