@@ -14,7 +14,7 @@ Each coda epilogue op is lowered by the function registered for its class in
 `EPILOGUE_LOWERINGS`, the merge of the per-topic tables (`tl_epilogue_loads`,
 `tl_epilogue_maps`, `tl_epilogue_reductions`); an op without an entry is an internal error.
 The lowerings share an `EpilogueContext` (`tl_epilogue_context`: the tile, the column space,
-the value map, the builder). This module is the driver: the schedule, the stores of yielded
+the value map, the `tl` builder). This module is the driver: the schedule, the stores of yielded
 values (tiles, pair halves, row / column partials, running values of whole-row kernels), the
 sub-tiled epilogue of a gemm (`build_sliced_epilogue`: the region once per column slice, each on
 its own frame), and the elementwise kernel.

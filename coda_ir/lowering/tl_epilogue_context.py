@@ -101,7 +101,7 @@ class Gathered:
 
 class _BodyClone:
     """One lowering of a scalar body (`tl_build.lower_tile_body`) copied into the kernel: its
-    arguments bound to the builder's tiles; `extents()` (the tile shape a constant result
+    arguments bound to the context's tiles; `extents()` (the tile shape a constant result
     fills) is asked only when a constant result is needed, so that what it builds comes where
     it is first needed."""
 
@@ -168,16 +168,13 @@ MIN_TILE_COLS = 16
 class Halves:
     """A tile in an interleaved column space as two contiguous half tiles of the user's layout,
     valid where `cond` holds (a constexpr test on the tile width TW): `setup()` builds, in that
-    branch (the builder's block), the user columns of the tile's even columns and the element mask of both halves; the
+    branch (the context's block), the user columns of the tile's even columns and the element mask of both halves; the
     odd columns are the same block `half` columns further on."""
 
     cond: SSAValue
     setup: Callable[[], tuple[SSAValue, SSAValue]]
     half: int
     tw: SSAValue
-
-
-# ============================================================================ the builder
 
 
 # ============================================================================ the per-op table
@@ -481,7 +478,7 @@ class EpilogueContext:
         return prefix
 
     def name(self, v: SSAValue, hint: str) -> SSAValue:
-        """Name `v` `hint` in the printed kernel: a value this builder made and has not named yet
+        """Name `v` `hint` in the printed kernel: a value this epilogue made and has not named yet
         (a body's result, an expression) takes the name; one already named keeps its own."""
         if v not in self.renamed and isinstance(v.owner, Operation) and v.owner.parent_block() is self.b.block \
                 and (v.name_hint is None or v.name_hint == "s") and not isinstance(v.owner, arith.ConstantOp):
@@ -545,7 +542,7 @@ class EpilogueContext:
         return True
 
     def check_gatherable(self, op: Operation, record: str = "coda.gathered") -> None:
-        """A recorded `coda.gathered` / `coda.pair_halves` this builder cannot honour is a bug, not
+        """A recorded `coda.gathered` / `coda.pair_halves` this lowering cannot honour is a bug, not
         bad input: coda-legalize records them only in standalone elementwise kernels."""
         if self.columns.in_gemm:
             raise InternalCompilerBug(op, f"is marked {record} in a gemm epilogue (only elementwise kernels read "
