@@ -405,7 +405,7 @@ def cols_last_epilogue_schedule(block):
 def compile_with_schedule(text: str, schedule):
     from coda_ir.lowering import tl_epilogue
 
-    saved = tl_epilogue.epilogue_schedule  # the order the epilogue builder obeys
+    saved = tl_epilogue.epilogue_schedule  # the order the epilogue lowering obeys
     tl_epilogue.epilogue_schedule = schedule
     try:
         return coda_ir.compile(text, pipeline="nn-autodiff,nn-to-coda")

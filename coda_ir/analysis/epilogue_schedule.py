@@ -1,6 +1,6 @@
 """The emission order of an epilogue region (gemm or elementwise): `epilogue_schedule`.
 
-A pure function of the coda region, obeyed by the Triton lowering's epilogue builder
+A pure function of the coda region, obeyed by the Triton lowering's epilogue driver
 (`lowering/tl_epilogue.py`, for elementwise kernels, gemm epilogues and Gluon epilogue
 partitions alike): the same IR gives the same steps. Every primitive is pure and each result
 has its own output, so only how many [BM, BN] tiles are live at once changes with the order.

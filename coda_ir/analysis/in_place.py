@@ -43,8 +43,8 @@ dz [M, 2F] written over the donated z, bench/RESULTS.md session 10). The kernel 
 (`coda.pair_halves` stride P): the program of tile (rows R, pair indices C) reads z at rows R and
 columns first(C) and first(C) + P, first(c) = (c // P) * 2P + c % P. The output is the wide result
 of the gathered `coda.pair_map` (or of a map run once per pair half) of the same stride over the
-same N pair indices, so the epilogue builder stores it at exactly those rows and columns, with the
-same mask (`EpilogueBuilder.pair_first` is shared per stride). Safety:
+same N pair indices, so the epilogue lowering stores it at exactly those rows and columns, with the
+same mask (`EpilogueContext.pair_first` is shared per stride). Safety:
 1. Across programs: (c, half) -> first(c) + half * P is injective (c = g * P + o goes to
    g * 2P + o + half * P with 0 <= o < P), so programs read and write disjoint elements, and each
    program writes only elements it read itself.

@@ -321,7 +321,7 @@ class ConvertCodaToTLPass(ModulePass):
             unproved = next((k for f in functions for k in coda.kernels(f)
                              if isinstance(k, (coda.ElementwiseOp, coda.GemmOp))), None)
             if unproved is not None:
-                # the epilogue builder obeys the tile constraints and pair / segment forms
+                # the epilogue lowering obeys the tile constraints and pair / segment forms
                 # coda-legalize records, and re-derives none of them
                 raise CompilerError(unproved, "convert-coda-to-tl needs the records of coda-legalize: run it first")
         kernel_names = KernelNames(f.sym_name.data for f in functions)

@@ -18,7 +18,7 @@ A persistent Hopper kernel, one program per SM walking the tiles in grouped orde
 The kernel is a `tl.kernel` whose body is one `tl.mainloop gluon_ws` (built by
 `lowering/tl_gemm.lower_gluon_gemm`); this module holds its fixed templates, which the printer
 (`triton_printer`) fills, printing the op's region, the epilogue on one row sub-tile, where the
-epilogue partition runs it. The region is built by the same epilogue builder as the `tl`
+epilogue partition runs it. The region is built by the same epilogue lowering as the `tl`
 kernel's, from the same `epilogue_schedule`, in the partition's layout: column index vectors in
 the epilogue layout's column slice, a pair map's narrow operands in its split operands' layout
 and its results converted back (`tl.convert_layout`, the layouts `#tl.layout` attributes), and

@@ -2,7 +2,8 @@
 tl / arith / math ops that follows Triton's implicit broadcasting, and the one lowering of coda
 scalar bodies (`ScalarLowering`) to ops on Triton values, used by every kernel kind: fold
 kernels (`coda_to_tl.lower_fold`) and every epilogue of gemm and elementwise kernels
-(`tl_epilogue`, whose `coda.map` / `coda.pair_map` bodies `lower_tile_body` lowers).
+(`tl_epilogue`, whose `coda.map` / `coda.pair_map` bodies `lower_tile_body` lowers for
+`tl_epilogue_maps`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The gemm kernels of `convert-coda-to-tl`: one `tl.kernel` per `coda.gemm`, its body the fixed
 mainloop as one templated op (`tl.mainloop`, `lowering/mainloop.py`'s template) whose region is
-the epilogue, built by the epilogue builder (`tl_epilogue.EpilogueBuilder`) on the tile the
+the epilogue, built by the epilogue lowering (`tl_epilogue.build_epilogue`) on the tile the
 mainloop hands it (`GEMM_FRAME`: the accumulator, the tile's rows and columns, their masks and
-indices). Every decision about the epilogue is made here and in the builder, and recorded as ops:
+indices). Every decision about the epilogue is made here and in that lowering, and recorded as ops:
 
 * the kernel's parameters: `a_ptr`, `b_ptr`, the epilogue's inputs and outputs, then the
   template's sizes, strides and tile constexprs (`triton_lang.GEMM_SIZES`, `GEMM_CONSTEXPRS`);
@@ -34,7 +34,8 @@ from coda_ir.dialects import triton_lang as tl
 from coda_ir.transforms.plan_mainloop import epilogue_column_lanes
 from coda_ir.dialects.tl_names import GLUON_SCOPE, KERNEL_SCOPE, KernelNames, gluon_entry_name
 from coda_ir.lowering.tl_build import Builder, param_names
-from coda_ir.lowering.tl_epilogue import ColumnSpace, EpilogueBuilder, TileFrame, pointee
+from coda_ir.lowering.tl_epilogue import build_epilogue, build_sliced_epilogue, pointee
+from coda_ir.lowering.tl_epilogue_context import ColumnSpace, EpilogueContext, TileFrame
 
 # `epilogue_subtile`: the minimum BN (a power of two >= 2) at which heavy epilogues run per column
 # half, or 0 (the default: never)
@@ -118,21 +119,21 @@ def lower_gemm(op: coda.GemmOp, name: str, epilogue_subtile: int = SUBTILE_MIN_B
     args = [at["acc"], *(arg[p] for p in in_params)]
     b = Builder(mainloop.epilogue.block)
     b.add(tl.CommentOp("---- epilogue ----"))
-    whole = EpilogueBuilder(op, b, frame, n, pointers, columns)
+    whole = EpilogueContext(op, b, frame, n, pointers, columns)
     if not (epilogue_subtile and epilogue_tile_pressure(block, n) >= SUBTILE_HEAVY_TILES):
-        whole.build_body(block, args, outputs)
+        build_epilogue(whole, block, args, outputs)
         return kernel
     # heavy epilogue: on tiles at least `threshold` wide (each half still a multiple of what the
     # primitives need), once per column half; the whole tile otherwise
     threshold = max(epilogue_subtile, 2 * whole.bn_multiple_of)
 
     def sliced(into: Builder) -> list[SSAValue]:
-        EpilogueBuilder(op, into, frame, n, pointers, columns).build_sliced_body(block, args, outputs)
+        build_sliced_epilogue(EpilogueContext(op, into, frame, n, pointers, columns), block, args, outputs)
         return []
 
     def unsliced(into: Builder) -> list[SSAValue]:
         with whole.building_into(into):
-            whole.build_body(block, args, outputs)
+            build_epilogue(whole, block, args, outputs)
         return []
 
     whole.if_constexpr(b.cmpi("sge", arg["BN"], b.const(threshold, i32)), sliced, unsliced)
@@ -143,7 +144,7 @@ def lower_gluon_gemm(op: coda.GemmOp, name: str) -> tl.KernelOp:
     """The Gluon kernel of a gemm with a `#coda.mainloop` record: a `tl.kernel` whose body is a
     `tl.mainloop gluon_ws` (`lowering/gluon.py`'s template: the MMA and producer partitions, the
     epilogue partition's loops), its region the epilogue on one row sub-tile of the hand-off
-    buffer, built by the same builder in the partition's layout (`#tl.layout<epilogue>`, with
+    buffer, built by the same epilogue lowering in the partition's layout (`#tl.layout<epilogue>`, with
     `epilogue_column_lanes` lanes along the columns): column ranges in its column slice, a pair
     map's narrow operands in its split operands' layout and its results back in the epilogue
     layout, column partials carried across the sub-tiles (the region's arguments and what it
@@ -185,19 +186,19 @@ def lower_gluon_gemm(op: coda.GemmOp, name: str) -> tl.KernelOp:
                       at["offs_n"], at["mask_n"])
     _, n, _ = op.problem_shape()
     b = Builder(mainloop.epilogue.block)
-    builder = EpilogueBuilder(op, b, frame, n, {v: arg[p] for v, p in zip(block.args[1:], in_params)},
-                              ColumnSpace(in_gemm=True), gluon_partition=True)
+    ctx = EpilogueContext(op, b, frame, n, {v: arg[p] for v, p in zip(block.args[1:], in_params)},
+                          ColumnSpace(in_gemm=True), gluon_partition=True)
     for (i, _), running in zip(carried, mainloop.carried_args()):
         running.name_hint = f"colp{i}"
-        builder.carried[i] = running
+        ctx.carried[i] = running
     if first >= 0:
         uses = list(block.args[0].uses)
         if len(uses) != 1 or not isinstance(uses[0].operation, coda.AccumulateOp) \
                 or uses[0].operation.matrix is not block.args[1 + first]:
             raise InternalCompilerBug(op, f"coda.mainloop accumulate_first = {first}, but the accumulator's only use "
                                           "is not coda.accumulate of that input")
-        builder.prebound[uses[0].operation] = at["acc"]
-    builder.build_body(block, [at["acc"], *(arg[p] for p in in_params)],
-                       [(r, arg[p]) for r, p in zip(op.outputs, out_params)])
-    b.add(tl.YieldOp(*(builder.carried[i] for i, _ in carried)))
+        ctx.prebound[uses[0].operation] = at["acc"]
+    build_epilogue(ctx, block, [at["acc"], *(arg[p] for p in in_params)],
+                   [(r, arg[p]) for r, p in zip(op.outputs, out_params)])
+    b.add(tl.YieldOp(*(ctx.carried[i] for i, _ in carried)))
     return kernel

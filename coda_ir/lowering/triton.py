@@ -22,7 +22,7 @@ This module prints; it runs no pass and decides nothing (issue 34). The `coda-to
 pipeline (`lowering/pipeline.py`) lowers first: `convert-coda-to-tl` (`lowering/coda_to_tl.py`)
 names every kernel (recorded on the coda op as `tl.kernel = @name`) and builds each as
 `tl.kernel` IR (the `tl` dialect, `dialects/triton_lang.py`): folds and launch groups there,
-elementwise kernels and every epilogue by the epilogue builder (`lowering/tl_epilogue.py`), gemm
+elementwise kernels and every epilogue by the epilogue lowering (`lowering/tl_epilogue.py`), gemm
 kernels as one templated `tl.mainloop` op whose region is the epilogue (`lowering/tl_gemm.py`:
 the portable kernel and the Gluon one); `convert-coda-to-host` (`lowering/coda_to_host.py`)
 builds each function's host wrapper as a `host.func` (the `host` dialect,

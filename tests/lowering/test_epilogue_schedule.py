@@ -1,4 +1,4 @@
-"""`epilogue_schedule` (coda_ir/analysis/epilogue_schedule.py, obeyed by the epilogue builder,
+"""`epilogue_schedule` (coda_ir/analysis/epilogue_schedule.py, obeyed by the epilogue lowering,
 coda_ir/lowering/tl_epilogue.py): each output of a multi-output `coda.map` is
 made at its first reader, and a column partial of such an output runs after the stores it does
 not feed (issue 11; bench/RESULTS.md 2026-11-25 session 9).

@@ -1,4 +1,4 @@
-"""Half-tile loads and stores of interleaved tiles (`EpilogueBuilder.halves`).
+"""Half-tile loads and stores of interleaved tiles (`EpilogueContext.halves`).
 
 Under `interleave h` (N-wide tensors) and `interleave_wide h` (2N-wide tensors) a tile whose TW
 columns lie inside one interleave group of 2h is written as its even and its odd columns, two

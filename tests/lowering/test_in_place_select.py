@@ -1,4 +1,4 @@
-"""A `coda.select` of a plain load may read x[m, idx[m]] from memory (`EpilogueBuilder.build_select`,
+"""A `coda.select` of a plain load may read x[m, idx[m]] from memory (`tl_epilogue_reductions.lower_select`,
 the gather form), which is not tile-local in the sense of `coda_ir.analysis.in_place`: where an
 output is written over the selected input (`coda.writes_over`), the map's store over %x can come
 before the gather (`epilogue_schedule` emits the select after the last tile op using its tile;

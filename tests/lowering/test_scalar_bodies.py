@@ -1,6 +1,6 @@
 """One scalar-body lowering (issue 13 item 2): the `coda.map` / `coda.pair_map` bodies of gemm and
 elementwise epilogues are lowered by the pass layer (`tl_build.lower_tile_body`, the
-`ScalarLowering` that fold bodies use) to tl / arith / math ops on tiles; the epilogue builder
+`ScalarLowering` that fold bodies use) to tl / arith / math ops on tiles; the epilogue lowering
 (`tl_epilogue`) copies them into the kernel, whose ops `triton_printer` prints one by one.
 
 Checked here: what the pass layer decides (constants folded in place, Triton functions of

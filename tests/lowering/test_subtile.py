@@ -1,4 +1,4 @@
-"""Sub-tiled gemm epilogues (`EpilogueBuilder.build_sliced_body`): a heavy epilogue runs once
+"""Sub-tiled gemm epilogues (`tl_epilogue.build_sliced_epilogue`): a heavy epilogue runs once
 per column half of the accumulator. Off by default; `TritonOptions(epilogue_subtile=N)` turns it on for
 tiles >= N wide (N = 32 / 64 here, so the interpreter's tiles take the sliced branch). The
 sliced kernel must match the reference, give the whole-tile kernel's tiles and cols partials
