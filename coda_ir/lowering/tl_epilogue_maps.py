@@ -6,7 +6,7 @@ registered in `LOWERINGS` for its op class (see `tl_epilogue_context`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from xdsl.dialects import arith, math
@@ -161,36 +161,19 @@ def period_pair_map(ctx: EpilogueContext, op: coda.PairMapOp) -> None:
 
     first, second = period_columns(ctx, ctx.column_arange(narrow.tw), stride, period)
     first, second = spread(first, wide.tw, narrow.tw, "pfirst"), spread(second, wide.tw, narrow.tw, "psecond")
-    args: list[SSAValue] = []
-    for value in op.inputs:
-        src = ctx.get(op, value)
-        if op.is_wide(value):
-            args += [b.value(tl.GatherOp(src, first, 1), "pa"), b.value(tl.GatherOp(src, second, 1), "pb")]
-        else:
-            args.append(src)
-    body = ctx.body_clone(op, args, 2, lambda: [bm, narrow.tw])
-    body.ops(None)
-    back = upper = None
-    i = 0
-    for result in op.outputs:
-        count = 2 if op.is_wide(result) else 1
-        values = [body.result(j) for j in range(i, i + count)]
-        i += count
-        if count == 1:
-            ctx.assign(result, values[0])
-            continue
-        if back is None:
-            k = ctx.column_arange(wide.tw)
-            r = b.ibin(arith.RemSIOp, k, ctx.i32(period))
-            grouped = b.cmpi("slt", r, ctx.i32(2 * stride))
-            j = b.where(grouped, b.ibin(arith.RemSIOp, r, ctx.i32(stride)), b.ibin(arith.DivSIOp, r, ctx.i32(2)))
-            pair = b.ibin(arith.AddiOp, b.ibin(arith.MuliOp, b.ibin(arith.DivSIOp, k, ctx.i32(period)),
-                                                ctx.i32(period // 2)), j)
-            back = spread(pair, narrow.tw, wide.tw, "pback")
-            which = b.where(grouped, b.ibin(arith.DivSIOp, r, ctx.i32(stride)), b.ibin(arith.RemSIOp, r, ctx.i32(2)))
-            upper = b.value(tl.ExpandDimsOp(b.cmpi("ne", which, ctx.i32(0)), 0), "pupper")
-        a, second_v = (ctx.name(v, "pw") for v in values)
-        ctx.assign(result, b.where(upper, b.value(tl.GatherOp(second_v, back, 1)), b.value(tl.GatherOp(a, back, 1))))
+
+    def back_and_upper() -> tuple[SSAValue, SSAValue]:
+        k = ctx.column_arange(wide.tw)
+        r = b.ibin(arith.RemSIOp, k, ctx.i32(period))
+        grouped = b.cmpi("slt", r, ctx.i32(2 * stride))
+        j = b.where(grouped, b.ibin(arith.RemSIOp, r, ctx.i32(stride)), b.ibin(arith.DivSIOp, r, ctx.i32(2)))
+        pair = b.ibin(arith.AddiOp, b.ibin(arith.MuliOp, b.ibin(arith.DivSIOp, k, ctx.i32(period)),
+                                            ctx.i32(period // 2)), j)
+        back = spread(pair, narrow.tw, wide.tw, "pback")
+        which = b.where(grouped, b.ibin(arith.DivSIOp, r, ctx.i32(stride)), b.ibin(arith.RemSIOp, r, ctx.i32(2)))
+        return back, b.value(tl.ExpandDimsOp(b.cmpi("ne", which, ctx.i32(0)), 0), "pupper")
+
+    exchanged_in_tile(ctx, op, narrow, first, second, back_and_upper)
 
 
 def period_columns(ctx: EpilogueContext, p: SSAValue, stride: int, period: int) -> tuple[SSAValue, SSAValue]:
@@ -276,6 +259,22 @@ def regathered_pair_map(ctx: EpilogueContext, op: coda.PairMapOp) -> None:
     ctx.comment(f"{op.name} stride {stride}, pairs exchanged in a whole-row tile")
     first = clamped_index(ctx, narrow.cols, stride, 2 * stride, stride, 0, wide.tw, narrow.tw, "pfirst")
     second = clamped_index(ctx, narrow.cols, stride, 2 * stride, stride, stride, wide.tw, narrow.tw, "psecond")
+
+    def back_and_upper() -> tuple[SSAValue, SSAValue]:  # wide column c <- pair (c // 2s) * s + c % s, second when c % 2s >= s
+        back = clamped_index(ctx, wide.cols, 2 * stride, stride, stride, 0, narrow.tw, wide.tw, "pback")
+        upper_cols = b.cmpi("sge", b.ibin(arith.RemSIOp, wide.cols, ctx.i32(2 * stride)), ctx.i32(stride))
+        return back, b.value(tl.ExpandDimsOp(upper_cols, 0), "pupper")
+
+    exchanged_in_tile(ctx, op, narrow, first, second, back_and_upper)
+
+
+def exchanged_in_tile(ctx: EpilogueContext, op: coda.PairMapOp, narrow: Cols, first: SSAValue, second: SSAValue,
+                      back_and_upper: Callable[[], tuple[SSAValue, SSAValue]]) -> None:
+    """A pair map whose partners are exchanged inside the tile by `tl.gather`: each wide input
+    gathered at the pairs' `first` and `second` columns, the body on those narrow tiles, and
+    each wide result gathered back (`back_and_upper()`, built at the first wide result: the
+    pair each wide column reads, and whether it takes the pair's second element)."""
+    b = ctx.b
     args: list[SSAValue] = []
     for value in op.inputs:
         src = ctx.get(op, value)
@@ -294,12 +293,10 @@ def regathered_pair_map(ctx: EpilogueContext, op: coda.PairMapOp) -> None:
         if count == 1:
             ctx.assign(result, values[0])
             continue
-        if back is None:  # wide column c <- pair (c // 2s) * s + c % s, second when c % 2s >= s
-            back = clamped_index(ctx, wide.cols, 2 * stride, stride, stride, 0, narrow.tw, wide.tw, "pback")
-            upper_cols = b.cmpi("sge", b.ibin(arith.RemSIOp, wide.cols, ctx.i32(2 * stride)), ctx.i32(stride))
-            upper = b.value(tl.ExpandDimsOp(upper_cols, 0), "pupper")
-        a, second = (ctx.name(v, "pw") for v in values)
-        ctx.assign(result, b.where(upper, b.value(tl.GatherOp(second, back, 1)), b.value(tl.GatherOp(a, back, 1))))
+        if back is None:
+            back, upper = back_and_upper()
+        a, partner = (ctx.name(v, "pw") for v in values)
+        ctx.assign(result, b.where(upper, b.value(tl.GatherOp(partner, back, 1)), b.value(tl.GatherOp(a, back, 1))))
 
 
 def clamped_index(ctx: EpilogueContext, cols: SSAValue, divisor: int, scale: int, modulo: int, offset: int, limit: SSAValue,
