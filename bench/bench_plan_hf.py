@@ -18,7 +18,7 @@ and backward of each backend (flash / cudnn / flex kernels by name, the model's 
 them), and everything the model does not price (embedding, loss scalar, memsets) is "other".
 
 One family failing (a refused config, an out-of-memory, a kernel error) is recorded with its error
-and the others still run. Prints a table last and writes JSON to `--out` (a file path; a folder
+and the others still run. Prints a table last and writes JSON to `--out` or $OUT when given (a file path; a folder
 gets bench_plan_hf.json). Needs xdsl on the device (PERFORMANCE.md "Running on the lent GPU").
 Runs with Triton 3.6 (the device) and 3.9 (here): nothing Triton-version-specific is used.
 """
@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the runtime's GEMM autotune mode (default: the runtime's, 'shared')")
     ap.add_argument("--budget-s", type=float, default=210.0,
                     help="families not started by then are predicted but not measured (default 210 s)")
-    ap.add_argument("--out", default=os.environ.get("OUT", "."), help="JSON file (a folder: bench_plan_hf.json in it)")
+    ap.add_argument("--out", default=os.environ.get("OUT"),
+                    help="JSON file (a folder: bench_plan_hf.json in it); default $OUT, else the table is only printed")
     args = ap.parse_args(argv)
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = [f for f in families if f not in FAMILIES]
@@ -327,19 +328,21 @@ def main(argv: list[str] | None = None) -> int:
             results.append(run_family(family, args, gpu, Path(folder)))
             print(f"{family}: done in {time.perf_counter() - t:.1f} s" +
                   (f" ({results[-1]['error']})" if results[-1].get("error") else ""), flush=True)
-    out = Path(args.out)
-    if out.is_dir() or not out.suffix:
-        out.mkdir(parents=True, exist_ok=True)
-        out = out / "bench_plan_hf.json"
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
     for r in results:
         if "predicted" in r:
             r["table"] = table(r)
-    out.write_text(json.dumps({"device": device, "versions": versions, "gpu_constants": gpu,
-                               "wall_s": time.perf_counter() - start, "results": results}, indent=1, default=str) + "\n")
     print_report(results, device)
-    print(f"\nwrote {out}")
+    if args.out is not None:
+        out = Path(args.out)
+        if out.is_dir() or not out.suffix:
+            out.mkdir(parents=True, exist_ok=True)
+            out = out / "bench_plan_hf.json"
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"device": device, "versions": versions, "gpu_constants": gpu,
+                                   "wall_s": time.perf_counter() - start, "results": results}, indent=1,
+                                  default=str) + "\n")
+        print(f"\nwrote {out}")
     return 0 if all("error" not in r for r in results) else 1
 
 

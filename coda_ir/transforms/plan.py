@@ -206,9 +206,9 @@ class NNPlanPass(ModulePass):
         gathered through the pointer mainloop. Measured (H200, Phi-3-mini, head_dim 96): the QKV GEMM
         with RoPE interleaved in groups of 96 took 2.2 ms a layer, 3x the model's TMA price; a
         plain GEMM and a rotation pass move the q/k columns once more instead."""
+        if _pairs_fit_tiles(rope, interleave=False) or not self.interleave:
+            return  # the pairs sit in power-of-two tiles as they are: no interleave needed (or none to come)
         rd = nn.rotary_dim_of(rope)
-        if prop_value(rope, "style") != "half" or not rd & (rd - 1) or not self.interleave:
-            return  # adjacent pairs, or a power-of-two group some tile holds: no interleave needed
         if rd != prop_value(rope, "head_dim") or gpu.arch != "hopper" or rd % TMA_TILE_MIN_COLS == 0:
             return  # a partial rotation pairs in place (a period pair map); no TMA, or TMA tiles fit
         m, n, _ = gemm_shape(gemm)
