@@ -239,7 +239,7 @@ def argument_roles(fn: func.FuncOp) -> list[Role]:
                 role = Role("weight", fan_in=shape[1])
             elif op.name == "nn.matmul" and idx == 1:
                 role = Role("weight", fan_in=shape[0])
-            elif op.name in ("nn.rms_norm", "nn.head_rms_norm") and idx == 1:
+            elif (op.name == "nn.rms_norm" and idx == 1) or (op.name == "nn.head_rms_norm" and idx >= 1):
                 role = Role("norm_weight")
             elif op.name == "nn.layer_norm" and idx in (1, 2):
                 role = Role("norm_weight" if idx == 1 else "bias")
@@ -247,7 +247,8 @@ def argument_roles(fn: func.FuncOp) -> list[Role]:
                 role = Role("bias" if op.name == "nn.add" else "norm_weight")
             elif op.name == "nn.gemm" and idx == 1:
                 role = Role("weight", fan_in=shape[1] if op.transpose_b.value.data else shape[0])
-            elif op.name in ("nn.rms_norm_grad", "nn.layer_norm_grad", "nn.head_rms_norm_grad") and idx == 2:
+            elif (op.name in ("nn.rms_norm_grad", "nn.layer_norm_grad") and idx == 2) or (
+                    op.name == "nn.head_rms_norm_grad" and idx >= 2):
                 role = Role("norm_weight")
             elif (op.name, idx) in (("nn.rms_norm_grad", 3), ("nn.layer_norm_grad", 4)):
                 role = Role("rstd")

@@ -216,8 +216,10 @@ class _Extractor:
             roles[1] = "weight"
         elif op.name in ("nn.rms_norm", "nn.layer_norm", "nn.head_rms_norm"):
             roles[1:] = ["weight"] * (len(operands) - 1)
-        elif op.name in ("nn.rms_norm_grad", "nn.layer_norm_grad", "nn.head_rms_norm_grad"):
+        elif op.name in ("nn.rms_norm_grad", "nn.layer_norm_grad"):
             roles[2] = "weight"
+        elif op.name == "nn.head_rms_norm_grad":
+            roles[2:] = ["weight"] * (len(operands) - 2)  # one weight per group of heads
         elif op.name in ("nn.add", "nn.mul") and len(operands) == 2:
             ty = operands[1].type
             if isinstance(ty, TensorType) and len(ty.get_shape()) == 1:

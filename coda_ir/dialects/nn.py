@@ -41,6 +41,7 @@ from xdsl.irdl import (
     result_def,
     traits_def,
     var_operand_def,
+    var_result_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -711,17 +712,25 @@ def rope_scaling_of(op: Operation) -> float:
 
 @irdl_op_definition
 class HeadRMSNormOp(NNOperation):
-    """RMSNorm of each of the first `heads` heads over its `head_dim` columns (QK-norm), with the
-    weight applied as `w + offset` (optional `offset`, 0.0 when absent: Gemma3's `1 + w`)."""
+    """RMSNorm of each of the heads `first_head .. first_head + heads - 1` over its `head_dim`
+    columns (QK-norm), with the weight applied as `w + offset` (optional `offset`, 0.0 when absent:
+    Gemma3's `1 + w`).
+
+    Grouped form (what `nn-fuse-siblings` makes of Qwen3's q-norm followed by its k-norm): several
+    weights `w_0, w_1, ...` and `weight_heads = array<i64: h_0, h_1, ...>` (summing to `heads`):
+    the first h_0 heads are normalized with w_0, the next h_1 with w_1, and so on. One statistic
+    per head either way, so the grouped op equals the chain of single-weight ops bit for bit; it
+    is one pass over the tile (and one backward) instead of one per weight."""
 
     name = "nn.head_rms_norm"
     x = operand_def(TensorType)
-    w = operand_def(TensorType)
+    w = var_operand_def(TensorType)  # one weight, or one per group of `weight_heads`
     result = result_def(TensorType)
     head_dim = prop_def(IntegerAttr)
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr)
     first_head = opt_prop_def(IntegerAttr)  # optional, 0 when absent (NN_DIALECT.md): see first_head_of
+    weight_heads = opt_prop_def(DenseArrayBase)  # optional, [heads] when absent: see head_weight_groups
     offset = opt_prop_def(FloatAttr)  # optional, 0.0 when absent: see norm_offset
     in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
@@ -732,18 +741,28 @@ class HeadRMSNormOp(NNOperation):
                  **_offset_props(offset)}
         if first_head:
             props["first_head"] = IntegerAttr(first_head, i64)
-        super().__init__(operands=[x, w], result_types=[x.type], properties=props)
+        super().__init__(operands=[x, [w]], result_types=[x.type], properties=props)
+
+    @classmethod
+    def grouped(cls, x: SSAValue, weights: Sequence[SSAValue], weight_heads: Sequence[int], head_dim: int,
+                eps: float | FloatAttr, first_head: int = 0, offset: float = 0.0) -> "HeadRMSNormOp":
+        """The grouped form: `weights[i]` normalizes the next `weight_heads[i]` heads from `first_head`."""
+        props: dict[str, Attribute] = {
+            "head_dim": IntegerAttr(head_dim, i64), "heads": IntegerAttr(sum(weight_heads), i64),
+            "eps": eps if isinstance(eps, FloatAttr) else _eps_attr(eps), **_offset_props(offset)}
+        if first_head:
+            props["first_head"] = IntegerAttr(first_head, i64)
+        if len(weights) > 1:
+            props["weight_heads"] = DenseArrayBase.from_list(i64, list(weight_heads))
+        return cls.create(operands=[x, *weights], result_types=[x.type], properties=props)
 
     def verify_(self) -> None:
         _check_static_float(self, "x", self.x, 2)
-        _check_static_float(self, "w", self.w, 1)
-        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
         m, n = _shape(self.x)
         hd = _check_positive(self, "head_dim")
         if n % hd:
             raise VerifyException(f"x has {n} columns, not a multiple of head_dim {hd}")
-        if _shape(self.w) != (hd,):
-            raise VerifyException(f"w must have shape {hd} (head_dim), got {_fmt(_shape(self.w))}")
+        _check_head_weights(self, hd)
         _check_head_range(self, n, hd)
         _check_eps(self)
         _check_offset(self)
@@ -754,6 +773,44 @@ def first_head_of(op: IRDLOperation) -> int:
     """`first_head` of a head_rms_norm (or its gradient): optional, 0 when absent."""
     attr = op.properties.get("first_head")
     return 0 if attr is None else _int_prop(op, "first_head")
+
+
+def head_weight_groups(op: IRDLOperation) -> list[tuple[SSAValue, int, int]]:
+    """(weight, first head, heads) of each weight of a head_rms_norm (or its gradient), in operand
+    order: one group of all `heads` without `weight_heads`."""
+    first = first_head_of(op)
+    attr = op.properties.get("weight_heads")
+    counts = [_int_prop(op, "heads")] if attr is None else list(attr.get_values())  # type: ignore[attr-defined]
+    groups = []
+    for w, h in zip(op.w, counts):  # type: ignore[attr-defined]
+        groups.append((w, first, h))
+        first += h
+    return groups
+
+
+def _check_head_weights(op: IRDLOperation, hd: int) -> None:
+    """The weights of a head_rms_norm(_grad): each [hd] of x's element type; one per entry of
+    `weight_heads` (positive counts summing to `heads`), or exactly one without it."""
+    weights = list(op.w)  # type: ignore[attr-defined]
+    attr = op.properties.get("weight_heads")
+    if attr is None:
+        if len(weights) != 1:
+            raise VerifyException(f"expected one weight without weight_heads, got {len(weights)}")
+    else:
+        if not isinstance(attr, DenseArrayBase) or attr.elt_type != i64:
+            raise VerifyException("weight_heads must be an array<i64: ...> of head counts")
+        counts = list(attr.get_values())
+        if len(counts) != len(weights):
+            raise VerifyException(f"weight_heads has {len(counts)} entries for {len(weights)} weights")
+        if any(c <= 0 for c in counts) or sum(counts) != _int_prop(op, "heads"):
+            raise VerifyException(f"weight_heads must be positive head counts summing to heads "
+                                  f"({_int_prop(op, 'heads')}), got {counts}")
+    for i, w in enumerate(weights):
+        what = "w" if len(weights) == 1 else f"w#{i}"
+        _check_static_float(op, what, w, 1)
+        _check_same_element_type(op, [("x", op.x), (what, w)])  # type: ignore[attr-defined]
+        if _shape(w) != (hd,):
+            raise VerifyException(f"{what} must have shape {hd} (head_dim), got {_fmt(_shape(w))}")
 
 
 def _check_head_range(op: IRDLOperation, n: int, hd: int) -> None:
@@ -1300,34 +1357,39 @@ class HeadRMSNormGradOp(NNOperation):
     name = "nn.head_rms_norm_grad"
     dy = operand_def(TensorType)
     x = operand_def(TensorType)
-    w = operand_def(TensorType)
+    w = var_operand_def(TensorType)  # the forward's weights (one per group of `weight_heads`)
     dx = result_def(TensorType)
-    dw = result_def(TensorType)
+    dw = var_result_def(TensorType)  # one per weight
     head_dim = prop_def(IntegerAttr)
     heads = prop_def(IntegerAttr)
     eps = prop_def(FloatAttr)
     first_head = opt_prop_def(IntegerAttr)  # optional, 0 when absent (NN_DIALECT.md): see first_head_of
+    weight_heads = opt_prop_def(DenseArrayBase)  # the forward's: see head_weight_groups
     offset = opt_prop_def(FloatAttr)  # the forward's, 0.0 when absent: see norm_offset
     traits = traits_def(Pure())
 
-    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue, properties: dict[str, Attribute]):
-        super().__init__(operands=[dy, x, w], result_types=[x.type, w.type], properties=dict(properties))
+    def __init__(self, dy: SSAValue, x: SSAValue, w: SSAValue | Sequence[SSAValue], properties: dict[str, Attribute]):
+        weights = [w] if isinstance(w, SSAValue) else list(w)
+        super().__init__(operands=[dy, x, weights], result_types=[x.type, [v.type for v in weights]],
+                         properties=dict(properties))
 
     def verify_(self) -> None:
         _check_grad_pair(self, self.dy, self.x)
-        _check_static_float(self, "w", self.w, 1)
-        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
         m, n = _shape(self.x)
         if _shape(self.dy) != (m, n):
             raise VerifyException(f"dy must have shape {m}x{n} like x, got {_fmt(_shape(self.dy))}")
         hd = _check_positive(self, "head_dim")
-        if n % hd or _shape(self.w) != (hd,):
-            raise VerifyException(f"x must have a multiple of head_dim {hd} columns and w shape {hd}")
+        if n % hd:
+            raise VerifyException(f"x must have a multiple of head_dim {hd} columns, got {n}")
+        _check_head_weights(self, hd)
         _check_head_range(self, n, hd)
         _check_eps(self)
         _check_offset(self)
         _check_like(self, 0, self.x, "dx")
-        _check_like(self, 1, self.w, "dw")
+        if len(self.dw) != len(self.w):
+            raise VerifyException(f"expected one dw per weight ({len(self.w)}), got {len(self.dw)}")
+        for i, w in enumerate(self.w):
+            _check_like(self, 1 + i, w, "dw" if len(self.w) == 1 else f"dw#{i}")
 
 
 @irdl_op_definition

@@ -196,15 +196,20 @@ def _rms_norm_grad(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, r: torch.
     return dx, (dy * n).reshape(-1, w.shape[0]).sum(dim=0)
 
 
-def _head_rms_norm_grad(dy, x, w, hd: int, heads: int, eps: float, first: int):
+def _head_rms_norm_grad(dy, x, groups, hd: int, eps: float):
+    """dx and one dw per (weight, first head, heads) group (the heads of each group normalized
+    with its weight; other columns pass dy)."""
     m, _ = x.shape
-    lo, hi = first * hd, (first + heads) * hd
-    part = x[:, lo:hi].reshape(m, heads, hd)
-    r = torch.rsqrt(part.pow(2).mean(dim=-1) + eps)
-    dpart, dw = _rms_norm_grad(dy[:, lo:hi].reshape(m, heads, hd), part, w, r)
     dx = dy.clone()
-    dx[:, lo:hi] = dpart.reshape(m, heads * hd)
-    return dx, dw
+    dws = []
+    for w, first, heads in groups:
+        lo, hi = first * hd, (first + heads) * hd
+        part = x[:, lo:hi].reshape(m, heads, hd)
+        r = torch.rsqrt(part.pow(2).mean(dim=-1) + eps)
+        dpart, dw = _rms_norm_grad(dy[:, lo:hi].reshape(m, heads, hd), part, w, r)
+        dx[:, lo:hi] = dpart.reshape(m, heads * hd)
+        dws.append(dw)
+    return dx, *dws
 
 
 def _gelu_grad(dy: torch.Tensor, x: torch.Tensor, approximate: str) -> torch.Tensor:
@@ -477,9 +482,11 @@ class NnFunctions(InterpreterFunctions):
 
     @impl(nn.HeadRMSNormOp)
     def run_head_rms_norm(self, interpreter: Interpreter, op: nn.HeadRMSNormOp, args: PythonValues) -> PythonValues:
-        x, w = self.up(args)
-        return self.rounded(op, _head_rms_norm(x, w + nn.norm_offset(op), prop(op, "head_dim"), prop(op, "heads"), prop(op, "eps"),
-                                               nn.first_head_of(op)))
+        x, *weights = self.up(args)
+        out = x
+        for w, (_, first, heads) in zip(weights, nn.head_weight_groups(op)):  # disjoint heads: one after another
+            out = _head_rms_norm(out, w + nn.norm_offset(op), prop(op, "head_dim"), heads, prop(op, "eps"), first)
+        return self.rounded(op, out)
 
     @impl(nn.CrossEntropyOp)
     def run_cross_entropy(self, interpreter: Interpreter, op: nn.CrossEntropyOp, args: PythonValues) -> PythonValues:
@@ -587,10 +594,10 @@ class NnFunctions(InterpreterFunctions):
 
     @impl(nn.HeadRMSNormGradOp)
     def run_head_rms_norm_grad(self, interpreter: Interpreter, op: nn.HeadRMSNormGradOp, args: PythonValues) -> PythonValues:
-        dy, x, w = self.up(args)
+        dy, x, *weights = self.up(args)
         # dw = sum(dy * n) does not read w; dx reads the applied weight w + offset
-        return self.rounded(op, *_head_rms_norm_grad(dy, x, w + nn.norm_offset(op), prop(op, "head_dim"), prop(op, "heads"), prop(op, "eps"),
-                                                     nn.first_head_of(op)))
+        groups = [(w + nn.norm_offset(op), first, heads) for w, (_, first, heads) in zip(weights, nn.head_weight_groups(op))]
+        return self.rounded(op, *_head_rms_norm_grad(dy, x, groups, prop(op, "head_dim"), prop(op, "eps")))
 
     @impl(nn.ZerosOp)
     def run_zeros(self, interpreter: Interpreter, op: nn.ZerosOp, args: PythonValues) -> PythonValues:

@@ -254,8 +254,8 @@ def _head_norm_grad(op: nn.HeadRMSNormOp, dys, wants, fwd):
     (dy,) = dys
     props = dict(op.properties)
     props.setdefault("eps", op.eps)
-    g = nn.HeadRMSNormGradOp(dy, fwd(head_norm_input(op)), fwd(op.w), props)
-    return [g], [g.dx if wants[0] else None, g.dw if wants[1] else None]
+    g = nn.HeadRMSNormGradOp(dy, fwd(head_norm_input(op)), [fwd(w) for w in op.w], props)
+    return [g], [g.dx if wants[0] else None, *(dw if want else None for dw, want in zip(g.dw, wants[1:]))]
 
 
 def _ce_grad(op: nn.CrossEntropyOp, dys, wants, fwd):
@@ -332,7 +332,7 @@ RULES: dict[type[Operation], Rule] = {
     nn.RMSNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0)], _rms_grad),
     nn.LayerNormOp: Rule(lambda op, wants: [op.x, op.w, Stat(op, 0), Stat(op, 1)], _ln_grad),
     nn.RoPEOp: Rule(lambda op, wants: [op.pos], _rope_grad),
-    nn.HeadRMSNormOp: Rule(lambda op, wants: [head_norm_input(op), op.w], _head_norm_grad),
+    nn.HeadRMSNormOp: Rule(lambda op, wants: [head_norm_input(op), *op.w], _head_norm_grad),
     # cross-entropy saves its per-row log-sum-exp (the loss computes it anyway)
     nn.CrossEntropyOp: Rule(lambda op, wants: [op.logits, op.targets, Stat(op, 0)], _ce_grad),
     nn.EmbeddingOp: Rule(lambda op, wants: [op.ids], _embedding_grad),

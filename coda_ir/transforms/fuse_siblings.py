@@ -12,6 +12,12 @@ algebra turn them into the packed forms the rest of the pipeline fuses:
 * `silu(x @ Wg.T) * (x @ Wu.T)` is `nn.swiglu(x @ concat_rows(Wg, Wu).T)` (gate half first), and
   `gelu(...) * (...)` is `nn.geglu` with the same approximation: the gated pair that the GEMM
   epilogue fuses after interleaving.
+* a head norm of another head norm's output over the heads that follow it (Qwen3: the k-norm of
+  the q-normed qkv), same head width, eps and offset, is one grouped `nn.head_rms_norm` with both
+  weights (`weight_heads`): each head's statistic reads only its own columns, which the other
+  norm passes through bit for bit, so the two are one pass over the tile (one epilogue, one
+  backward kernel) computing each head once, where the chain computed both norms' arithmetic on
+  every column and selected.
 
 A rewrite fires only when the pieces it removes have no other users (otherwise they would be
 computed twice); it never changes a result. It runs before `nn-autodiff` (in
@@ -162,6 +168,40 @@ class GatedPairOfSiblings(RewritePattern):
             return
 
 
+def _head_groups(norm: nn.HeadRMSNormOp) -> tuple[list[SSAValue], list[int], int]:
+    groups = nn.head_weight_groups(norm)
+    return [w for w, _, _ in groups], [h for _, _, h in groups], groups[0][1]
+
+
+class GroupChainedHeadNorms(RewritePattern):
+    """`head_rms_norm(head_rms_norm(x, w_a), w_b)` over adjacent head ranges (in either order),
+    same head_dim, eps and offset, the inner one used only here -> one grouped head_rms_norm of x
+    (weights in head order). Plans (`in_producer_epilogue`) are not yet made when this runs."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: nn.HeadRMSNormOp, rewriter: PatternRewriter) -> None:
+        inner = op.x.owner
+        if not isinstance(inner, nn.HeadRMSNormOp) or not _only_use_is(inner.result, op):
+            return
+        if any(a.properties.get(name) != b.properties.get(name)
+               for a, b in ((op, inner),) for name in ("head_dim", "eps", "offset")):
+            return
+        if any(name in norm.properties for norm in (op, inner) for name in nn.PLAN_PROPERTIES):
+            return
+        (w_in, h_in, f_in), (w_out, h_out, f_out) = _head_groups(inner), _head_groups(op)
+        if f_in + sum(h_in) == f_out:
+            weights, counts, first = [*w_in, *w_out], [*h_in, *h_out], f_in
+        elif f_out + sum(h_out) == f_in:
+            weights, counts, first = [*w_out, *w_in], [*h_out, *h_in], f_out
+        else:
+            return  # not adjacent: a grouped op covers one run of heads
+        grouped = nn.HeadRMSNormOp.grouped(inner.x, weights, counts, op.head_dim.value.data, op.eps,
+                                           first_head=first, offset=nn.norm_offset(op))
+        grouped.location = op.location
+        rewriter.replace(op, [grouped], [grouped.result])
+        rewriter.erase(inner)
+
+
 @dataclass(frozen=True)
 class FuseSiblingsPass(ModulePass):
     """Pack sibling linears that share an input into one GEMM (see the module docstring)."""
@@ -170,5 +210,5 @@ class FuseSiblingsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([PackConcatOfLinears(), GatedPairOfSiblings()]), apply_recursively=True
+            GreedyRewritePatternApplier([PackConcatOfLinears(), GatedPairOfSiblings(), GroupChainedHeadNorms()]), apply_recursively=True
         ).rewrite_module(op)

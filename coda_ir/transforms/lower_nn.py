@@ -25,7 +25,7 @@ segments read from memory), which the lowering emits as such.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -564,11 +564,34 @@ def normalized_heads(s: Scalar, col: SSAValue, op: Operation, inside: SSAValue, 
     return value
 
 
-def head_norm_epilogue(e: Epilogue, tile: SSAValue, w: SSAValue, op: Operation) -> SSAValue:
+def head_norm_weight(e: Epilogue, weights: Sequence[SSAValue], like: SSAValue, op: Operation) -> SSAValue:
+    """The weight a head_rms_norm(_grad) applies at each column of `like`, as `w + offset` in f32:
+    its one weight broadcast over the heads, or, grouped (`weight_heads`), each column's group's
+    weight (a select by column range; columns past the last group read the last weight, which
+    only columns outside the normalized heads do, and those pass through)."""
+    groups = nn.head_weight_groups(op)
+    offset = nn.norm_offset(op)
+    if len(groups) == 1:
+        return norm_weight(e, weights[0], like, offset)
+    hd = prop_value(op, "head_dim")
+    cols = e.index(Axis.COLS, like)
+    tiles = [e.broadcast(w, Axis.COLS, like) for w in weights]
+    ends = [(first + heads) * hd for _, first, heads in groups[:-1]]
+
+    def pick(s: Scalar, c, *ws):
+        value = ws[-1]
+        for end, w in reversed(list(zip(ends, ws))):
+            value = s.select(s.cmpi("slt", c, s.iconst(end)), w, value)
+        return s.add(value, s.const(offset)) if offset else value
+
+    return e.map1([cols, *tiles], pick)
+
+
+def head_norm_epilogue(e: Epilogue, tile: SSAValue, weights: Sequence[SSAValue], op: Operation) -> SSAValue:
     hd, eps = prop_value(op, "head_dim"), prop_value(op, "eps")
     ss = e.segment_reduce(ReduceKind.SUMSQ, tile, hd)
     cols = e.index(Axis.COLS, tile)
-    wt = norm_weight(e, w, tile, nn.norm_offset(op))
+    wt = head_norm_weight(e, weights, tile, op)
 
     def body(s: Scalar, x, q, c, g):
         y = s.mul(s.mul(x, s.rsqrt(s.add(s.mul(q, s.const(1.0 / hd)), s.const(eps)))), g)
@@ -579,7 +602,8 @@ def head_norm_epilogue(e: Epilogue, tile: SSAValue, w: SSAValue, op: Operation) 
 
 def lower_head_rms_norm(op: nn.HeadRMSNormOp) -> tuple[list[Operation], SSAValue]:
     k = elementwise(
-        shape_of(op.x), [op.x, op.w], lambda e, x, w: [head_norm_epilogue(e, e.load(x), w, op)], [elt_of(op.results[0])]
+        shape_of(op.x), [op.x, *op.w], lambda e, x, *w: [head_norm_epilogue(e, e.load(x), w, op)],
+        [elt_of(op.results[0])]
     )
     stamp_origin(k, op)
     if nn.planned(op, "in_producer_epilogue") is False:  # nn-plan: whole heads per tile do not pay here
@@ -885,21 +909,33 @@ def lower_layer_norm_grad(op: nn.LayerNormGradOp) -> tuple[list[Operation], list
     return ops, [dx.results[0], dwdb.results[0], dwdb.results[1]]
 
 
-def head_sum_kernel(op: Operation, per_column: SSAValue, hd: int, elt) -> coda.ElementwiseOp:
+def head_sum_kernel(op: Operation, per_column: SSAValue, hd: int, elts: list,
+                    ranges: Sequence[tuple[int, int]] | None = None) -> coda.ElementwiseOp:
     """`out[j] = sum_h v[h hd + j]` of an f32 [N] vector: a `whole cols` kernel over the
     [N, hd] space whose tile holds v[n] where `n mod hd == j` (0 elsewhere); each program walks
-    all N rows of its columns in order, so the column sums complete in the kernel."""
+    all N rows of its columns in order, so the column sums complete in the kernel. With `ranges`
+    ((first head, heads) per output: a grouped head norm's weights), output i sums only the
+    heads of its range."""
     (n,) = shape_of(per_column)
 
     def build(e: Epilogue, v):
         like = TileType((n, hd), f32)
         vt = e._add(coda.BroadcastOp(v, Axis.ROWS, like))
         rows, cols = e.index(Axis.ROWS, vt), e.index(Axis.COLS, vt)
-        on_segment = e.map1([vt, rows, cols], lambda s, x, r, c: s.select(
-            s.cmpi("eq", s.remi(r, s.iconst(hd)), c), x, s.const(0.0)))
-        return [e.reduce(ReduceKind.SUM, on_segment, 0)]
+        if ranges is None:
+            on_segment = e.map1([vt, rows, cols], lambda s, x, r, c: s.select(
+                s.cmpi("eq", s.remi(r, s.iconst(hd)), c), x, s.const(0.0)))
+            return [e.reduce(ReduceKind.SUM, on_segment, 0)]
+        sums = []
+        for first, heads in ranges:
+            def in_range(s: Scalar, x, r, c, lo=first * hd, hi=(first + heads) * hd):
+                inside = s.select(s.cmpi("sge", r, s.iconst(lo)), s.select(s.cmpi("slt", r, s.iconst(hi)), x, s.const(0.0)),
+                                  s.const(0.0))
+                return s.select(s.cmpi("eq", s.remi(r, s.iconst(hd)), c), inside, s.const(0.0))
+            sums.append(e.reduce(ReduceKind.SUM, e.map1([vt, rows, cols], in_range), 0))
+        return sums
 
-    k = elementwise((n, hd), [per_column], build, [elt], whole=Axis.COLS)
+    k = elementwise((n, hd), [per_column], build, elts, whole=Axis.COLS)
     return stamp_origin(k, op, "dw_heads")
 
 
@@ -912,10 +948,10 @@ def lower_head_rms_norm_grad(op: nn.HeadRMSNormGradOp) -> tuple[list[Operation],
     hd, eps = prop_value(op, "head_dim"), prop_value(op, "eps")
     inv_hd = 1.0 / hd
 
-    def build(e: Epilogue, dy, x, w):
+    def build(e: Epilogue, dy, x, *w):
         dyt, xt = e.load(dy), e.load(x)
         ss = e.segment_reduce(ReduceKind.SUMSQ, xt, hd)
-        wt, cols = norm_weight(e, w, dyt, nn.norm_offset(op)), e.index(Axis.COLS, dyt)
+        wt, cols = head_norm_weight(e, w, dyt, op), e.index(Axis.COLS, dyt)
 
         def normalize(s: Scalar, u, q, g, v):
             r = s.rsqrt(s.add(s.mul(q, s.const(inv_hd)), s.const(eps)))
@@ -933,10 +969,12 @@ def lower_head_rms_norm_grad(op: nn.HeadRMSNormGradOp) -> tuple[list[Operation],
         dyn = e.map1([cols, dyt, nt], lambda s, c, g, nv: normalized_heads(s, c, op, s.mul(g, nv), s.const(0.0)))
         return [dx, e.reduce(ReduceKind.SUM, dyn, 0)]
 
-    main = elementwise((m, n), [op.dy, op.x, op.w], build, [elt_of(op.dx), None])
+    main = elementwise((m, n), [op.dy, op.x, *op.w], build, [elt_of(op.dx), None])
     per_column = column_fold(op, [main.results[1]], [f32], "dw_cols")
-    dw = head_sum_kernel(op, per_column.results[0], hd, elt_of(op.dw))
-    return [stamp_origin(main, op), per_column, dw], [main.results[0], dw.results[0]]
+    groups = nn.head_weight_groups(op)
+    ranges = None if len(groups) == 1 else [(first, heads) for _, first, heads in groups]
+    dw = head_sum_kernel(op, per_column.results[0], hd, [elt_of(v) for v in op.dw], ranges)
+    return [stamp_origin(main, op), per_column, dw], [main.results[0], *dw.results]
 
 
 def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation], SSAValue]:

@@ -100,6 +100,20 @@ func.func @head_rms_norm_first_head(%x: tensor<37x96xT>, %wn: tensor<32xT>) -> t
   %y = "nn.head_rms_norm"(%x, %wn) <{head_dim = 32 : i64, heads = 1 : i64, eps = 1.0e-06 : f32, first_head = 1 : i64}> : (tensor<37x96xT>, tensor<32xT>) -> tensor<37x96xT>
   func.return %y : tensor<37x96xT>
 }""",
+    # grouped (nn-fuse-siblings of Qwen3's q- then k-norm): three weights over heads 1-2, 3, 4-6
+    # of 7, head 0 passing through; the forward in its own kernel and in a GEMM's epilogue
+    "head_rms_norm_grad_grouped": """
+func.func @head_rms_norm_grad_grouped(%dy: tensor<37x112xT>, %x: tensor<37x112xT>, %wa: tensor<16xT>, %wb: tensor<16xT>, %wc: tensor<16xT>)
+    -> (tensor<37x112xT>, tensor<16xT>, tensor<16xT>, tensor<16xT>) {
+  %dx, %dwa, %dwb, %dwc = "nn.head_rms_norm_grad"(%dy, %x, %wa, %wb, %wc) <{head_dim = 16 : i64, heads = 6 : i64, eps = 1.0e-06 : f32, first_head = 1 : i64, weight_heads = array<i64: 2, 1, 3>}> : (tensor<37x112xT>, tensor<37x112xT>, tensor<16xT>, tensor<16xT>, tensor<16xT>) -> (tensor<37x112xT>, tensor<16xT>, tensor<16xT>, tensor<16xT>)
+  func.return %dx, %dwa, %dwb, %dwc : tensor<37x112xT>, tensor<16xT>, tensor<16xT>, tensor<16xT>
+}""",
+    "head_rms_norm_grouped": """
+func.func @head_rms_norm_grouped(%a: tensor<37x40xT>, %w: tensor<112x40xT>, %wa: tensor<16xT>, %wb: tensor<16xT>) -> (tensor<37x112xT>, tensor<37x112xT>) {
+  %x = "nn.linear"(%a, %w) : (tensor<37x40xT>, tensor<112x40xT>) -> tensor<37x112xT>
+  %y = "nn.head_rms_norm"(%x, %wa, %wb) <{head_dim = 16 : i64, heads = 5 : i64, eps = 1.0e-06 : f32, weight_heads = array<i64: 3, 2>}> : (tensor<37x112xT>, tensor<16xT>, tensor<16xT>) -> tensor<37x112xT>
+  func.return %y, %x : tensor<37x112xT>, tensor<37x112xT>
+}""",
     "cross_entropy_grad": """
 func.func @cross_entropy_grad(%logits: tensor<37x80xT>, %targets: tensor<37xi32>, %dloss: tensor<f32>) -> (tensor<37x80xT>, tensor<37x80xT>) {
   %m = "nn.cross_entropy_grad"(%logits, %targets, %dloss) <{ignore_index = -100 : i64, reduction = "mean"}> : (tensor<37x80xT>, tensor<37xi32>, tensor<f32>) -> tensor<37x80xT>

@@ -499,6 +499,42 @@ func.func @head_norm_heads(%x: tensor<4x128xf32>, %w: tensor<64xf32>) {
 
 // -----
 
+func.func @head_norm_two_weights_no_groups(%x: tensor<4x128xf32>, %w: tensor<64xf32>) {
+  %0 = "nn.head_rms_norm"(%x, %w, %w) <{head_dim = 64 : i64, heads = 2 : i64, eps = 1.0e-06 : f32}> : (tensor<4x128xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x128xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op expected one weight without weight_heads, got 2
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @head_norm_groups_count(%x: tensor<4x128xf32>, %w: tensor<64xf32>) {
+  %0 = "nn.head_rms_norm"(%x, %w, %w) <{head_dim = 64 : i64, heads = 2 : i64, eps = 1.0e-06 : f32, weight_heads = array<i64: 2>}> : (tensor<4x128xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x128xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op weight_heads has 1 entries for 2 weights
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @head_norm_groups_sum(%x: tensor<4x192xf32>, %w: tensor<64xf32>) {
+  %0 = "nn.head_rms_norm"(%x, %w, %w) <{head_dim = 64 : i64, heads = 2 : i64, eps = 1.0e-06 : f32, weight_heads = array<i64: 2, 1>}> : (tensor<4x192xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x192xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op weight_heads must be positive head counts summing to heads (2), got [2, 1]
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
+func.func @head_norm_group_weight(%x: tensor<4x128xf32>, %w: tensor<64xf32>, %v: tensor<32xf32>) {
+  %0 = "nn.head_rms_norm"(%x, %w, %v) <{head_dim = 64 : i64, heads = 2 : i64, eps = 1.0e-06 : f32, weight_heads = array<i64: 1, 1>}> : (tensor<4x128xf32>, tensor<64xf32>, tensor<32xf32>) -> tensor<4x128xf32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.head_rms_norm' op w#1 must have shape 64 (head_dim), got 32
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
 func.func @head_norm_head_dim(%x: tensor<4x128xf32>, %w: tensor<64xf32>) {
   %0 = "nn.head_rms_norm"(%x, %w) <{head_dim = -64 : i64, heads = 2 : i64, eps = 1.0e-06 : f32}> : (tensor<4x128xf32>, tensor<64xf32>) -> tensor<4x128xf32>
   func.return
