@@ -50,6 +50,11 @@ FAMILIES = {
     "qwen3": "examples/hf/qwen3_1_7b.json",
     "phi3": "examples/hf/phi3_mini.json",
     "phi4mini": "examples/hf/phi4_mini.json",
+    "qwen2": "examples/hf/qwen2_5_1_5b.json",
+    "olmo2": "examples/hf/olmo2_1b.json",
+    "granite": "examples/hf/granite_3_2b.json",
+    "gemma3": "examples/hf/gemma3_1b.json",
+    "gemma2": "examples/hf/gemma2_2b.json",
 }
 START = time.perf_counter()
 GENERATED = re.compile(r"^(_[A-Za-z0-9_]+?_(?:k\d+_(?:gemm|elementwise|fold)|g\d+_launch_group))")
