@@ -1,7 +1,7 @@
 """nn.attention's CUDA paths against each other at model shapes (issue 30, part 2): the plain
 fused SDPA kernel (cuDNN / flash), flash-attention's varlen kernels (whole documents, windows)
-and FlexAttention (masks, softcaps; its backward recomputes the forward), forward and backward
-timed separately through `coda_ir.runtime.attention` as generated code calls it.
+FlexAttention (masks, softcaps; its backward recomputes the forward) and, for a softcap, the
+scores materialized per kv head (cuBLAS + one fused pass), forward and backward timed separately through `coda_ir.runtime.attention` as generated code calls it.
 
     python bench/bench_attention_paths.py [--out FILE]
 """
@@ -71,10 +71,14 @@ def run(case, path: str) -> dict:
     qkv = torch.randn(m, (h + 2 * kv) * hd, device="cuda", dtype=torch.bfloat16)
     dout = torch.randn(m, h * hd, device="cuda", dtype=torch.bfloat16)
     seg = segments_of(kind, b, s)
-    real = attention.varlen_layout
-    if path == "flex":
+    real, real_materialized = attention.varlen_layout, attention._materialized
+    if path in ("flex", "materialized"):
         attention.varlen_layout = lambda *a, **k: None
+    if path == "flex":
+        attention._materialized = lambda *a, **k: False
     try:
+        if path == "materialized" and not attention._materialized(qkv, softcap, seg):
+            return {"case": name, "path": path, "skipped": "not a softcap without segments (or no fp32 bmm results)"}
         args = (h, kv, hd, s, True, None, window, softcap, seg)
         if path == "varlen" and attention.varlen_layout(qkv, hd, s, window, softcap, seg) is None:
             return {"case": name, "path": path, "skipped": "varlen does not take it"}
@@ -82,7 +86,7 @@ def run(case, path: str) -> dict:
         fwd = timed(lambda: attention.attention_forward(qkv, *args))
         bwd = timed(lambda: attention.attention_backward(qkv, out, lse, dout, *args))
     finally:
-        attention.varlen_layout = real
+        attention.varlen_layout, attention._materialized = real, real_materialized
     return {"case": name, "path": path, "fwd_ms": round(fwd, 3), "bwd_ms": round(bwd, 3), "total_ms": round(fwd + bwd, 3)}
 
 
@@ -103,7 +107,7 @@ def main() -> None:
         if wanted and not any(w in case[0] for w in wanted):
             continue
         masked = bool(case[6] or case[7] or case[8])
-        for path in (("varlen", "flex") if masked else ("plain",)):
+        for path in (("varlen", "materialized", "flex") if masked else ("plain",)):
             try:
                 row = run(case, path)
             except Exception as exc:  # a path that cannot run this case

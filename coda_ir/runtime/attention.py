@@ -27,7 +27,9 @@ step 1.53x -> 1.20x its limit). The rest (a softcap, padding rows) runs PyTorch'
 (`torch.nn.attention.flex_attention`, compiled once per process, a `BlockMask` built from the
 mask and a `score_mod` for the softcap; `flex_forward` / `flex_backward`); its backward recomputes
 the forward under autograd (the public API saves no state across the two calls), so a masked
-step costs one more attention forward than a plain one. On the CPU they run the fp32 math path
+step costs one more attention forward than a plain one; except a softcap without documents or
+padding rows, whose backward runs from Flex's log-sum-exp with the scores materialized
+(`materialized_backward`: cuBLAS GEMMs, one Inductor-fused pass, no forward rerun). On the CPU they run the fp32 math path
 with the mask (`math_forward` / `math_backward`). A query row that sees no key (left padding
 before the first token) gets output 0 and log-sum-exp -inf, and passes no gradient.
 """
@@ -367,12 +369,160 @@ def flex_backward(do, q, k, v, causal: bool, scale, window: int, softcap: float,
         return torch.autograd.grad(out, (q, k, v), do)
 
 
+# ------------------------------------------------------------------ soft-capped scores, materialized (CUDA)
+# FlexAttention runs a soft-capped attention (Gemma2) with its generic tiled kernels, which at
+# head_dim 256 pick small blocks (32 x 32 in the backward), and its public backward reruns the
+# forward: 1.1 + 1.1 + 4.3 ms a Gemma2-2B layer (bench/RESULTS.md sessions 19 and 21). Its forward
+# stays (1.1 ms; the scores materialized took 3.7: session 21); the backward runs from the
+# forward's log-sum-exp with the scores materialized: GEMMs of PyTorch's own (cuBLAS, bf16
+# operands, fp32 scores) and one fused pass (Inductor) for the cap, the mask and the softmax
+# gradient, as torch.compile runs Hugging Face's eager attention. Row blocks bound the transient
+# memory; under a causal mask a block's keys end at its last row.
+
+_MATERIALIZED_PASSES: dict = {}
+
+
+def _materialized_pass(name: str, fn):
+    """`fn` compiled by Inductor once per process on CUDA (a fused elementwise + row-reduction
+    pass over the scores), plain on the CPU (tests)."""
+    def call(*args):
+        if args[0].device.type != "cuda":
+            return fn(*args)
+        compiled = _MATERIALIZED_PASSES.get(name)
+        if compiled is None:
+            compiled = _MATERIALIZED_PASSES[name] = torch.compile(fn, dynamic=False, fullgraph=True)
+        import torch._dynamo.config as dynamo_config
+
+        with dynamo_config.patch(recompile_limit=FLEX_SPECIALIZATIONS,
+                                 accumulated_recompile_limit=8 * FLEX_SPECIALIZATIONS):
+            return compiled(*args)
+    return call
+
+
+def _capped_masked(s: torch.Tensor, rows: torch.Tensor, scale: float, softcap: float, causal: bool, window: int):
+    """(x, t): the scaled, capped and masked scores (-inf where hidden) and tanh of the scaled
+    scores over the cap (for the backward), from raw fp32 scores [g, R, S] of the query rows
+    `rows` ([R, 1] int64 positions)."""
+    t = torch.tanh(s * (scale / softcap))
+    x = t * softcap
+    if causal or window:
+        j = torch.arange(s.shape[-1], device=s.device)[None, :]
+        seen = (j <= rows) if causal else torch.ones_like(j, dtype=torch.bool) & (rows >= 0)
+        if window:
+            seen = seen & (rows - j < window)
+        x = x.masked_fill(~seen, float("-inf"))
+    return x, t
+
+
+def _probs_and_score_grads(s, dp, lse, delta, rows, scale: float, softcap: float, causal: bool, window: int,
+                           dtype: torch.dtype):
+    """(p, ds) in `dtype`: p = softmax rows from the forward's lse; ds = d loss / d raw score =
+    p (dp - delta) (1 - t^2) scale (the cap's derivative, then the scale's)."""
+    x, t = _capped_masked(s, rows, scale, softcap, causal, window)
+    p = torch.exp(x - lse[..., None])
+    ds = p * (dp - delta[..., None]) * ((1 - t * t) * scale)
+    return p.to(dtype), ds.to(dtype)
+
+
+_grads_pass = _materialized_pass("grads", _probs_and_score_grads)
+
+MATERIALIZED_SCORE_BYTES = 1 << 29
+"""The fp32 scores one step of the materialized backward holds (every sequence and head, a block
+of query rows, every key; dp as much again, p and ds half as much): 512 MiB, so Gemma2-2B's
+2 x 4096 rows (8 heads) run in two blocks, the first over half the keys."""
+
+
+def _row_blocks(heads: int, n: int) -> list[tuple[int, int]]:
+    """Query-row blocks [r0, r1) whose fp32 scores over `heads` heads (every sequence's) fit
+    MATERIALIZED_SCORE_BYTES (equal blocks but the last, so that one compiled pass serves them)."""
+    per_row = heads * n * 4
+    count = max(1, -(-(per_row * n) // MATERIALIZED_SCORE_BYTES))
+    size = -(-n // count)
+    return [(r, min(r + size, n)) for r in range(0, n, size)]
+
+
+def _fp32_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b with fp32 results: bf16/f16 operands on cuBLAS with fp32 output (`out_dtype`) on
+    CUDA, fp32 operands elsewhere."""
+    if a.is_cuda and a.dtype != torch.float32:
+        return torch.bmm(a, b, out_dtype=torch.float32)
+    return torch.bmm(a.float(), b.float())
+
+
+def materialized_available(q: torch.Tensor) -> bool:
+    """Whether this PyTorch takes fp32 results of low-precision GEMMs (`torch.bmm(out_dtype=)`,
+    CUDA), which the materialized path needs to keep its scores in fp32."""
+    if q.dtype == torch.float32 or not q.is_cuda:
+        return True
+    key = (q.dtype, str(q.device))
+    if key not in _FP32_RESULTS:
+        try:
+            a = torch.zeros((1, 1, 1), dtype=q.dtype, device=q.device)
+            torch.bmm(a, a, out_dtype=torch.float32)
+            _FP32_RESULTS[key] = True
+        except (TypeError, RuntimeError, NotImplementedError):
+            _FP32_RESULTS[key] = False
+    return _FP32_RESULTS[key]
+
+
+_FP32_RESULTS: dict = {}  # (dtype, device) -> whether bmm takes out_dtype=float32 there
+
+
+def _stacked(t: torch.Tensor, kv: int, r0: int, r1: int) -> torch.Tensor:
+    """Rows r0..r1 of [B, H, S, d] as [B * KV, group * (r1 - r0), d]: each kv head's query group
+    stacked (a copy: the q/do views are strided)."""
+    b, h, _, d = t.shape
+    return t[:, :, r0:r1].reshape(b * kv, (h // kv) * (r1 - r0), d)
+
+
+def materialized_backward(do, q, k, v, out, lse, causal: bool, scale: float | None, window: int, softcap: float):
+    """(dq, dk, dv) of a soft-capped attention from its output and log-sum-exp (natural log,
+    [B, H, S]: FlexAttention's forward gives it), with the scores materialized per block of
+    query rows for every (sequence, kv head) at once: s = q k^T and dp = do v^T by cuBLAS (bf16
+    operands, fp32 results), one fused pass for p = exp(cap(s) - lse) and ds = p (dp - delta)
+    (1 - t^2) scale, then dq = ds k, dk += ds^T q, dv += p^T do (a kv head's query group is one
+    GEMM over its stacked rows; dk, dv accumulate in fp32 over the row blocks)."""
+    b, h, n, d = q.shape
+    kv = k.shape[1]
+    group = h // kv
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    delta = (do.float() * out.float()).sum(-1)  # [B, H, S]: rowsum(do * o)
+    kb = k.reshape(b * kv, n, d)  # a copy of the strided view, once
+    vb = v.reshape(b * kv, n, d)
+    kt, vt = kb.transpose(1, 2), vb.transpose(1, 2)
+    dq = torch.empty((b, kv, group, n, d), dtype=q.dtype, device=q.device)
+    dk = torch.zeros((b * kv, n, d), dtype=torch.float32, device=k.device)
+    dv = torch.zeros((b * kv, n, d), dtype=torch.float32, device=v.device)
+    for r0, r1 in _row_blocks(b * h, n):
+        keys = r1 if causal else n  # a causal block's rows see no key past its last row
+        qb, dob = _stacked(q, kv, r0, r1), _stacked(do, kv, r0, r1)
+        rows = torch.arange(r0, r1, device=q.device).repeat(group)[:, None]
+        s = _fp32_bmm(qb, kt[:, :, :keys])
+        dp = _fp32_bmm(dob, vt[:, :, :keys])
+        p, ds = _grads_pass(s, dp, _stacked(lse[..., None], kv, r0, r1)[..., 0],
+                            _stacked(delta[..., None], kv, r0, r1)[..., 0], rows, scale, softcap, causal, window,
+                            q.dtype)
+        del s, dp
+        dq[:, :, :, r0:r1] = torch.bmm(ds, kb[:, :keys]).view(b, kv, group, r1 - r0, d)
+        dk[:, :keys] += _fp32_bmm(ds.transpose(1, 2), qb)
+        dv[:, :keys] += _fp32_bmm(p.transpose(1, 2), dob)
+    return dq.view(b, h, n, d), dk.view(b, kv, n, d).to(k.dtype), dv.view(b, kv, n, d).to(v.dtype)
+
+
 def _effective_window(window: int, seq_len: int, causal: bool) -> int:
     """A causal window of at least the call's sequence length hides no key (i - j < seq_len
     always): 0, so the plain fused kernels run. A program of run-time rows carries its window
     whenever some sequence length of its bucket could exceed it (`from_hf`), and the call's
     length decides here."""
     return 0 if causal and window >= seq_len else window
+
+
+def _materialized(q: torch.Tensor, softcap: float, segments) -> bool:
+    """A soft-capped attention without documents or padding rows runs its backward with
+    materialized scores (cuBLAS + one fused pass from the forward's lse) rather than
+    FlexAttention's (its head_dim-256 blocks and forward rerun: bench/RESULTS.md session 21),
+    where this PyTorch keeps low-precision GEMM results in fp32."""
+    return bool(softcap) and segments is None and materialized_available(q)
 
 
 def _masked(window: int, softcap: float, segments) -> bool:
@@ -430,7 +580,11 @@ def attention_backward(qkv: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, 
         layout = varlen_layout(qkv, head_dim, seq_len, window, softcap, segments)
         if layout is not None:
             return varlen_backward(qkv, out, lse, dout, heads, kv_heads, head_dim, causal, scale, window, layout)
-        dq, dk, dv = flex_backward(do, q, k, v, causal, scale, window, softcap, segments)
+        if _materialized(q, softcap, segments):
+            dq, dk, dv = materialized_backward(do, q, k, v, o, lse.view(b, heads, seq_len), causal, scale, window,
+                                               softcap)
+        else:
+            dq, dk, dv = flex_backward(do, q, k, v, causal, scale, window, softcap, segments)
     elif which == CUDNN:
         seed = torch.zeros(1, dtype=torch.int64, device=qkv.device)
         dq, dk, dv = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(

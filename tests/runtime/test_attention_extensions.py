@@ -325,3 +325,32 @@ def test_cuda_flex_compiles_past_dynamos_recompile_limit():
         first = first or (qkv, out)
     again, _ = attention.attention_forward(first[0], heads, kv, hd, first[0].shape[0], True, None, 0, 30.0)
     assert torch.equal(again, first[1])
+
+
+@pytest.mark.parametrize("name,blocks", [("softcap", 1), ("softcap", 3), ("all_but_segments", 2), ("softcap_full", 2)])
+def test_materialized_softcap_backward_on_cpu(name, blocks, monkeypatch):
+    """The soft-capped backward with materialized scores (CUDA's choice for Gemma2's attention,
+    from FlexAttention's forward), run on the CPU in fp32 from the exact path's output and
+    log-sum-exp: every gradient against the float64 definition, the scores in one block of query
+    rows or several (causal blocks crop their keys at their last row), with GQA (3 q heads over 1
+    kv head), a window, and a non-causal case."""
+    from coda_ir.runtime import attention
+
+    case = {"softcap": dict(softcap=1.5), "all_but_segments": dict(scale=0.8, window=2, softcap=2.0),
+            "softcap_full": dict(softcap=1.5, causal=False)}[name]
+    causal = case.pop("causal", True)
+    # a budget of one block's fp32 scores: every sequence and head, ceil(S / blocks) rows, every key
+    monkeypatch.setattr(attention, "MATERIALIZED_SCORE_BYTES", B * H * S * 4 * -(-S // blocks))
+    assert len(attention._row_blocks(B * H, S)) == blocks
+    qkv, dout = inputs(11)
+    q, k, v = attention._views(qkv, H, KV, HD, S)
+    scale, window, softcap = f32(case.get("scale")), case.get("window", 0), f32(case.get("softcap", 0.0))
+    out, lse = attention.math_forward(q, k, v, causal, scale, window, softcap)
+    do = dout.view(B, S, H, HD).transpose(1, 2)
+    dq, dk, dv = attention.materialized_backward(do, q, k, v, out, lse, causal, scale, window, softcap)
+    dqkv = torch.cat([attention._flat_rows(dq), attention._flat_rows(dk), attention._flat_rows(dv)], dim=1)
+
+    leaf = qkv.double().requires_grad_(True)
+    want = naive(leaf, **dict(case, causal=causal, scale=scale, softcap=softcap))
+    (want_grad,) = torch.autograd.grad(want, leaf, dout.double())
+    torch.testing.assert_close(dqkv.double(), want_grad, rtol=1e-5, atol=1e-5)
