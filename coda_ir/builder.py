@@ -325,7 +325,10 @@ def gelu(x: Any, approximate: str = "none") -> Scalar:
     `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`."""
     half, one = const(0.5), const(1.0)
     if approximate == "tanh":
-        inner = const(_SQRT_2_OVER_PI) * (x + const(_GELU_KAPPA) * (x * (x * x)))
+        # x^3 as (x x) x, PyTorch's association, and the one gelu_grad writes: a kernel computing
+        # both (GeGLU's backward) then holds one tanh after CSE (the products are equal bit for
+        # bit either way: IEEE multiplication commutes)
+        inner = const(_SQRT_2_OVER_PI) * (x + const(_GELU_KAPPA) * ((x * x) * x))
         return (half * x) * (one + tanh(inner))
     return (half * x) * (one + erf(x * const(1.0 / math.sqrt(2.0))))
 

@@ -208,3 +208,19 @@ def test_deferred_norm_statistics_are_reused():
     text = str(coda_ir.compile(source, pipeline="nn-to-coda{cost-model=false}").ir)
     assert "nn.rms_norm_rstd.stats" not in text and "nn.layer_norm_stats.stats" not in text
     run_and_check(source, "nn-to-coda{cost-model=false}")
+
+
+def test_tanh_geglu_backward_computes_one_tanh_per_pair():
+    """GeGLU's backward needs gelu(g) (for du) and gelu'(g) (for dg), both of
+    tanh(sqrt(2/pi) (g + 0.044715 g^3)): written with the same association (PyTorch's (g g) g),
+    CSE leaves one tanh in the kernel (the erf form's erf likewise), where two cost Gemma's
+    backward pass 2.4x its bytes on the H200 (bench/RESULTS.md session 21)."""
+    source = typed("""
+func.func @geglu_tanh_grad(%dy: tensor<37x64xT>, %z: tensor<37x128xT>) -> tensor<37x128xT> {
+  %g = "nn.geglu_grad"(%dy, %z) <{approximate = "tanh"}> : (tensor<37x64xT>, tensor<37x128xT>) -> tensor<37x128xT>
+  func.return %g : tensor<37x128xT>
+}""", "bf16")
+    compiled = coda_ir.compile(source, "nn-to-coda")
+    calls = [line for line in compiled.source.splitlines() if "_coda_tanh(" in line and "def _coda_tanh" not in line]
+    assert len(calls) == 1, calls
+    run_and_check(source, "nn-to-coda")
