@@ -258,6 +258,8 @@ def index_checks(module: ModuleOp) -> dict[str, list]:
                 continue
             # a vocabulary shard's targets are ids in the whole vocabulary
             limit = shard[1] if shard is not None else op.logits.type.get_shape()[1]  # type: ignore[union-attr]
+            if shard is None:  # padding columns past `classes` are no target's
+                limit = nn.padded_classes(op, limit) or limit
             ignore = op.properties["ignore_index"].value.data  # type: ignore[union-attr]
             name = t.name_hint or f"arg{t.index}"
             found.setdefault(t.index, IndexCheck(t.index, name, limit, ignore, f"'{op.name}'", location_of(op)))

@@ -828,9 +828,27 @@ def _check_head_range(op: IRDLOperation, n: int, hd: int) -> None:
 CROSS_ENTROPY_REDUCTIONS = ("mean", "sum")
 
 
+def padded_classes(op: IRDLOperation, width: int) -> int | None:
+    """A cross-entropy's `classes` when its logits carry padding columns past them (fewer
+    classes than `width` columns), else None."""
+    attr = op.properties.get("classes")
+    if attr is None:
+        return None
+    classes = _int_prop(op, "classes")
+    return classes if classes < width else None
+
+
+def _check_classes(op: IRDLOperation, width: int) -> None:
+    if op.properties.get("classes") is not None and not 0 < _int_prop(op, "classes") <= width:
+        raise VerifyException(f"classes must be between 1 and the logits' width {width}, got {_int_prop(op, 'classes')}")
+
+
 @irdl_op_definition
 class CrossEntropyOp(NNOperation):
-    """Mean (or sum) of `lse(logits[m]) - logits[m, t[m]]` over rows whose target is kept."""
+    """Mean (or sum) of `lse(logits[m]) - logits[m, t[m]]` over rows whose target is kept.
+    Optional `classes` (C, at most the logits' width V, V when absent): only the first C columns
+    are classes; the columns past them are padding (rows of an LM head padded to an aligned
+    width) that enter no softmax and get gradient 0."""
 
     name = "nn.cross_entropy"
     logits = operand_def(TensorType)
@@ -838,27 +856,26 @@ class CrossEntropyOp(NNOperation):
     result = result_def(TensorType)
     ignore_index = prop_def(IntegerAttr)
     reduction = prop_def(StringAttr)
+    classes = opt_prop_def(IntegerAttr)  # optional, the logits' width when absent: see padded_classes
     in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
     def __init__(
-        self, logits: SSAValue, targets: SSAValue, ignore_index: int = -100, reduction: str = "mean"
+        self, logits: SSAValue, targets: SSAValue, ignore_index: int = -100, reduction: str = "mean",
+        classes: int | None = None,
     ):
-        super().__init__(
-            operands=[logits, targets],
-            result_types=[TensorType(f32, [])],
-            properties={
-                "ignore_index": IntegerAttr(ignore_index, i64),
-                "reduction": StringAttr(reduction),
-            },
-        )
+        props: dict[str, Attribute] = {"ignore_index": IntegerAttr(ignore_index, i64), "reduction": StringAttr(reduction)}
+        if classes is not None:
+            props["classes"] = IntegerAttr(classes, i64)
+        super().__init__(operands=[logits, targets], result_types=[TensorType(f32, [])], properties=props)
 
     def verify_(self) -> None:
         _check_static_float(self, "logits", self.logits, 2)
-        m, _ = _shape(self.logits)
+        m, v = _shape(self.logits)
         _check_i32_vector("targets", self.targets, m)
         _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
+        _check_classes(self, v)
         ty = self.result.type
         if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
             raise VerifyException(f"result must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
@@ -877,6 +894,7 @@ class CrossEntropyFwdOp(NNOperation):
     lse = result_def(TensorType)
     ignore_index = prop_def(IntegerAttr)
     reduction = prop_def(StringAttr)
+    classes = opt_prop_def(IntegerAttr)  # as nn.cross_entropy's
     in_producer_epilogue = opt_prop_def(BoolAttr)  # a plan (nn-plan), not semantics: see PLAN_PROPERTIES
     traits = traits_def(Pure())
 
@@ -891,6 +909,7 @@ class CrossEntropyFwdOp(NNOperation):
         _check_i32_vector("targets", self.targets, m)
         _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
+        _check_classes(self, _shape(self.logits)[1])
         ty = self.loss.type
         if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
             raise VerifyException(f"loss must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
@@ -1416,6 +1435,7 @@ class CrossEntropyGradOp(NNOperation):
     ignore_index = prop_def(IntegerAttr)
     reduction = prop_def(StringAttr)
     softcap = opt_prop_def(FloatAttr)
+    classes = opt_prop_def(IntegerAttr)  # the forward's: padding columns get gradient 0
     traits = traits_def(Pure())
 
     def cap(self) -> float | None:
@@ -1437,6 +1457,7 @@ class CrossEntropyGradOp(NNOperation):
             _check_f32_vector("lse", self.lse, m)
         _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
+        _check_classes(self, _shape(self.logits)[1])
         if self.softcap is not None and not (0 < _float_prop(self, "softcap") < math.inf):
             raise VerifyException(f"softcap must be a positive finite number, got {_float_prop(self, 'softcap'):.6g}")
         _check_like(self, 0, self.logits, "dlogits")
@@ -1485,6 +1506,7 @@ class LinearCrossEntropyGradOp(NNOperation):
     softcap = opt_prop_def(FloatAttr)
     vocab_start = opt_prop_def(IntegerAttr)
     vocab_size = opt_prop_def(IntegerAttr)
+    classes = opt_prop_def(IntegerAttr)  # the forward's: w's rows past it are padding
     traits = traits_def(Pure())
 
     def __init__(self, h: SSAValue, w: SSAValue, targets: SSAValue, dloss: SSAValue, lse: SSAValue,
@@ -1521,6 +1543,9 @@ class LinearCrossEntropyGradOp(NNOperation):
         if self.softcap is not None and not (0 < _float_prop(self, "softcap") < math.inf):
             raise VerifyException(f"softcap must be a positive finite number, got {_float_prop(self, 'softcap'):.6g}")
         _check_vocab_shard(self, v)
+        _check_classes(self, v)
+        if self.classes is not None and self.vocab_start is not None:
+            raise VerifyException("classes (padding columns) and a vocabulary shard (vocab_start) do not combine")
         _check_like(self, 0, self.h, "dh")
         _check_like(self, 1, self.w, "dw")
 

@@ -222,7 +222,21 @@ def _gate_up(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return z[:, :f], z[:, f:]
 
 
+def _classes(op: Operation, logits: torch.Tensor) -> int | None:
+    """The cross-entropy's `classes` where its logits have padding columns past them, else None."""
+    return nn.padded_classes(op, logits.shape[1])
+
+
 def _cross_entropy_logits_grad(op: Operation, logits, targets, dloss, lse=None, start: int = 0, vocab: int | None = None):
+    classes = _classes(op, logits) if vocab is None else None
+    if classes is not None:  # padding columns: in no softmax, gradient 0
+        grad = _cross_entropy_logits_grad(op, logits[:, :classes], targets, dloss, lse, start, classes)
+        return torch.nn.functional.pad(grad, (0, logits.shape[1] - classes))
+    return _cross_entropy_logits_grad_of_classes(op, logits, targets, dloss, lse, start, vocab)
+
+
+def _cross_entropy_logits_grad_of_classes(op: Operation, logits, targets, dloss, lse=None, start: int = 0,
+                                          vocab: int | None = None):
     """d loss / d logits of `op`'s cross-entropy (ignore_index rows 0, "mean" over the kept rows),
     unrounded: shared by nn.cross_entropy_grad and nn.linear_cross_entropy_grad. On a vocabulary
     shard (`lse` the whole vocabulary's log-sum-exp per row, the logits its columns `[start,
@@ -259,6 +273,7 @@ def _kept_targets(op: Operation, logits: torch.Tensor, targets: torch.Tensor,
 
 def _cross_entropy(op: Operation, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     reduction = prop(op, "reduction")
+    logits = logits[:, :_classes(op, logits) or logits.shape[1]]  # padding columns are no class
     t, keep = _kept_targets(op, logits, targets, prop(op, "ignore_index"))
     lse = torch.logsumexp(logits, dim=-1)
     picked = logits.gather(1, torch.where(keep, t, 0)[:, None])[:, 0]
@@ -496,7 +511,8 @@ class NnFunctions(InterpreterFunctions):
     @impl(nn.CrossEntropyFwdOp)
     def run_cross_entropy_fwd(self, interpreter: Interpreter, op: nn.CrossEntropyFwdOp, args: PythonValues) -> PythonValues:
         logits, targets = self.up(args)
-        return self.rounded(op, _cross_entropy(op, logits, targets), torch.logsumexp(logits, dim=-1), f32=(0, 1))
+        lse = torch.logsumexp(logits[:, :_classes(op, logits) or logits.shape[1]], dim=-1)
+        return self.rounded(op, _cross_entropy(op, logits, targets), lse, f32=(0, 1))
 
     @impl(nn.CrossEntropyPartialsOp)
     def run_cross_entropy_partials(self, interpreter: Interpreter, op: nn.CrossEntropyPartialsOp,

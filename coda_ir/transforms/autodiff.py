@@ -258,9 +258,17 @@ def _head_norm_grad(op: nn.HeadRMSNormOp, dys, wants, fwd):
     return [g], [g.dx if wants[0] else None, *(dw if want else None for dw, want in zip(g.dw, wants[1:]))]
 
 
+def _ce_props(op: nn.CrossEntropyOp) -> dict:
+    """The properties a cross-entropy's gradient op carries from it (`classes`: padding columns)."""
+    props = {"ignore_index": op.ignore_index, "reduction": op.reduction}
+    if op.classes is not None:
+        props["classes"] = op.classes
+    return props
+
+
 def _ce_grad(op: nn.CrossEntropyOp, dys, wants, fwd):
     (dloss,) = dys
-    props = {"ignore_index": op.ignore_index, "reduction": op.reduction}
+    props = _ce_props(op)
     g = nn.CrossEntropyGradOp(fwd(op.logits), fwd(op.targets), dloss, props, lse=fwd(Stat(op, 0)))
     return [g], [g.result, None]
 
@@ -511,14 +519,12 @@ def capped_logits(ce: nn.CrossEntropyOp) -> nn.SoftcapOp | None:
 
 
 def _capped_grad(op: nn.CrossEntropyOp, cap: nn.SoftcapOp, dloss: SSAValue, fwd) -> nn.CrossEntropyGradOp:
-    props = {"ignore_index": op.ignore_index, "reduction": op.reduction,
-             "softcap": FloatAttr(cap.cap.value.data, f32)}
+    props = {**_ce_props(op), "softcap": FloatAttr(cap.cap.value.data, f32)}
     return nn.CrossEntropyGradOp(fwd(cap.operands[0]), fwd(op.targets), dloss, props, lse=fwd(Stat(op, 0)))
 
 
 def _chunked_grad(op: nn.CrossEntropyOp, plan: LogitsChunks, dloss: SSAValue, fwd) -> nn.LinearCrossEntropyGradOp:
-    props: dict = {"ignore_index": op.ignore_index, "reduction": op.reduction,
-                   "chunk": IntegerAttr(plan.chunk, i64)}
+    props: dict = {**_ce_props(op), "chunk": IntegerAttr(plan.chunk, i64)}
     if plan.scale is not None:
         props["scale"] = FloatAttr(plan.scale.factor.value.data, f32)
     if plan.softcap is not None:

@@ -611,6 +611,16 @@ def lower_head_rms_norm(op: nn.HeadRMSNormOp) -> tuple[list[Operation], SSAValue
     return [k], k.results[0]
 
 
+def without_padding_columns(e: Epilogue, tile: SSAValue, classes: int | None) -> SSAValue:
+    """A cross-entropy's logits tile with its padding columns (past `classes`) at -inf, so that
+    no softmax sees them (a tile of nothing but padding reduces to the LSE's empty partial)."""
+    if classes is None:
+        return tile
+    cols = e.index(Axis.COLS, tile)
+    return e.map1([tile, cols], lambda s, l, c: s.select(s.cmpi("slt", c, s.iconst(classes)), l,
+                                                            s.const(float("-inf"))))
+
+
 def lower_cross_entropy(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp) -> tuple[list[Operation], list[SSAValue]]:
     """LSE partials and the target logit (absorbed into the logits GEMM's epilogue by
     coda-fuse), one fold to the loss; `nn.cross_entropy_fwd` also keeps each row's lse.
@@ -621,9 +631,11 @@ def lower_cross_entropy(op: nn.CrossEntropyOp | nn.CrossEntropyFwdOp) -> tuple[l
     took 1.06-1.19 ms tiled against 0.72 ms for a row kernel reading the same 2.1 GB, on the
     H100), and the fold only sums the per-row losses."""
 
+    classes = nn.padded_classes(op, shape_of(op.logits)[1])
+
     def build(e: Epilogue, logits, targets):
         t = e.load(logits)
-        return [e.reduce(ReduceKind.LSE, t, 1), e.select(t, targets)]
+        return [e.reduce(ReduceKind.LSE, without_padding_columns(e, t, classes), 1), e.select(t, targets)]
 
     separate = nn.planned(op, "in_producer_epilogue") is False  # nn-plan: plain GEMM + this pass is cheaper
     parts = elementwise(shape_of(op.logits), [op.logits, op.targets], build, [None, None],
@@ -986,6 +998,7 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
     m, v = shape_of(op.logits)
     ignore, mean = prop_value(op, "ignore_index"), prop_value(op, "reduction") == "mean"
     cap = op.cap()
+    classes = nn.padded_classes(op, v)
 
     def capped(s: Scalar, z):
         return s.mul(s.const(cap), s.tanh(s.div(z, s.const(cap))))
@@ -1005,7 +1018,8 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
     else:
         def row_lse(e: Epilogue, l):
             tile = e.load(l)
-            return [e.reduce(ReduceKind.LSE, tile if cap is None else e.map1([tile], capped), 1)]
+            tile = tile if cap is None else e.map1([tile], capped)
+            return [e.reduce(ReduceKind.LSE, without_padding_columns(e, tile, classes), 1)]
 
         parts = elementwise((m, v), [op.logits], row_lse, [None])
         lse = fold([parts.results[0]], [op.targets], [TensorType(f32, [m]), *count_type],
@@ -1030,6 +1044,8 @@ def lower_cross_entropy_grad(op: nn.CrossEntropyGradOp) -> tuple[list[Operation]
             g = s.mul(s.sub(s.exp(s.sub(logit, ls)), onehot), scale)
             if th is not None:  # d softcap / dz = 1 - tanh(z / cap)^2
                 g = s.mul(g, s.sub(s.const(1.0), s.mul(th, th)))
+            if classes is not None:  # padding columns: gradient 0
+                g = s.select(s.cmpi("slt", c, s.iconst(classes)), g, s.const(0.0))
             return s.select(s.cmpi("ne", t, s.iconst(ignore)), g, s.const(0.0))
 
         return [e.map1(ins, grad)]
@@ -1058,6 +1074,7 @@ def lower_linear_cross_entropy_grad(op: nn.LinearCrossEntropyGradOp) -> tuple[li
     factor, cap = op.scale_factor(), op.cap()
     shard = nn.vocab_shard_of(op)
     offset = 0 if shard is None else shard[0]  # the vocabulary id of w's first row
+    classes = nn.padded_classes(op, v)  # w's rows past it are padding: their logits' gradient is 0
     ops: list[Operation] = []
     counts: list[SSAValue] = []
     if mean:
@@ -1085,6 +1102,8 @@ def lower_linear_cross_entropy_grad(op: nn.LinearCrossEntropyGradOp) -> tuple[li
                     g = s.mul(g, s.sub(s.const(1.0), s.mul(th, th)))
                 if factor != 1.0:
                     g = s.mul(g, s.const(factor))
+                if classes is not None:
+                    g = s.select(s.cmpi("slt", col, s.iconst(classes)), g, s.const(0.0))
                 return s.select(s.cmpi("ne", t, s.iconst(ignore)), g, s.const(0.0))
 
             return [e.map1(ins, grad)]

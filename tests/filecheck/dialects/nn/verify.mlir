@@ -562,6 +562,15 @@ func.func @head_norm_result(%x: tensor<4x128xf32>, %w: tensor<64xf32>) {
 
 // -----
 
+func.func @ce_classes(%l: tensor<4x16xbf16>, %t: tensor<4xi32>) {
+  %0 = "nn.cross_entropy"(%l, %t) <{ignore_index = -100 : i64, reduction = "mean", classes = 17 : i64}> : (tensor<4x16xbf16>, tensor<4xi32>) -> tensor<f32>
+  func.return
+}
+// CHECK: {{.*}}verify.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'nn.cross_entropy' op classes must be between 1 and the logits' width 16, got 17
+// CHECK-NEXT: {{^// -{5}$}}
+
+// -----
+
 // ===== nn.cross_entropy
 
 func.func @ce_reduction(%l: tensor<4x16xbf16>, %t: tensor<4xi32>) {
