@@ -747,10 +747,25 @@ def embedding_program(spec: ModelSpec, tokens: int) -> str:
     return p.returns(p.scale("x", p.named("x0", p.nn.embedding(p["ids"], p["w"])), scale))
 
 
+VOCAB_ALIGNMENT = 64
+"""A loss's LM head runs on a vocabulary padded up to a multiple of this many rows (zero weight
+rows, `nn.cross_entropy {classes}` keeping them out of the softmax): an odd vocabulary (Granite's
+49155, any tokenizer grown by a pad token) otherwise leaves the logits' rows unaligned, so the
+head's GEMMs miss TMA and cuBLAS's aligned kernels and its passes load one element at a time
+(bench/RESULTS.md sessions 18 and 21). 64 columns keep bf16 rows 128-byte aligned."""
+
+
+def padded_vocab(spec: ModelSpec, loss: bool) -> int:
+    """The LM head's row count in the programs of a loss (`loss`): the vocabulary rounded up to
+    VOCAB_ALIGNMENT; the logits a caller asks for (no loss) keep the vocabulary's width."""
+    return -(-spec.vocab // VOCAB_ALIGNMENT) * VOCAB_ALIGNMENT if loss else spec.vocab
+
+
 def head_program(spec: ModelSpec, tokens: int, *, loss: bool, reduction: str = "mean") -> str:
     """Final RMSNorm, LM head and (with `loss`) the cross-entropy over non-ignored targets, their
-    mean or (`reduction="sum"`, for `num_items_in_batch`) their sum."""
-    M, D, V = tokens, spec.hidden, spec.vocab
+    mean or (`reduction="sum"`, for `num_items_in_batch`) their sum. A loss's head weight has
+    `padded_vocab` rows, the ones past the vocabulary zero and no class (`classes`)."""
+    M, D, V = tokens, spec.hidden, padded_vocab(spec, loss)
     args = [("x", (M, D), None), ("w_norm", (D,), None), ("w_lm", (V, D), None)]
     p = _Program(spec, "lm_head_loss" if loss else "lm_head_logits", args + ([("targets", (M,), "i32")] if loss else []))
     h = p.rms_norm("h", p["x"], p["w_norm"])
@@ -763,8 +778,9 @@ def head_program(spec: ModelSpec, tokens: int, *, loss: bool, reduction: str = "
         logits = p.named(name, step(logits))
     if not loss:
         return p.returns(logits)
+    classes = spec.vocab if V != spec.vocab else None
     return p.returns(p.named("loss", p.nn.cross_entropy(logits, p["targets"], ignore_index=IGNORE_INDEX,
-                                                        reduction=reduction)))
+                                                        reduction=reduction, classes=classes)))
 
 
 # ============================================================================ compiled programs
@@ -1245,8 +1261,15 @@ class HeadUnit(_Unit):
             weights = self.weights() if tied_weight is None else [self.norm.weight, tied_weight]
             if targets is None:
                 return self.function("logits", x.shape[0], seq_len)(x, *weights)
-            return self.function(kind, x.shape[0], seq_len)(x, *weights, targets)
+            norm, lm = weights
+            return self.function(kind, x.shape[0], seq_len)(x, norm, self._loss_head(lm), targets)
         return self._forward_tensor_parallel(layout, x, targets, seq_len, pieces, kind)
+
+    def _loss_head(self, lm: torch.Tensor) -> torch.Tensor:
+        """The head weight a loss's program takes: zero rows appended up to `padded_vocab` (a copy
+        under autograd, whose backward drops the padding rows' gradient), or `lm` itself."""
+        rows = padded_vocab(self.spec, loss=True)
+        return lm if rows == lm.shape[0] else torch.nn.functional.pad(lm, (0, 0, 0, rows - lm.shape[0]))
 
     def _forward_tensor_parallel(self, layout, x, targets, seq_len, pieces, kind="loss"):
         from coda_ir.torch.vocab_parallel import CompileOptions, sharded_cross_entropy
@@ -1263,7 +1286,7 @@ class HeadUnit(_Unit):
             x = tp.gather_rows(x, layout, partial_grads=False)
             if targets is None:
                 return self.function("logits", x.shape[0], seq_len)(x, tp.local(norm), tp.local(lm))
-            return self.function(kind, x.shape[0], seq_len)(x, tp.local(norm), tp.local(lm), targets)
+            return self.function(kind, x.shape[0], seq_len)(x, tp.local(norm), self._loss_head(tp.local(lm)), targets)
         # vocabulary parallel: the norm on this rank's rows, all rows gathered, this rank's
         # vocabulary shard of the logits reduced to per-row partials (one [tokens, 3] exchange)
         h = self.fold(spec, rows, T, norm=True, keep_sum=False)(x, *pieces.unbind(0), tp.replicated(norm, layout))

@@ -28,10 +28,10 @@ BATCH, SEQ = 2, 7
 
 
 
-def batch(seed: int = 1, ignored: bool = True):
+def batch(seed: int = 1, ignored: bool = True, vocab: int = VOCAB):
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
-    labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    ids = torch.randint(0, vocab, (BATCH, SEQ), generator=g)
+    labels = torch.randint(0, vocab, (BATCH, SEQ), generator=g)
     if ignored:
         labels[0, 2] = -100
         labels[1, 4:] = -100
@@ -115,9 +115,9 @@ def test_scaled_rope_far_into_the_context(family):
     assert_matches([ours[n] for n in names], [grads[0][n] for n in names], [grads[1][n] for n in names], names)
 
 
-def _check_loss_and_every_gradient(model_t, dtype):
+def _check_loss_and_every_gradient(model_t, dtype, vocab: int = VOCAB):
     model64 = copy.deepcopy(model_t).double()  # the same (rounded) weights
-    ids, labels = batch()
+    ids, labels = batch(vocab=vocab)
     loss64, grads64 = hf_loss_and_grads(model64, ids, labels)
     loss_t, grads_t = hf_loss_and_grads(copy.deepcopy(model_t), ids, labels)
     cmodel = from_hf(model_t, progress=False)
@@ -163,6 +163,23 @@ def test_family_loss_and_every_gradient_match_float64(family, dtype, overrides):
     model = tiny_model(family, dtype, **overrides)
     cmodel = _check_loss_and_every_gradient(model, dtype)
     assert cmodel.spec.family == model.config.model_type
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_an_odd_vocabulary_runs_its_head_padded_and_matches_float64(tied):
+    """Granite's 49155-token vocabulary (and any tokenizer grown by a pad token) leaves the logits'
+    rows unaligned: a loss's head runs padded to a multiple of VOCAB_ALIGNMENT rows (zero rows,
+    `classes` keeping them out of the softmax); the loss and every gradient, the tied weight's
+    included, are the unpadded model's (vocabulary 123 here, padded to 128)."""
+    from coda_ir.torch.hf import VOCAB_ALIGNMENT
+
+    model = tiny_model("granite", torch.bfloat16, vocab_size=123, tie_word_embeddings=tied)
+    cmodel = _check_loss_and_every_gradient(model, torch.bfloat16, vocab=123)
+    program = head_program(cmodel.spec, BATCH * SEQ, loss=True)
+    assert f"tensor<{VOCAB_ALIGNMENT * 2}x64xbf16>" in program and "classes = 123" in program
+    assert "classes" not in head_program(cmodel.spec, BATCH * SEQ, loss=False)  # the logits a caller gets: 123 wide
+    ids, _ = batch(vocab=123)
+    assert cmodel(ids).logits.shape == (BATCH, SEQ, 123)
 
 
 def test_logits_without_labels_match_float64():
