@@ -213,8 +213,8 @@ def test_deferred_norm_statistics_are_reused():
 def test_tanh_geglu_backward_computes_one_tanh_per_pair():
     """GeGLU's backward needs gelu(g) (for du) and gelu'(g) (for dg), both of
     tanh(sqrt(2/pi) (g + 0.044715 g^3)): written with the same association (PyTorch's (g g) g),
-    CSE leaves one tanh in the kernel (the erf form's erf likewise), where two cost Gemma's
-    backward pass 2.4x its bytes on the H200 (bench/RESULTS.md session 21)."""
+    CSE leaves one tanh in the kernel, not two (fewer instructions; on the H200 the pass's time
+    did not move with it: bench/RESULTS.md session 21)."""
     source = typed("""
 func.func @geglu_tanh_grad(%dy: tensor<37x64xT>, %z: tensor<37x128xT>) -> tensor<37x128xT> {
   %g = "nn.geglu_grad"(%dy, %z) <{approximate = "tanh"}> : (tensor<37x64xT>, tensor<37x128xT>) -> tensor<37x128xT>
