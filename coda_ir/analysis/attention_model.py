@@ -34,7 +34,10 @@ schedule and the shape the model counts, per level of the memory hierarchy:
 Backends (`BACKENDS`, the kernels coda-ir's runtime can call, coda_ir/runtime/attention.py):
 "cudnn" and "flash" (SDPA's fused kernels: plain causal/full masks, GQA), "flex" (PyTorch's
 FlexAttention Triton template: any mask, softcap; coda-ir's flex backward reruns the forward
-first), "varlen" (`torch.nn.attention.varlen`: documents as separate sequences). The per-warp schedule
+first), "varlen" (`torch.nn.attention.varlen`: documents as separate sequences), "materialized" (backward
+only: a soft-capped attention's backward from the forward's log-sum-exp with the scores
+materialized per block of query rows, cuBLAS GEMMs and one fused pass, priced as those kernels run
+one after another: FLOPs at the GEMM rate plus MATERIALIZED_BYTES_PER_SCORE at the HBM rate). The per-warp schedule
 of docs/NAPKIN_ATTENTION.md (the paper's occupancy claim; not a kernel one can call) has only its
 occupancy: `napkin_warps_per_sm`. The block sizes are the public defaults of each (FlashAttention-2's kernel
 traits, FlexAttention's template configs); cuDNN's kernels are not public, so its schedule is
@@ -51,7 +54,18 @@ from dataclasses import dataclass, field, replace
 
 from coda_ir.analysis import io_model as m
 
-BACKENDS = ("cudnn", "flash", "flex", "varlen")
+BACKENDS = ("cudnn", "flash", "flex", "varlen", "materialized")
+
+MATERIALIZED_SCORE_BYTES = 1 << 29
+"""The materialized backward's fp32 scores per block of query rows (coda_ir/runtime/attention.py's
+constant of the same name; a test keeps them equal)."""
+
+MATERIALIZED_BYTES_PER_SCORE = 26
+"""HBM bytes per computed score of the materialized backward: s and dp written by cuBLAS in fp32
+and read by the fused pass (16), p and ds written in bf16 (4), ds read by the dq and dk GEMMs and
+p by the dv GEMM (6). The scores of a block (1 GiB with dp) do not stay in L2."""
+
+MATERIALIZED_LAUNCHES_PER_BLOCK = 9  # q / do stacking copies, 2 score GEMMs, the pass, 3 gradient GEMMs, 2 adds
 
 REG_ALLOC_UNIT = 8
 """Registers are allocated per thread in multiples of 8 (256 per warp)."""
@@ -303,6 +317,19 @@ def schedule(backend: str, direction: str, shape: AttentionShape, gpu: m.GPU) ->
         else:
             s = replace(schedule("flash", direction, shape, gpu), backend="cudnn",
                         source="assumed FlashAttention-2-like on Ampere (cuDNN's kernels are not public)")
+    elif backend == "materialized":
+        if fwd:
+            raise ValueError("attention backend 'materialized' runs backwards only (the forward is FlexAttention's)")
+        rows = _materialized_row_block(shape)
+        s = Schedule("materialized", "bwd", rows, shape.seq_len, warps=4, skips=frozenset({"causal"}),
+                     supports=frozenset({"window", "softcap"}),
+                     launches=MATERIALIZED_LAUNCHES_PER_BLOCK * -(-shape.seq_len // rows) + 1,
+                     source="cuBLAS GEMMs + one Inductor-fused pass per block of query rows "
+                            "(coda_ir/runtime/attention.py materialized_backward)")
+        needed = {"window"} & shape.masks | ({"softcap"} if shape.softcap else set()) | {"documents"} & shape.masks
+        if needed - s.supports:
+            raise ValueError(f"attention backend 'materialized' cannot run {', '.join(sorted(needed - s.supports))}")
+        return s  # no tile of its own to fit: the GEMMs are cuBLAS's
     else:  # "flex"
         instr = "wgmma" if hopper else "mma.sync"
         if fwd:
@@ -346,13 +373,24 @@ def _fit(sched: Schedule, shape: AttentionShape, gpu: m.GPU) -> Schedule:
 
 
 def _can_run(backend: str, needed: set[str]) -> bool:
-    return {"flex": {"window", "softcap", "documents"}, "varlen": {"documents"}}.get(backend, set()) >= needed
+    return {"flex": {"window", "softcap", "documents"}, "varlen": {"documents"},
+            "materialized": {"window", "softcap"}}.get(backend, set()) >= needed
 
 
-def default_backend(shape: AttentionShape, gpu: m.GPU) -> str:
+def _materialized_row_block(shape: AttentionShape) -> int:
+    """Query rows per block of the materialized backward (the runtime's `_row_blocks`)."""
+    per_row = shape.batch * shape.heads * shape.seq_len * 4
+    count = max(1, -(-(per_row * shape.seq_len) // MATERIALIZED_SCORE_BYTES))
+    return -(-shape.seq_len // count)
+
+
+def default_backend(shape: AttentionShape, gpu: m.GPU, direction: str = "fwd") -> str:
     """The backend coda-ir's runtime runs `shape` with (coda_ir/runtime/attention.py): a window,
-    a softcap or documents run FlexAttention; plain masks run SDPA's own choice, cuDNN on Hopper
-    (bench/RESULTS.md), flash on Ampere."""
+    a softcap or documents run FlexAttention, except a softcap's backward without documents (the
+    scores materialized); plain masks run SDPA's own choice, cuDNN on Hopper (bench/RESULTS.md),
+    flash on Ampere."""
+    if shape.softcap and direction == "bwd" and "documents" not in shape.masks:
+        return "materialized"
     if shape.softcap or {"window", "documents"} & shape.masks:
         return "flex"
     return "cudnn" if gpu.arch == "hopper" else "flash"
@@ -474,6 +512,10 @@ class AttentionCost:
         return self.useful_flops / self.time_s / 1e12 if self.time_s else 0.0
 
     def summary(self) -> str:
+        if self.schedule.backend == "materialized":
+            return (f"materialized bwd: {self.tiles} blocks of {self.schedule.block_q} query rows, "
+                    f"{self.matmul_flops / 1e9:.1f} GF in cuBLAS GEMMs, HBM {self.hbm_bytes / 1e6:.1f} MB, "
+                    f"{self.time_s * 1e6:.1f} us = {self.tflops:.0f} TFLOP/s")
         o = self.occupancy
         rerun = " (+ its forward rerun)" if self.forward is not None else ""
         return (f"{self.schedule.describe()} {self.schedule.direction}{rerun}: {o.ctas_per_sm} CTA/SM = {o.warps_per_sm} "
@@ -497,8 +539,10 @@ def attention_cost(shape: AttentionShape, direction: str = "fwd", backend: str |
                    gpu: m.GPU | str | None = None) -> AttentionCost:
     """The predicted cost of one attention call (both directions: call it twice)."""
     gpu = m.as_gpu(gpu)
-    backend = backend or default_backend(shape, gpu)
+    backend = backend or default_backend(shape, gpu, direction)
     sched = schedule(backend, direction, shape, gpu)
+    if sched.backend == "materialized":
+        return _materialized_cost(shape, sched, gpu)
     occ = occupancy(sched, shape, gpu)
     B, S, H, KV, d, b = shape.batch, shape.seq_len, shape.heads, shape.kv_heads, shape.head_dim, shape.elem
     bq, bk = sched.block_q, sched.block_k
@@ -581,6 +625,31 @@ def attention_cost(shape: AttentionShape, direction: str = "fwd", backend: str |
         forward = attention_cost(shape, "fwd", backend, gpu)
     return AttentionCost(shape, sched, occ, int(round(tiles)), matmul, useful, sfu, alu, int(reads), int(writes),
                          hbm, l2, smem, times, tail, sched.launches * gpu.launch_s, forward)
+
+
+def _materialized_cost(shape: AttentionShape, sched: Schedule, gpu: m.GPU) -> AttentionCost:
+    """The materialized backward: per block of R query rows every sequence's and head's scores
+    against the keys up to the block's last row (causal) or all of them, five GEMMs of 2 d FLOPs
+    per score (s, dp, dq, dk, dv) at the GEMM rate, then MATERIALIZED_BYTES_PER_SCORE per score at
+    the HBM rate: kernels one after another, so the two times add."""
+    B, S, H, KV, d, b = shape.batch, shape.seq_len, shape.heads, shape.kv_heads, shape.head_dim, shape.elem
+    rows = sched.block_q
+    scores = sum((min(r + rows, S) - r) * (min(r + rows, S) if shape.causal else S) for r in range(0, S, rows)) * B * H
+    visible = shape.visible_scores() * B * H
+    matmul = 2 * 5 * d * scores
+    useful = BWD_MATMUL_FLOPS * d * visible
+    sfu = scores * 2  # exp and tanh
+    alu = scores * (BWD_SOFTMAX_ALU + SOFTCAP_ALU + SOFTCAP_BWD_ALU)
+    q_bytes, kv_bytes, o_bytes = B * S * H * d * b, B * S * KV * d * b, B * S * H * d * b
+    reads = q_bytes + 2 * kv_bytes + 2 * o_bytes + B * S * H * 4
+    writes = q_bytes + 2 * kv_bytes
+    operands = 2 * (q_bytes + o_bytes) * 2 + 2 * kv_bytes * 2 + 2 * B * S * KV * d * 4 * 2  # copies, fp32 dk / dv
+    hbm = scores * MATERIALIZED_BYTES_PER_SCORE + reads + writes + operands
+    t_gemm = matmul / gpu.gemm_rate(shape.dtype)
+    t_pass = (scores * MATERIALIZED_BYTES_PER_SCORE + operands) / gpu.hbm_bw
+    occ = Occupancy(0, 0, 0, 1, sched.warps, "cuBLAS and Inductor kernels")
+    return AttentionCost(shape, sched, occ, -(-S // rows), matmul, useful, sfu, alu, int(reads), int(writes), hbm,
+                         hbm, 0.0, {"mma": t_gemm + t_pass}, 1.0, sched.launches * gpu.launch_s, None)
 
 
 def step_cost(shape: AttentionShape, backend: str | None = None, gpu: m.GPU | str | None = None) -> tuple[AttentionCost, AttentionCost]:

@@ -171,3 +171,29 @@ def test_every_backend_fits_every_head_dim(gpu, head_dim):
             cost = am.attention_cost(shape, direction, backend, gpu)
             assert cost.occupancy.ctas_per_sm >= 1 and not cost.occupancy.spills, cost.summary()
             assert cost.time_s > 0 and cost.useful_flops <= cost.matmul_flops
+
+
+def test_a_soft_capped_backward_is_priced_as_the_runtime_runs_it():
+    """A softcap's backward without documents runs with its scores materialized (runtime:
+    `materialized_backward`), its forward on FlexAttention: the model's default backends follow;
+    the materialized time is its five GEMMs plus its score traffic one after the other, a causal
+    block's keys end at its last row, and its block of rows is the runtime's."""
+    from coda_ir.runtime import attention as runtime
+
+    capped = am.AttentionShape(2, 4096, 8, 4, 256, softcap=50.0)
+    assert am.default_backend(capped, H100, "fwd") == "flex"
+    assert am.default_backend(capped, H100, "bwd") == "materialized"
+    docs = am.AttentionShape(1, 4096, 8, 4, 256, softcap=50.0, documents=(2048, 2048))
+    assert am.default_backend(docs, H100, "bwd") == "flex"
+    assert am.MATERIALIZED_SCORE_BYTES == runtime.MATERIALIZED_SCORE_BYTES
+    sched = am.schedule("materialized", "bwd", capped, H100)
+    assert len(runtime._row_blocks(2 * 8, 4096)) == -(-4096 // sched.block_q)
+    cost = am.attention_cost(capped, "bwd", None, H100)
+    gemm_s = cost.matmul_flops / H100.gemm_rate("bf16")
+    assert cost.time_s > gemm_s and cost.forward is None  # no forward rerun
+    full = am.attention_cost(am.AttentionShape(2, 4096, 8, 4, 256, causal=False, softcap=50.0), "bwd", None, H100)
+    assert 0.5 < cost.matmul_flops / full.matmul_flops < 1  # two row blocks: the first over half the keys
+    with pytest.raises(ValueError, match="backwards only"):
+        am.attention_cost(capped, "fwd", "materialized", H100)
+    with pytest.raises(ValueError, match="cannot run documents"):
+        am.attention_cost(docs, "bwd", "materialized", H100)
