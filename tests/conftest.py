@@ -15,6 +15,15 @@ os.environ.setdefault("CODA_COMPILE_CACHE", "0")
 
 def pytest_addoption(parser):
     parser.addoption(
+        "--long",
+        action="store_true",
+        default=False,
+        help="run every case of the parameter matrices that CI runs a representative subset of "
+             "(tests/torch/test_convergence.py: both dtypes of every family trained; "
+             "tests/transforms/test_rope_partial_half.py: every head x pipeline x dtype; "
+             "tests/torch/test_hf.py: both dtypes of phi4_mini)",
+    )
+    parser.addoption(
         "--fuzz-examples",
         type=int,
         default=None,
@@ -61,3 +70,4 @@ def pytest_configure(config):
     examples = config.getoption("--fuzz-numerics-examples", default=None)
     if examples is not None:  # likewise for test_fuzz_numerics.py
         os.environ["CODA_FUZZ_NUMERICS_EXAMPLES"] = str(examples)
+

@@ -5,7 +5,8 @@ weights on the same batches: once through coda-ir, once as plain Hugging Face in
 Checked: every step's loss, every final weight, and the top-k log-probabilities of a held-out
 batch. `--convergence-steps N` trains longer (CI: 8 steps); `--convergence-families all` trains
 every family of tests/torch/hf_families.py (CI: llama and qwen3, ~15 s a family and dtype; the
-other families' loss and gradients are checked once in tests/torch/test_hf.py).
+other families' loss and gradients are checked once in tests/torch/test_hf.py). CI trains each
+family in one dtype (llama fp32, qwen3 bf16); `--long` trains every family in both.
 
 Data: a small synthetic language the model can learn (token t is followed by (5 t + 3) mod V,
 one token in eight replaced by noise), three batches cycled, AdamW at lr 2e-3: the loss falls by
@@ -299,10 +300,18 @@ def pytest_generate_tests(metafunc):
         unknown = sorted(set(families) - set(FAMILIES))
         if unknown:
             raise pytest.UsageError(f"--convergence-families: unknown {unknown}; known: {sorted(FAMILIES)}")
-        metafunc.parametrize("family", families)
+        # every family in both dtypes with --long; in CI each family trains in one dtype,
+        # alternating fp32 / bf16 over the families (llama fp32, qwen3 bf16): both dtypes and
+        # every chosen family still train, and the masked variants below train llama in fp32
+        dtypes = [(torch.float32, "fp32"), (torch.bfloat16, "bf16")]
+        if metafunc.config.getoption("--long"):
+            cases = [(f, d) for f in families for d in dtypes]
+        else:
+            cases = [(f, dtypes[i % 2]) for i, f in enumerate(families)]
+        metafunc.parametrize("family, dtype", [(f, d) for f, (d, _) in cases],
+                             ids=[f"{f}-{name}" for f, (_, name) in cases])
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_converges_like_hugging_face(family, dtype, steps):
     from coda_ir.runtime.library import adjacent_view
 

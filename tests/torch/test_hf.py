@@ -149,16 +149,26 @@ FAMILY_CASES = [
     # where its bent frequencies matter, test_scaled_rope_far_into_the_context)
     ("phi3_longrope", torch.bfloat16, {}),
     ("glm4_partial", torch.float32, {}),
-    # Phi-4-mini's partial rotation (rotary_dim 12 of head_dim 16), both dtypes
-    ("phi4_mini", torch.float32, {}),
+    # Phi-4-mini's partial rotation (rotary_dim 12 of head_dim 16); fp32 too with --long
     ("phi4_mini", torch.bfloat16, {}),
     ("gemma3_linear", torch.bfloat16, {}),
     ("qwen2_yarn", torch.float32, {}),
 ]
 
 
-@pytest.mark.parametrize("family, dtype, overrides", FAMILY_CASES,
-                         ids=[f"{f}-{str(d)[6:]}" + ("-biases" if o else "") for f, d, o in FAMILY_CASES])
+# --long only: phi4_mini's partial rotation also runs in fp32 in CI, far into the context
+# (test_scaled_rope_far_into_the_context[phi4_mini]) and in the QKV GEMM
+# (test_phi4_mini_rotation_rides_in_the_qkv_gemm); the bf16 case above checks every gradient
+LONG_FAMILY_CASES = [("phi4_mini", torch.float32, {})]
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.function.__name__ == "test_family_loss_and_every_gradient_match_float64":
+        cases = FAMILY_CASES + (LONG_FAMILY_CASES if metafunc.config.getoption("--long") else [])
+        metafunc.parametrize("family, dtype, overrides", cases,
+                             ids=[f"{f}-{str(d)[6:]}" + ("-biases" if o else "") for f, d, o in cases])
+
+
 def test_family_loss_and_every_gradient_match_float64(family, dtype, overrides):
     model = tiny_model(family, dtype, **overrides)
     cmodel = _check_loss_and_every_gradient(model, dtype)

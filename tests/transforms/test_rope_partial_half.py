@@ -62,10 +62,26 @@ def test_lowering_emits_a_pair_map_with_a_period(hd, rd, heads, total):
     assert second == [*range(rd // 2, rd), *range(rd + 1, hd, 2)]
 
 
-@pytest.mark.parametrize("pipeline", ["nn-autodiff,nn-to-coda{fuse=false}", "nn-autodiff,nn-to-coda",
-                                      "nn-autodiff,nn-to-coda{rope-table=always}"])
-@pytest.mark.parametrize("hd, rd, heads, total", CASES)
-@pytest.mark.parametrize("dt", ["f32", "bf16"])
+STANDALONE_PIPELINES = ["nn-autodiff,nn-to-coda{fuse=false}", "nn-autodiff,nn-to-coda",
+                        "nn-autodiff,nn-to-coda{rope-table=always}"]
+
+
+def pytest_generate_tests(metafunc):
+    # --long: every head x pipeline x dtype (18). CI: each head in each dtype, the pipelines
+    # rotated over them (f32: head i with pipeline i, bf16: head i with pipeline i + 1), so every
+    # head, every pipeline and every dtype runs, each pipeline in both dtypes and each head with
+    # two pipelines (6 cases)
+    if metafunc.function.__name__ != "test_standalone_partial_half_rope_matches_float64":
+        return
+    if metafunc.config.getoption("--long"):
+        cases = [(dt, c, p) for dt in ("f32", "bf16") for c in CASES for p in STANDALONE_PIPELINES]
+    else:
+        cases = [(dt, c, STANDALONE_PIPELINES[(i + shift) % len(STANDALONE_PIPELINES)])
+                 for dt, shift in (("f32", 0), ("bf16", 1)) for i, c in enumerate(CASES)]
+    metafunc.parametrize("dt, hd, rd, heads, total, pipeline", [(dt, *c, p) for dt, c, p in cases],
+                         ids=[f"{dt}-{'-'.join(map(str, c))}-{p}" for dt, c, p in cases])
+
+
 def test_standalone_partial_half_rope_matches_float64(hd, rd, heads, total, dt, pipeline):
     scaling = 1.1609
     freqs = _freqs(rd)
