@@ -21,6 +21,11 @@ Three kernel ops live at function level (directly, or as members of a `coda.laun
 results in order; no member may use another member's result (they run concurrently).
 `coda-group-launches` forms these groups.
 
+This module holds those ops, the epilogue primitives and the dialect. The types, attributes and
+recorded decisions live in `coda_attrs.py`; the library steps (attention, embedding, concat,
+slice: calls, not kernels) in `coda_library.py`, defined once with their nn twins
+(`library_steps.py`). All their names are re-exported here: `coda.TileType`, `coda.AttentionOp`.
+
 Inside an epilogue region every value is either a **tile** (`!coda.tile<MxWxT>`: the part of a
 logical M x W matrix this program instance holds) or a **partial** (`!coda.partials<...>`:
 this tile's contribution to a per-row or per-column reduction). Block arguments are the

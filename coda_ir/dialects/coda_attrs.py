@@ -49,8 +49,7 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.utils.str_enum import StrEnum
 
-
-FLOAT_TYPES = (Float32Type, BFloat16Type, Float16Type)
+from coda_ir.dialects.tensor_checks import FLOAT_TYPES  # re-exported: coda.FLOAT_TYPES
 
 # ============================================================================ enums
 
