@@ -36,7 +36,7 @@ from xdsl.printer import Printer
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
-from coda_ir.dialects import coda, nn
+from coda_ir.dialects import coda, library_steps, nn
 from coda_ir.dialects.coda import Axis, Combine, PartialsType, ReduceKind, TileConfigAttr, TileType
 from coda_ir.context import make_context
 from coda_ir.diagnostics import LocatingParser, verify_module
@@ -514,6 +514,51 @@ def test_verify_module_reports_every_failing_op_innermost_first():
         "test.mlir:5:5: error: 'coda.scale' op vector operand must have shape 16 "
         "(one value per row of the tile), got 8",
         "test.mlir:8:3: error: 'nn.relu' op result shape must be 16x32, got 16x16",
+    ]
+
+
+LIBRARY_STEP_TWINS = [
+    (nn.AttentionFwdOp, coda.AttentionOp, library_steps.AttentionWithLseDef),
+    (nn.AttentionGradOp, coda.AttentionGradOp, library_steps.AttentionGradDef),
+    (nn.EmbeddingOp, coda.EmbeddingOp, library_steps.EmbeddingDef),
+    (nn.EmbeddingGradOp, coda.EmbeddingGradOp, library_steps.EmbeddingGradDef),
+    (nn.ConcatOp, coda.ConcatOp, library_steps.ConcatDef),
+    (nn.SliceOp, coda.SliceOp, library_steps.SliceDef),
+]
+
+
+@pytest.mark.parametrize("nn_op, coda_op, definition", LIBRARY_STEP_TWINS, ids=lambda c: c.__name__)
+def test_library_steps_share_their_nn_twins_definition(nn_op, coda_op, definition):
+    """A coda library step and its nn twin have one definition (library_steps.py): the same
+    operands, results, properties and verifier (what it says: the next test)."""
+    assert issubclass(nn_op, definition) and issubclass(coda_op, definition)
+    assert "verify_" in vars(definition)
+    nn_def, coda_def = nn_op.get_irdl_definition(), coda_op.get_irdl_definition()
+    assert [n for n, _ in nn_def.operands] == [n for n, _ in coda_def.operands]
+    assert [n for n, _ in nn_def.results] == [n for n, _ in coda_def.results]
+    assert nn_def.properties.keys() == coda_def.properties.keys()
+
+
+def test_library_step_diagnostics_name_the_op_of_either_dialect():
+    module = parse(
+        """func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x6xf32>, %dy: tensor<6x8xf32>, %ids: tensor<6xi32>) {
+  %0 = "nn.concat"(%a, %b) <{axis = 0 : i64}> : (tensor<4x8xf32>, tensor<4x6xf32>) -> tensor<8x8xf32>
+  %1 = "coda.concat"(%a, %b) <{axis = 0 : i64}> : (tensor<4x8xf32>, tensor<4x6xf32>) -> tensor<8x8xf32>
+  %2 = "coda.slice"(%a) <{axis = 1 : i32, start = 6 : i32}> : (tensor<4x8xf32>) -> tensor<4x4xf32>
+  %3 = "nn.embedding_grad"(%dy, %ids) : (tensor<6x8xf32>, tensor<6xi32>) -> tensor<5x8xbf16>
+  %4 = "coda.embedding_grad"(%dy, %ids) : (tensor<6x8xf32>, tensor<6xi32>) -> tensor<5x8xbf16>
+  func.return
+}"""
+    )
+    shape_rule = "input #1 has shape 4x6; every input must match input #0 (4x8) except along axis 0"
+    assert [str(d) for d in verify_module(module)] == [
+        f"test.mlir:2:3: error: 'nn.concat' op {shape_rule}",
+        f"test.mlir:3:3: error: 'coda.concat' op {shape_rule}",
+        # coda's integer properties may be of any integer type; the nn contract fixes i64
+        "test.mlir:4:3: error: 'coda.slice' op slice [6, 10) is outside [0, 8) along axis 1",
+        # coda-widen-summed-stores may store the dy of a coda.embedding_grad in f32, never nn's
+        "test.mlir:5:3: error: 'nn.embedding_grad' op result must be Vx8 of dy's element type, "
+        "got tensor<5x8xbf16>",
     ]
 
 

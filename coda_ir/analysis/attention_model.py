@@ -346,7 +346,7 @@ def schedule(backend: str, direction: str, shape: AttentionShape, gpu: m.GPU) ->
     missing = needed - s.supports
     if missing:
         raise ValueError(f"attention backend '{backend}' cannot run {', '.join(sorted(missing))} "
-                         f"(backends that can: {', '.join(b for b in BACKENDS if _can_run(b, needed))})")
+                         f"(backends that can: {', '.join(b for b in BACKENDS if _can_run(b, needed, direction))})")
     return s
 
 
@@ -372,7 +372,9 @@ def _fit(sched: Schedule, shape: AttentionShape, gpu: m.GPU) -> Schedule:
     return sched
 
 
-def _can_run(backend: str, needed: set[str]) -> bool:
+def _can_run(backend: str, needed: set[str], direction: str) -> bool:
+    if backend == "materialized" and direction == "fwd":
+        return False  # a backward only
     return {"flex": {"window", "softcap", "documents"}, "varlen": {"documents"},
             "materialized": {"window", "softcap"}}.get(backend, set()) >= needed
 

@@ -17,11 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
-    BFloat16Type,
     BoolAttr,
     DenseArrayBase,
-    Float16Type,
-    Float32Type,
     FloatAttr,
     IntegerAttr,
     IntegerType,
@@ -48,57 +45,37 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-FLOAT_TYPES = (Float32Type, BFloat16Type, Float16Type)
+from coda_ir.dialects.library_steps import (
+    AttentionGradDef,
+    AttentionProperties,
+    AttentionWithLseDef,
+    ConcatDef,
+    EmbeddingDef,
+    EmbeddingGradDef,
+    SliceDef,
+    check_attention_qkv,
+)
+from coda_ir.dialects.tensor_checks import (
+    FLOAT_TYPES,  # re-exported: nn.FLOAT_TYPES
+    check_i32_vector,
+    check_like,
+    check_positive,
+    check_result,
+    check_same_element_type,
+    check_static_float,
+    element_type_of,
+    float_prop,
+    fmt_shape,
+    int_prop,
+    shape_of,
+)
 
 
 # ----------------------------------------------------------------------------- helpers
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return tuple(value.type.get_shape())
-
-
-def _element_type(value: SSAValue) -> Attribute:
-    assert isinstance(value.type, TensorType)
-    return value.type.get_element_type()
-
-
-def _fmt(shape: Sequence[int]) -> str:
-    return "x".join(str(d) for d in shape) if shape else "scalar"
-
-
-def _check_static_float(op: IRDLOperation, name: str, value: SSAValue, rank: int | None) -> None:
-    ty = value.type
-    if not isinstance(ty, TensorType):
-        raise VerifyException(f"{name} must be a ranked tensor, got {ty}")
-    if any(d < 0 for d in ty.get_shape()):
-        raise VerifyException(f"{name} must have a static shape, got {ty}")
-    _check_size(name, ty)
-    if rank is not None and len(ty.get_shape()) != rank:
-        raise VerifyException(f"{name} must be rank {rank}, got {ty}")
-    if not isinstance(ty.get_element_type(), FLOAT_TYPES):
-        raise VerifyException(f"{name} must have element type f32, bf16 or f16, got {ty}")
-
-
-MAX_ELEMENTS = 2**63 - 1
-"""The most elements one tensor may have: sizes and offsets are int64 in the emitted code."""
-
-
-def _check_size(name: str, ty: TensorType) -> None:
-    """Every dimension at least 1, and the element count within int64 (a dimension beyond
-    int64 would otherwise be emitted as is)."""
-    shape = ty.get_shape()
-    if any(d == 0 for d in shape):
-        raise VerifyException(f"{name} has a zero-size dimension ({ty}): every dimension must be at least 1")
-    if math.prod(shape) > MAX_ELEMENTS:
-        raise VerifyException(
-            f"{name} has {math.prod(shape)} elements ({_fmt(shape)}), more than int64 can index ({MAX_ELEMENTS})"
-        )
-
-
 def _check_eps(op: IRDLOperation) -> None:
-    eps = _float_prop(op, "eps")
+    eps = float_prop(op, "eps")
     if not (0 <= eps < math.inf):
         raise VerifyException(f"eps must be a non-negative finite number, got {eps:.6g}")
 
@@ -108,65 +85,11 @@ I32_RANGE = (-(2**31), 2**31 - 1)
 
 def _check_ignore_index(op: IRDLOperation) -> None:
     """Targets are i32: an ignore index outside i32's range could never match one."""
-    value = _int_prop(op, "ignore_index")
+    value = int_prop(op, "ignore_index")
     if not I32_RANGE[0] <= value <= I32_RANGE[1]:
         raise VerifyException(
             f"ignore_index must fit in i32 like the targets ([{I32_RANGE[0]}, {I32_RANGE[1]}]), got {value}"
         )
-
-
-def _check_i32_vector(name: str, value: SSAValue, length: int) -> None:
-    ty = value.type
-    if not isinstance(ty, TensorType) or len(ty.get_shape()) != 1:
-        raise VerifyException(f"{name} must be a rank-1 tensor of i32, got {ty}")
-    elt = ty.get_element_type()
-    if not (isinstance(elt, IntegerType) and elt.width.data == 32):
-        raise VerifyException(f"{name} must have element type i32, got {ty}")
-    _check_size(name, ty)
-    if ty.get_shape()[0] != length:
-        raise VerifyException(f"{name} must have {length} elements (one per row), got {ty}")
-
-
-def _check_same_element_type(op: IRDLOperation, values: Sequence[tuple[str, SSAValue]]) -> None:
-    first_name, first = values[0]
-    for name, value in values[1:]:
-        if _element_type(value) != _element_type(first):
-            raise VerifyException(
-                f"{name} element type {_element_type(value)} does not match "
-                f"{first_name} element type {_element_type(first)}"
-            )
-
-
-def _check_result(op: IRDLOperation, expected_shape: Sequence[int], like: SSAValue) -> None:
-    result = op.results[0]
-    _check_static_float(op, "result", result, None)
-    if tuple(_shape(result)) != tuple(expected_shape):
-        raise VerifyException(
-            f"result shape must be {_fmt(expected_shape)}, got {_fmt(_shape(result))}"
-        )
-    if _element_type(result) != _element_type(like):
-        raise VerifyException(
-            f"result element type {_element_type(result)} does not match operand "
-            f"element type {_element_type(like)}"
-        )
-
-
-def _int_prop(op: IRDLOperation, name: str) -> int:
-    """An integer property; the contract (NN_DIALECT.md) fixes its type to i64."""
-    attr = op.properties[name]
-    assert isinstance(attr, IntegerAttr)
-    if attr.type != i64:
-        raise VerifyException(f"property {name} must be an i64 integer (e.g. `{name} = 4 : i64`), got {attr.type}")
-    return attr.value.data
-
-
-def _float_prop(op: IRDLOperation, name: str) -> float:
-    """A float property; the contract (NN_DIALECT.md) fixes its type to f32."""
-    attr = op.properties[name]
-    assert isinstance(attr, FloatAttr)
-    if attr.type != f32:
-        raise VerifyException(f"property {name} must be an f32 float (e.g. `{name} = 1.0e-06 : f32`), got {attr.type}")
-    return attr.value.data
 
 
 def _str_prop(op: IRDLOperation, name: str) -> str:
@@ -180,13 +103,6 @@ def _check_choice(op: IRDLOperation, name: str, choices: Sequence[str]) -> None:
     if value not in choices:
         options = ", ".join(f'"{c}"' for c in choices)
         raise VerifyException(f'{name} must be one of {options}, got "{value}"')
-
-
-def _check_positive(op: IRDLOperation, name: str) -> int:
-    value = _int_prop(op, name)
-    if value <= 0:
-        raise VerifyException(f"{name} must be positive, got {value}")
-    return value
 
 
 # ----------------------------------------------------------------------------- syntax
@@ -253,20 +169,20 @@ class LinearOp(NNOperation):
     traits = traits_def(Pure())
 
     def __init__(self, x: SSAValue, w: SSAValue):
-        (m, _), (n, _) = _shape(x), _shape(w)
-        super().__init__(operands=[x, w], result_types=[TensorType(_element_type(x), [m, n])])
+        (m, _), (n, _) = shape_of(x), shape_of(w)
+        super().__init__(operands=[x, w], result_types=[TensorType(element_type_of(x), [m, n])])
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
-        _check_static_float(self, "w", self.w, 2)
-        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
-        (m, k), (n, k2) = _shape(self.x), _shape(self.w)
+        check_static_float(self, "x", self.x, 2)
+        check_static_float(self, "w", self.w, 2)
+        check_same_element_type(self, [("x", self.x), ("w", self.w)])
+        (m, k), (n, k2) = shape_of(self.x), shape_of(self.w)
         if k != k2:
             raise VerifyException(
                 f"x has {k} columns but w (NxK, nn.Linear layout) has {k2}: "
                 f"expected w of shape Nx{k}"
             )
-        _check_result(self, (m, n), self.x)
+        check_result(self, (m, n), self.x)
 
 
 @irdl_op_definition
@@ -280,17 +196,17 @@ class MatmulOp(NNOperation):
     traits = traits_def(Pure())
 
     def __init__(self, a: SSAValue, b: SSAValue):
-        (m, _), (_, n) = _shape(a), _shape(b)
-        super().__init__(operands=[a, b], result_types=[TensorType(_element_type(a), [m, n])])
+        (m, _), (_, n) = shape_of(a), shape_of(b)
+        super().__init__(operands=[a, b], result_types=[TensorType(element_type_of(a), [m, n])])
 
     def verify_(self) -> None:
-        _check_static_float(self, "a", self.a, 2)
-        _check_static_float(self, "b", self.b, 2)
-        _check_same_element_type(self, [("a", self.a), ("b", self.b)])
-        (m, k), (k2, n) = _shape(self.a), _shape(self.b)
+        check_static_float(self, "a", self.a, 2)
+        check_static_float(self, "b", self.b, 2)
+        check_same_element_type(self, [("a", self.a), ("b", self.b)])
+        (m, k), (k2, n) = shape_of(self.a), shape_of(self.b)
         if k != k2:
             raise VerifyException(f"a has {k} columns but b has {k2} rows: expected b of shape {k}xN")
-        _check_result(self, (m, n), self.a)
+        check_result(self, (m, n), self.a)
 
 
 class _BinaryOp(NNOperation):
@@ -303,27 +219,27 @@ class _BinaryOp(NNOperation):
         super().__init__(operands=[lhs, rhs], result_types=[lhs.type])
 
     def verify_(self) -> None:
-        _check_static_float(self, "lhs", self.lhs, None)
-        _check_static_float(self, "rhs", self.rhs, None)
-        _check_same_element_type(self, [("lhs", self.lhs), ("rhs", self.rhs)])
-        if len(_shape(self.lhs)) == 1:
+        check_static_float(self, "lhs", self.lhs, None)
+        check_static_float(self, "rhs", self.rhs, None)
+        check_same_element_type(self, [("lhs", self.lhs), ("rhs", self.rhs)])
+        if len(shape_of(self.lhs)) == 1:
             # vectors of the same length (sums of weight gradients written by nn-autodiff)
-            if _shape(self.rhs) != _shape(self.lhs):
+            if shape_of(self.rhs) != shape_of(self.lhs):
                 raise VerifyException(
-                    f"a rank-1 lhs needs an rhs of the same shape {_fmt(_shape(self.lhs))}, got {_fmt(_shape(self.rhs))}"
+                    f"a rank-1 lhs needs an rhs of the same shape {fmt_shape(shape_of(self.lhs))}, got {fmt_shape(shape_of(self.rhs))}"
                 )
-            _check_result(self, _shape(self.lhs), self.lhs)
+            check_result(self, shape_of(self.lhs), self.lhs)
             return
-        if len(_shape(self.lhs)) != 2:
+        if len(shape_of(self.lhs)) != 2:
             raise VerifyException(f"lhs must be rank 2 (or rank 1 with an rhs of the same shape), got {self.lhs.type}")
-        m, n = _shape(self.lhs)
-        rhs = _shape(self.rhs)
+        m, n = shape_of(self.lhs)
+        rhs = shape_of(self.rhs)
         if rhs not in ((m, n), (n,)):
             raise VerifyException(
                 f"rhs must have shape {m}x{n} (elementwise) or {n} (broadcast over rows), "
-                f"got {_fmt(rhs)}"
+                f"got {fmt_shape(rhs)}"
             )
-        _check_result(self, (m, n), self.lhs)
+        check_result(self, (m, n), self.lhs)
 
 
 @irdl_op_definition
@@ -346,8 +262,8 @@ class _UnaryOp(NNOperation):
     traits = traits_def(Pure())
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
-        _check_result(self, _shape(self.x), self.x)
+        check_static_float(self, "x", self.x, 2)
+        check_result(self, shape_of(self.x), self.x)
 
 
 @irdl_op_definition
@@ -403,7 +319,7 @@ class ScaleOp(_UnaryOp):
 
     def verify_(self) -> None:
         super().verify_()
-        factor = _float_prop(self, "factor")
+        factor = float_prop(self, "factor")
         if not math.isfinite(factor):
             raise VerifyException(f"factor must be a finite number, got {factor:.6g}")
 
@@ -421,7 +337,7 @@ class SoftcapOp(_UnaryOp):
 
     def verify_(self) -> None:
         super().verify_()
-        cap = _float_prop(self, "cap")
+        cap = float_prop(self, "cap")
         if not (0 < cap < math.inf):
             raise VerifyException(f"cap must be a positive finite number, got {cap:.6g}")
 
@@ -442,8 +358,8 @@ def _offset_props(offset: float) -> dict[str, Attribute]:
 
 
 def _check_offset(op: IRDLOperation) -> None:
-    if "offset" in op.properties and not math.isfinite(_float_prop(op, "offset")):
-        raise VerifyException(f"offset must be a finite number, got {_float_prop(op, 'offset'):.6g}")
+    if "offset" in op.properties and not math.isfinite(float_prop(op, "offset")):
+        raise VerifyException(f"offset must be a finite number, got {float_prop(op, 'offset'):.6g}")
 
 
 @irdl_op_definition
@@ -464,15 +380,15 @@ class RMSNormOp(NNOperation):
         super().__init__(operands=[x, w], result_types=[x.type], properties={"eps": _eps_attr(eps), **_offset_props(offset)})
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
-        _check_static_float(self, "w", self.w, 1)
-        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
-        m, d = _shape(self.x)
-        if _shape(self.w) != (d,):
-            raise VerifyException(f"w must have shape {d} (one weight per feature), got {_fmt(_shape(self.w))}")
+        check_static_float(self, "x", self.x, 2)
+        check_static_float(self, "w", self.w, 1)
+        check_same_element_type(self, [("x", self.x), ("w", self.w)])
+        m, d = shape_of(self.x)
+        if shape_of(self.w) != (d,):
+            raise VerifyException(f"w must have shape {d} (one weight per feature), got {fmt_shape(shape_of(self.w))}")
         _check_eps(self)
         _check_offset(self)
-        _check_result(self, (m, d), self.x)
+        check_result(self, (m, d), self.x)
 
 
 @irdl_op_definition
@@ -493,16 +409,16 @@ class LayerNormOp(NNOperation):
         )
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
-        _check_static_float(self, "w", self.w, 1)
-        _check_static_float(self, "b", self.b, 1)
-        _check_same_element_type(self, [("x", self.x), ("w", self.w), ("b", self.b)])
-        m, d = _shape(self.x)
+        check_static_float(self, "x", self.x, 2)
+        check_static_float(self, "w", self.w, 1)
+        check_static_float(self, "b", self.b, 1)
+        check_same_element_type(self, [("x", self.x), ("w", self.w), ("b", self.b)])
+        m, d = shape_of(self.x)
         for name, v in (("w", self.w), ("b", self.b)):
-            if _shape(v) != (d,):
-                raise VerifyException(f"{name} must have shape {d} (one per feature), got {_fmt(_shape(v))}")
+            if shape_of(v) != (d,):
+                raise VerifyException(f"{name} must have shape {d} (one per feature), got {fmt_shape(shape_of(v))}")
         _check_eps(self)
-        _check_result(self, (m, d), self.x)
+        check_result(self, (m, d), self.x)
 
 
 class _GatedOp(NNOperation):
@@ -511,18 +427,18 @@ class _GatedOp(NNOperation):
     traits = traits_def(Pure())
 
     def verify_(self) -> None:
-        _check_static_float(self, "z", self.z, 2)
-        m, two_f = _shape(self.z)
+        check_static_float(self, "z", self.z, 2)
+        m, two_f = shape_of(self.z)
         if two_f % 2:
             raise VerifyException(
                 f"z must have an even number of columns (gate half then up half), got {two_f}"
             )
-        _check_result(self, (m, two_f // 2), self.z)
+        check_result(self, (m, two_f // 2), self.z)
 
 
 def _gated_result(z: SSAValue) -> TensorType:
-    m, two_f = _shape(z)
-    return TensorType(_element_type(z), [m, two_f // 2])
+    m, two_f = shape_of(z)
+    return TensorType(element_type_of(z), [m, two_f // 2])
 
 
 @irdl_op_definition
@@ -648,30 +564,30 @@ class RoPEOp(NNOperation):
         super().__init__(operands=[x, pos], result_types=[x.type], properties=props)
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
-        m, n = _shape(self.x)
-        _check_i32_vector("pos", self.pos, m)
-        hd = _check_positive(self, "head_dim")
+        check_static_float(self, "x", self.x, 2)
+        m, n = shape_of(self.x)
+        check_i32_vector("pos", self.pos, m)
+        hd = check_positive(self, "head_dim")
         if hd % 2:
             raise VerifyException(f"head_dim must be even (rotation pairs), got {hd}")
         if n % hd:
             raise VerifyException(f"x has {n} columns, not a multiple of head_dim {hd}")
-        heads = _int_prop(self, "rotary_heads")
+        heads = int_prop(self, "rotary_heads")
         if not 0 <= heads <= n // hd:
             raise VerifyException(
                 f"rotary_heads must be between 0 and {n // hd} (x has {n // hd} heads of {hd}), got {heads}"
             )
-        theta = _float_prop(self, "theta")
+        theta = float_prop(self, "theta")
         if not (0 < theta < math.inf):
             raise VerifyException(f"theta must be a positive finite number, got {theta:.6g}")
         _check_choice(self, "style", ROPE_STYLES)
         rd = hd
         if "rotary_dim" in self.properties:
-            rd = _int_prop(self, "rotary_dim")
+            rd = int_prop(self, "rotary_dim")
             if not (0 < rd <= hd and rd % 2 == 0):
                 raise VerifyException(f"rotary_dim must be even and between 2 and head_dim = {hd}, got {rd}")
         if "scaling" in self.properties:
-            scaling = _float_prop(self, "scaling")
+            scaling = float_prop(self, "scaling")
             if not (0 < scaling < math.inf):
                 raise VerifyException(f"scaling must be a positive finite number, got {scaling:.6g}")
         freqs = inv_freq_of(self)
@@ -683,7 +599,7 @@ class RoPEOp(NNOperation):
                 raise VerifyException(f"inv_freq must hold {what} / 2 = {rd // 2} frequencies, got {len(freqs)}")
             if not all(0 <= f < math.inf for f in freqs):
                 raise VerifyException("inv_freq must hold finite frequencies >= 0")
-        _check_result(self, (m, n), self.x)
+        check_result(self, (m, n), self.x)
 
 
 def inv_freq_of(op: IRDLOperation) -> tuple[float, ...] | None:
@@ -757,22 +673,22 @@ class HeadRMSNormOp(NNOperation):
         return cls.create(operands=[x, *weights], result_types=[x.type], properties=props)
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
-        m, n = _shape(self.x)
-        hd = _check_positive(self, "head_dim")
+        check_static_float(self, "x", self.x, 2)
+        m, n = shape_of(self.x)
+        hd = check_positive(self, "head_dim")
         if n % hd:
             raise VerifyException(f"x has {n} columns, not a multiple of head_dim {hd}")
         _check_head_weights(self, hd)
         _check_head_range(self, n, hd)
         _check_eps(self)
         _check_offset(self)
-        _check_result(self, (m, n), self.x)
+        check_result(self, (m, n), self.x)
 
 
 def first_head_of(op: IRDLOperation) -> int:
     """`first_head` of a head_rms_norm (or its gradient): optional, 0 when absent."""
     attr = op.properties.get("first_head")
-    return 0 if attr is None else _int_prop(op, "first_head")
+    return 0 if attr is None else int_prop(op, "first_head")
 
 
 def head_weight_groups(op: IRDLOperation) -> list[tuple[SSAValue, int, int]]:
@@ -780,7 +696,7 @@ def head_weight_groups(op: IRDLOperation) -> list[tuple[SSAValue, int, int]]:
     order: one group of all `heads` without `weight_heads`."""
     first = first_head_of(op)
     attr = op.properties.get("weight_heads")
-    counts = [_int_prop(op, "heads")] if attr is None else list(attr.get_values())  # type: ignore[attr-defined]
+    counts = [int_prop(op, "heads")] if attr is None else list(attr.get_values())  # type: ignore[attr-defined]
     groups = []
     for w, h in zip(op.w, counts):  # type: ignore[attr-defined]
         groups.append((w, first, h))
@@ -802,19 +718,19 @@ def _check_head_weights(op: IRDLOperation, hd: int) -> None:
         counts = list(attr.get_values())
         if len(counts) != len(weights):
             raise VerifyException(f"weight_heads has {len(counts)} entries for {len(weights)} weights")
-        if any(c <= 0 for c in counts) or sum(counts) != _int_prop(op, "heads"):
+        if any(c <= 0 for c in counts) or sum(counts) != int_prop(op, "heads"):
             raise VerifyException(f"weight_heads must be positive head counts summing to heads "
-                                  f"({_int_prop(op, 'heads')}), got {counts}")
+                                  f"({int_prop(op, 'heads')}), got {counts}")
     for i, w in enumerate(weights):
         what = "w" if len(weights) == 1 else f"w#{i}"
-        _check_static_float(op, what, w, 1)
-        _check_same_element_type(op, [("x", op.x), (what, w)])  # type: ignore[attr-defined]
-        if _shape(w) != (hd,):
-            raise VerifyException(f"{what} must have shape {hd} (head_dim), got {_fmt(_shape(w))}")
+        check_static_float(op, what, w, 1)
+        check_same_element_type(op, [("x", op.x), (what, w)])  # type: ignore[attr-defined]
+        if shape_of(w) != (hd,):
+            raise VerifyException(f"{what} must have shape {hd} (head_dim), got {fmt_shape(shape_of(w))}")
 
 
 def _check_head_range(op: IRDLOperation, n: int, hd: int) -> None:
-    heads = _int_prop(op, "heads")
+    heads = int_prop(op, "heads")
     first = first_head_of(op)
     if first < 0:
         raise VerifyException(f"first_head must be non-negative, got {first}")
@@ -834,13 +750,13 @@ def padded_classes(op: IRDLOperation, width: int) -> int | None:
     attr = op.properties.get("classes")
     if attr is None:
         return None
-    classes = _int_prop(op, "classes")
+    classes = int_prop(op, "classes")
     return classes if classes < width else None
 
 
 def _check_classes(op: IRDLOperation, width: int) -> None:
-    if op.properties.get("classes") is not None and not 0 < _int_prop(op, "classes") <= width:
-        raise VerifyException(f"classes must be between 1 and the logits' width {width}, got {_int_prop(op, 'classes')}")
+    if op.properties.get("classes") is not None and not 0 < int_prop(op, "classes") <= width:
+        raise VerifyException(f"classes must be between 1 and the logits' width {width}, got {int_prop(op, 'classes')}")
 
 
 @irdl_op_definition
@@ -870,9 +786,9 @@ class CrossEntropyOp(NNOperation):
         super().__init__(operands=[logits, targets], result_types=[TensorType(f32, [])], properties=props)
 
     def verify_(self) -> None:
-        _check_static_float(self, "logits", self.logits, 2)
-        m, v = _shape(self.logits)
-        _check_i32_vector("targets", self.targets, m)
+        check_static_float(self, "logits", self.logits, 2)
+        m, v = shape_of(self.logits)
+        check_i32_vector("targets", self.targets, m)
         _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
         _check_classes(self, v)
@@ -899,17 +815,17 @@ class CrossEntropyFwdOp(NNOperation):
     traits = traits_def(Pure())
 
     def __init__(self, logits: SSAValue, targets: SSAValue, properties: dict[str, Attribute]):
-        m, _ = _shape(logits)
+        m, _ = shape_of(logits)
         super().__init__(operands=[logits, targets], result_types=[TensorType(f32, []), TensorType(f32, [m])],
                          properties=dict(properties))
 
     def verify_(self) -> None:
-        _check_static_float(self, "logits", self.logits, 2)
-        m, _ = _shape(self.logits)
-        _check_i32_vector("targets", self.targets, m)
+        check_static_float(self, "logits", self.logits, 2)
+        m, _ = shape_of(self.logits)
+        check_i32_vector("targets", self.targets, m)
         _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
-        _check_classes(self, _shape(self.logits)[1])
+        _check_classes(self, shape_of(self.logits)[1])
         ty = self.loss.type
         if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
             raise VerifyException(f"loss must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
@@ -945,7 +861,7 @@ class CrossEntropyPartialsOp(NNOperation):
 
     def __init__(self, logits: SSAValue, targets: SSAValue, vocab_start: int, vocab_size: int,
                  ignore_index: int = -100):
-        m, _ = _shape(logits)
+        m, _ = shape_of(logits)
         super().__init__(
             operands=[logits, targets],
             result_types=[TensorType(f32, [m]), TensorType(f32, [m])],
@@ -957,9 +873,9 @@ class CrossEntropyPartialsOp(NNOperation):
         )
 
     def verify_(self) -> None:
-        _check_static_float(self, "logits", self.logits, 2)
-        m, vs = _shape(self.logits)
-        _check_i32_vector("targets", self.targets, m)
+        check_static_float(self, "logits", self.logits, 2)
+        m, vs = shape_of(self.logits)
+        check_i32_vector("targets", self.targets, m)
         _check_ignore_index(self)
         _check_vocab_shard(self, vs)
         _check_f32_vector("lse", self.lse, m)
@@ -970,7 +886,7 @@ def vocab_shard_of(op: IRDLOperation) -> tuple[int, int] | None:
     """`(vocab_start, vocab_size)` of an op over one vocabulary shard, None for the whole."""
     if op.properties.get("vocab_start") is None:
         return None
-    return _int_prop(op, "vocab_start"), _int_prop(op, "vocab_size")
+    return int_prop(op, "vocab_start"), int_prop(op, "vocab_size")
 
 
 def _check_vocab_shard(op: IRDLOperation, columns: int) -> None:
@@ -981,7 +897,7 @@ def _check_vocab_shard(op: IRDLOperation, columns: int) -> None:
         raise VerifyException("vocab_start and vocab_size must be given together (a vocabulary shard) or not at all")
     if start is None:
         return
-    first, total = _int_prop(op, "vocab_start"), _int_prop(op, "vocab_size")
+    first, total = int_prop(op, "vocab_start"), int_prop(op, "vocab_size")
     if not (0 <= first and first + columns <= total <= I32_RANGE[1]):
         raise VerifyException(f"the shard [vocab_start, vocab_start + {columns}) = [{first}, {first + columns}) must lie in "
                               f"[0, vocab_size) = [0, {total}), vocab_size at most {I32_RANGE[1]}")
@@ -1004,20 +920,14 @@ def _check_f32_vector(name: str, value: SSAValue, length: int) -> None:
         raise VerifyException(f"{name} must have {length} elements (one per row), got {ty}")
 
 
-def _check_like(op: IRDLOperation, index: int, like: SSAValue, what: str) -> None:
-    result = op.results[index]
-    if result.type != like.type:
-        raise VerifyException(f"result #{index} ({what}) must have type {like.type}, got {result.type}")
-
-
 def _check_grad_pair(op: IRDLOperation, dy: SSAValue, x: SSAValue, x_name: str = "x") -> None:
-    _check_static_float(op, "dy", dy, 2)
-    _check_static_float(op, x_name, x, 2)
-    _check_same_element_type(op, [("dy", dy), (x_name, x)])
+    check_static_float(op, "dy", dy, 2)
+    check_static_float(op, x_name, x, 2)
+    check_same_element_type(op, [("dy", dy), (x_name, x)])
 
 
 def _f32_vector(x: SSAValue) -> TensorType:
-    return TensorType(f32, [_shape(x)[0]])
+    return TensorType(f32, [shape_of(x)[0]])
 
 
 @irdl_op_definition
@@ -1034,12 +944,12 @@ class GemmOp(NNOperation):
     traits = traits_def(Pure())
 
     def __init__(self, a: SSAValue, b: SSAValue, transpose_a: bool = False, transpose_b: bool = False):
-        sa, sb = _shape(a), _shape(b)
+        sa, sb = shape_of(a), shape_of(b)
         m = sa[1] if transpose_a else sa[0]
         n = sb[0] if transpose_b else sb[1]
         super().__init__(
             operands=[a, b],
-            result_types=[TensorType(_element_type(a), [m, n])],
+            result_types=[TensorType(element_type_of(a), [m, n])],
             properties={"transpose_a": IntegerAttr.from_bool(transpose_a), "transpose_b": IntegerAttr.from_bool(transpose_b)},
         )
 
@@ -1048,7 +958,7 @@ class GemmOp(NNOperation):
 
     def problem(self) -> tuple[int, int, int]:
         ta, tb = self.flags()
-        (a0, a1), (b0, b1) = _shape(self.a), _shape(self.b)
+        (a0, a1), (b0, b1) = shape_of(self.a), shape_of(self.b)
         m, k = (a1, a0) if ta else (a0, a1)
         k2, n = (b1, b0) if tb else (b0, b1)
         return m, n, k if k == k2 else -1
@@ -1058,16 +968,16 @@ class GemmOp(NNOperation):
             attr = self.properties[name]
             if not (isinstance(attr, IntegerAttr) and isinstance(attr.type, IntegerType) and attr.type.width.data == 1):
                 raise VerifyException(f"property {name} must be a boolean (`true` or `false`), got {attr}")
-        _check_static_float(self, "a", self.a, 2)
-        _check_static_float(self, "b", self.b, 2)
-        _check_same_element_type(self, [("a", self.a), ("b", self.b)])
+        check_static_float(self, "a", self.a, 2)
+        check_static_float(self, "b", self.b, 2)
+        check_same_element_type(self, [("a", self.a), ("b", self.b)])
         m, n, k = self.problem()
         if k < 0:
             raise VerifyException(
-                f"the contraction sizes of a {_fmt(_shape(self.a))} and b {_fmt(_shape(self.b))} differ "
+                f"the contraction sizes of a {fmt_shape(shape_of(self.a))} and b {fmt_shape(shape_of(self.b))} differ "
                 f"(transpose_a = {self.flags()[0]}, transpose_b = {self.flags()[1]})"
             )
-        _check_result(self, (m, n), self.a)
+        check_result(self, (m, n), self.a)
 
 
 @irdl_op_definition
@@ -1085,16 +995,16 @@ class ColumnSumOp(NNOperation):
 
     def __init__(self, x: SSAValue, y: SSAValue | None = None):
         super().__init__(operands=[x, [y] if y is not None else []],
-                         result_types=[TensorType(_element_type(x), [_shape(x)[1]])])
+                         result_types=[TensorType(element_type_of(x), [shape_of(x)[1]])])
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
+        check_static_float(self, "x", self.x, 2)
         if self.y is not None:
-            _check_static_float(self, "y", self.y, 2)
-            _check_same_element_type(self, [("x", self.x), ("y", self.y)])
-            if _shape(self.y) != _shape(self.x):
-                raise VerifyException(f"y has shape {_fmt(_shape(self.y))} but x has {_fmt(_shape(self.x))}")
-        _check_result(self, (_shape(self.x)[1],), self.x)
+            check_static_float(self, "y", self.y, 2)
+            check_same_element_type(self, [("x", self.x), ("y", self.y)])
+            if shape_of(self.y) != shape_of(self.x):
+                raise VerifyException(f"y has shape {fmt_shape(shape_of(self.y))} but x has {fmt_shape(shape_of(self.x))}")
+        check_result(self, (shape_of(self.x)[1],), self.x)
 
 
 class _ActivationGradOp(NNOperation):
@@ -1107,9 +1017,9 @@ class _ActivationGradOp(NNOperation):
 
     def verify_(self) -> None:
         _check_grad_pair(self, self.dy, self.x)
-        if _shape(self.dy) != _shape(self.x):
-            raise VerifyException(f"dy has shape {_fmt(_shape(self.dy))} but x has {_fmt(_shape(self.x))}")
-        _check_result(self, _shape(self.x), self.x)
+        if shape_of(self.dy) != shape_of(self.x):
+            raise VerifyException(f"dy has shape {fmt_shape(shape_of(self.dy))} but x has {fmt_shape(shape_of(self.x))}")
+        check_result(self, shape_of(self.x), self.x)
 
 
 @irdl_op_definition
@@ -1140,7 +1050,7 @@ class SoftcapGradOp(_ActivationGradOp):
 
     def verify_(self) -> None:
         super().verify_()
-        cap = _float_prop(self, "cap")
+        cap = float_prop(self, "cap")
         if not (0 < cap < math.inf):
             raise VerifyException(f"cap must be a positive finite number, got {cap:.6g}")
 
@@ -1169,12 +1079,12 @@ class _GatedGradOp(NNOperation):
 
     def verify_(self) -> None:
         _check_grad_pair(self, self.dy, self.z, "z")
-        m, two_f = _shape(self.z)
-        if two_f % 2 or _shape(self.dy) != (m, two_f // 2):
+        m, two_f = shape_of(self.z)
+        if two_f % 2 or shape_of(self.dy) != (m, two_f // 2):
             raise VerifyException(
-                f"dy must have shape {m}x{two_f // 2} (half of z's {two_f} columns), got {_fmt(_shape(self.dy))}"
+                f"dy must have shape {m}x{two_f // 2} (half of z's {two_f} columns), got {fmt_shape(shape_of(self.dy))}"
             )
-        _check_result(self, (m, two_f), self.z)
+        check_result(self, (m, two_f), self.z)
 
 
 @irdl_op_definition
@@ -1242,9 +1152,9 @@ class RMSNormRstdOp(NNOperation):
         super().__init__(operands=[x], result_types=[_f32_vector(x)], properties={"eps": _eps_attr(eps)})
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
+        check_static_float(self, "x", self.x, 2)
         _check_eps(self)
-        _check_f32_vector("result", self.result, _shape(self.x)[0])
+        _check_f32_vector("result", self.result, shape_of(self.x)[0])
 
 
 @irdl_op_definition
@@ -1263,12 +1173,12 @@ class RowDotOp(NNOperation):
         super().__init__(operands=[a, b], result_types=[_f32_vector(a)])
 
     def verify_(self) -> None:
-        _check_static_float(self, "a", self.a, 2)
-        _check_static_float(self, "b", self.b, 2)
-        _check_same_element_type(self, [("a", self.a), ("b", self.b)])
-        if _shape(self.a) != _shape(self.b):
-            raise VerifyException(f"a and b must have the same shape, got {_fmt(_shape(self.a))} and {_fmt(_shape(self.b))}")
-        _check_f32_vector("result", self.result, _shape(self.a)[0])
+        check_static_float(self, "a", self.a, 2)
+        check_static_float(self, "b", self.b, 2)
+        check_same_element_type(self, [("a", self.a), ("b", self.b)])
+        if shape_of(self.a) != shape_of(self.b):
+            raise VerifyException(f"a and b must have the same shape, got {fmt_shape(shape_of(self.a))} and {fmt_shape(shape_of(self.b))}")
+        _check_f32_vector("result", self.result, shape_of(self.a)[0])
 
 
 @irdl_op_definition
@@ -1300,17 +1210,17 @@ class RMSNormGradOp(NNOperation):
 
     def verify_(self) -> None:
         _check_grad_pair(self, self.dy, self.x)
-        _check_static_float(self, "w", self.w, 1)
-        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
-        m, d = _shape(self.x)
-        if _shape(self.dy) != (m, d) or _shape(self.w) != (d,):
-            raise VerifyException(f"dy must be {m}x{d} and w {d}, got {_fmt(_shape(self.dy))} and {_fmt(_shape(self.w))}")
+        check_static_float(self, "w", self.w, 1)
+        check_same_element_type(self, [("x", self.x), ("w", self.w)])
+        m, d = shape_of(self.x)
+        if shape_of(self.dy) != (m, d) or shape_of(self.w) != (d,):
+            raise VerifyException(f"dy must be {m}x{d} and w {d}, got {fmt_shape(shape_of(self.dy))} and {fmt_shape(shape_of(self.w))}")
         _check_f32_vector("rstd", self.rstd, m)
         if self.hdh is not None:
             _check_f32_vector("hdh", self.hdh, m)
         _check_offset(self)
-        _check_like(self, 0, self.x, "dx")
-        _check_like(self, 1, self.w, "dw")
+        check_like(self, 0, self.x, "dx")
+        check_like(self, 1, self.w, "dw")
 
 
 @irdl_op_definition
@@ -1328,10 +1238,10 @@ class LayerNormStatsOp(NNOperation):
         super().__init__(operands=[x], result_types=[_f32_vector(x)] * 2, properties={"eps": _eps_attr(eps)})
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
+        check_static_float(self, "x", self.x, 2)
         _check_eps(self)
-        _check_f32_vector("mean", self.mean, _shape(self.x)[0])
-        _check_f32_vector("rstd", self.rstd, _shape(self.x)[0])
+        _check_f32_vector("mean", self.mean, shape_of(self.x)[0])
+        _check_f32_vector("rstd", self.rstd, shape_of(self.x)[0])
 
 
 @irdl_op_definition
@@ -1355,16 +1265,16 @@ class LayerNormGradOp(NNOperation):
 
     def verify_(self) -> None:
         _check_grad_pair(self, self.dy, self.x)
-        _check_static_float(self, "w", self.w, 1)
-        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
-        m, d = _shape(self.x)
-        if _shape(self.dy) != (m, d) or _shape(self.w) != (d,):
-            raise VerifyException(f"dy must be {m}x{d} and w {d}, got {_fmt(_shape(self.dy))} and {_fmt(_shape(self.w))}")
+        check_static_float(self, "w", self.w, 1)
+        check_same_element_type(self, [("x", self.x), ("w", self.w)])
+        m, d = shape_of(self.x)
+        if shape_of(self.dy) != (m, d) or shape_of(self.w) != (d,):
+            raise VerifyException(f"dy must be {m}x{d} and w {d}, got {fmt_shape(shape_of(self.dy))} and {fmt_shape(shape_of(self.w))}")
         _check_f32_vector("mean", self.mean, m)
         _check_f32_vector("rstd", self.rstd, m)
-        _check_like(self, 0, self.x, "dx")
-        _check_like(self, 1, self.w, "dw")
-        _check_like(self, 2, self.w, "db")
+        check_like(self, 0, self.x, "dx")
+        check_like(self, 1, self.w, "dw")
+        check_like(self, 2, self.w, "db")
 
 
 @irdl_op_definition
@@ -1394,21 +1304,21 @@ class HeadRMSNormGradOp(NNOperation):
 
     def verify_(self) -> None:
         _check_grad_pair(self, self.dy, self.x)
-        m, n = _shape(self.x)
-        if _shape(self.dy) != (m, n):
-            raise VerifyException(f"dy must have shape {m}x{n} like x, got {_fmt(_shape(self.dy))}")
-        hd = _check_positive(self, "head_dim")
+        m, n = shape_of(self.x)
+        if shape_of(self.dy) != (m, n):
+            raise VerifyException(f"dy must have shape {m}x{n} like x, got {fmt_shape(shape_of(self.dy))}")
+        hd = check_positive(self, "head_dim")
         if n % hd:
             raise VerifyException(f"x must have a multiple of head_dim {hd} columns, got {n}")
         _check_head_weights(self, hd)
         _check_head_range(self, n, hd)
         _check_eps(self)
         _check_offset(self)
-        _check_like(self, 0, self.x, "dx")
+        check_like(self, 0, self.x, "dx")
         if len(self.dw) != len(self.w):
             raise VerifyException(f"expected one dw per weight ({len(self.w)}), got {len(self.dw)}")
         for i, w in enumerate(self.w):
-            _check_like(self, 1 + i, w, "dw" if len(self.w) == 1 else f"dw#{i}")
+            check_like(self, 1 + i, w, "dw" if len(self.w) == 1 else f"dw#{i}")
 
 
 @irdl_op_definition
@@ -1439,7 +1349,7 @@ class CrossEntropyGradOp(NNOperation):
     traits = traits_def(Pure())
 
     def cap(self) -> float | None:
-        return None if self.softcap is None else _float_prop(self, "softcap")
+        return None if self.softcap is None else float_prop(self, "softcap")
 
     def __init__(self, logits: SSAValue, targets: SSAValue, dloss: SSAValue, properties: dict[str, Attribute],
                  lse: SSAValue | None = None):
@@ -1447,9 +1357,9 @@ class CrossEntropyGradOp(NNOperation):
                          result_types=[logits.type], properties=dict(properties))
 
     def verify_(self) -> None:
-        _check_static_float(self, "logits", self.logits, 2)
-        m, _ = _shape(self.logits)
-        _check_i32_vector("targets", self.targets, m)
+        check_static_float(self, "logits", self.logits, 2)
+        m, _ = shape_of(self.logits)
+        check_i32_vector("targets", self.targets, m)
         ty = self.dloss.type
         if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
             raise VerifyException(f"dloss must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
@@ -1457,10 +1367,10 @@ class CrossEntropyGradOp(NNOperation):
             _check_f32_vector("lse", self.lse, m)
         _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
-        _check_classes(self, _shape(self.logits)[1])
-        if self.softcap is not None and not (0 < _float_prop(self, "softcap") < math.inf):
-            raise VerifyException(f"softcap must be a positive finite number, got {_float_prop(self, 'softcap'):.6g}")
-        _check_like(self, 0, self.logits, "dlogits")
+        _check_classes(self, shape_of(self.logits)[1])
+        if self.softcap is not None and not (0 < float_prop(self, "softcap") < math.inf):
+            raise VerifyException(f"softcap must be a positive finite number, got {float_prop(self, 'softcap'):.6g}")
+        check_like(self, 0, self.logits, "dlogits")
 
 
 LOGITS_CHUNK_TILE = 16
@@ -1515,39 +1425,39 @@ class LinearCrossEntropyGradOp(NNOperation):
                          properties=dict(properties))
 
     def scale_factor(self) -> float:
-        return 1.0 if self.scale is None else _float_prop(self, "scale")
+        return 1.0 if self.scale is None else float_prop(self, "scale")
 
     def cap(self) -> float | None:
-        return None if self.softcap is None else _float_prop(self, "softcap")
+        return None if self.softcap is None else float_prop(self, "softcap")
 
     def verify_(self) -> None:
-        _check_static_float(self, "h", self.h, 2)
-        _check_static_float(self, "w", self.w, 2)
-        _check_same_element_type(self, [("h", self.h), ("w", self.w)])
-        m, d = _shape(self.h)
-        v, dw = _shape(self.w)
+        check_static_float(self, "h", self.h, 2)
+        check_static_float(self, "w", self.w, 2)
+        check_same_element_type(self, [("h", self.h), ("w", self.w)])
+        m, d = shape_of(self.h)
+        v, dw = shape_of(self.w)
         if dw != d:
             raise VerifyException(f"w must be [V, {d}] (h has {d} columns), got {self.w.type}")
-        _check_i32_vector("targets", self.targets, m)
+        check_i32_vector("targets", self.targets, m)
         ty = self.dloss.type
         if not (isinstance(ty, TensorType) and not ty.get_shape() and ty.get_element_type() == f32):
             raise VerifyException(f"dloss must be a 0-d tensor of f32 (tensor<f32>), got {ty}")
         _check_f32_vector("lse", self.lse, m)
         _check_ignore_index(self)
         _check_choice(self, "reduction", CROSS_ENTROPY_REDUCTIONS)
-        chunk = _int_prop(self, "chunk")
+        chunk = int_prop(self, "chunk")
         if chunk <= 0 or chunk % LOGITS_CHUNK_TILE:
             raise VerifyException(f"chunk must be a positive multiple of {LOGITS_CHUNK_TILE}, got {chunk}")
-        if self.scale is not None and not (0 < abs(_float_prop(self, "scale")) < math.inf):
-            raise VerifyException(f"scale must be a non-zero finite number, got {_float_prop(self, 'scale'):.6g}")
-        if self.softcap is not None and not (0 < _float_prop(self, "softcap") < math.inf):
-            raise VerifyException(f"softcap must be a positive finite number, got {_float_prop(self, 'softcap'):.6g}")
+        if self.scale is not None and not (0 < abs(float_prop(self, "scale")) < math.inf):
+            raise VerifyException(f"scale must be a non-zero finite number, got {float_prop(self, 'scale'):.6g}")
+        if self.softcap is not None and not (0 < float_prop(self, "softcap") < math.inf):
+            raise VerifyException(f"softcap must be a positive finite number, got {float_prop(self, 'softcap'):.6g}")
         _check_vocab_shard(self, v)
         _check_classes(self, v)
         if self.classes is not None and self.vocab_start is not None:
             raise VerifyException("classes (padding columns) and a vocabulary shard (vocab_start) do not combine")
-        _check_like(self, 0, self.h, "dh")
-        _check_like(self, 1, self.w, "dw")
+        check_like(self, 0, self.h, "dh")
+        check_like(self, 1, self.w, "dw")
 
 
 @irdl_op_definition
@@ -1567,15 +1477,15 @@ class RMSNormApplyOp(NNOperation):
         super().__init__(operands=[x, w, rstd], result_types=[x.type], properties=_offset_props(offset))
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
-        _check_static_float(self, "w", self.w, 1)
-        _check_same_element_type(self, [("x", self.x), ("w", self.w)])
-        m, d = _shape(self.x)
-        if _shape(self.w) != (d,):
-            raise VerifyException(f"w must have shape {d}, got {_fmt(_shape(self.w))}")
+        check_static_float(self, "x", self.x, 2)
+        check_static_float(self, "w", self.w, 1)
+        check_same_element_type(self, [("x", self.x), ("w", self.w)])
+        m, d = shape_of(self.x)
+        if shape_of(self.w) != (d,):
+            raise VerifyException(f"w must have shape {d}, got {fmt_shape(shape_of(self.w))}")
         _check_f32_vector("rstd", self.rstd, m)
         _check_offset(self)
-        _check_result(self, (m, d), self.x)
+        check_result(self, (m, d), self.x)
 
 
 @irdl_op_definition
@@ -1595,15 +1505,15 @@ class LayerNormApplyOp(NNOperation):
         super().__init__(operands=[x, w, b, mean, rstd], result_types=[x.type])
 
     def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, 2)
-        _check_same_element_type(self, [("x", self.x), ("w", self.w), ("b", self.b)])
-        m, d = _shape(self.x)
+        check_static_float(self, "x", self.x, 2)
+        check_same_element_type(self, [("x", self.x), ("w", self.w), ("b", self.b)])
+        m, d = shape_of(self.x)
         for name, v in (("w", self.w), ("b", self.b)):
-            if _shape(v) != (d,):
-                raise VerifyException(f"{name} must have shape {d}, got {_fmt(_shape(v))}")
+            if shape_of(v) != (d,):
+                raise VerifyException(f"{name} must have shape {d}, got {fmt_shape(shape_of(v))}")
         _check_f32_vector("mean", self.mean, m)
         _check_f32_vector("rstd", self.rstd, m)
-        _check_result(self, (m, d), self.x)
+        check_result(self, (m, d), self.x)
 
 
 @irdl_op_definition
@@ -1618,10 +1528,9 @@ class ZerosOp(NNOperation):
         super().__init__(operands=[], result_types=[result_type])
 
     def verify_(self) -> None:
-        _check_static_float(self, "result", self.result, None)
-        if len(_shape(self.result)) not in (1, 2):
+        check_static_float(self, "result", self.result, None)
+        if len(shape_of(self.result)) not in (1, 2):
             raise VerifyException(f"result must be rank 1 or 2, got {self.result.type}")
-
 
 
 # ----------------------------------------------------------------------------- whole-model ops
@@ -1630,26 +1539,14 @@ class ZerosOp(NNOperation):
 
 
 @irdl_op_definition
-class EmbeddingOp(NNOperation):
+class EmbeddingOp(NNOperation, EmbeddingDef):
     """`w[ids[m]]`; an id outside `[0, V)` is a run-time error."""
 
     name = "nn.embedding"
-    ids = operand_def(TensorType)
-    w = operand_def(TensorType)
-    result = result_def(TensorType)
-    traits = traits_def(Pure())
 
     def __init__(self, ids: SSAValue, w: SSAValue):
-        (m,), (_, d) = _shape(ids), _shape(w)
-        super().__init__(operands=[ids, w], result_types=[TensorType(_element_type(w), [m, d])])
-
-    def verify_(self) -> None:
-        _check_static_float(self, "w", self.w, 2)
-        ids = self.ids.type
-        if not (isinstance(ids, TensorType) and len(ids.get_shape()) == 1 and ids.get_element_type() == IntegerType(32)):
-            raise VerifyException(f"ids must be a rank-1 tensor of i32, got {ids}")
-        (m,), (_, d) = _shape(self.ids), _shape(self.w)
-        _check_result(self, (m, d), self.w)
+        (m,), (_, d) = shape_of(ids), shape_of(w)
+        super().__init__(operands=[ids, w], result_types=[TensorType(element_type_of(w), [m, d])])
 
 
 def attention_props(heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool, *,
@@ -1677,30 +1574,10 @@ ATTENTION_OPTIONAL_PROPS = ("scale", "window", "softcap")
 """The optional properties of the attention ops (`attention_options`): absent means the default."""
 
 
-def _check_attention(op: IRDLOperation, qkv: SSAValue) -> tuple[int, int, int, int, int]:
-    """(M, H, KV, hd, S) of an attention op's packed qkv operand, checked."""
-    _check_static_float(op, "qkv", qkv, 2)
-    heads, kv_heads = _check_positive(op, "heads"), _check_positive(op, "kv_heads")
-    hd, seq = _check_positive(op, "head_dim"), _check_positive(op, "seq_len")
-    causal = op.properties.get("causal")
-    if not (isinstance(causal, IntegerAttr) and causal.type == IntegerType(1)):
-        raise VerifyException(f"property 'causal' must be a boolean (true/false), got {causal}")
-    if heads % kv_heads:
-        raise VerifyException(f"kv_heads ({kv_heads}) must divide heads ({heads})")
-    m, n = _shape(qkv)
-    if n != (heads + 2 * kv_heads) * hd:
-        raise VerifyException(
-            f"qkv must have (heads + 2 * kv_heads) * head_dim = {(heads + 2 * kv_heads) * hd} columns, got {n}"
-        )
-    if m % seq:
-        raise VerifyException(f"qkv has {m} rows, not a multiple of seq_len {seq}")
-    return m, heads, kv_heads, hd, seq
-
-
 def attention_config(op: IRDLOperation) -> tuple[int, int, int, int, bool]:
     """(heads, kv_heads, head_dim, seq_len, causal) of an attention op (its optional properties:
     `attention_options`)."""
-    return (_int_prop(op, "heads"), _int_prop(op, "kv_heads"), _int_prop(op, "head_dim"), _int_prop(op, "seq_len"),
+    return (int_prop(op, "heads"), int_prop(op, "kv_heads"), int_prop(op, "head_dim"), int_prop(op, "seq_len"),
             bool(op.properties["causal"].value.data))
 
 
@@ -1745,32 +1622,8 @@ def attention_options(op: IRDLOperation) -> AttentionOptions:
     )
 
 
-def check_attention_options(op: IRDLOperation, rows: int, segments: Sequence[SSAValue]) -> None:
-    """The optional properties and the optional `segments` operand of an attention op (nn or
-    coda), with messages that name them."""
-    if "scale" in op.properties:
-        scale = _float_prop(op, "scale")
-        if not (0 < scale < math.inf):
-            raise VerifyException(f"scale must be a positive finite number, got {scale:.6g}")
-    if "window" in op.properties:
-        window = _int_prop(op, "window")
-        if window < 0:
-            raise VerifyException(f"window must be non-negative (0: no sliding window), got {window}")
-        causal = op.properties.get("causal")
-        if window and not (isinstance(causal, IntegerAttr) and causal.value.data):
-            raise VerifyException(f"window = {window} needs causal = true (a sliding window narrows the causal mask)")
-    if "softcap" in op.properties:
-        softcap = _float_prop(op, "softcap")
-        if not (0 <= softcap < math.inf):
-            raise VerifyException(f"softcap must be a non-negative finite number (0: none), got {softcap:.6g}")
-    if len(segments) > 1:
-        raise VerifyException(f"takes at most one segments operand, got {len(segments)}")
-    if segments:
-        _check_i32_vector("segments", segments[0], rows)
-
-
 @irdl_op_definition
-class AttentionOp(NNOperation):
+class AttentionOp(NNOperation, AttentionProperties):
     """Opaque multi-head attention over a packed `[q heads | k heads | v heads]` (GQA: q head
     `h` reads kv head `h // (H / KV)`); never fused, run as one attention kernel.
 
@@ -1793,99 +1646,45 @@ class AttentionOp(NNOperation):
     qkv = operand_def(TensorType)
     segments = var_operand_def(TensorType)
     result = result_def(TensorType)
-    heads = prop_def(IntegerAttr)
-    kv_heads = prop_def(IntegerAttr)
-    head_dim = prop_def(IntegerAttr)
-    seq_len = prop_def(IntegerAttr)
-    causal = prop_def(IntegerAttr)
-    scale = opt_prop_def(FloatAttr)
-    window = opt_prop_def(IntegerAttr)
-    softcap = opt_prop_def(FloatAttr)
-    traits = traits_def(Pure())
 
     def __init__(self, qkv: SSAValue, heads: int, kv_heads: int, head_dim: int, seq_len: int, causal: bool = True, *,
                  scale: float | None = None, window: int = 0, softcap: float = 0.0, segments: SSAValue | None = None):
-        m, _ = _shape(qkv)
+        m, _ = shape_of(qkv)
         super().__init__(operands=[qkv, [segments] if segments is not None else []],
-                         result_types=[TensorType(_element_type(qkv), [m, heads * head_dim])],
+                         result_types=[TensorType(element_type_of(qkv), [m, heads * head_dim])],
                          properties=attention_props(heads, kv_heads, head_dim, seq_len, causal,
                                                     scale=scale, window=window, softcap=softcap))
 
     def verify_(self) -> None:
-        m, heads, _, hd, _ = _check_attention(self, self.qkv)
-        check_attention_options(self, m, self.segments)
-        _check_result(self, (m, heads * hd), self.qkv)
+        m, heads, _, hd, _ = check_attention_qkv(self, self.qkv, self.segments)
+        check_result(self, (m, heads * hd), self.qkv)
 
 
 @irdl_op_definition
-class ConcatOp(NNOperation):
+class ConcatOp(NNOperation, ConcatDef):
     """Concatenation along `axis` (0: rows, 1: columns) of tensors of one rank and element type."""
 
     name = "nn.concat"
-    inputs = var_operand_def(TensorType)
-    result = result_def(TensorType)
-    axis = prop_def(IntegerAttr)
-    traits = traits_def(Pure())
 
     def __init__(self, inputs: Sequence[SSAValue], axis: int):
-        shapes = [_shape(x) for x in inputs]
+        shapes = [shape_of(x) for x in inputs]
         shape = list(shapes[0])
         shape[axis] = sum(s[axis] for s in shapes)
-        super().__init__(operands=[list(inputs)], result_types=[TensorType(_element_type(inputs[0]), shape)],
+        super().__init__(operands=[list(inputs)], result_types=[TensorType(element_type_of(inputs[0]), shape)],
                          properties={"axis": IntegerAttr(axis, i64)})
-
-    def verify_(self) -> None:
-        if not self.inputs:
-            raise VerifyException("needs at least one input")
-        for i, x in enumerate(self.inputs):
-            _check_static_float(self, f"input #{i}", x, None)
-        _check_same_element_type(self, [(f"input #{i}", x) for i, x in enumerate(self.inputs)])
-        shapes = [_shape(x) for x in self.inputs]
-        rank = len(shapes[0])
-        axis = _int_prop(self, "axis")
-        if rank not in (1, 2) or not 0 <= axis < rank:
-            raise VerifyException(f"axis must be 0 or 1 for rank-2 inputs and 0 for rank-1 ones, got {axis} for rank {rank}")
-        for i, shape in enumerate(shapes):
-            if len(shape) != rank or any(a != b for d, (a, b) in enumerate(zip(shape, shapes[0])) if d != axis):
-                raise VerifyException(
-                    f"input #{i} has shape {_fmt(shape)}; every input must match input #0 ({_fmt(shapes[0])}) "
-                    f"except along axis {axis}"
-                )
-        expected = list(shapes[0])
-        expected[axis] = sum(s[axis] for s in shapes)
-        _check_result(self, expected, self.inputs[0])
 
 
 @irdl_op_definition
-class SliceOp(NNOperation):
+class SliceOp(NNOperation, SliceDef):
     """`x[start : start + size]` along `axis` (the result's extent along it is `size`)."""
 
     name = "nn.slice"
-    x = operand_def(TensorType)
-    result = result_def(TensorType)
-    axis = prop_def(IntegerAttr)
-    start = prop_def(IntegerAttr)
-    traits = traits_def(Pure())
 
     def __init__(self, x: SSAValue, axis: int, start: int, size: int):
-        shape = list(_shape(x))
+        shape = list(shape_of(x))
         shape[axis] = size
-        super().__init__(operands=[x], result_types=[TensorType(_element_type(x), shape)],
+        super().__init__(operands=[x], result_types=[TensorType(element_type_of(x), shape)],
                          properties={"axis": IntegerAttr(axis, i64), "start": IntegerAttr(start, i64)})
-
-    def verify_(self) -> None:
-        _check_static_float(self, "x", self.x, None)
-        shape = _shape(self.x)
-        axis, start = _int_prop(self, "axis"), _int_prop(self, "start")
-        if not 0 <= axis < len(shape):
-            raise VerifyException(f"axis {axis} out of range for rank {len(shape)}")
-        rshape = _shape(self.result)
-        if len(rshape) != len(shape) or any(a != b for d, (a, b) in enumerate(zip(rshape, shape)) if d != axis):
-            raise VerifyException(f"result {self.result.type} must match x ({self.x.type}) except along axis {axis}")
-        if not (0 <= start and start + rshape[axis] <= shape[axis]):
-            raise VerifyException(f"slice [{start}, {start + rshape[axis]}) is outside [0, {shape[axis]}) along axis {axis}")
-        if self.result.type.get_element_type() != _element_type(self.x):
-            raise VerifyException("result element type must be x's")
 
 
 WHOLE_MODEL_OPS = (EmbeddingOp, AttentionOp, ConcatOp, SliceOp)
@@ -1895,99 +1694,42 @@ VOCAB_SHARD_OPS = (CrossEntropyPartialsOp,)
 nn-autodiff (a shard's loss is not a function of the shard alone)."""
 
 @irdl_op_definition
-class EmbeddingGradOp(NNOperation):
+class EmbeddingGradOp(NNOperation, EmbeddingGradDef):
     """`dw[v] = sum over m with ids[m] = v of dy[m]` (V rows, from the result type), summed in
     a fixed order (deterministic)."""
 
     name = "nn.embedding_grad"
-    dy = operand_def(TensorType)
-    ids = operand_def(TensorType)
-    result = result_def(TensorType)
-    traits = traits_def(Pure())
 
     def __init__(self, dy: SSAValue, ids: SSAValue, w_type: Attribute):
         super().__init__(operands=[dy, ids], result_types=[w_type])
 
-    def verify_(self) -> None:
-        _check_static_float(self, "dy", self.dy, 2)
-        m, d = _shape(self.dy)
-        _check_i32_vector("ids", self.ids, m)
-        _check_static_float(self, "result", self.result, 2)
-        if _shape(self.result)[1] != d or _element_type(self.result) != _element_type(self.dy):
-            raise VerifyException(f"result must be Vx{d} of dy's element type, got {self.result.type}")
-
 
 @irdl_op_definition
-class AttentionFwdOp(NNOperation):
+class AttentionFwdOp(NNOperation, AttentionWithLseDef):
     """`nn.attention` that also returns the log-sum-exp of every (sequence, head, row): what its
     backward needs (flat f32 `B*H*S`, in the attention kernel's own order). Same optional
     properties and `segments` operand as `nn.attention`."""
 
     name = "nn.attention_fwd"
-    qkv = operand_def(TensorType)
-    segments = var_operand_def(TensorType)
-    out = result_def(TensorType)
-    lse = result_def(TensorType)
-    heads = prop_def(IntegerAttr)
-    kv_heads = prop_def(IntegerAttr)
-    head_dim = prop_def(IntegerAttr)
-    seq_len = prop_def(IntegerAttr)
-    causal = prop_def(IntegerAttr)
-    scale = opt_prop_def(FloatAttr)
-    window = opt_prop_def(IntegerAttr)
-    softcap = opt_prop_def(FloatAttr)
-    traits = traits_def(Pure())
 
     def __init__(self, qkv: SSAValue, properties: dict[str, Attribute], segments: SSAValue | None = None):
-        m, _ = _shape(qkv)
+        m, _ = shape_of(qkv)
         heads, hd = properties["heads"].value.data, properties["head_dim"].value.data
         super().__init__(operands=[qkv, [segments] if segments is not None else []], properties=dict(properties),
-                         result_types=[TensorType(_element_type(qkv), [m, heads * hd]), TensorType(f32, [m * heads])])
-
-    def verify_(self) -> None:
-        m, heads, _, hd, _ = _check_attention(self, self.qkv)
-        check_attention_options(self, m, self.segments)
-        _check_result(self, (m, heads * hd), self.qkv)
-        if self.lse.type != TensorType(f32, [m * heads]):
-            raise VerifyException(f"lse must be tensor<{m * heads}xf32>, got {self.lse.type}")
+                         result_types=[TensorType(element_type_of(qkv), [m, heads * hd]), TensorType(f32, [m * heads])])
 
 
 @irdl_op_definition
-class AttentionGradOp(NNOperation):
+class AttentionGradOp(NNOperation, AttentionGradDef):
     """`d(qkv)` of `nn.attention` from qkv, its output, log-sum-exp and the output's gradient
     (then the forward's `segments`, when it has them; same optional properties)."""
 
     name = "nn.attention_grad"
-    qkv = operand_def(TensorType)
-    out = operand_def(TensorType)
-    lse = operand_def(TensorType)
-    dout = operand_def(TensorType)
-    segments = var_operand_def(TensorType)
-    result = result_def(TensorType)
-    heads = prop_def(IntegerAttr)
-    kv_heads = prop_def(IntegerAttr)
-    head_dim = prop_def(IntegerAttr)
-    seq_len = prop_def(IntegerAttr)
-    causal = prop_def(IntegerAttr)
-    scale = opt_prop_def(FloatAttr)
-    window = opt_prop_def(IntegerAttr)
-    softcap = opt_prop_def(FloatAttr)
-    traits = traits_def(Pure())
 
     def __init__(self, qkv: SSAValue, out: SSAValue, lse: SSAValue, dout: SSAValue, properties: dict[str, Attribute],
                  segments: SSAValue | None = None):
         super().__init__(operands=[qkv, out, lse, dout, [segments] if segments is not None else []],
                          result_types=[qkv.type], properties=dict(properties))
-
-    def verify_(self) -> None:
-        m, heads, _, hd, _ = _check_attention(self, self.qkv)
-        check_attention_options(self, m, self.segments)
-        for name, v in (("out", self.out), ("dout", self.dout)):
-            if v.type != TensorType(_element_type(self.qkv), [m, heads * hd]):
-                raise VerifyException(f"{name} must be the attention output's type, got {v.type}")
-        if self.lse.type != TensorType(f32, [m * heads]):
-            raise VerifyException(f"lse must be tensor<{m * heads}xf32>, got {self.lse.type}")
-        _check_like(self, 0, self.qkv, "dqkv")
 
 
 

@@ -70,4 +70,4 @@ func.func @projected(%x: tensor<256x64xbf16>, %w: tensor<256x64xbf16>) -> tensor
 
 // Forcing a backend that cannot run a mask is an error that says which backends can.
 // FORCED: coda-opt: error: attention backend 'flash' cannot run softcap, window (backends that can: flex)
-// UNKNOWN: coda-opt: error: io-report attention must be one of cudnn, flash, flex, varlen (or absent: the runtime's choice), got 'nope'
+// UNKNOWN: coda-opt: error: io-report attention must be one of cudnn, flash, flex, varlen, materialized (or absent: the runtime's choice), got 'nope'

@@ -1,8 +1,9 @@
 // RUN: coda-opt %s --split-input-file --verify-diagnostics | filecheck %s
 
-// One chunk per verifier rule of the coda dialect (coda.py), including the attribute and type
-// rules checked while parsing. Every diagnostic is located (`file:line:col: error: ...`) and is
-// the only one of its chunk: the CHECK-NEXT after it matches the separator coda-opt prints.
+// One chunk per verifier rule of the coda dialect (coda.py, coda_attrs.py, coda_library.py),
+// including the attribute and type rules checked while parsing. Every diagnostic is located
+// (`file:line:col: error: ...`) and is the only one of its chunk: the CHECK-NEXT after it
+// matches the separator coda-opt prints.
 
 // ===== types and attributes (checked while parsing)
 
