@@ -48,13 +48,13 @@ def test_bench_model_smoke(tmp_path):
 
 def test_bench_families_smoke(tmp_path):
     # the per-family step benchmark at tiny shapes on CPU: llama and qwen3 train through from_hf
-    # (loss = eager's), a family from_hf refuses is reported as refused (or, once supported,
-    # matches eager too), the padded / packed batches run or say 'not supported'
+    # (loss = eager's; the other families' losses: tests/torch/test_hf.py), the padded / packed
+    # batches run or say 'not supported'
     env = dict(os.environ, TRITON_INTERPRET="1", CODA_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = tmp_path / "families.json"
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_families.py"), "--smoke", "--families",
-                        "llama,qwen3,mistral", "--out", str(out)], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+                        "llama,qwen3", "--out", str(out)], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     cases = {(c["family"], c["batch_kind"]): c for c in json.loads(out.read_text())["cases"]}
     for key in (("llama", "plain"), ("qwen3", "plain")):
@@ -63,8 +63,6 @@ def test_bench_families_smoke(tmp_path):
         for name in ("limit", "eager", "coda"):
             assert v[name]["median_ms"] > 0, (key, name, v[name])
         assert abs(v["coda"]["loss_minus_eager"]) < 1e-4
-    mistral = cases[("mistral", "plain")]["variants"]["coda"]
-    assert "refused" in mistral or abs(mistral["loss_minus_eager"]) < 1e-4, mistral
     padded, packed = cases[("llama", "padded")], cases[("llama", "packed")]
     assert padded.get("not_supported") or abs(padded["variants"]["coda"]["loss_minus_eager"]) < 1e-4, padded
     # HF's packed run has no document masking under sdpa (timing only): coda-ir's loss just runs

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("transformers")
@@ -72,6 +72,9 @@ def test_fold_of_pieces_residual_and_norm_is_one_row_kernel(hidden):
     assert any(isinstance(op, coda.SegmentReduceOp) for op in kernel.walk())
 
 
+# generating an example builds a program (slow on a loaded 2-core machine: a FailedHealthCheck in
+# CI, session 21); the property, not the generation time, is what the test checks
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(heads=st.integers(1, 12), group=st.integers(1, 4), degree=st.integers(1, 6))
 def test_heads_split_whole_or_a_located_error(heads, group, degree):
     kv_heads = heads
