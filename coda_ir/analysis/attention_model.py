@@ -57,8 +57,10 @@ from coda_ir.analysis import io_model as m
 BACKENDS = ("cudnn", "flash", "flex", "varlen", "materialized")
 
 MATERIALIZED_SCORE_BYTES = 1 << 29
-"""The materialized backward's fp32 scores per block of query rows (coda_ir/runtime/attention.py's
-constant of the same name; a test keeps them equal)."""
+"""The fp32 scores one step of the materialized backward holds (every sequence and head, a block
+of query rows, every key; dp as much again, p and ds half as much): 512 MiB, so Gemma2-2B's
+2 x 4096 rows (8 heads) run in two blocks, the first over half the keys. The runtime
+(coda_ir/runtime/attention.py) blocks its rows by `materialized_row_blocks`, the model prices them."""
 
 MATERIALIZED_BYTES_PER_SCORE = 26
 """HBM bytes per computed score of the materialized backward: s and dp written by cuBLAS in fp32
@@ -379,11 +381,20 @@ def _can_run(backend: str, needed: set[str], direction: str) -> bool:
             "materialized": {"window", "softcap"}}.get(backend, set()) >= needed
 
 
+def materialized_row_blocks(heads: int, seq_len: int) -> list[tuple[int, int]]:
+    """Query-row blocks [r0, r1) of the materialized backward whose fp32 scores over `heads` heads
+    (every sequence's) fit MATERIALIZED_SCORE_BYTES: equal blocks but the last, so that one
+    compiled pass serves them."""
+    per_row = heads * seq_len * 4
+    count = max(1, -(-(per_row * seq_len) // MATERIALIZED_SCORE_BYTES))
+    size = -(-seq_len // count)
+    return [(r, min(r + size, seq_len)) for r in range(0, seq_len, size)]
+
+
 def _materialized_row_block(shape: AttentionShape) -> int:
-    """Query rows per block of the materialized backward (the runtime's `_row_blocks`)."""
-    per_row = shape.batch * shape.heads * shape.seq_len * 4
-    count = max(1, -(-(per_row * shape.seq_len) // MATERIALIZED_SCORE_BYTES))
-    return -(-shape.seq_len // count)
+    """Query rows per block of the materialized backward."""
+    r0, r1 = materialized_row_blocks(shape.batch * shape.heads, shape.seq_len)[0]
+    return r1 - r0
 
 
 def default_backend(shape: AttentionShape, gpu: m.GPU, direction: str = "fwd") -> str:

@@ -377,7 +377,8 @@ def flex_backward(do, q, k, v, causal: bool, scale, window: int, softcap: float,
 # forward's log-sum-exp with the scores materialized: GEMMs of PyTorch's own (cuBLAS, bf16
 # operands, fp32 scores) and one fused pass (Inductor) for the cap, the mask and the softmax
 # gradient, as torch.compile runs Hugging Face's eager attention. Row blocks bound the transient
-# memory; under a causal mask a block's keys end at its last row.
+# memory (`attention_model.MATERIALIZED_SCORE_BYTES`); under a causal mask a block's keys end at its
+# last row.
 
 _MATERIALIZED_PASSES: dict = {}
 
@@ -426,19 +427,12 @@ def _probs_and_score_grads(s, dp, lse, delta, rows, scale: float, softcap: float
 
 _grads_pass = _materialized_pass("grads", _probs_and_score_grads)
 
-MATERIALIZED_SCORE_BYTES = 1 << 29
-"""The fp32 scores one step of the materialized backward holds (every sequence and head, a block
-of query rows, every key; dp as much again, p and ds half as much): 512 MiB, so Gemma2-2B's
-2 x 4096 rows (8 heads) run in two blocks, the first over half the keys."""
-
-
 def _row_blocks(heads: int, n: int) -> list[tuple[int, int]]:
-    """Query-row blocks [r0, r1) whose fp32 scores over `heads` heads (every sequence's) fit
-    MATERIALIZED_SCORE_BYTES (equal blocks but the last, so that one compiled pass serves them)."""
-    per_row = heads * n * 4
-    count = max(1, -(-(per_row * n) // MATERIALIZED_SCORE_BYTES))
-    size = -(-n // count)
-    return [(r, min(r + size, n)) for r in range(0, n, size)]
+    """The materialized backward's blocks of query rows: the attention model's rule (one
+    definition, the model prices what runs)."""
+    from coda_ir.analysis.attention_model import materialized_row_blocks
+
+    return materialized_row_blocks(heads, n)
 
 
 def _fp32_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

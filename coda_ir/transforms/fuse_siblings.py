@@ -183,8 +183,7 @@ class GroupChainedHeadNorms(RewritePattern):
         inner = op.x.owner
         if not isinstance(inner, nn.HeadRMSNormOp) or not _only_use_is(inner.result, op):
             return
-        if any(a.properties.get(name) != b.properties.get(name)
-               for a, b in ((op, inner),) for name in ("head_dim", "eps", "offset")):
+        if any(op.properties.get(name) != inner.properties.get(name) for name in ("head_dim", "eps", "offset")):
             return
         if any(name in norm.properties for norm in (op, inner) for name in nn.PLAN_PROPERTIES):
             return

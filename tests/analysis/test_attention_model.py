@@ -185,7 +185,6 @@ def test_a_soft_capped_backward_is_priced_as_the_runtime_runs_it():
     assert am.default_backend(capped, H100, "bwd") == "materialized"
     docs = am.AttentionShape(1, 4096, 8, 4, 256, softcap=50.0, documents=(2048, 2048))
     assert am.default_backend(docs, H100, "bwd") == "flex"
-    assert am.MATERIALIZED_SCORE_BYTES == runtime.MATERIALIZED_SCORE_BYTES
     sched = am.schedule("materialized", "bwd", capped, H100)
     assert len(runtime._row_blocks(2 * 8, 4096)) == -(-4096 // sched.block_q)
     cost = am.attention_cost(capped, "bwd", None, H100)

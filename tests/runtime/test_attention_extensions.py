@@ -334,13 +334,14 @@ def test_materialized_softcap_backward_on_cpu(name, blocks, monkeypatch):
     log-sum-exp: every gradient against the float64 definition, the scores in one block of query
     rows or several (causal blocks crop their keys at their last row), with GQA (3 q heads over 1
     kv head), a window, and a non-causal case."""
+    from coda_ir.analysis import attention_model
     from coda_ir.runtime import attention
 
     case = {"softcap": dict(softcap=1.5), "all_but_segments": dict(scale=0.8, window=2, softcap=2.0),
             "softcap_full": dict(softcap=1.5, causal=False)}[name]
     causal = case.pop("causal", True)
     # a budget of one block's fp32 scores: every sequence and head, ceil(S / blocks) rows, every key
-    monkeypatch.setattr(attention, "MATERIALIZED_SCORE_BYTES", B * H * S * 4 * -(-S // blocks))
+    monkeypatch.setattr(attention_model, "MATERIALIZED_SCORE_BYTES", B * H * S * 4 * -(-S // blocks))
     assert len(attention._row_blocks(B * H, S)) == blocks
     qkv, dout = inputs(11)
     q, k, v = attention._views(qkv, H, KV, HD, S)
