@@ -71,11 +71,48 @@ def _resolved(shape: Sequence[object], rows: int | None) -> tuple:
     return tuple(d.per * rows if isinstance(d, Rows) and rows is not None else d for d in shape)
 
 
+# Calls that passed `check_arguments`: (name, id(signature), (shape, dtype, device) per argument)
+# -> (signature, row count). Its outcome depends on nothing else, so a call seen before skips the
+# walk over the signature (a training step checks ~30 calls of 10-20 tensors: host time that
+# leaves the GPU idle between short kernels). Bounded; the signature is held so its id stays its own.
+_PASSED: dict[tuple, tuple[object, int | None]] = {}
+_PASSED_LIMIT = 4096
+
+
+def _call_key(name: str, args: Sequence[object], signature: object) -> tuple | None:
+    """The memo key of a call (None: an argument that is not a tensor, or symbolic sizes)."""
+    try:
+        key = (name, id(signature), tuple([(a.shape, a.dtype, a.device) for a in args]))
+        hash(key)
+    except (AttributeError, TypeError):  # not a tensor; a SymInt extent (tracing) is unhashable
+        return None
+    if not all(isinstance(a, torch.Tensor) for a in args):
+        return None
+    return key
+
+
 def check_arguments(name: str, args: Sequence[object], signature: Sequence[tuple[str, tuple, torch.dtype]]) -> int | None:
     """Raise `ArgumentError` unless `args` are real (not meta) tensors of the signature's shapes
     and dtypes, all on one device that can run kernels (CPU: Triton's interpreter, or CUDA).
     A `Rows` extent takes any multiple of the call's row count, read from the first of them;
-    returns that row count (None: the signature has no row extent)."""
+    returns that row count (None: the signature has no row extent). A call of shapes, dtypes
+    and devices that passed before returns its row count at once (`_PASSED`)."""
+    if torch.compiler.is_compiling():  # Dynamo traces the checks themselves, not a cache of them
+        return _check_arguments(name, args, signature)
+    key = _call_key(name, args, signature)
+    if key is not None:
+        seen = _PASSED.get(key)
+        if seen is not None and seen[0] is signature:
+            return seen[1]
+    rows = _check_arguments(name, args, signature)
+    if key is not None:
+        if len(_PASSED) >= _PASSED_LIMIT:
+            _PASSED.clear()
+        _PASSED[key] = (signature, rows)
+    return rows
+
+
+def _check_arguments(name: str, args: Sequence[object], signature: Sequence[tuple[str, tuple, torch.dtype]]) -> int | None:
     _check_devices(name, args)
     if len(args) != len(signature):
         expected = ", ".join(f"{n}: {_describe(s, d)}" for n, s, d in signature)
@@ -692,14 +729,17 @@ class CompiledModule:
             tensors = args[0] if listed else args
             _check_devices(name, tensors)  # before loading: a meta tensor must not reach Triton's driver lookup
             interpret = _wants_interpreter(tensors)
-            try:
-                module = self.module(interpret)
-            except CodaError:
-                raise
-            except Exception as error:
-                raise internal_error(error, f"loading the generated module for @{name}") from error
-            host = getattr(module, name)
-            owned = getattr(module, f"_OWNED_{name}", None)
+            entry = entries.get(interpret)
+            if entry is None:
+                try:
+                    module = self.module(interpret)
+                except CodaError:
+                    raise
+                except Exception as error:
+                    raise internal_error(error, f"loading the generated module for @{name}") from error
+                entry = entries[interpret] = (getattr(module, name), getattr(module, f"_OWNED_{name}", None),
+                                              getattr(module, f"_SIG_{name}"), getattr(module, f"_SEQ_LEN_{name}", False))
+            host, owned, signature, takes_seq_len = entry
             if owned is not None and not listed:
                 raise ArgumentError(
                     f"{name}() owns its argument(s) {', '.join(map(str, owned))} (coda.owned): pass all its tensors "
@@ -707,12 +747,12 @@ class CompiledModule:
                 )
             if owned is None:
                 tensors = args  # positional, as before (a list is no tensor: check_arguments says so)
-            rows = check_arguments(name, tensors, getattr(module, f"_SIG_{name}"))
-            if not getattr(module, f"_SEQ_LEN_{name}", False) and sizes:
+            rows = check_arguments(name, tensors, signature)
+            if not takes_seq_len and sizes:
                 raise ArgumentError(f"{name}() takes its tensors by position (in the function's argument order), "
                                     "got keyword argument(s) 'seq_len' (its attention has a static sequence length)",
                                     "seq_len")
-            if getattr(module, f"_SEQ_LEN_{name}", False):
+            if takes_seq_len:
                 if "seq_len" not in sizes:
                     raise ArgumentError(f"{name}() takes the sequence length of its attention as seq_len=<int> "
                                         "(its module's row count is a run-time one, #coda.rows)", "seq_len")
@@ -729,8 +769,10 @@ class CompiledModule:
             except Exception as error:
                 raise internal_error(error, f"running @{name}") from error
 
+        entries: dict[bool, tuple] = {}  # interpreted or not -> the loaded host function and its facts
         call.__name__ = name
         call.__doc__ = f"Run @{name} ({self._kernel_counts[name]} kernel launches)."
+        self.__dict__[name] = call  # found as an attribute from now on: built once per function
         return call
 
     def __dir__(self):

@@ -961,12 +961,14 @@ class _Unit(torch.nn.Module):
                                 f"got {sorted(map(str, dtypes))}")
         return next(iter(dtypes))
 
-    def function(self, kind: str, tokens: int, seq_len: int) -> CodaFunction | BoundFunction:
+    def function(self, kind: str, tokens: int, seq_len: int,
+                 weights: list[torch.Tensor] | None = None) -> CodaFunction | BoundFunction:
         """The compiled program this unit runs for `tokens` rows in sequences of `seq_len`, in
         the dtype its weights have *now*: FSDP2's `MixedPrecisionPolicy(param_dtype=...)` runs
         the forward and backward on weights cast from the (sharded) master copies, so a unit
-        of a float32 model may run its bfloat16 program."""
-        dtype = self._dtype(self.weights())
+        of a float32 model may run its bfloat16 program. (`weights`: `self.weights()` where the
+        caller has them.)"""
+        dtype = self._dtype(self.weights() if weights is None else weights)
         self._prepare(kind, _static(tokens, "the token count"), _static(seq_len, "the sequence length"), dtype)
         return self._calls[(kind, tokens, seq_len, dtype)]
 
@@ -1134,6 +1136,7 @@ class DecoderUnit(_Unit):
         self.layer = layer
         self.index = index
         self.hf_prefix = f"model.layers.{index}."
+        self._weight_paths: tuple[ModelSpec, list] | None = None
         self.pack_weights()
 
     def pack_weights(self) -> None:
@@ -1162,13 +1165,19 @@ class DecoderUnit(_Unit):
                 + (", padded or packed" if masked else "") + (", longrope's long factors" if long_rope else "") + ")")
 
     def named_weights(self):
-        def tensor(name: str) -> torch.Tensor:
+        # the parameters are looked up afresh each call (FSDP2 and optimizers may swap them); what
+        # they are called is the spec's alone, derived once per spec
+        paths = self._weight_paths
+        if paths is None or paths[0] is not self.spec:
+            paths = self._weight_paths = (self.spec, [(self.hf_prefix + w.name, w.name.split("."), w.role)
+                                                      for w in decoder_weights(self.spec)])
+        named = []
+        for name, parts, role in paths[1]:
             obj = self.layer
-            for part in name.split("."):
+            for part in parts:
                 obj = getattr(obj, part)
-            return obj
-
-        return [(self.hf_prefix + w.name, tensor(w.name), w.role) for w in decoder_weights(self.spec)]
+            named.append((name, obj, role))
+        return named
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, seq_len: int, pieces: torch.Tensor | None = None,
                 segments: torch.Tensor | None = None, rope_length: int | None = None):
@@ -1179,16 +1188,19 @@ class DecoderUnit(_Unit):
         (the program variant whose attention takes them; `batch_segments`). `rope_length`: the
         step's largest position + 1, which picks a longrope layer's short or long frequencies
         as Hugging Face's rotary embedding does per forward (`LayerKind.long_after`)."""
-        layout = self.layout()
+        named = self.named_weights()
+        layout = tp.layout_of(self.where, named)
         if layout is None:
+            weights = [t for _, t, _ in named]
             if pieces is not None:
                 raise ArgumentError(f"{self.where}: the residual stream reaching this unit is split over tensor-parallel "
                                     "ranks, but its weights are not DTensors: plan every decoder unit")
             long_after = self.spec.layer(self.index).long_after
             variant = "+long_rope" if long_after is not None and rope_length is not None and rope_length > long_after else ""
             if segments is not None:
-                return self.function("layer_segments" + variant, x.shape[0], seq_len)(x, positions, segments, *self.weights())
-            return self.function("layer" + variant, x.shape[0], seq_len)(x, positions, *self.weights())
+                return self.function("layer_segments" + variant, x.shape[0], seq_len, weights)(x, positions, segments,
+                                                                                              *weights)
+            return self.function("layer" + variant, x.shape[0], seq_len, weights)(x, positions, *weights)
         return self._forward_tensor_parallel(layout, x, positions, seq_len, pieces, segments)
 
     def _forward_tensor_parallel(self, layout, x, positions, seq_len, pieces, segments=None):

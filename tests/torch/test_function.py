@@ -476,3 +476,39 @@ def test_real_program_frozen_weights_variant_has_no_weight_gradient_gemms():
 
     ret = next(op for op in variant.walk() if isinstance(op, xfunc.ReturnOp))
     assert len(ret.operands) == 2
+
+
+def test_plain_eager_call_skips_the_op_dispatch_with_the_same_bits(fn):
+    # plain tensors in eager autograd run @f_fwd through a direct autograd.Function (the custom
+    # op's dispatch is host time a training step waits on); the op itself gives the same bits
+    x, w, v, tok = inputs(seed=3)
+    g = torch.Generator().manual_seed(4)
+    dy, dz = torch.randn(M, N, generator=g), torch.randn(M, N, generator=g)
+    runs = []
+    for call in (lambda *t: fn(*t), lambda *t: fn.fwd_op(*t)[:2]):
+        leaves = [t.clone().requires_grad_(True) for t in (x, w, v)]
+        y, z = call(*leaves, tok)
+        torch.autograd.backward([y, z], [dy, dz])
+        runs.append(([y.detach(), z.detach(), *[t.grad for t in leaves]], type(y.grad_fn).__name__))
+    (direct, direct_node), (op, op_node) = runs
+    assert direct_node.startswith("f_forward") and op_node != direct_node
+    for a, b in zip(direct, op):
+        assert torch.equal(a, b)
+
+
+def test_a_dispatch_mode_sees_the_custom_op(fn):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x, w, v, tok = inputs()
+    leaves = [t.clone().requires_grad_(True) for t in (x, w, v)]
+    with Log():
+        y, _ = fn(*leaves, tok)
+    assert any(fn.op_name.split("::")[1] in name for name in seen), seen
+    assert y.shape == (M, N)
