@@ -23,7 +23,7 @@ from coda_ir.runtime.attention import (
 
 __all__ = ["attention_forward", "attention_backward", "attention_forward_segments", "attention_backward_segments",
            "embedding", "embedding_grad", "embedding_grad_into", "concat",
-           "adjacent_view", "slice_copy"]
+           "adjacent_view", "slice_copy", "step_tokens"]
 
 
 def embedding(ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -86,21 +86,22 @@ def _add_row_runs(dst_ptr, rows_ptr, sorted_ids_ptr, order_ptr, n, d, stride_dst
         tl.store(dst_ptr + v * stride_dst + cols, acc.to(dst_ptr.dtype.element_ty), mask=in_row)
 
 
-_ROW_RUN_KERNELS: dict[bool, object] = {}
+_KERNELS: dict[tuple[object, bool], object] = {}
 
 
-def _row_run_kernel(interpret: bool):
-    """`_add_row_runs` as Triton's interpreter runs it (CPU tensors) or as it compiles it (CUDA
-    tensors): decorated once per mode, as generated modules are (`runtime.load_module`)."""
-    kernel = _ROW_RUN_KERNELS.get(interpret)
+def _kernel(fn, interpret: bool, unspecialized: tuple[str, ...] = ()):
+    """`fn` as Triton's interpreter runs it (CPU tensors) or as it compiles it (CUDA tensors):
+    decorated once per mode, as generated modules are (`runtime.load_module`). `unspecialized`:
+    integer arguments Triton must not specialize on (a step's token count: a new sequence length
+    whose token count is not a multiple of 16 must not compile the kernel again, 1.5 s of a
+    first step on the H200)."""
+    kernel = _KERNELS.get((fn, interpret))
     if kernel is None:
         from triton.runtime.interpreter import InterpretedFunction
         from triton.runtime.jit import JITFunction
 
-        # `n` (the step's token count) unspecialized: a new sequence length whose token count
-        # is not a multiple of 16 must not compile the kernel again (1.5 s of a first step, H200)
-        kernel = _ROW_RUN_KERNELS[interpret] = (InterpretedFunction(_add_row_runs) if interpret
-                                                else JITFunction(_add_row_runs, do_not_specialize=["n"]))
+        kernel = _KERNELS[(fn, interpret)] = (InterpretedFunction(fn) if interpret
+                                              else JITFunction(fn, do_not_specialize=list(unspecialized)))
     return kernel
 
 
@@ -130,11 +131,66 @@ def embedding_grad_into(dst: torch.Tensor, dy: torch.Tensor, ids: torch.Tensor) 
     n, d = dy.shape
     grid = (n, triton.cdiv(d, ROW_RUN_COLUMNS))
     with triton_mode(interpret):
-        _row_run_kernel(interpret)[grid](dst_c, dy, sorted_ids, order, n, d, dst_c.stride(0), dy.stride(0),
+        _kernel(_add_row_runs, interpret, ("n",))[grid](dst_c, dy, sorted_ids, order, n, d, dst_c.stride(0), dy.stride(0),
                                          BLOCK_D=ROW_RUN_COLUMNS, CHUNK=ROW_RUN_CHUNK, num_warps=ROW_RUN_WARPS)
     if dst_c is not dst:
         dst.copy_(dst_c)
     return dst
+
+
+def _step_tokens(ids_ptr, labels_ptr, ids_out, targets_out, flags_ptr, n, seq, vocab, ignore,
+                 HAS_LABELS: tl.constexpr, BLOCK: tl.constexpr):
+    """Over the flat [batch * seq] ids (and labels): the ids as int32; the shifted targets
+    (position s of a row predicts labels[s + 1], a row's last position the ignore index) as
+    int32; flags[0] = 1 where an id lies outside [0, vocab), flags[1] = 1 where a label lies
+    outside [0, vocab) and is not the ignore index (integer atomic max: order-free)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    live = offs < n
+    ids = tl.load(ids_ptr + offs, mask=live, other=0).to(tl.int64)
+    tl.store(ids_out + offs, ids.to(tl.int32), mask=live)
+    bad_ids = live & ((ids < 0) | (ids >= vocab))
+    tl.atomic_max(flags_ptr, tl.max(bad_ids.to(tl.int32), axis=0))
+    if HAS_LABELS:
+        labels = tl.load(labels_ptr + offs, mask=live, other=ignore).to(tl.int64)
+        bad_labels = live & ((labels < 0) | (labels >= vocab)) & (labels != ignore)
+        tl.atomic_max(flags_ptr + 1, tl.max(bad_labels.to(tl.int32), axis=0))
+        last = (offs % seq) == seq - 1
+        after = tl.load(labels_ptr + offs + 1, mask=live & ~last, other=ignore)
+        tl.store(targets_out + offs, after.to(tl.int32), mask=live)
+
+
+STEP_TOKENS_BLOCK = 1024
+
+
+def step_tokens(input_ids: torch.Tensor, labels: torch.Tensor | None, vocab: int,
+                ignore_index: int) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """What a training step makes of its `input_ids` and `labels` ([batch, seq] integers), in one
+    kernel: `(ids, targets, flags)` with `ids` the flat int32 ids, `targets` the flat int32
+    shifted labels (Hugging Face's causal-LM targets: position s predicts labels[s + 1], a row's
+    last position nothing) or None without labels, and `flags` an int32 [2] device tensor:
+    whether an id lies outside [0, vocab), whether a label does (the ignore index aside).
+    No host sync: the caller reads the flags when it can wait (`coda_ir.torch.hf.TokenCheck`).
+    (Before, the same took 15 small PyTorch kernels: host time a step's GPU idled on.)"""
+    if input_ids.dim() != 2 or (labels is not None and tuple(labels.shape) != tuple(input_ids.shape)):
+        raise ArgumentError(f"step_tokens(): input_ids [batch, seq] and labels of its shape; got "
+                            f"{list(input_ids.shape)} and {None if labels is None else list(labels.shape)}", "labels")
+    from coda_ir.runtime.compiled import triton_mode
+
+    device = input_ids.device
+    batch, seq = input_ids.shape
+    n = batch * seq
+    ids_in = input_ids.contiguous()
+    labels_in = labels.to(device).contiguous() if labels is not None else ids_in
+    ids = torch.empty(n, dtype=torch.int32, device=device)
+    targets = torch.empty(n, dtype=torch.int32, device=device) if labels is not None else ids
+    flags = torch.zeros(2, dtype=torch.int32, device=device)
+    if n:
+        interpret = device.type == "cpu"
+        with triton_mode(interpret):
+            _kernel(_step_tokens, interpret, ("n", "seq"))[(triton.cdiv(n, STEP_TOKENS_BLOCK),)](
+                ids_in, labels_in, ids, targets, flags, n, seq, vocab, ignore_index,
+                HAS_LABELS=labels is not None, BLOCK=STEP_TOKENS_BLOCK)
+    return ids, (targets if labels is not None else None), flags
 
 
 def concat(tensors: list[torch.Tensor], axis: int) -> torch.Tensor:

@@ -54,6 +54,7 @@ from xdsl.printer import Printer
 from coda_ir.builder import FunctionBuilder
 from coda_ir.errors import ArgumentError, CompileError
 from coda_ir.runtime.compiled import indices_checked
+from coda_ir.runtime.library import step_tokens
 from coda_ir.torch import tensor_parallel as tp
 from coda_ir.torch.function import BoundFunction, CodaFunction
 
@@ -1352,13 +1353,16 @@ class TokenCheck:
     GPU never runs dry for it. Until then out-of-range ids are only ever clamped
     (`library.embedding`), never read out of bounds; the forward raises before returning."""
 
-    def __init__(self, input_ids: torch.Tensor, labels: torch.Tensor | None, vocab: int):
+    def __init__(self, input_ids: torch.Tensor, labels: torch.Tensor | None, vocab: int,
+                 flags: torch.Tensor | None = None):
+        """`flags`: the int32 [2] range flags `library.step_tokens` made (ids, labels), else
+        computed here."""
         self.vocab = vocab
         self.tensors = [("input_ids", input_ids)] + ([("labels", labels)] if labels is not None else [])
-        self.masks = [(input_ids < 0) | (input_ids >= vocab)]
-        if labels is not None:
-            self.masks.append(((labels < 0) | (labels >= vocab)) & (labels != IGNORE_INDEX))
-        flags = torch.stack([m.any() for m in self.masks])
+        if flags is None:
+            flags = torch.stack([self._mask(name, t).any() for name, t in self.tensors])
+        else:
+            flags = flags[: len(self.tensors)]
         self.event = None
         if flags.is_cuda:
             self.flags = torch.empty(flags.shape, dtype=flags.dtype, pin_memory=True)
@@ -1371,12 +1375,16 @@ class TokenCheck:
     def raise_if_bad(self) -> None:
         if self.event is not None:
             self.event.synchronize()
-        for (name, tensor), mask, flag in zip(self.tensors, self.masks, self.flags.tolist()):
+        for (name, tensor), flag in zip(self.tensors, self.flags.tolist()):
             if flag:
-                where = [int(i) for i in mask.nonzero()[0]]
+                where = [int(i) for i in self._mask(name, tensor).nonzero()[0]]
                 value = int(tensor[tuple(where)])
                 allowed = f"[0, {self.vocab})" + (f" or the ignore index {IGNORE_INDEX}" if name == "labels" else "")
                 raise ArgumentError(f"from_hf model: {name} holds {value} at {where}, expected values in {allowed}", name)
+
+    def _mask(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        bad = (tensor < 0) | (tensor >= self.vocab)
+        return bad & (tensor != IGNORE_INDEX) if name == "labels" else bad
 
 
 # Hugging Face forward arguments that do not change the loss or the logits: accepted at these
@@ -1641,9 +1649,9 @@ class CodaCausalLM(torch.nn.Module):
             raise ArgumentError("from_hf model: input_ids must be an integer tensor [batch, seq]")
         _check_kwargs(kwargs)
         batch, seq_len = input_ids.shape
-        ids = input_ids.reshape(-1).to(torch.int32)
+        compiling = torch.compiler.is_compiling()
         if position_ids is None:
-            positions = torch.arange(seq_len, device=input_ids.device, dtype=torch.int32).repeat(batch)
+            positions = self._default_positions(batch, seq_len, input_ids.device, compiling)
         else:
             if position_ids.dim() != 2 or position_ids.shape[-1] != seq_len or position_ids.shape[0] not in (1, batch):
                 raise ArgumentError(f"from_hf model: position_ids must be [batch or 1, {seq_len}], got {list(position_ids.shape)}")
@@ -1662,10 +1670,14 @@ class CodaCausalLM(torch.nn.Module):
             if not isinstance(num_items_in_batch, torch.Tensor) and num_items_in_batch <= 0:
                 raise ArgumentError(f"from_hf model: num_items_in_batch must be positive, got {num_items_in_batch}",
                                     "num_items_in_batch")
-        compiling = torch.compiler.is_compiling()
         segments = batch_segments(input_ids, attention_mask, position_ids, cu_seq_lens_q, cu_seq_lens_k,
                                   labels=labels, check=not compiling)
-        targets = shifted_targets(labels) if labels is not None else None
+        if compiling:
+            ids = input_ids.reshape(-1).to(torch.int32)
+            targets = shifted_targets(labels) if labels is not None else None
+        else:
+            # the int32 ids, the shifted targets and the range flags of both in one kernel
+            ids, targets, flags = step_tokens(input_ids, labels, self.spec.vocab, IGNORE_INDEX)
         rope_length = None
         if compiling:
             # a traced graph cannot branch on data: each unit checks its own indices at run time
@@ -1679,7 +1691,7 @@ class CodaCausalLM(torch.nn.Module):
                 batch, seq_len = 1, ids.numel()
         # one check of the step's ids and labels, waited for only once the forward is enqueued
         # (no GPU bubble), instead of a device-to-host sync in each unit that reads them
-        check = TokenCheck(input_ids, labels, self.spec.vocab)
+        check = TokenCheck(input_ids, labels, self.spec.vocab, flags)
         try:
             with indices_checked():
                 out = self._run(ids, positions, targets, batch, seq_len, segments, num_items_in_batch, rope_length)
@@ -1688,6 +1700,20 @@ class CodaCausalLM(torch.nn.Module):
             raise
         check.raise_if_bad()
         return out
+
+    def _default_positions(self, batch: int, seq_len: int, device: torch.device, compiling: bool) -> torch.Tensor:
+        """0..seq_len-1 in each of `batch` rows, flat int32: made once per shape and device (a
+        constant every unit only reads; two kernels and their host time a step otherwise)."""
+        if compiling:
+            return torch.arange(seq_len, device=device, dtype=torch.int32).repeat(batch)
+        cache = self.__dict__.setdefault("_positions", {})
+        key = (batch, seq_len, device)
+        positions = cache.get(key)
+        if positions is None:
+            if len(cache) >= 16:
+                cache.clear()
+            positions = cache[key] = torch.arange(seq_len, device=device, dtype=torch.int32).repeat(batch)
+        return positions
 
     def _longrope(self) -> bool:
         return any(k.long_after is not None for k in self.spec.layer_kinds)

@@ -129,3 +129,35 @@ def test_embedding_grad_into_refuses_mismatched_shapes():
 def test_embedding_grad_into_equals_index_add_for_all_small_cases(V, D, N, seed):
     dst, dy, ids, ref = _rows_case(V, D, N, seed=seed)
     torch.testing.assert_close(library.embedding_grad_into(dst, dy, ids).double(), ref, rtol=1e-6, atol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.integers(1, 3), seq=st.integers(1, 1100), vocab=st.integers(1, 300), seed=st.integers(0, 2**16),
+       bad_ids=st.booleans(), bad_labels=st.booleans(), wide=st.booleans(), with_labels=st.booleans())
+def test_step_tokens_is_the_torch_preparation_in_one_kernel(batch, seq, vocab, seed, bad_ids, bad_labels, wide,
+                                                           with_labels):
+    # a step's int32 ids, its shifted targets (Hugging Face's: position s predicts labels[s + 1],
+    # a row's last position the ignore index) and the range flags of both; sequences longer than
+    # the kernel's block (1024) cross programs, and the shift crosses them too
+    g = torch.Generator().manual_seed(seed)
+    dtype = torch.int64 if wide else torch.int32
+    ids = torch.randint(0, vocab, (batch, seq), generator=g, dtype=dtype)
+    labels = torch.randint(0, vocab, (batch, seq), generator=g, dtype=dtype)
+    labels[torch.rand(batch, seq, generator=g) < 0.2] = -100
+    if bad_ids:
+        ids[batch - 1, seq // 2] = vocab if seed % 2 else -1
+    if bad_labels:
+        labels[0, seq - 1] = vocab + 5 if seed % 2 else -7
+    out_ids, targets, flags = library.step_tokens(ids, labels if with_labels else None, vocab, -100)
+    assert out_ids.dtype == torch.int32 and torch.equal(out_ids, ids.reshape(-1).to(torch.int32))
+    expected = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1).reshape(-1).to(torch.int32)
+    if with_labels:
+        assert targets.dtype == torch.int32 and torch.equal(targets, expected)
+    else:
+        assert targets is None
+    assert flags.tolist() == [int(bad_ids), int(bad_labels and with_labels)]
+
+
+def test_step_tokens_refuses_labels_of_another_shape():
+    with pytest.raises(library.ArgumentError, match="labels of its shape"):
+        library.step_tokens(torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 4, dtype=torch.long), 10, -100)
