@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Where a synced from_hf training step leaves the GPU idle, and what the host was doing then.
+
+Per family (a 1-3B config of bench_plan_hf.py, `--layers` decoder layers, 2 x 4096 tokens, bf16):
+* the synced step (CUDA events, each step from an idle GPU, median);
+* the host's enqueue time of a step with the GPU kept busy (a long `torch.cuda._sleep` first,
+  and the step's token check not waited for): what Python costs per step;
+* one profiled step (torch.profiler, CPU + CUDA) read as a trace: every gap between two kernels
+  whose launch ended after the earlier kernel finished is a gap the GPU waited on the host;
+  gaps are added up by phase (forward / backward), by the CPU op that launched the kernel
+  after them and by that kernel (`analyse`, also runnable on a saved trace with `--trace`).
+
+Session 22 (bench/RESULTS.md) found this way that a synced step's idle time lies in the forward
+(the backward's kernels are long enough for the host to stay ahead) and what it was made of.
+The profiler adds host time per op, so the gaps it shows are larger than a plain step's.
+
+GPU (carry [".whl"]): `python3 bench/bench_gaps.py --families qwen3,llama --out $OUT`
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import bench_plan_hf as bp  # noqa: E402
+
+
+def analyse(trace: dict, steps: int) -> dict:
+    """Per step, from a torch.profiler chrome trace of `steps` steps whose forward and backward
+    are `record_function("step:fwd")` / `("step:bwd")` ranges: per phase the kernels' time, the
+    gaps between kernels and those the GPU waited on the host (`host_gap_us`: the next kernel's
+    launch call ended after the earlier kernel finished); `host_gaps`, those gaps by (phase,
+    outermost and innermost CPU op around the launch, kernel row of `bench_plan_hf.classify`);
+    `host_deltas`, the host time between consecutive launches of one thread by the same key."""
+    ev = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    kernels = sorted((e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")), key=lambda e: e["ts"])
+    launches = {}
+    for e in ev:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            launches[e["args"]["correlation"]] = e
+    cpu_ops = defaultdict(list)
+    for e in ev:
+        if e.get("cat") in ("cpu_op", "user_annotation"):
+            cpu_ops[e["tid"]].append(e)
+    phases = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("step:")]
+
+    def enclosing(tid, ts):
+        inner, outer = None, None
+        for op in cpu_ops[tid]:
+            if op["ts"] <= ts <= op["ts"] + op["dur"] and not op["name"].startswith("step:"):
+                if outer is None or op["dur"] > outer["dur"]:
+                    outer = op
+                if inner is None or op["dur"] < inner["dur"]:
+                    inner = op
+        return (outer["name"] if outer else "-"), (inner["name"] if inner else "-")
+
+    def phase(ts):
+        for p in phases:
+            if p["ts"] <= ts <= p["ts"] + p["dur"]:
+                return p["name"]
+        return "none"
+
+    gaps = defaultdict(float)
+    gap_n = defaultdict(int)
+    by_phase = defaultdict(lambda: defaultdict(float))
+    host_delta = defaultdict(list)
+    prev_end, prev_launch = None, None
+    for k in kernels:
+        corr = k.get("args", {}).get("correlation")
+        launch = launches.get(corr)
+        ph = phase(launch["ts"]) if launch else "none"
+        by_phase[ph]["kernel_us"] += k["dur"]
+        by_phase[ph]["kernels"] += 1
+        if prev_end is not None:
+            gap = k["ts"] - prev_end
+            if gap > 0:
+                by_phase[ph]["gap_us"] += gap
+                host_bound = launch is not None and launch["ts"] + launch["dur"] > prev_end - 1.0
+                if host_bound and gap > 1.5:
+                    by_phase[ph]["host_gap_us"] += gap
+                    outer, inner = enclosing(launch["tid"], launch["ts"])
+                    key = f"{ph} | {outer[:60]} | {inner[:50]} | {bp.classify(k['name'])[:50]}"
+                    gaps[key] += gap
+                    gap_n[key] += 1
+        if launch is not None:
+            if prev_launch is not None and launch["tid"] == prev_launch["tid"]:
+                outer, inner = enclosing(launch["tid"], launch["ts"])
+                host_delta[f"{ph} | {inner[:50]} | {bp.classify(k['name'])[:40]}"].append(launch["ts"] - prev_launch["ts"])
+            prev_launch = launch
+        prev_end = max(prev_end or 0, k["ts"] + k["dur"])
+    top = sorted(gaps.items(), key=lambda kv: -kv[1])[:45]
+    deltas = sorted(((k, sum(v), len(v), statistics.median(v)) for k, v in host_delta.items()), key=lambda r: -r[1])[:45]
+    return {
+        "phases": {k: {kk: vv / steps for kk, vv in v.items()} for k, v in by_phase.items()},
+        "host_gaps": [{"where": k, "us_per_step": v / steps, "count_per_step": gap_n[k] / steps} for k, v in top],
+        "host_deltas": [{"where": k, "us_per_step": s / steps, "n_per_step": n / steps, "median_us": m} for k, s, n, m in deltas],
+    }
+
+
+def run(family, layers, out, steps):
+    import coda_ir.torch
+    import coda_ir.torch.hf as hf
+    out.mkdir(parents=True, exist_ok=True)
+    data, _ = bp.config_with_layers(family, layers, out)
+    model = bp.build_model(data, torch.device("cuda"))
+    coda = coda_ir.torch.from_hf(model, progress=False)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    ids = torch.randint(0, data["vocab_size"], (2, 4096), device="cuda", generator=gen)
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        with record_function("step:fwd"):
+            loss = coda(ids, labels=ids).loss
+        with record_function("step:bwd"):
+            loss.backward()
+        return loss
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    synced = []
+    for _ in range(10):
+        b, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        b.record(); step(); e.record(); torch.cuda.synchronize()
+        synced.append(b.elapsed_time(e))
+    # host time of a step with the GPU kept busy (the token check's wait would wait for the sleep:
+    # skipped here, the ids are in range)
+    wait = hf.TokenCheck.raise_if_bad
+    hf.TokenCheck.raise_if_bad = lambda self: None
+    host = []
+    try:
+        for _ in range(6):
+            torch.cuda._sleep(int(1e9))
+            t = time.perf_counter(); step(); host.append((time.perf_counter() - t) * 1e3)
+            torch.cuda.synchronize()
+    finally:
+        hf.TokenCheck.raise_if_bad = wait
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+            torch.cuda.synchronize()
+    path = out / f"{family}-trace.json"
+    prof.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text())
+    with gzip.open(str(path) + ".gz", "wt") as f:
+        json.dump(trace, f)
+    path.unlink()
+    res = {"family": family, "layers": layers, "synced_ms": statistics.median(synced), "synced_all": synced,
+           "host_ms": statistics.median(host), "host_all": host, **analyse(trace, steps)}
+    (out / f"{family}-gaps.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps({k: res[k] for k in ("family", "synced_ms", "host_ms", "phases")}), flush=True)
+    for g in res["host_gaps"][:15]:
+        print(f"  {g['us_per_step']:8.1f} us {g['count_per_step']:5.1f}x  {g['where']}")
+    del coda, model
+    torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--families", default="qwen3,llama", help=f"comma-separated, of: {', '.join(bp.FAMILIES)}")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=2, help="profiled steps")
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gaps"), help="folder for the JSON and traces")
+    ap.add_argument("--trace", help="analyse a saved trace (.json or .json.gz) of --steps steps instead")
+    a = ap.parse_args()
+    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
+    if a.trace:
+        opener = gzip.open if a.trace.endswith(".gz") else open
+        with opener(a.trace, "rt") as f:
+            print(json.dumps(analyse(json.load(f), a.steps), indent=1))
+        return
+    for f in a.families.split(","):
+        run(f, a.layers, out, a.steps)
+
+
+if __name__ == "__main__":
+    main()
