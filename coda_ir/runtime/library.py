@@ -31,7 +31,8 @@ def embedding(ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     on the device with the error raised before the forward returns; so that an id out of
     range is never read out of bounds meanwhile (a device-side assert would poison the CUDA
     context), ids are clamped to the table (no effect on valid ids)."""
-    return torch.nn.functional.embedding(ids.long().clamp(0, w.shape[0] - 1), w)  # never the caller's ids in place
+    # int32 or int64 ids index as they are (one clamp, no widening copy); never the caller's ids in place
+    return torch.nn.functional.embedding(ids.clamp(0, w.shape[0] - 1), w)
 
 
 def embedding_grad(dy: torch.Tensor, ids: torch.Tensor, num_rows: int, dtype: torch.dtype | None = None) -> torch.Tensor:
