@@ -21,7 +21,8 @@ def pytest_addoption(parser):
         help="run every case of the parameter matrices that CI runs a representative subset of "
              "(tests/torch/test_convergence.py: both dtypes of every family trained; "
              "tests/transforms/test_rope_partial_half.py: every head x pipeline x dtype; "
-             "tests/torch/test_hf.py: both dtypes of phi4_mini)",
+             "tests/torch/test_hf.py: both dtypes of phi4_mini; "
+             "the tests marked long_only: the host-time and block benchmarks' smoke runs)",
     )
     parser.addoption(
         "--fuzz-examples",
@@ -64,6 +65,8 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "long_only: collected only with --long (CI runs a representative "
+                                       "subset; these add minutes and cover what another test covers in part)")
     examples = config.getoption("--fuzz-examples", default=None)
     if examples is not None:  # read when test_fuzz_errors.py is imported, i.e. after this hook
         os.environ["CODA_FUZZ_EXAMPLES"] = str(examples)
@@ -71,3 +74,13 @@ def pytest_configure(config):
     if examples is not None:  # likewise for test_fuzz_numerics.py
         os.environ["CODA_FUZZ_NUMERICS_EXAMPLES"] = str(examples)
 
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without --long, the `long_only` tests are deselected (not skipped: CI does not run them)."""
+    if config.getoption("--long"):
+        return
+    kept = [item for item in items if item.get_closest_marker("long_only") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("long_only")])
+        items[:] = kept

@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.long_only  # the block's programs are checked by tests/transforms/test_autodiff.py too
 def test_bench_block_smoke(tmp_path):
     env = dict(os.environ, TRITON_INTERPRET="1", CODA_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -83,6 +84,7 @@ def test_sanitize_examples_smoke(tmp_path):
     assert all(r["ok"] and r["worst"][0] <= 1.0 for r in records), records
 
 
+@pytest.mark.long_only  # a measurement tool whose launch paths every from_hf test runs
 def test_bench_host_smoke(tmp_path):
     # the host-overhead A/B (launch plans on / off) at a tiny LLaMA on CPU: both variants run,
     # every launch helper is measured, and plans change no bit of the loss
