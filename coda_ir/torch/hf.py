@@ -1707,7 +1707,8 @@ class CodaCausalLM(torch.nn.Module):
         if compiling:
             return torch.arange(seq_len, device=device, dtype=torch.int32).repeat(batch)
         cache = self.__dict__.setdefault("_positions", {})
-        key = (batch, seq_len, device)
+        # (one made under inference_mode is an inference tensor, which a training step could not save)
+        key = (batch, seq_len, device, torch.is_inference_mode_enabled())
         positions = cache.get(key)
         if positions is None:
             if len(cache) >= 16:

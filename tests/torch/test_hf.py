@@ -204,6 +204,23 @@ def test_logits_without_labels_match_float64():
     assert_matches([out.logits.detach()], [ref64.detach()], [refT.detach()], ["logits"])
 
 
+def test_training_after_an_inference_mode_forward():
+    # from_hf keeps a step's default positions per shape; one made under inference_mode is an
+    # inference tensor that a training step could not save for its backward: kept apart
+    model = tiny_model("llama")
+    coda = from_hf(model, progress=False)
+    ids, labels = batch()
+    with torch.inference_mode():
+        logits = coda(ids).logits
+    loss = coda(ids, labels=labels).loss
+    loss.backward()
+    reference = copy.deepcopy(model).double()
+    expected = reference(input_ids=ids, labels=labels).loss
+    torch.testing.assert_close(loss.double(), expected.double(), rtol=1e-4, atol=1e-5)
+    assert logits.shape == (BATCH, SEQ, VOCAB)
+    assert all(p.grad is not None for p in model.parameters())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_tied_embeddings_and_position_ids(dtype):
     model = tiny_model("llama", dtype, tie_word_embeddings=True)
