@@ -8,7 +8,9 @@ Per family (a 1-3B config of bench_plan_hf.py, `--layers` decoder layers, 2 x 40
 * one profiled step (torch.profiler, CPU + CUDA) read as a trace: every gap between two kernels
   whose launch ended after the earlier kernel finished is a gap the GPU waited on the host;
   gaps are added up by phase (forward / backward), by the CPU op that launched the kernel
-  after them and by that kernel (`analyse`, also runnable on a saved trace with `--trace`).
+  after them and by that kernel; per step the opening (host time until the first long kernel starts,
+  which the GPU never wins back in a synced step) and the idle time inside the step's kernel span
+  (`analyse`, also runnable on a saved trace with `--trace`).
 
 Session 22 (bench/RESULTS.md) found this way that a synced step's idle time lies in the forward
 (the backward's kernels are long enough for the host to stay ahead) and what it was made of.
@@ -102,10 +104,39 @@ def analyse(trace: dict, steps: int) -> dict:
     top = sorted(gaps.items(), key=lambda kv: -kv[1])[:45]
     deltas = sorted(((k, sum(v), len(v), statistics.median(v)) for k, v in host_delta.items()), key=lambda r: -r[1])[:45]
     return {
+        "steps": _steps(kernels, launches, phases),
         "phases": {k: {kk: vv / steps for kk, vv in v.items()} for k, v in by_phase.items()},
         "host_gaps": [{"where": k, "us_per_step": v / steps, "count_per_step": gap_n[k] / steps} for k, v in top],
         "host_deltas": [{"where": k, "us_per_step": s / steps, "n_per_step": n / steps, "median_us": m} for k, s, n, m in deltas],
     }
+
+
+LONG_KERNEL_US = 50.0
+"""A kernel at least this long (a GEMM, an attention) ends a step's opening: from then on the host
+can get ahead of the GPU."""
+
+
+def _steps(kernels: list, launches: dict, phases: list) -> list[dict]:
+    """Per step (a "step:fwd" range and the kernels launched from it until the next one): the
+    opening (host time from the step's start until the first kernel of at least `LONG_KERNEL_US`
+    starts, and how much of it the GPU was busy), and the idle time between the step's first
+    kernel's start and its last kernel's end."""
+    starts = sorted(p["ts"] for p in phases if p["name"] == "step:fwd")
+    result = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else float("inf")
+        mine = [k for k in kernels
+                if (launch := launches.get(k.get("args", {}).get("correlation"))) is not None
+                and start <= launch["ts"] < end]
+        if not mine:
+            continue
+        first_long = next((k for k in mine if k["dur"] >= LONG_KERNEL_US), mine[-1])
+        opening_busy = sum(k["dur"] for k in mine if k["ts"] < first_long["ts"])
+        span = max(k["ts"] + k["dur"] for k in mine) - mine[0]["ts"]
+        result.append({"opening_us": first_long["ts"] - start, "opening_busy_us": opening_busy,
+                       "span_us": span, "busy_us": sum(k["dur"] for k in mine),
+                       "idle_in_span_us": span - sum(k["dur"] for k in mine)})
+    return result
 
 
 def run(family, layers, out, steps):
@@ -159,7 +190,7 @@ def run(family, layers, out, steps):
     res = {"family": family, "layers": layers, "synced_ms": statistics.median(synced), "synced_all": synced,
            "host_ms": statistics.median(host), "host_all": host, **analyse(trace, steps)}
     (out / f"{family}-gaps.json").write_text(json.dumps(res, indent=1))
-    print(json.dumps({k: res[k] for k in ("family", "synced_ms", "host_ms", "phases")}), flush=True)
+    print(json.dumps({k: res[k] for k in ("family", "synced_ms", "host_ms", "phases", "steps")}), flush=True)
     for g in res["host_gaps"][:15]:
         print(f"  {g['us_per_step']:8.1f} us {g['count_per_step']:5.1f}x  {g['where']}")
     del coda, model

@@ -38,3 +38,19 @@ def test_a_gap_counts_as_the_hosts_only_when_the_launch_came_late():
         ("step:fwd | coda_ir::layer | coda_ir::layer | _layer_fwd_k2_fold", 190)]
     deltas = {d["where"]: d["us_per_step"] for d in got["host_deltas"]}
     assert deltas["step:fwd | coda_ir::layer | _layer_fwd_k2_fold"] == 370  # 400 - 30
+
+
+def test_a_steps_opening_lasts_until_its_first_long_kernel():
+    trace = {"traceEvents": [
+        _x("user_annotation", "step:fwd", 100, 2000),
+        _x("cuda_driver", "cuLaunchKernelEx", 150, 5, correlation=1),
+        _x("kernel", "tokens", 160, 4, tid=7, correlation=1),            # short: the opening goes on
+        _x("cuda_driver", "cuLaunchKernelEx", 600, 5, correlation=2),
+        _x("kernel", "_layer_fwd_k3_gemm", 700, 300, tid=7, correlation=2),  # the first long one
+        _x("cuda_driver", "cuLaunchKernelEx", 650, 5, correlation=3),
+        _x("kernel", "_layer_fwd_k4_gemm", 1100, 100, tid=7, correlation=3),
+    ]}
+    (step,) = bench_gaps.analyse(trace, steps=1)["steps"]
+    assert step["opening_us"] == 600 and step["opening_busy_us"] == 4
+    assert step["span_us"] == 1200 - 160 and step["busy_us"] == 404
+    assert step["idle_in_span_us"] == 1040 - 404
