@@ -443,23 +443,18 @@ def _fp32_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.bmm(a.float(), b.float())
 
 
+BMM_WRITES_F32 = hasattr(torch.ops.aten.bmm, "dtype")
+"""Whether this PyTorch has `torch.bmm(a, b, out_dtype=torch.float32)` (cuBLAS with an fp32 output of
+bf16/f16 operands, added with `gemm_launch.MM_WRITES_F32`'s `mm` overloads). Decided from the
+operator's overloads, not by running one: a probe would synchronize (not allowed while a CUDA graph is
+captured) and could fail for reasons of its own (out of memory), which would be remembered as a
+missing feature."""
+
+
 def materialized_available(q: torch.Tensor) -> bool:
     """Whether this PyTorch takes fp32 results of low-precision GEMMs (`torch.bmm(out_dtype=)`,
     CUDA), which the materialized path needs to keep its scores in fp32."""
-    if q.dtype == torch.float32 or not q.is_cuda:
-        return True
-    key = (q.dtype, str(q.device))
-    if key not in _FP32_RESULTS:
-        try:
-            a = torch.zeros((1, 1, 1), dtype=q.dtype, device=q.device)
-            torch.bmm(a, a, out_dtype=torch.float32)
-            _FP32_RESULTS[key] = True
-        except (TypeError, RuntimeError, NotImplementedError):
-            _FP32_RESULTS[key] = False
-    return _FP32_RESULTS[key]
-
-
-_FP32_RESULTS: dict = {}  # (dtype, device) -> whether bmm takes out_dtype=float32 there
+    return q.dtype == torch.float32 or not q.is_cuda or BMM_WRITES_F32
 
 
 def _stacked(t: torch.Tensor, kv: int, r0: int, r1: int) -> torch.Tensor:
