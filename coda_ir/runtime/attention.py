@@ -14,8 +14,11 @@ Backend: on CUDA the one SDPA itself picks (`torch._fused_sdp_choice`, with GQA 
 coda-ir runs the same attention kernel as a Hugging Face model (on the H100: cuDNN, which takes
 GQA k/v and the strided packed views directly, bench/RESULTS.md 2026-11-23). cuDNN and flash
 are called through their aten ops; any other choice (fp32, odd head dims, CPU) runs an exact
-fp32 math path. The cuDNN and flash backward passes are not bitwise reproducible (their dq
-accumulation): the one exception to coda-ir's determinism, and the same kernels the baselines use.
+fp32 math path. By default the cuDNN and flash backward passes are not bitwise reproducible (their
+dq accumulation): the one exception to coda-ir's determinism, and the same kernels the baselines
+use. Under `torch.use_deterministic_algorithms(True)` SDPA's choice leaves cuDNN out and flash (the
+varlen kernels too) runs its deterministic backward; `backend` follows that choice, so every
+gradient repeats bitwise (bench/check_determinism.py; README "Reproducible steps").
 
 Extensions (the optional properties and operand of `nn.attention`): `scale` rides along to the
 same SDPA kernels. A sliding `window`, a `softcap` or `segments` (documents and padding rows,

@@ -345,3 +345,58 @@ def test_trainer_facing_attributes_and_checkpointing_kwargs():
     assert cm.gradient_checkpointing
     with pytest.raises(ArgumentError, match="use_reentrant"):
         cm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+
+
+def test_readme_deterministic_mode_example_runs(capsys):
+    """The README's deterministic-mode example, as written: nothing in a from_hf step (padded
+    batch included) is a kernel PyTorch's strict deterministic mode refuses, and two steps give
+    the same bits."""
+    import re
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    snippet = next(s for s in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
+                   if "use_deterministic_algorithms(True)" in s)
+    try:
+        exec(compile(snippet, str(readme), "exec"), {})
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert "every gradient of two steps bitwise equal: True" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("padded", [False, True])
+def test_cuda_deterministic_mode_repeats_every_gradient_bitwise(padded, monkeypatch):
+    """Under torch.use_deterministic_algorithms(True) SDPA's choice leaves cuDNN out (its dq
+    accumulation is not reproducible) and coda-ir's attention follows it; a padded batch runs
+    flash-attention's varlen backward, which then runs deterministically too. Shapes where SDPA
+    picks a fused backend (head_dim 64, seq 256)."""
+    from coda_ir.runtime import attention
+
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    overrides = dict(hidden_size=256, intermediate_size=640, num_attention_heads=4, num_key_value_heads=2,
+                     head_dim=64, vocab_size=1000)
+    model = tiny_model("qwen3", torch.bfloat16, **overrides).cuda()
+    cmodel = from_hf(model, progress=False)
+    torch.manual_seed(3)
+    ids = torch.randint(0, 1000, (2, 256), device="cuda")
+    kwargs = {"labels": ids.clone()}
+    if padded:
+        mask = torch.ones_like(ids)
+        mask[1, 200:] = 0
+        kwargs = {"attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+    torch.use_deterministic_algorithms(True)
+    try:
+        qkv = torch.empty(512, (4 + 2 * 2) * 64, device="cuda", dtype=torch.bfloat16)
+        assert attention.backend(qkv, 4, 2, 64, 256, True) == attention.FLASH
+        runs = []
+        for _ in range(3):  # the first compiles and tunes
+            model.zero_grad(set_to_none=True)
+            loss = cmodel(ids, **kwargs).loss
+            loss.backward()
+            runs.append((loss.detach().clone(), [p.grad.clone() for p in model.parameters()]))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    (loss1, grads1), (loss2, grads2) = runs[1:]
+    assert torch.equal(loss1, loss2)
+    assert all(torch.equal(a, b) for a, b in zip(grads1, grads2))
