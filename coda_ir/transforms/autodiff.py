@@ -395,8 +395,37 @@ RECOMPUTE_COST = {
 Gated activations (`nn.swiglu`, `nn.geglu`) are not among them: rebuilt on their own, the pair
 (j, j + F) needs a column tile holding all 2F columns of a row (measured on the H100 at the 1B
 shape, F = 8192: 4.5 ms for that one kernel, against ~0.1 ms to store g in the forward and read
-it back). Rebuilding g in the down-projection's dgrad epilogue, which already reads z at
-interleaved columns, needs a fusion of that sibling kernel into the GEMM that does not exist yet."""
+it back). They are rebuilt only where their backward runs as a separate pass over z
+(`gated_rebuild_decision`), which coda-fuse merges the rebuild into (one more [M, F] write)."""
+
+
+def gated_rebuild_decision(op: Operation) -> tuple[str, str] | None:
+    """Store or rebuild the output g [M, F] of a gated activation that its backward's weight
+    gradient (`dWd = dy.T @ g`) reads: rebuild it where the IO model runs the gated backward as a
+    separate pass over dy and z (`io_model.gated_grad_plan`, the plan nn-plan then records): that
+    pass reads both halves of z anyway and coda-fuse merges the rebuild into it (coda-legalize
+    handles both pairings in halves), so g costs one [M, F] write in the backward instead of
+    staying alive from the forward to the backward (128 MiB a layer at the LLaMA-1B shape: 2 GiB of
+    its 16-layer step's peak). Bit for bit the forward's g: the forward computes it from the
+    rounded z it stores (coda-fuse reads a stored value rounded). Where the backward joins the
+    dgrad GEMM's epilogue, a rebuild would be a kernel of its own over 2F-wide tiles: g is stored.
+    None: not a gated activation."""
+    if not isinstance(op, (nn.SwiGLUOp, nn.GeGLUOp)):
+        return None
+    producer = op.operands[0].owner
+    if not isinstance(producer, (nn.LinearOp, nn.MatmulOp)):
+        return "store", "its input is no GEMM's output"
+    m, two_f = _shape(op.operands[0])
+    k = _shape(producer.operands[0])[1]
+    try:
+        from coda_ir.analysis import io_model
+
+        decision = io_model.gated_grad_plan(m, two_f // 2, K=k, dtype=_dtype_name(op.operands[0]))
+    except (ImportError, ValueError, KeyError, ZeroDivisionError):
+        return "store", "no cost model"
+    if decision.choice == "separate":
+        return "recompute", f"rebuilt in the gated backward's separate pass over z: {decision.summary()}"
+    return "store", f"its backward runs in the dgrad epilogue: {decision.summary()}"
 
 
 def _recompute_inputs(op: Operation) -> list[Needed]:
@@ -424,6 +453,9 @@ def recompute_decision(value: SSAValue, cost_model: bool, gpu: GPU | None = None
         # costs nothing at run time (from_hf packs sibling weights so), where storing it would be
         # an extra saved copy of the weights
         return "recompute", "a concatenation of arguments: rebuilt from the saved arguments"
+    gated = gated_rebuild_decision(op) if cost_model else None
+    if gated is not None:
+        return gated
     if not cost_model or type(op) not in RECOMPUTE_COST or len(_shape(value)) != 2:
         return "store", "no cost model" if not cost_model else "not rebuildable"
     flops, sfu = RECOMPUTE_COST[type(op)]

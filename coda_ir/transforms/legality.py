@@ -244,6 +244,13 @@ def pair_halves(kernel: Operation, op: coda.PairMapOp) -> tuple[Operation, ...] 
                 return None
             members.append(owner)
             work += [*owner.inputs, *owner.outputs]
+        elif isinstance(owner, coda.PairMapOp) and owner is not op:
+            # a wide result of another pair_map of the same pairing (SwiGLU's backward beside the
+            # rebuild of its forward, merged into one pass over z): computed in halves there too
+            if not (owner.stride.value.data == stride and owner.pair_count() == pairs
+                    and owner.parent_block() is block):
+                return None
+            work += [w for w in [*owner.inputs, *owner.outputs] if owner.is_wide(w)]
         elif owner is not op:
             return None
         for use in v.uses:
