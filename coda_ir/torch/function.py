@@ -328,8 +328,10 @@ class CodaFunction:
         # module and each compiled module. Not for compiles asking for remarks (a hit runs no pass).
         self._cache_key = None
         if not self.remarks and compile_cache.enabled():
+            # keyed on the whole pipeline: nn-autodiff's options (what the forward saves, the
+            # logits' chunks) change the programs as much as the lowering's do
             self._cache_key = compile_cache.program_key(source if isinstance(source, str) else str(module), name,
-                                                        self.pipeline)
+                                                        (_autodiff_stage(pipeline), self.pipeline))
         cached = compile_cache.load(self._cache_key, "nn") if self._cache_key else None
         self.from_cache = cached is not None and isinstance(cached.get("module"), str)
         if self.from_cache:

@@ -112,6 +112,12 @@ def test_another_program_pipeline_or_a_remarks_compile_misses(cache, compiles):
     CodaFunction(program, pipeline="nn-to-coda{vendor-gemms=false}")
     assert compiles["compile"] > counted
     counted = compiles["compile"]
+    # nn-autodiff's own options are part of the key too (they change what the forward saves)
+    lowered = compiles["lower"]
+    saved = CodaFunction(program, pipeline="nn-autodiff{cost-model=false},nn-to-coda")
+    assert compiles["compile"] > counted and compiles["lower"] > lowered
+    assert CodaFunction(program, pipeline="nn-autodiff{cost-model=false},nn-to-coda").from_cache and saved.from_cache is False
+    counted = compiles["compile"]
     CodaFunction(program, remarks=True)
     assert compiles["compile"] > counted
 
