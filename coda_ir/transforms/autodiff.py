@@ -399,10 +399,10 @@ it back). They are rebuilt only where their backward runs as a separate pass ove
 (`gated_rebuild_decision`), which coda-fuse merges the rebuild into (one more [M, F] write)."""
 
 
-def gated_rebuild_decision(op: Operation) -> tuple[str, str] | None:
+def gated_rebuild_decision(op: Operation, gpu: GPU | None = None) -> tuple[str, str] | None:
     """Store or rebuild the output g [M, F] of a gated activation that its backward's weight
     gradient (`dWd = dy.T @ g`) reads: rebuild it where the IO model runs the gated backward as a
-    separate pass over dy and z (`io_model.gated_grad_plan`, the plan nn-plan then records): that
+    separate pass over dy and z (`io_plans.gated_grad_plan` on `gpu`, the plan nn-plan then records): that
     pass reads both halves of z anyway and coda-fuse merges the rebuild into it (coda-legalize
     handles both pairings in halves), so g costs one [M, F] write in the backward instead of
     staying alive from the forward to the backward (128 MiB a layer at the LLaMA-1B shape: 2 GiB of
@@ -418,9 +418,9 @@ def gated_rebuild_decision(op: Operation) -> tuple[str, str] | None:
     m, two_f = _shape(op.operands[0])
     k = _shape(producer.operands[0])[1]
     try:
-        from coda_ir.analysis import io_model
+        from coda_ir.analysis import io_plans
 
-        decision = io_model.gated_grad_plan(m, two_f // 2, K=k, dtype=_dtype_name(op.operands[0]))
+        decision = io_plans.gated_grad_plan(m, two_f // 2, K=k, dtype=_dtype_name(op.operands[0]), gpu=gpu)
     except (ImportError, ValueError, KeyError, ZeroDivisionError):
         return "store", "no cost model"
     if decision.choice == "separate":
@@ -443,9 +443,11 @@ def _dtype_name(value: SSAValue) -> str:
     return element_name(ty.get_element_type())
 
 
-def recompute_decision(value: SSAValue, cost_model: bool, gpu: GPU | None = None) -> tuple[str, str]:
+def recompute_decision(value: SSAValue, cost_model: bool, gpu: GPU | None = None,
+                       rebuild_gated: bool = True) -> tuple[str, str]:
     """("store" | "recompute", why) for a forward value the backward reads, priced on `gpu` (the
-    pass's target machine; None: the IO model's default, the H100)."""
+    pass's target machine; None: the IO model's default, the H100). `rebuild_gated` false: a gated
+    activation's output is stored (`gated_rebuild_decision` not asked)."""
     op = value.owner
     if cost_model and isinstance(op, nn.ConcatOp) and all(isinstance(v, BlockArgument) for v in op.inputs):
         # e.g. the packed weight of sibling linears (nn-fuse-siblings): the arguments are saved
@@ -453,7 +455,9 @@ def recompute_decision(value: SSAValue, cost_model: bool, gpu: GPU | None = None
         # costs nothing at run time (from_hf packs sibling weights so), where storing it would be
         # an extra saved copy of the weights
         return "recompute", "a concatenation of arguments: rebuilt from the saved arguments"
-    gated = gated_rebuild_decision(op) if cost_model else None
+    if isinstance(op, (nn.SwiGLUOp, nn.GeGLUOp)) and not rebuild_gated:
+        return "store", "rebuild-gated=false"
+    gated = gated_rebuild_decision(op, gpu) if cost_model else None
     if gated is not None:
         return gated
     if not cost_model or type(op) not in RECOMPUTE_COST or len(_shape(value)) != 2:
@@ -577,6 +581,7 @@ class _Differentiator:
     recomputed: list[SSAValue] = field(default_factory=list)
     memory_budget_mib: int = 4096
     logits_chunk: int = 0
+    rebuild_gated: bool = True
     chunked: dict[Operation, LogitsChunks] = field(default_factory=dict)
     """Cross-entropies whose backward recomputes the logits in chunks (`logits_chunk_plan`)."""
     capped: dict[Operation, nn.SoftcapOp] = field(default_factory=dict)
@@ -661,7 +666,7 @@ class _Differentiator:
         for v in list(needed):
             if isinstance(v, Stat) or isinstance(v, BlockArgument) or not _is_float(v):
                 continue
-            choice, why = recompute_decision(v, self.cost_model, self.gpu)
+            choice, why = recompute_decision(v, self.cost_model, self.gpu, self.rebuild_gated)
             if choice == "recompute":
                 inputs = _recompute_inputs(v.owner)
                 if all(i in available or isinstance(i, BlockArgument) for i in inputs):
@@ -827,6 +832,12 @@ class _Differentiator:
                 new_ops, dxs = self.rms_grad_from_consumers(op, dys, wants_of[op], fwd, grads)
             else:
                 new_ops, dxs = RULES[type(op)].grad(op, dys, wants_of[op], fwd)
+            if isinstance(op, (nn.SwiGLUOp, nn.GeGLUOp)) and op.results[0] in self.recomputed:
+                # the decision the rebuild rests on (`gated_rebuild_decision`), recorded once here:
+                # nn-plan obeys it, so the rebuild always finds the separate pass it joins
+                for new in new_ops:
+                    if isinstance(new, (nn.SwiGLUGradOp, nn.GeGLUGradOp)):
+                        new.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
             for new in new_ops:
                 new.location = op.location
                 block.add_op(new)
@@ -892,10 +903,12 @@ class _Differentiator:
 
 
 def differentiate(f: func.FuncOp, cost_model: bool = True, memory_budget_mib: int = 4096,
-                  logits_chunk: int = 0, gpu: GPU | None = None) -> tuple[func.FuncOp, func.FuncOp]:
+                  logits_chunk: int = 0, gpu: GPU | None = None,
+                  rebuild_gated: bool = True) -> tuple[func.FuncOp, func.FuncOp]:
     """`(f_fwd, f_bwd)` of an nn function (detached; the caller inserts them)."""
     name = f.sym_name.data
-    d = _Differentiator(f, cost_model, memory_budget_mib=memory_budget_mib, logits_chunk=logits_chunk, gpu=gpu)
+    d = _Differentiator(f, cost_model, memory_budget_mib=memory_budget_mib, logits_chunk=logits_chunk, gpu=gpu,
+                        rebuild_gated=rebuild_gated)
     order, wants = d.plan()
     bwd = d.build_backward(name + BWD_SUFFIX, order, wants)
     fwd = d.build_forward(name + FWD_SUFFIX)
@@ -924,6 +937,11 @@ class NNAutodiffPass(ModulePass):
     LLaMA-1B step, +13% of a Qwen3-1.7B one) for 1.5-1.7 GiB at 8192 tokens, so the logits of the
     common shapes (LLaMA-1B / Qwen3 at 8192 tokens: 2.0 / 2.4 GiB) are stored and larger ones
     (longer batches, Gemma's 256k vocabulary) chunked; 256 trades the speed for the memory."""
+    rebuild_gated: bool = True
+    """false: a gated activation's output g is saved by the forward, never rebuilt (the form before
+    the backward rebuilt it; tests that pin the gated backward in the dgrad epilogue use it). True:
+    the IO model decides (`gated_rebuild_decision`), and a rebuild records the separate gated
+    backward pass it joins (`in_producer_epilogue = false`), which nn-plan obeys."""
     logits_chunk: int = 0
     """> 0: always recompute the logits in chunks of this many vocabulary columns (a multiple of
     16), whatever the budget (tests, experiments); 0: the budget decides."""
@@ -951,6 +969,7 @@ class NNAutodiffPass(ModulePass):
             for suffix in (FWD_SUFFIX, BWD_SUFFIX):
                 if name + suffix in names:
                     raise CompilerError(f, f"nn-autodiff: @{name}{suffix} exists already; rename it")
-            fwd, bwd = differentiate(f, self.cost_model, self.memory_budget_mib, self.logits_chunk, gpu)
+            fwd, bwd = differentiate(f, self.cost_model, self.memory_budget_mib, self.logits_chunk, gpu,
+                                     self.rebuild_gated)
             op.body.block.insert_op_after(bwd, f)
             op.body.block.insert_op_after(fwd, f)

@@ -21,7 +21,9 @@ answer on the op (`nn.PLAN_PROPERTIES`); `convert-nn-to-coda` builds what the pl
 * `in_producer_epilogue = false` on `nn.swiglu_grad` / `nn.geglu_grad` whose dy a GEMM produces
   (`io_plans.gated_grad_plan`): the plain GEMM storing dy plus one elementwise pass (dz and the
   z . dz row partials, the pair halves read as [BM, BN] tiles) beats the epilogue, which holds z
-  and dz beside the accumulator (spills) after every tile's mainloop;
+  and dz beside the accumulator (spills) after every tile's mainloop. Where nn-autodiff rebuilds the
+  gated output g for the weight gradient it made this same decision first and recorded it (the
+  rebuild joins that pass): a recorded decision is obeyed, not priced again;
 * `in_producer_epilogue = false` on `nn.rms_norm_grad` with its row statistic given (`hdh`: dx
   elementwise in dy) whose dy a GEMM produces (`io_plans.norm_grad_plan`): the plain GEMM storing
   dy in f32 plus one elementwise pass reading it unrounded (dx, the dw column partials, the
@@ -340,10 +342,18 @@ class NNPlanPass(ModulePass):
         `gemm` produces) when it runs as a separate pass after a plain GEMM: forced by `mode`, or
         (`auto`) when the IO model's `price()` (an `epilogue` / `separate` Decision; None: nothing
         to price) finds the pass cheaper, with a remark giving both costs and `why`."""
-        if mode == "epilogue":
+        recorded = nn.planned(op, "in_producer_epilogue")
+        if mode == "epilogue":  # forced, over a decision nn-autodiff recorded too
+            if recorded is False:
+                del op.properties["in_producer_epilogue"]
+                remarks.emit_remark(op, f"{op.name} forced into the epilogue of {_describe(gemm)} over the separate pass "
+                                    "recorded before nn-plan (nn-autodiff's rebuild of a gated output, which would "
+                                    "have joined that pass, runs as a kernel of its own)", informational=True)
             return
         if mode == "separate":  # forced: no model, no remark
             op.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
+            return
+        if recorded is not None:  # decided where it was needed first (nn-autodiff's gated rebuild): obeyed
             return
         if not self.cost_model or price is None:
             return

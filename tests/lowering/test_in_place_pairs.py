@@ -7,7 +7,10 @@ each pair index in one program) and stores dz [M, 2F] at the same columns. With 
 dz over z: one [M, 2F] buffer less at the backward's peak. Checked here on the CPU interpreter, at
 odd row counts and F a power of two and not: the decision is recorded on the pass (also as a
 launch-group member), the kernel waits at a CTA barrier before those stores, the outputs are
-bitwise those of the non-donating backward and z's buffer holds dz afterwards.
+bitwise those of the non-donating backward and z's buffer holds dz afterwards. Since session 23
+the pass also rebuilds g = swiglu(z) for the down-projection's weight gradient (nn-autodiff no
+longer saves g): dz still goes over z, g is a fresh output; `rebuild-gated=false` (g saved) keeps
+the pass of before.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ sys.path.insert(0, str(ROOT / "tests" / "programs"))
 
 from generate import Llama, nn_llama_block  # noqa: E402
 
-PASS = "nn.swiglu_grad+nn.row_dot.partials"
+PASS = "nn.swiglu+nn.swiglu_grad+nn.row_dot.partials"  # inputs (z, dy), outputs (g, dz, partials)
+SAVED_G_PASS = "nn.swiglu_grad+nn.row_dot.partials"  # g saved: inputs (dy, z), outputs (dz, partials)
 NORM_PASS = "nn.rms_norm_apply.apply+nn.rms_norm_grad.apply+nn.add"
 
 
@@ -47,20 +51,24 @@ def _records(cm, origin: str | None = PASS) -> list[tuple[str, list[int], bool]]
     return out
 
 
-@pytest.mark.parametrize("m, f", [(37, 80), (37, 256), (21, 96)])
-def test_dz_over_donated_z_is_bitwise_the_fresh_buffer_result(m, f):
+@pytest.mark.parametrize("m, f, rebuilt", [(37, 80, True), (37, 256, True), (21, 96, False)])
+def test_dz_over_donated_z_is_bitwise_the_fresh_buffer_result(m, f, rebuilt):
     text = _block(m, f)
-    fn = coda_ir.torch.function(text, pipeline="nn-to-coda{gated-grad=separate}", remarks=False)
+    autodiff = "" if rebuilt else "nn-autodiff{rebuild-gated=false},"
+    fn = coda_ir.torch.function(text, pipeline=autodiff + "nn-to-coda{gated-grad=separate}", remarks=False)
     mask = (True,) * len(fn.float_args)
     plain = fn.backward_module(mask, donate=False)
     donated = fn.backward_module(mask, donate=True)
     names = [fn._bwd_args[j].name for j in fn.donated_arguments()]
     z_index = next(j for j in fn.donated_arguments() if fn._bwd_args[j].name == "z")
-    assert "z" in names
-    (origin, over, grouped), = _records(donated)
-    assert origin == PASS
-    # dz (output 0) over z; z is the pass's input #1 (dy, z); the z . dz partials are fresh
-    assert over == [1, -1]
+    assert "z" in names and ("g" in names) is not rebuilt  # a saved g is donated too, a rebuilt one is not saved
+    (origin, over, grouped), = _records(donated, PASS if rebuilt else SAVED_G_PASS)
+    if rebuilt:
+        # dz (output 1) over z (input 0); the rebuilt g and the z . dz partials are fresh
+        assert over == [-1, 0, -1]
+    else:
+        # dz (output 0) over z; z is the pass's input #1 (dy, z); the z . dz partials are fresh
+        assert over == [1, -1]
     # and the first norm's backward pass writes the rebuilt h1 over the donated x1 (its input #0,
     # read at the same element): the per-element rule
     assert _records(donated, NORM_PASS) == [(NORM_PASS, [0, -1, -1], False)]
