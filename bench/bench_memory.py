@@ -18,7 +18,7 @@ GPU (carry [".whl"]; the device has transformers, torch, Triton; Liger carried a
     export PYTHONPATH=$PWD/.site:$PWD && python bench/bench_memory.py --out $OUT/memory.json
 
 (8 processes, coda first; `--budget-s` (285) skips what has not started by then.) Activation
-checkpointing's cost: `--variants coda,coda-ckpt`. `--child` runs one variant and prints its JSON line (internal).
+checkpointing's cost: `--variants coda,coda-ckpt`; the rebuilt gated output's: `--variants coda,coda-saved-g`. `--child` runs one variant and prints its JSON line (internal).
 """
 
 from __future__ import annotations
@@ -39,8 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 CASES = (("llama1b", 16), ("qwen3", 28))
 VARIANTS = ("coda", "liger", "eager", "coda-chunked")  # most needed first: a cut budget skips the last
 PIPELINES = {"coda": "nn-to-coda", "coda-ckpt": "nn-to-coda",
-             "coda-chunked": "nn-autodiff{memory-budget-mib=256},nn-to-coda"}
-# not run by default: coda-ckpt, from_hf with activation checkpointing of every decoder unit
+             "coda-chunked": "nn-autodiff{memory-budget-mib=256},nn-to-coda",
+             "coda-saved-g": "nn-autodiff{rebuild-gated=false},nn-to-coda"}
+# not run by default: coda-ckpt, from_hf with activation checkpointing of every decoder unit;
+# coda-saved-g, the forward saving g = swiglu(z) instead of the backward rebuilding it (session 23's A/B)
 
 
 def child(shape_name: str, layers: int, variant: str, batch: int, seq: int, iters: int, tune: str) -> dict:

@@ -56,7 +56,11 @@ VARIANTS = ("limit", "eager", "compile", "liger", "coda")
 # liger-compile: Liger's kernels with the rest of the model under torch.compile (Liger's best form,
 # the bar a user who already combines both would hold us to).
 # coda-tl-plain: plain gemms on the generated tl kernel instead of cuBLAS (`vendor-gemms=false`).
-EXTRA_VARIANTS = ("coda-no-plans", "coda-no-donate", "coda-tl-plain", "liger-compile")
+# coda-saved-g: the forward saves g = swiglu(z) instead of the backward rebuilding it in its gated
+# pass (`nn-autodiff{rebuild-gated=false}`): the time side of session 23's A/B (bench_memory: the peak).
+EXTRA_VARIANTS = ("coda-no-plans", "coda-no-donate", "coda-tl-plain", "liger-compile", "coda-saved-g")
+CODA_PIPELINES = {"coda-tl-plain": "nn-to-coda{vendor-gemms=false}",
+                  "coda-saved-g": "nn-autodiff{rebuild-gated=false},nn-to-coda"}
 
 
 def make_model(shape: dict, layers: int, dtype, device):
@@ -212,10 +216,10 @@ def build_variant(name: str, base, shape, layers, tokens, seq, dtype, device):
         # compiled with the patches installed and always called under them, so dynamo's guards on
         # the patched module globals hold for every step
         fwd = torch.compile(model) if name == "liger-compile" else model
-    elif name in ("coda", "coda-no-plans", "coda-no-donate", "coda-tl-plain"):
+    elif name in ("coda", "coda-no-plans", "coda-no-donate", "coda-tl-plain", "coda-saved-g"):
         import coda_ir.torch
 
-        pipeline = "nn-to-coda{vendor-gemms=false}" if name == "coda-tl-plain" else "nn-to-coda"
+        pipeline = CODA_PIPELINES.get(name, "nn-to-coda")
         fwd = coda_ir.torch.from_hf(model, pipeline=pipeline, progress=True)
         if name == "coda-no-plans":
             ctx = plans_off
