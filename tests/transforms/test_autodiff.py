@@ -26,6 +26,7 @@ import coda_ir
 from coda_ir import remarks, testing
 from coda_ir.reference import load_func, run_reference
 from coda_ir.context import make_context
+from coda_ir.dialects import nn
 from coda_ir.transforms.autodiff import NNAutodiffPass
 
 from tests.transforms.test_random_programs import Gen
@@ -126,6 +127,28 @@ def test_gated_activation_and_norm_output_rebuilt():
                if "coda.origin" in op.attributes]
     assert any(o.startswith("nn.swiglu+nn.swiglu_grad") for o in origins), origins
     assert not any(o == "nn.swiglu" for o in origins), origins
+
+
+def test_gated_rebuild_records_the_separate_pass_and_nn_plan_obeys_it():
+    """The rebuild rests on the gated backward running as a separate pass: nn-autodiff records
+    that decision on the `nn.swiglu_grad` it writes (made once, where it is needed first), nn-plan
+    keeps it; a forced `gated-grad=epilogue` overrides it with a remark and the rebuild then runs as
+    a kernel of its own (still correct); `rebuild-gated=false` saves g and records nothing."""
+    module = differentiated(MLP)
+    (grad,) = [op for op in load_func(module, "mlp_bwd").walk() if isinstance(op, nn.SwiGLUGradOp)]
+    assert nn.planned(grad, "in_producer_epilogue") is False
+    before = len(remarks.EMITTED)
+    with remarks.printed_remarks(False):
+        forced = coda_ir.lower(differentiated(MLP), "nn-to-coda{gated-grad=epilogue}")
+    assert any("forced into the epilogue" in r and "runs as a kernel of its own" in r for r in remarks.EMITTED[before:])
+    origins = [op.attributes["coda.origin"].data for op in load_func(forced, "mlp_bwd").walk()
+               if "coda.origin" in op.attributes]
+    assert "nn.swiglu" in origins and not any(o.startswith("nn.swiglu+nn.swiglu_grad") for o in origins), origins
+    saved = coda_ir.parse(MLP)
+    NNAutodiffPass(rebuild_gated=False).apply(make_context(), saved)
+    assert "%g" in str(load_func(saved, "mlp_fwd")).split("func.return")[1]
+    (grad,) = [op for op in load_func(saved, "mlp_bwd").walk() if isinstance(op, nn.SwiGLUGradOp)]
+    assert nn.planned(grad, "in_producer_epilogue") is None
 
 
 def test_store_without_cost_model():
