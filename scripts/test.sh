@@ -7,7 +7,7 @@ export TRITON_INTERPRET=1
 export PATH="$PWD/.venv/bin:$PWD/tools:$PATH"
 .venv/bin/lit -sv tests/filecheck
 set +e
-.venv/bin/python -m pytest -q -n 2 tests
+.venv/bin/python -m pytest -q -n 2 --dist loadscope tests
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then
