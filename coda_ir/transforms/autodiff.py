@@ -20,7 +20,9 @@ What the forward saves is decided value by value:
 * a value the backward needs that is cheap to rebuild from values saved anyway (an activation
   from its input, a norm's output from x and the statistics) is stored or recomputed as the IO model decides (`io_plans.store_or_recompute`:
   an extra [M, N] write in forward plus a read in backward, against recomputing it in the
-  backward kernel that needs it); option `cost-model=false` stores it;
+  backward kernel that needs it); option `cost-model=false` stores it; a gated activation's
+  output g is rebuilt where its backward runs as a separate pass over z (`gated_rebuild_decision`,
+  recorded on that backward op for nn-plan), option `rebuild-gated=false` stores it;
 * RoPE's backward needs only the positions (its rotation is orthogonal: `dx = R(-a) dy`);
 * an RMSNorm whose output feeds only GEMMs (`z = h @ W.T`) gets its backward statistic from
   `sum_k z_k dz_k` (`nn.row_dot`, reduced where dz is produced; through a RoPE of z, whose
