@@ -58,9 +58,13 @@ VARIANTS = ("limit", "eager", "compile", "liger", "coda")
 # coda-tl-plain: plain gemms on the generated tl kernel instead of cuBLAS (`vendor-gemms=false`).
 # coda-saved-g: the forward saves g = swiglu(z) instead of the backward rebuilding it in its gated
 # pass (`nn-autodiff{rebuild-gated=false}`): the time side of session 23's A/B (bench_memory: the peak).
-EXTRA_VARIANTS = ("coda-no-plans", "coda-no-donate", "coda-tl-plain", "liger-compile", "coda-saved-g")
+# coda-loads-in-order: merged elementwise kernels read their second body's inputs after the first
+# body's stores (`nn-to-coda{merged-loads=in-order}`, the order before session 23).
+EXTRA_VARIANTS = ("coda-no-plans", "coda-no-donate", "coda-tl-plain", "liger-compile", "coda-saved-g",
+                  "coda-loads-in-order")
 CODA_PIPELINES = {"coda-tl-plain": "nn-to-coda{vendor-gemms=false}",
-                  "coda-saved-g": "nn-autodiff{rebuild-gated=false},nn-to-coda"}
+                  "coda-saved-g": "nn-autodiff{rebuild-gated=false},nn-to-coda",
+                  "coda-loads-in-order": "nn-to-coda{merged-loads=in-order}"}
 
 
 def make_model(shape: dict, layers: int, dtype, device):
@@ -216,7 +220,7 @@ def build_variant(name: str, base, shape, layers, tokens, seq, dtype, device):
         # compiled with the patches installed and always called under them, so dynamo's guards on
         # the patched module globals hold for every step
         fwd = torch.compile(model) if name == "liger-compile" else model
-    elif name in ("coda", "coda-no-plans", "coda-no-donate", "coda-tl-plain", "coda-saved-g"):
+    elif name == "coda" or name in EXTRA_VARIANTS and name.startswith("coda"):
         import coda_ir.torch
 
         pipeline = CODA_PIPELINES.get(name, "nn-to-coda")

@@ -84,8 +84,15 @@ def _only_loaded(e: Operation, arg: BlockArgument) -> bool:
     return True
 
 
-def build_merged(p: Operation, e: Operation) -> tuple[Operation, list[int]] | None:
-    """P's region followed by E's body, as a new (detached) kernel of P's kind.
+MERGED_LOADS_MODES = ("before-stores", "in-order")
+"""Where a merged elementwise kernel's second body reads its inputs (`coda-fuse{merged-loads=...}`):
+before the op computing the first kernel's first stored result (the default), or where that body
+had them (after the whole first body: the order before session 23, kept for A/B runs)."""
+
+
+def build_merged(p: Operation, e: Operation, loads_before_stores: bool = True) -> tuple[Operation, list[int]] | None:
+    """P's region followed by E's body, as a new (detached) kernel of P's kind; with
+    `loads_before_stores`, E's loads of kernel inputs moved up (see below).
 
     Returns the kernel and the indices of P's results it still yields (first, in order; E's
     results follow). None when E reads one of P's results other than through load/accumulate.
@@ -155,7 +162,7 @@ def build_merged(p: Operation, e: Operation) -> tuple[Operation, list[int]] | No
     # top lengthen what is live (Qwen3's QK-norm + RoPE backward pass: +42%). GEMM epilogues keep
     # their order (their loads follow the mainloop either way).
     stored = {p_values[i] for i in kept}
-    front = None if isinstance(p, coda.GemmOp) else next(
+    front = None if isinstance(p, coda.GemmOp) or not loads_before_stores else next(
         (op for op in block.ops if any(r in stored for r in op.results)), None)
 
     for op in e_block.ops:
@@ -248,8 +255,10 @@ def _prove_or_interleave(kernel: Operation, allow_interleave: bool = True) -> tu
 
 
 class Fuser:
-    def __init__(self, block: Block, remarks_as_errors: bool, siblings: bool, interleave: bool = True):
+    def __init__(self, block: Block, remarks_as_errors: bool, siblings: bool, interleave: bool = True,
+                 loads_before_stores: bool = True):
         self.block = block
+        self.loads_before_stores = loads_before_stores
         self.interleave = interleave
         self.as_error = remarks_as_errors
         self.siblings = siblings
@@ -310,7 +319,7 @@ class Fuser:
             return False
         if isinstance(p, coda.GemmOp) and coda.SEPARATE in e.attributes:
             return False  # the plan (nn-plan) keeps this kernel out of a GEMM's epilogue
-        built = build_merged(p, e)
+        built = build_merged(p, e, self.loads_before_stores)
         if built is None:
             return False
         merged, kept = built
@@ -408,7 +417,16 @@ class FusePass(ModulePass):
     siblings: bool = True
     interleave: bool = True
     """Count a merge as legal when interleaving the gemm's columns (coda-interleave) makes it so."""
+    merged_loads: str = "before-stores"
+    """`MERGED_LOADS_MODES`: where a merged elementwise kernel's second body loads its inputs."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.merged_loads not in MERGED_LOADS_MODES:
+            from coda_ir.errors import ArgumentError
+
+            raise ArgumentError(f"pass option merged-loads must be before-stores or in-order, got '{self.merged_loads}'",
+                                "merged-loads")
         for f in op.walk():
             if isinstance(f, func.FuncOp) and f.body.blocks:
-                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings, self.interleave).run()
+                Fuser(f.body.blocks[0], self.remarks_as_errors, self.siblings, self.interleave,
+                      self.merged_loads == "before-stores").run()

@@ -32,7 +32,9 @@ GeGLU backward runs (in the epilogue of the GEMM producing dy, or a separate pas
 the same for an RMSNorm backward (dx and the dw partials; the separate pass reads dy in f32),
 `cross-entropy=epilogue|separate` for a cross-entropy forward (its log-sum-exp and target
 partials in the logits GEMM's epilogue, or a pass over the stored logits); all default to `auto`,
-the IO model's choice; `mainloop=tl` keeps every gemm on the portable tl
+the IO model's choice; `merged-loads=in-order` leaves a merged elementwise kernel's second body
+reading its inputs after the first body's stores (default `before-stores`: coda-fuse moves those
+loads up, `fuse.MERGED_LOADS_MODES`; the option is for A/B runs); `mainloop=tl` keeps every gemm on the portable tl
 mainloop, `mainloop=gluon` gives the Gluon one to every eligible gemm at any size (`auto`, the
 default: `coda-plan-mainloop` decides, eligible gemms large enough to hide the epilogue, and plain
 gemms run cuBLAS on a GPU); `vendor-gemms=false` keeps plain gemms on the tl kernel; `remarks-as-errors`
@@ -80,6 +82,8 @@ class NNToCodaPass(ModulePass):
     the float64 bar, bench/RESULTS.md session 10)."""
     cross_entropy: str = "auto"
     """Where a cross-entropy forward whose logits a GEMM produces runs (`auto`: the IO model)."""
+    merged_loads: str = "before-stores"
+    """coda-fuse's: where a merged elementwise kernel's second body loads its inputs (A/B runs)."""
     mainloop: str = "auto"
     """`coda-plan-mainloop`'s mode: `auto` (the Gluon mainloop where eligible and large enough),
     `gluon` (where eligible, at any size) or `tl`."""
@@ -109,7 +113,8 @@ class NNToCodaPass(ModulePass):
             stages.append(DeferNormsPass(remarks_as_errors=self.remarks_as_errors, whole_rows_stats=self.whole_rows_stats))
         stages.append(ConvertNNToCodaPass())
         if self.fuse:
-            stages.append(FusePass(remarks_as_errors=self.remarks_as_errors, interleave=self.interleave))
+            stages.append(FusePass(remarks_as_errors=self.remarks_as_errors, interleave=self.interleave,
+                                   merged_loads=self.merged_loads))
         if self.interleave:
             stages.append(InterleavePass())
         from coda_ir.transforms.widen_sums import WidenSummedStoresPass

@@ -190,3 +190,38 @@ def test_pair_halves_record_is_verified():
     assert bad != text
     with pytest.raises(coda_ir.CompileError, match="coda.pair_halves marks coda.load, coda.map or coda.reduce"):
         coda_ir.parse(bad)
+
+
+def test_merged_loads_option_moves_only_the_load_and_changes_no_bit():
+    """With g rebuilt, the separate pass is coda-fuse's merge of the rebuild (stores g) and the
+    gated backward (loads dy). `merged-loads=before-stores` (default) moves dy's load ahead of the
+    pair_map computing g, `in-order` leaves it after (the A/B of bench/RESULTS.md session 23); the
+    kernels compute the same bits either way, forward outputs and every gradient."""
+    import sys
+
+    import torch
+
+    import coda_ir.torch
+    from coda_ir.testing import random_inputs, random_upstream
+
+    sys.path.insert(0, str(ROOT / "tests" / "programs"))
+    from generate import Llama, nn_llama_block
+
+    text = nn_llama_block(Llama("odd37x80", m=37, d=48, f=80, hd=16, hq=2, hkv=1, eps=1e-5, theta=10000.0),
+                          fname="llama_block")
+    grads, orders = {}, {}
+    for mode in ("before-stores", "in-order"):
+        fn = coda_ir.torch.function(text, pipeline=f"nn-to-coda{{gated-grad=separate merged-loads={mode}}}",
+                                    remarks=False)
+        bwd = fn.backward_module((True,) * len(fn.float_args), donate=False)
+        (merged,) = [op for op in bwd.ir.walk() if isinstance(op, coda.ElementwiseOp)
+                     and op.attributes["coda.origin"].data == "nn.swiglu+nn.swiglu_grad+nn.row_dot.partials"]
+        orders[mode] = [op.name for op in merged.regions[0].blocks[0].ops][:3]
+        outs = fn.forward_module.llama_block_fwd(*random_inputs(text, seed=5))
+        saved = list(outs[len(fn.results):])
+        grads[mode] = bwd.llama_block_bwd(*saved, *random_upstream(text, seed=5))
+    assert orders == {"before-stores": ["coda.load", "coda.load", "coda.pair_map"],
+                      "in-order": ["coda.load", "coda.pair_map", "coda.load"]}
+    assert all(torch.equal(a, b) for a, b in zip(grads["before-stores"], grads["in-order"]))
+    with pytest.raises(coda_ir.ArgumentError, match="merged-loads"):
+        coda_ir.compile(LLAMA, pipeline="nn-autodiff,nn-to-coda{merged-loads=sideways}")
