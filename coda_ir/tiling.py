@@ -169,15 +169,30 @@ class ElementwiseConfig:
     num_warps: int = 4
 
 
-def elementwise_config(M: int, N: int, bn_multiple_of: int = 1, *, interpreting: bool = False) -> ElementwiseConfig:
+ELEMENTWISE_PROGRAM_ELEMENTS = 2048
+"""Elements of the iteration space per coda.elementwise program on a GPU (16 rows of 128 columns)."""
+ELEMENTWISE_WARPS = 2
+"""Warps of a coda.elementwise program on a GPU per column tile of its widest tile."""
+
+
+def elementwise_config(M: int, N: int, bn_multiple_of: int = 1, *, width_multiple: int = 1,
+                       interpreting: bool = False) -> ElementwiseConfig:
     """BN = clamp(next_pow2(N), 16..128) (at least the recorded multiple), BM = clamp(next_pow2(M),
-    16..budget / BN) with a budget of 8192 elements per program on a GPU (4096 in the
-    interpreter, whose cost is per program instance: few, large programs)."""
+    16..2048 / BN), and 2 warps per column tile of the program's widest tile (`width_multiple`:
+    2 for a kernel holding [BM, 2 BN] tiles, the gated backward reading z in pair halves).
+
+    Measured on the H200 (bench/RESULTS.md, session 24: every elementwise pass of six families'
+    whole steps under five tile rules, one process per family): small programs at 2 warps were
+    the fastest or within 3% for every pass but the gated backward, which runs best at 4 (the old
+    64 x 128 tile at 8 warps ran it 1.54-1.69x slower, 2 warps 1.12x); more warps than that split
+    a row's head segments across warps, and the head-norm + RoPE backward ran 1.3-1.44x slower
+    at 4 (16 x 128 and 16 x 256 tiles). The interpreter keeps few, large programs (its cost is
+    per program instance): a budget of 4096, warps irrelevant."""
     bn = max(min(pow2_at_least(N), 128), bn_multiple_of, MIN_BN)
     if interpreting:
         return ElementwiseConfig(max(min(pow2_at_least(M), 4096 // bn), 16), bn)
-    bm = max(min(pow2_at_least(M), 8192 // bn), 16)
-    return ElementwiseConfig(bm, bn, num_warps=4 if bm * bn <= 4096 else 8)
+    bm = max(min(pow2_at_least(M), ELEMENTWISE_PROGRAM_ELEMENTS // bn), 16)
+    return ElementwiseConfig(bm, bn, num_warps=min(ELEMENTWISE_WARPS * width_multiple, 8))
 
 
 LONG_ROWS = 16384

@@ -43,11 +43,21 @@ def test_elementwise_tiles_are_powers_of_two_holding_the_recorded_multiple(m, n,
         assert tiling.is_pow2(w.bm) and tiling.is_pow2(w.bn) and w.bn % multiple == 0
 
 
-@given(st.integers(1, 100000), st.integers(1, 20000), pow2_multiples)
-def test_io_model_predicts_the_tile_the_runtime_launches(m, n, multiple):
-    gpu = tiling.elementwise_config(m, n, multiple, interpreting=False)
-    model = io_model.elementwise_tile(m, n, multiple)
+@given(st.integers(1, 100000), st.integers(1, 20000), pow2_multiples, st.sampled_from([1, 2, 4, 8]))
+def test_io_model_predicts_the_tile_the_runtime_launches(m, n, multiple, width):
+    gpu = tiling.elementwise_config(m, n, multiple, width_multiple=width, interpreting=False)
+    model = io_model.elementwise_tile(m, n, multiple, width)
     assert (model.bm, model.bn, model.num_warps) == (gpu.bm, gpu.bn, gpu.num_warps)
+
+
+@given(st.integers(1, 100000), st.integers(1, 20000), pow2_multiples, st.sampled_from([1, 2, 4, 8]))
+def test_gpu_elementwise_programs_are_small_with_warps_by_their_widest_tile(m, n, multiple, width):
+    """16-row programs of at most 2048 elements unless the recorded multiple widens them, 2 warps
+    per column tile of the widest tile a program holds (tiling.elementwise_config's measurements)."""
+    c = tiling.elementwise_config(m, n, multiple, width_multiple=width, interpreting=False)
+    assert c.bm * c.bn <= max(2048, 16 * c.bn)
+    assert c.num_warps == min(2 * width, 8)
+    assert c.bm == max(min(tiling.pow2_at_least(m), 2048 // c.bn), 16)
 
 
 def test_runtime_uses_the_interpreter_policy_under_the_interpreter(monkeypatch):

@@ -339,7 +339,7 @@ class _Extractor:
         flops, sfu, live, labels = self.epilogue_work(block, nn_)
         whole = op.whole_axis
         tile = _config(op) or (m.whole_elementwise_tile(mm, nn_, whole.value, _bn_multiple(op)) if whole is not None
-                               else m.elementwise_tile(mm, nn_, _bn_multiple(op)))
+                               else m.elementwise_tile(mm, nn_, _bn_multiple(op), op.tile_width_multiple()))
         writes = self.region_outputs(op, tile, mm, nn_)
         return m.Kernel(
             _kernel_name(op, self.names, "elementwise"), "elementwise", tuple(reads), tuple(writes), None, None,

@@ -126,10 +126,10 @@ class Tensor:
         return f"{self.name} {self.dtype}[{dims}]"
 
 
-def elementwise_tile(M: int, N: int, bn_multiple_of: int = 1) -> GemmConfig:
+def elementwise_tile(M: int, N: int, bn_multiple_of: int = 1, width_multiple: int = 1) -> GemmConfig:
     """The tile a coda.elementwise kernel runs with on the GPU (`tiling.elementwise_config`, as
     the runtime launches it), as a GemmConfig with no K step."""
-    c = elementwise_config(M, N, bn_multiple_of)
+    c = elementwise_config(M, N, bn_multiple_of, width_multiple=width_multiple)
     return GemmConfig(c.bm, c.bn, 0, num_warps=c.num_warps, num_stages=1)
 
 

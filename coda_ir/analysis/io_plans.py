@@ -472,7 +472,7 @@ def gated_grad_plan(M: int, F: int, *, K: int, dtype: str = "bf16", gpu: GPU | s
         # dz is two dy-sized tiles: one more than a plain kernel's output
         return k, float(dz.nbytes - dy.nbytes)
 
-    et = elementwise_tile(M, F)
+    et = elementwise_tile(M, F, width_multiple=2)  # z and dz in pair halves: [BM, 2 BN] tiles
     part = Tensor("partials", (M, math.ceil(F / et.bn)), "f32", "partials")
     pass_ = Kernel("gated_grad", "elementwise", (dy, z), (dz, part), tile=et, epilogue_flops=flops, sfu_ops=pairs)
     plain = Kernel("gemm_dy", "gemm", (), (dy,), gemm=GemmSpec(M, F, K, a, w))

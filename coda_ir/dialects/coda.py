@@ -1114,6 +1114,16 @@ class ElementwiseOp(IRDLOperation):
         reductions complete in the program; `cols`: whole columns; None: one tile per program."""
         return self.whole.data if self.whole is not None else None
 
+    def tile_width_multiple(self) -> int:
+        """The widest tile a program of this kernel holds, in column tiles of its iteration
+        space (a power of two): 2 where it reads an input in pair halves ([BM, 2 BN] tiles, the
+        gated backward), 1 for kernels whose tiles are all at most [BM, BN]. The launch sizes a
+        program's warps by it (`tiling.elementwise_config`)."""
+        _, n = self.iteration_shape()
+        widest = max((v.type.get_shape()[1] for o in self.body.walk() for v in o.results
+                      if isinstance(v.type, TileType)), default=n)
+        return 1 << (max(1, -(-widest // n)) - 1).bit_length()
+
     def verify_(self) -> None:
         _verify_recorded_decisions(self)
         dims = [d.data for d in self.shape.data]

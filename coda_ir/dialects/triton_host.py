@@ -681,8 +681,8 @@ class LaunchGemmOp(ArgsLambdaLaunch):
 
 
 _ELEMENTWISE_SYNTAX: tuple[Item, ...] = (
-    Keyword("m", SIZE), Keyword("n", SIZE), Keyword("whole", WORD), Keyword("bn_multiple_of", INT), Keyword("n_inputs", INT),
-    Keyword("config", ATTR),
+    Keyword("m", SIZE), Keyword("n", SIZE), Keyword("whole", WORD), Keyword("bn_multiple_of", INT),
+    Keyword("width_multiple", INT), Keyword("n_inputs", INT), Keyword("config", ATTR),
 )
 _FOLD_SYNTAX: tuple[Item, ...] = (
     Operands("partials", "(", "partials"), Operands("inputs", "(", "inputs"), Operands("outputs", "(", "outputs"),
@@ -696,14 +696,19 @@ class _ElementwiseLaunchBase(ArgsLambdaLaunch):
     bn_multiple_of = prop_def(IntAttr)
     n_inputs = prop_def(IntAttr)
     whole = opt_prop_def(StringAttr)
+    width_multiple = opt_prop_def(IntAttr)
+    """The kernel's widest tile in column tiles (`coda.ElementwiseOp.tile_width_multiple`), when
+    above 1: the launch sizes a program's warps by it."""
     config = opt_prop_def(TileConfigAttr)
     args = region_def("single_block")
 
     @staticmethod
     def properties_of(shape: tuple[int | Attribute, ...], bn_multiple_of: int, n_inputs: int, whole: str | None,
-                      config: TileConfigAttr | None) -> dict[str, Attribute]:
+                      config: TileConfigAttr | None, width_multiple: int = 1) -> dict[str, Attribute]:
         props: dict[str, Attribute] = {"m": _size(shape[0]), "n": _size(shape[1]),
                                        "bn_multiple_of": IntAttr(bn_multiple_of), "n_inputs": IntAttr(n_inputs)}
+        if width_multiple != 1:
+            props["width_multiple"] = IntAttr(width_multiple)
         if whole is not None:
             props["whole"] = StringAttr(whole)
         if config is not None:
@@ -715,6 +720,12 @@ class _ElementwiseLaunchBase(ArgsLambdaLaunch):
         _check_size(self, self.n, "N")
         if self.whole is not None and self.whole.data not in ("rows", "cols"):
             raise VerifyException(f"{self.name}: whole is 'rows' or 'cols'")
+        if self.width_multiple is not None:
+            w = self.width_multiple.data
+            if w < 2 or w & (w - 1):
+                raise VerifyException(f"{self.name}: width_multiple is a power of two above 1 (absent: 1), got {w}")
+            if self.whole is not None:
+                raise VerifyException(f"{self.name}: a whole-rows / whole-cols kernel takes no width_multiple")
         self.verify_args(self.n_inputs.data, self.bn_multiple_of.data, self.config, result_types)
 
 
@@ -729,8 +740,9 @@ class LaunchElementwiseOp(_ElementwiseLaunchBase):
     result = result_def(TupleType)
 
     def __init__(self, kernel: str, shape: tuple[int | Attribute, ...], *, bn_multiple_of: int, n_inputs: int, whole: str | None,
-                 config: TileConfigAttr | None, result_type: TupleType, args: Region):
-        props = {"kernel": SymbolRefAttr(kernel), **self.properties_of(shape, bn_multiple_of, n_inputs, whole, config)}
+                 config: TileConfigAttr | None, result_type: TupleType, args: Region, width_multiple: int = 1):
+        props = {"kernel": SymbolRefAttr(kernel),
+                 **self.properties_of(shape, bn_multiple_of, n_inputs, whole, config, width_multiple)}
         super().__init__(result_types=[result_type], properties=props, regions=[args])
 
     def verify_(self) -> None:
@@ -748,8 +760,8 @@ class ElementwiseSpecOp(_ElementwiseLaunchBase):
     result = result_def(LaunchSpecType)
 
     def __init__(self, shape: tuple[int | Attribute, ...], *, bn_multiple_of: int, n_inputs: int, whole: str | None,
-                 config: TileConfigAttr | None, result_type: LaunchSpecType, args: Region):
-        props = self.properties_of(shape, bn_multiple_of, n_inputs, whole, config)
+                 config: TileConfigAttr | None, result_type: LaunchSpecType, args: Region, width_multiple: int = 1):
+        props = self.properties_of(shape, bn_multiple_of, n_inputs, whole, config, width_multiple)
         super().__init__(result_types=[result_type], properties=props, regions=[args])
 
     def verify_(self) -> None:

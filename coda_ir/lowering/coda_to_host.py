@@ -334,7 +334,8 @@ class _FunctionLowering:
         args = self.args_region(op, m, n)
         whole = op.whole_axis.value if op.whole_axis is not None else None
         kw = dict(bn_multiple_of=coda.recorded_bn_multiple_of(op), n_inputs=len(op.inputs), whole=whole,
-                  config=self.checked_config(op), args=args)
+                  config=self.checked_config(op), args=args,
+                  width_multiple=1 if whole is not None else op.tile_width_multiple())
         comment = f"coda.elementwise {self.text(m)}x{self.text(n)}{' whole ' + whole if whole else ''}"
         return kw, args, comment
 

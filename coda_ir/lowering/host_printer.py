@@ -107,6 +107,8 @@ class HostPrinter:
     def config_suffix(op: host.ArgsLambdaLaunch) -> tuple[str, str]:
         """(`whole=...`, `config=...`) keyword text of an elementwise launch ('' when absent)."""
         whole = f", whole={op.whole.data!r}" if op.whole is not None else ""  # type: ignore[attr-defined]
+        width = op.width_multiple  # type: ignore[attr-defined]
+        whole += f", width_multiple={width.data}" if width is not None else ""
         c = op.config  # type: ignore[attr-defined]
         fixed = f", config=_rt.ElementwiseConfig({c.bm.data}, {c.bn.data}, {c.warps.data})" if c is not None else ""
         return whole, fixed

@@ -242,9 +242,9 @@ def interpreting() -> bool:
     return runtime_config.interpreting()
 
 
-def elementwise_config(M: int, N: int, bn_multiple_of: int = 1) -> ElementwiseConfig:
+def elementwise_config(M: int, N: int, bn_multiple_of: int = 1, width_multiple: int = 1) -> ElementwiseConfig:
     """The tile of a coda.elementwise kernel in this process's mode (`coda_ir.tiling`)."""
-    return tiling.elementwise_config(M, N, bn_multiple_of, interpreting=interpreting())
+    return tiling.elementwise_config(M, N, bn_multiple_of, width_multiple=width_multiple, interpreting=interpreting())
 
 
 def whole_elementwise_config(M: int, N: int, whole: str, bn_multiple_of: int = 1) -> ElementwiseConfig:
@@ -265,11 +265,14 @@ def launch_elementwise(
     N: int,
     bn_multiple_of: int = 1,
     whole: str | None = None,
+    width_multiple: int = 1,
     config: ElementwiseConfig | None = None,
 ) -> tuple[ElementwiseConfig, Sequence[object]]:
     """Launch a `coda.elementwise` kernel over the tiles of an M x N space (`whole`: "rows"
-    or "cols" for one program per row or column block, walking the other axis in order)."""
-    spec = elementwise_launch(extra_args_for, M=M, N=N, bn_multiple_of=bn_multiple_of, whole=whole, config=config)
+    or "cols" for one program per row or column block, walking the other axis in order;
+    `width_multiple`: its widest tile in column tiles, which sizes its warps)."""
+    spec = elementwise_launch(extra_args_for, M=M, N=N, bn_multiple_of=bn_multiple_of, whole=whole,
+                              width_multiple=width_multiple, config=config)
     kernel[(spec.programs,)](*spec.args, **spec.constexprs, num_warps=spec.num_warps)
     return spec.config, spec.extra
 
@@ -295,13 +298,15 @@ def elementwise_launch(
     N: int,
     bn_multiple_of: int = 1,
     whole: str | None = None,
+    width_multiple: int = 1,
     config: ElementwiseConfig | None = None,
     n_inputs: int = 0,
 ) -> LaunchSpec:
     """What launching a `coda.elementwise` kernel takes (`extra`: its inputs then outputs;
     `results`: the outputs, after the inputs given by `extra_args_for`)."""
     if config is None:
-        config = whole_elementwise_config(M, N, whole, bn_multiple_of) if whole else elementwise_config(M, N, bn_multiple_of)
+        config = (whole_elementwise_config(M, N, whole, bn_multiple_of) if whole
+                  else elementwise_config(M, N, bn_multiple_of, width_multiple))
     extra = list(extra_args_for(config))
     if whole == "rows":
         programs = triton.cdiv(M, config.bm)

@@ -108,6 +108,14 @@ def test_verifiers_refuse_ill_typed_ops():
     with pytest.raises(VerifyException, match="whole is 'rows' or 'cols'"):
         host.LaunchElementwiseOp("k", (5, 6), bn_multiple_of=1, n_inputs=1, whole="tiles", config=None,
                                  result_type=host.TupleType([x.type, x.type]), args=region2).verify()
+    for width, whole, message in ((3, None, "width_multiple is a power of two above 1"),
+                                  (2, "rows", "a whole-rows / whole-cols kernel takes no width_multiple")):
+        region3 = Region(Block(arg_types=[host.ConfigType()]))
+        region3.block.add_op(host.YieldOp([x, x]))
+        with pytest.raises(VerifyException, match=message):
+            host.LaunchElementwiseOp("k", (5, 6), bn_multiple_of=1, n_inputs=1, whole=whole, config=None,
+                                     result_type=host.TupleType([x.type, x.type]), args=region3,
+                                     width_multiple=width).verify()
     tup = host.LaunchFoldOp("k", [], [], [x], 5, False)
     with pytest.raises(VerifyException, match="start out of range"):
         bad = host.UnpackOp(tup.result, 0)

@@ -24,6 +24,9 @@
 // CHECK:         # coda.reduce sum dim 1 over both pair halves
 // CHECK-NEXT:    [[P:p[0-9]*]] = tl.sum(tl.where(mask_mn, {{.*}}, 0.0), axis=1) + tl.sum(tl.where(mask_mn, {{.*}}, 0.0), axis=1)
 // CHECK:         tl.store(s_ptr + rows64 * tl.cdiv(N, BN) + pid_n, [[P]], mask=mask_m)
+// Its programs hold [BM, 2 BN] tiles of z and dz: the launch records that width, which sizes
+// a program's warps on the GPU (tiling.elementwise_config).
+// CHECK:         _rt.launch_elementwise(_down_dgrad_k1_elementwise, {{.*}}, M=37, N=96, bn_multiple_of=1, width_multiple=2)
 func.func @down_dgrad(%d: tensor<37x40xbf16>, %wd: tensor<40x96xbf16>, %z: tensor<37x192xbf16>) -> (tensor<37x192xbf16>, tensor<37xf32>) {
   %dy = "nn.matmul"(%d, %wd) : (tensor<37x40xbf16>, tensor<40x96xbf16>) -> tensor<37x96xbf16>
   %dz = "nn.swiglu_grad"(%dy, %z) : (tensor<37x96xbf16>, tensor<37x192xbf16>) -> tensor<37x192xbf16>
