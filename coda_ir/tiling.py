@@ -195,6 +195,22 @@ def elementwise_config(M: int, N: int, bn_multiple_of: int = 1, *, width_multipl
     return ElementwiseConfig(bm, bn, num_warps=min(ELEMENTWISE_WARPS * width_multiple, 8))
 
 
+FOLD_BLOCK = 256
+"""Rows per coda.fold program at most."""
+FOLD_TILE_LANES = 64
+"""Partial tiles a fold reads per row per step at most."""
+FOLD_ELEMENTS = 4096
+"""BLOCK x lanes of one fold step at most."""
+def fold_config(L: int, tiles: int) -> tuple[int, int]:
+    """(rows per program, tile lanes) of a coda.fold over L rows of `tiles` partials each: a
+    row's partials fold in lanes of `lanes` tiles, then a fixed tree; programs take the most rows
+    a step of FOLD_ELEMENTS holds. (Splitting folds without rank-0 sums into 128 programs or
+    more, which changes no bit, was measured in session 24: the column folds of LLaMA and
+    Gemma3 ran 22-24% faster, Qwen3's 8% slower, 0.01-0.04 ms a step either way: not kept.)"""
+    lanes = max(2, min(FOLD_TILE_LANES, pow2_at_least(tiles)))
+    return min(FOLD_BLOCK, max(16, pow2_at_least(L)), max(16, FOLD_ELEMENTS // lanes)), lanes
+
+
 LONG_ROWS = 16384
 """Rows at least this long are walked one per program in `whole rows` kernels (vocabulary-wide
 rows: the cross-entropy pass); shorter ones (norm statistics, GEMVs) in blocks of 16-32 rows."""

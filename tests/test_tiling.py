@@ -92,3 +92,13 @@ def test_long_rows_walk_one_row_per_program(m, n):
     assert tiling.whole_elementwise_config(m, n, "rows", interpreting=True).bm >= 16
     assert tiling.whole_elementwise_config(m, tiling.LONG_ROWS - 1, "rows").bm >= 16
     assert tiling.whole_elementwise_config(m, n, "cols").bm >= 16
+
+
+@given(st.integers(1, 300000), st.integers(1, 5000))
+def test_fold_programs_take_the_most_rows_a_step_holds_and_the_io_model_counts_them(L, tiles):
+    block, lanes = tiling.fold_config(L, tiles)
+    assert tiling.is_pow2(block) and tiling.is_pow2(lanes) and 16 <= block <= tiling.FOLD_BLOCK
+    assert 2 <= lanes <= tiling.FOLD_TILE_LANES and (lanes >= tiles or lanes == tiling.FOLD_TILE_LANES)
+    assert block == min(tiling.FOLD_BLOCK, max(16, tiling.pow2_at_least(L)), max(16, tiling.FOLD_ELEMENTS // lanes))
+    assert compiled.fold_blocks(L, tiles) == (block, lanes, -(-L // block))
+    assert io_model.fold_programs(L) == -(-L // tiling.fold_config(L, tiling.FOLD_TILE_LANES)[0])

@@ -372,7 +372,7 @@ class _Extractor:
             flops += f2
             sfu += s2
         sums = any(isinstance(r.type, TensorType) and not r.type.get_shape() for r in op.results)
-        programs = math.ceil(length / m.FOLD_BLOCK)
+        programs = m.fold_programs(length)
         notes = ("fold partials", "rank-0 sums: per-block totals, folded in block order") if sums else ("fold partials",)
         return m.Kernel(
             _kernel_name(op, self.names, "fold"), "fold", tuple(reads), tuple(writes), None, None, flops, sfu, 1.0,

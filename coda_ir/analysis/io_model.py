@@ -82,7 +82,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from coda_ir.tiling import IO_MODEL_TILES, GemmConfig, elementwise_config, whole_elementwise_config
+from coda_ir.tiling import (
+    FOLD_TILE_LANES, IO_MODEL_TILES, GemmConfig, elementwise_config, fold_config, whole_elementwise_config,
+)
 
 # ============================================================================ basic data
 
@@ -140,8 +142,11 @@ def whole_elementwise_tile(M: int, N: int, whole: str, bn_multiple_of: int = 1) 
     return GemmConfig(c.bm, c.bn, 0, num_warps=c.num_warps, num_stages=1)
 
 
-FOLD_BLOCK = 256
-"""Rows per program of a coda.fold at most (runtime.fold_blocks)."""
+def fold_programs(L: int) -> int:
+    """Programs of a coda.fold over L rows (`tiling.fold_config`, as the runtime launches it),
+    its partials taken to span a full step of tile lanes (many row tiles: the GPU's shapes)."""
+    block, _ = fold_config(L, FOLD_TILE_LANES)
+    return math.ceil(L / block)
 
 
 @dataclass(frozen=True)

@@ -338,11 +338,6 @@ def launch_group(kernel, members: Sequence[LaunchSpec]) -> tuple[LaunchSpec, ...
     return tuple(members)
 
 
-FOLD_BLOCK = 256  # rows per fold program at most
-FOLD_TILE_LANES = 64  # partial tiles read per row per step at most
-FOLD_ELEMENTS = 4096  # BLOCK x BT per step
-
-
 def launch_fold(
     kernel,
     partials: Sequence[torch.Tensor],
@@ -359,9 +354,9 @@ def launch_fold(
 
 
 def fold_blocks(L: int, tiles: int) -> tuple[int, int, int]:
-    """(rows per program, tile lanes, programs) of a fold over L rows of `tiles` partials each."""
-    lanes = max(2, min(FOLD_TILE_LANES, tiling.pow2_at_least(tiles)))
-    block = min(FOLD_BLOCK, max(16, tiling.pow2_at_least(L)), max(16, FOLD_ELEMENTS // lanes))
+    """(rows per program, tile lanes, programs) of a fold over L rows of `tiles` partials each
+    (`tiling.fold_config`)."""
+    block, lanes = tiling.fold_config(L, tiles)
     return block, lanes, triton.cdiv(L, block)
 
 
