@@ -39,9 +39,22 @@ GENERATED = re.compile(r"^(_[A-Za-z0-9_]+?_k\d+_(?:elementwise|fold|gemm))")
 
 def tile_rule(spec: str):
     """`B:W`: B elements a program, W warps; `B:tT`: B elements a program, warps for T elements
-    of the widest tile a thread (the kernel's width_multiple counted)."""
+    of the widest tile a thread (the kernel's width_multiple counted); `wideBMxBN:W`: a BM x BN
+    tile at W warps for kernels over rows of `tiling.LONG_ROWS` columns or more (the LM head's
+    [tokens, vocabulary] passes), the default rule for the others."""
     from coda_ir import tiling
 
+    if spec.startswith("wide"):  # `wideBMxBN:W`: that tile for vocabulary-wide rows, the default rule elsewhere
+        dims, warps_ = spec.removeprefix("wide").split(":")
+        wbm, wbn = map(int, dims.split("x"))
+        default = tiling.elementwise_config
+
+        def wide(M: int, N: int, bn_multiple_of: int = 1, *, width_multiple: int = 1, interpreting: bool = False):
+            if N >= tiling.LONG_ROWS and width_multiple == 1:
+                return tiling.ElementwiseConfig(wbm, max(wbn, bn_multiple_of), num_warps=int(warps_))
+            return default(M, N, bn_multiple_of, width_multiple=width_multiple, interpreting=interpreting)
+
+        return wide
     budget, rest = spec.split(":")
     budget = int(budget)
 
