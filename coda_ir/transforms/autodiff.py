@@ -21,8 +21,9 @@ What the forward saves is decided value by value:
   from its input, a norm's output from x and the statistics) is stored or recomputed as the IO model decides (`io_plans.store_or_recompute`:
   an extra [M, N] write in forward plus a read in backward, against recomputing it in the
   backward kernel that needs it); option `cost-model=false` stores it; a gated activation's
-  output g is rebuilt where its backward runs as a separate pass over z (`gated_rebuild_decision`,
-  recorded on that backward op for nn-plan), option `rebuild-gated=false` stores it;
+  output g is rebuilt where its backward runs as a separate pass over z (`gated_rebuild_decision`;
+  the placement it priced, either way, recorded on that backward op for nn-plan to obey, with a
+  remark), option `rebuild-gated=false` stores it;
 * RoPE's backward needs only the positions (its rotation is orthogonal: `dx = R(-a) dy`);
 * an RMSNorm whose output feeds only GEMMs (`z = h @ W.T`) gets its backward statistic from
   `sum_k z_k dz_k` (`nn.row_dot`, reduced where dz is produced; through a RoPE of z, whose
@@ -401,7 +402,17 @@ it back). They are rebuilt only where their backward runs as a separate pass ove
 (`gated_rebuild_decision`), which coda-fuse merges the rebuild into (one more [M, F] write)."""
 
 
-def gated_rebuild_decision(op: Operation, gpu: GPU | None = None) -> tuple[str, str] | None:
+@dataclass(frozen=True)
+class GatedPlacement:
+    """Where the IO model runs a gated activation's backward (`io_plans.gated_grad_plan`), as
+    nn-autodiff priced it for its store-or-rebuild choice: recorded on the `nn.swiglu_grad` /
+    `nn.geglu_grad` it builds (`in_producer_epilogue`), so nn-plan obeys one decision."""
+
+    in_epilogue: bool
+    summary: str
+
+
+def gated_rebuild_decision(op: Operation, gpu: GPU | None = None) -> tuple[str, str, GatedPlacement | None] | None:
     """Store or rebuild the output g [M, F] of a gated activation that its backward's weight
     gradient (`dWd = dy.T @ g`) reads: rebuild it where the IO model runs the gated backward as a
     separate pass over dy and z (`io_plans.gated_grad_plan` on `gpu`, the plan nn-plan then records): that
@@ -411,12 +422,12 @@ def gated_rebuild_decision(op: Operation, gpu: GPU | None = None) -> tuple[str, 
     its 16-layer step's peak). Bit for bit the forward's g: the forward computes it from the
     rounded z it stores (coda-fuse reads a stored value rounded). Where the backward joins the
     dgrad GEMM's epilogue, a rebuild would be a kernel of its own over 2F-wide tiles: g is stored.
-    None: not a gated activation."""
+    The third entry is the placement priced (None: none was). None: not a gated activation."""
     if not isinstance(op, (nn.SwiGLUOp, nn.GeGLUOp)):
         return None
     producer = op.operands[0].owner
     if not isinstance(producer, (nn.LinearOp, nn.MatmulOp)):
-        return "store", "its input is no GEMM's output"
+        return "store", "its input is no GEMM's output", None
     m, two_f = _shape(op.operands[0])
     k = _shape(producer.operands[0])[1]
     try:
@@ -424,10 +435,11 @@ def gated_rebuild_decision(op: Operation, gpu: GPU | None = None) -> tuple[str, 
 
         decision = io_plans.gated_grad_plan(m, two_f // 2, K=k, dtype=_dtype_name(op.operands[0]), gpu=gpu)
     except (ImportError, ValueError, KeyError, ZeroDivisionError):
-        return "store", "no cost model"
+        return "store", "no cost model", None
+    placement = GatedPlacement(decision.choice == "epilogue", decision.summary())
     if decision.choice == "separate":
-        return "recompute", f"rebuilt in the gated backward's separate pass over z: {decision.summary()}"
-    return "store", f"its backward runs in the dgrad epilogue: {decision.summary()}"
+        return "recompute", f"rebuilt in the gated backward's separate pass over z: {decision.summary()}", placement
+    return "store", f"its backward runs in the dgrad epilogue: {decision.summary()}", placement
 
 
 def _recompute_inputs(op: Operation) -> list[Needed]:
@@ -446,24 +458,25 @@ def _dtype_name(value: SSAValue) -> str:
 
 
 def recompute_decision(value: SSAValue, cost_model: bool, gpu: GPU | None = None,
-                       rebuild_gated: bool = True) -> tuple[str, str]:
-    """("store" | "recompute", why) for a forward value the backward reads, priced on `gpu` (the
-    pass's target machine; None: the IO model's default, the H100). `rebuild_gated` false: a gated
-    activation's output is stored (`gated_rebuild_decision` not asked)."""
+                       rebuild_gated: bool = True) -> tuple[str, str, GatedPlacement | None]:
+    """("store" | "recompute", why, the gated backward's placement where one was priced) for a
+    forward value the backward reads, priced on `gpu` (the pass's target machine; None: the IO
+    model's default, the H100). `rebuild_gated` false: a gated activation's output is stored
+    (`gated_rebuild_decision` not asked)."""
     op = value.owner
     if cost_model and isinstance(op, nn.ConcatOp) and all(isinstance(v, BlockArgument) for v in op.inputs):
         # e.g. the packed weight of sibling linears (nn-fuse-siblings): the arguments are saved
         # anyway (as themselves, no copy), and concatenating tensors that are adjacent in memory
         # costs nothing at run time (from_hf packs sibling weights so), where storing it would be
         # an extra saved copy of the weights
-        return "recompute", "a concatenation of arguments: rebuilt from the saved arguments"
+        return "recompute", "a concatenation of arguments: rebuilt from the saved arguments", None
     if isinstance(op, (nn.SwiGLUOp, nn.GeGLUOp)) and not rebuild_gated:
-        return "store", "rebuild-gated=false"
+        return "store", "rebuild-gated=false", None
     gated = gated_rebuild_decision(op, gpu) if cost_model else None
     if gated is not None:
         return gated
     if not cost_model or type(op) not in RECOMPUTE_COST or len(_shape(value)) != 2:
-        return "store", "no cost model" if not cost_model else "not rebuildable"
+        return "store", "no cost model" if not cost_model else "not rebuildable", None
     flops, sfu = RECOMPUTE_COST[type(op)]
     m, n = _shape(value)
     try:
@@ -472,8 +485,8 @@ def recompute_decision(value: SSAValue, cost_model: bool, gpu: GPU | None = None
         decision = io_plans.store_or_recompute(m, n, dtype=_dtype_name(value), recompute_flops_per_element=flops,
                                                recompute_sfu_per_element=sfu, gpu=gpu)
     except ImportError:  # the model is optional
-        return "store", "no cost model"
-    return decision.choice, decision.summary()
+        return "store", "no cost model", None
+    return decision.choice, decision.summary(), None
 
 
 # ----------------------------------------------------------------------------- logits in chunks
@@ -589,10 +602,12 @@ class _Differentiator:
     capped: dict[Operation, nn.SoftcapOp] = field(default_factory=dict)
     """Cross-entropies of soft-capped logits differentiated with their cap (`capped_logits`)."""
     hdh_plan: dict[Operation, list[SSAValue]] = field(default_factory=dict)
-    gpu: GPU | None = None
-    """The target machine store-or-recompute is priced on (None: the IO model's default)."""
     """RMSNorms whose backward statistic is reduced where their consumers' gradients are made
     (`hdh_sources`), with the forward values z' whose `row_dot(z', dz')` it sums."""
+    gpu: GPU | None = None
+    """The target machine store-or-recompute is priced on (None: the IO model's default)."""
+    gated_placement: dict[Operation, GatedPlacement] = field(default_factory=dict)
+    """Gated activations whose backward's placement the store-or-rebuild choice priced."""
 
     @property
     def block(self) -> Block:
@@ -668,7 +683,9 @@ class _Differentiator:
         for v in list(needed):
             if isinstance(v, Stat) or isinstance(v, BlockArgument) or not _is_float(v):
                 continue
-            choice, why = recompute_decision(v, self.cost_model, self.gpu, self.rebuild_gated)
+            choice, why, placement = recompute_decision(v, self.cost_model, self.gpu, self.rebuild_gated)
+            if placement is not None:
+                self.gated_placement[v.owner] = placement
             if choice == "recompute":
                 inputs = _recompute_inputs(v.owner)
                 if all(i in available or isinstance(i, BlockArgument) for i in inputs):
@@ -834,12 +851,19 @@ class _Differentiator:
                 new_ops, dxs = self.rms_grad_from_consumers(op, dys, wants_of[op], fwd, grads)
             else:
                 new_ops, dxs = RULES[type(op)].grad(op, dys, wants_of[op], fwd)
-            if isinstance(op, (nn.SwiGLUOp, nn.GeGLUOp)) and op.results[0] in self.recomputed:
-                # the decision the rebuild rests on (`gated_rebuild_decision`), recorded once here:
-                # nn-plan obeys it, so the rebuild always finds the separate pass it joins
+            placement = self.gated_placement.get(op)
+            if placement is not None:
+                # the placement the store-or-rebuild choice rests on (`gated_rebuild_decision`),
+                # recorded once here, either way: nn-plan obeys it (a rebuild always finds the
+                # separate pass it joins, a stored g the epilogue it was kept for)
                 for new in new_ops:
                     if isinstance(new, (nn.SwiGLUGradOp, nn.GeGLUGradOp)):
-                        new.properties["in_producer_epilogue"] = BoolAttr.from_bool(False)
+                        new.properties["in_producer_epilogue"] = BoolAttr.from_bool(placement.in_epilogue)
+                        g = "stored" if placement.in_epilogue else ("rebuilt in that pass" if op.results[0] in self.recomputed
+                                                                   else "stored (its rebuild's inputs are not kept)")
+                        where = "in the epilogue of the GEMM producing dy" if placement.in_epilogue else "a separate pass"
+                        remarks.emit_remark(new, f"{new.name} {where}, g = {op.name}'s output {g}: the IO model's "
+                                                 f"choice {placement.summary}", informational=True)
             for new in new_ops:
                 new.location = op.location
                 block.add_op(new)
@@ -942,8 +966,9 @@ class NNAutodiffPass(ModulePass):
     rebuild_gated: bool = True
     """false: a gated activation's output g is saved by the forward, never rebuilt (the form before
     the backward rebuilt it; tests that pin the gated backward in the dgrad epilogue use it). True:
-    the IO model decides (`gated_rebuild_decision`), and a rebuild records the separate gated
-    backward pass it joins (`in_producer_epilogue = false`), which nn-plan obeys."""
+    the IO model decides (`gated_rebuild_decision`) and the gated backward records the placement
+    that decision priced (`in_producer_epilogue`: false for the separate pass a rebuild joins,
+    true for the dgrad epilogue a stored g serves), which nn-plan obeys."""
     logits_chunk: int = 0
     """> 0: always recompute the logits in chunks of this many vocabulary columns (a multiple of
     16), whatever the budget (tests, experiments); 0: the budget decides."""

@@ -140,6 +140,8 @@ def test_gated_rebuild_records_the_separate_pass_and_nn_plan_obeys_it():
     before = len(remarks.EMITTED)
     with remarks.printed_remarks(False):
         forced = coda_ir.lower(differentiated(MLP), "nn-to-coda{gated-grad=epilogue}")
+    assert any("nn.swiglu_grad a separate pass, g = nn.swiglu's output rebuilt in that pass" in r
+               for r in remarks.EMITTED[before:])
     assert any("forced into the epilogue" in r and "runs as a kernel of its own" in r for r in remarks.EMITTED[before:])
     origins = [op.attributes["coda.origin"].data for op in load_func(forced, "mlp_bwd").walk()
                if "coda.origin" in op.attributes]
@@ -149,6 +151,30 @@ def test_gated_rebuild_records_the_separate_pass_and_nn_plan_obeys_it():
     assert "%g" in str(load_func(saved, "mlp_fwd")).split("func.return")[1]
     (grad,) = [op for op in load_func(saved, "mlp_bwd").walk() if isinstance(op, nn.SwiGLUGradOp)]
     assert nn.planned(grad, "in_producer_epilogue") is None
+
+
+def test_gated_store_records_the_epilogue_and_nn_plan_obeys_it():
+    """The other outcome of the same decision: at this shape on the H200 the IO model runs the
+    gated backward in the dgrad's epilogue (launches dominate), so nn-autodiff stores g and records
+    `in_producer_epilogue = true` with a remark giving both costs; nn-plan obeys it without pricing
+    again (the same question on the same machine) and the backward runs in the GEMM's epilogue."""
+    module = coda_ir.parse(MLP)
+    before = len(remarks.EMITTED)
+    with remarks.printed_remarks(False):
+        NNAutodiffPass(gpu="h200").apply(make_context(), module)
+    emitted = remarks.EMITTED[before:]
+    assert "%g" in str(load_func(module, "mlp_fwd")).split("func.return")[1]
+    (grad,) = [op for op in load_func(module, "mlp_bwd").walk() if isinstance(op, nn.SwiGLUGradOp)]
+    assert nn.planned(grad, "in_producer_epilogue") is True
+    assert any("nn.swiglu_grad in the epilogue of the GEMM producing dy, g = nn.swiglu's output stored" in r
+               and "epilogue" in r and "separate" in r and " us" in r for r in emitted), emitted
+    before = len(remarks.EMITTED)
+    with remarks.printed_remarks(False):
+        lowered = coda_ir.lower(module, "nn-to-coda{gpu=h200}")
+    assert not any("swiglu_grad" in r and "IO model found" in r for r in remarks.EMITTED[before:])
+    origins = [op.attributes["coda.origin"].data for op in load_func(lowered, "mlp_bwd").walk()
+               if "coda.origin" in op.attributes]
+    assert any(o.startswith("nn.matmul+nn.swiglu_grad") for o in origins), origins
 
 
 def test_store_without_cost_model():
