@@ -183,8 +183,9 @@ def elementwise_config(M: int, N: int, bn_multiple_of: int = 1, *, width_multipl
 
     Measured on the H200 (bench/RESULTS.md, session 24: every elementwise pass of six families'
     whole steps under five tile rules, one process per family): small programs at 2 warps were
-    the fastest or within 3% for every pass but the gated backward, which runs best at 4 (the old
-    64 x 128 tile at 8 warps ran it 1.54-1.69x slower, 2 warps 1.12x); more warps than that split
+    the fastest or within 3% for every pass (one of Granite's within 6%) but the gated backward, which runs best at 4 (the old
+    64 x 128 tile at 8 warps ran it 1.54-1.73x slower in five families, 1.07x in OLMo2's; 2 warps
+    1.1x); more warps than that split
     a row's head segments across warps, and the head-norm + RoPE backward ran 1.3-1.44x slower
     at 4 (16 x 128 and 16 x 256 tiles). The interpreter keeps few, large programs (its cost is
     per program instance): a budget of 4096, warps irrelevant."""
