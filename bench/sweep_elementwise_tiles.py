@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -32,9 +31,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 
 from bench_families import batch_of, make_model, shape_of  # noqa: E402
+from bench_model import sync, timed  # noqa: E402
+from bench_plan_hf import classify  # noqa: E402
 from profile_family import profile_steps  # noqa: E402
 
-GENERATED = re.compile(r"^(_[A-Za-z0-9_]+?_k\d+_(?:elementwise|fold|gemm))")
 
 
 def tile_rule(spec: str):
@@ -116,21 +116,12 @@ def main() -> int:
             for _ in range(2):
                 loss = step()
             losses[label] = float(loss)
-            times = []
-            for _ in range(5):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda.synchronize()
-                start.record()
-                step()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end))
-            steps_ms[label].append(sorted(times)[2])
+            sync(device)
+            steps_ms[label].append(timed(step, device, 5))
             kernels = profile_steps(step, args.iters)
             per = {}
             for name, (t, n) in kernels.items():
-                m = GENERATED.match(name)
-                key = m.group(1) if m else ("cuBLAS" if "nvjet" in name or "gemm" in name.lower() else "other")
+                key = classify(name)
                 per[key] = per.get(key, 0.0) + t / args.iters
             runs[label].append(per)
 
@@ -161,7 +152,7 @@ def main() -> int:
             if max(vals) < 0.02:
                 continue
             print(f"{k[-44:]:44s} " + " ".join(f"{v:14.3f}" for v in vals))
-        for k in ("cuBLAS", "other"):
+        for k in ("cuBLAS", "attention fwd", "attention bwd", "other"):
             print(f"{k:44s} " + " ".join(f"{min(table[lb].get(k, [0])):14.3f}" for lb in labels_))
         print(f"{'elementwise + fold kernels':44s} " + " ".join(
             f"{sum(min(v) for k, v in table[lb].items() if 'elementwise' in k or 'fold' in k):14.3f}" for lb in labels_))

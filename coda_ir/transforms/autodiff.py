@@ -861,7 +861,7 @@ class _Differentiator:
                         new.properties["in_producer_epilogue"] = BoolAttr.from_bool(placement.in_epilogue)
                         g = "stored" if placement.in_epilogue else ("rebuilt in that pass" if op.results[0] in self.recomputed
                                                                    else "stored (its rebuild's inputs are not kept)")
-                        where = "in the epilogue of the GEMM producing dy" if placement.in_epilogue else "a separate pass"
+                        where = "runs in the epilogue of the GEMM producing dy" if placement.in_epilogue else "runs as a separate pass"
                         remarks.emit_remark(new, f"{new.name} {where}, g = {op.name}'s output {g}: the IO model's "
                                                  f"choice {placement.summary}", informational=True)
             for new in new_ops:

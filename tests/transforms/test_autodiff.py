@@ -140,7 +140,7 @@ def test_gated_rebuild_records_the_separate_pass_and_nn_plan_obeys_it():
     before = len(remarks.EMITTED)
     with remarks.printed_remarks(False):
         forced = coda_ir.lower(differentiated(MLP), "nn-to-coda{gated-grad=epilogue}")
-    assert any("nn.swiglu_grad a separate pass, g = nn.swiglu's output rebuilt in that pass" in r
+    assert any("nn.swiglu_grad runs as a separate pass, g = nn.swiglu's output rebuilt in that pass" in r
                for r in remarks.EMITTED[before:])
     assert any("forced into the epilogue" in r and "runs as a kernel of its own" in r for r in remarks.EMITTED[before:])
     origins = [op.attributes["coda.origin"].data for op in load_func(forced, "mlp_bwd").walk()
@@ -166,7 +166,7 @@ def test_gated_store_records_the_epilogue_and_nn_plan_obeys_it():
     assert "%g" in str(load_func(module, "mlp_fwd")).split("func.return")[1]
     (grad,) = [op for op in load_func(module, "mlp_bwd").walk() if isinstance(op, nn.SwiGLUGradOp)]
     assert nn.planned(grad, "in_producer_epilogue") is True
-    assert any("nn.swiglu_grad in the epilogue of the GEMM producing dy, g = nn.swiglu's output stored" in r
+    assert any("nn.swiglu_grad runs in the epilogue of the GEMM producing dy, g = nn.swiglu's output stored" in r
                and "epilogue" in r and "separate" in r and " us" in r for r in emitted), emitted
     before = len(remarks.EMITTED)
     with remarks.printed_remarks(False):
