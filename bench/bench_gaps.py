@@ -12,6 +12,12 @@ Per family (a 1-3B config of bench_plan_hf.py, `--layers` decoder layers, 2 x 40
   which the GPU never wins back in a synced step) and the idle time inside the step's kernel span
   (`analyse`, also runnable on a saved trace with `--trace`).
 
+* without the profiler (`phase_attribution`): per phase of the step (its opening, the embedding,
+  each decoder unit's forward, the head's forward, the backward) the GPU time of a synced step
+  against the same step enqueued behind a long `torch.cuda._sleep` (the host never keeps that
+  one waiting): their difference is the idle time the host caused in that phase, with the host's
+  own time per phase, and the garbage collector's collections during the synced steps.
+
 Session 22 (bench/RESULTS.md) found this way that a synced step's idle time lies in the forward
 (the backward's kernels are long enough for the host to stay ahead) and what it was made of.
 The profiler adds host time per op, so the gaps it shows are larger than a plain step's.
@@ -139,6 +145,90 @@ def _steps(kernels: list, launches: dict, phases: list) -> list[dict]:
     return result
 
 
+class PhaseMarks:
+    """CUDA events and host clocks at a step's phase boundaries (the embedding, each decoder unit,
+    the head: forward pre-hooks; the backward's start and the step's end: `mark`), recorded without
+    the profiler. A step run from an idle GPU (synced) against the same step enqueued behind a long
+    `torch.cuda._sleep` (the host then never keeps the GPU waiting) gives, per phase, the GPU time the
+    phase took either way: their difference is the idle time the host caused in that phase."""
+
+    def __init__(self, coda):
+        self.marks: list[tuple[str, torch.cuda.Event, float]] = []
+        self.handles = [coda.embed.register_forward_pre_hook(lambda m, a: self.mark("embed"))]
+        for i, layer in enumerate(coda.layers):
+            self.handles.append(layer.register_forward_pre_hook(lambda m, a, i=i: self.mark(f"layer {i} fwd")))
+        self.handles.append(coda.head.register_forward_pre_hook(lambda m, a: self.mark("head fwd")))
+
+    def mark(self, name: str) -> None:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        self.marks.append((name, event, time.perf_counter()))
+
+    def take(self) -> list[tuple[str, float, float]]:
+        """(phase, GPU ms, host ms) from each mark to the next; clears the marks."""
+        torch.cuda.synchronize()
+        m, self.marks = self.marks, []
+        return [(m[i][0], m[i][1].elapsed_time(m[i + 1][1]), (m[i + 1][2] - m[i][2]) * 1e3) for i in range(len(m) - 1)]
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def phase_attribution(coda, step, rounds: int = 8) -> dict:
+    """Median per phase of `PhaseMarks` over `rounds` synced and behind-sleep steps, alternating;
+    also the garbage collector's collections during the synced steps (count and time)."""
+    import gc
+
+    import coda_ir.torch.hf as hf
+
+    marks = PhaseMarks(coda)
+    collections: list[float] = []
+    started: list[float] = []
+
+    def on_gc(phase, info):
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            collections.append((time.perf_counter() - started.pop()) * 1e3)
+
+    synced, behind = defaultdict(list), defaultdict(list)
+    wait = hf.TokenCheck.raise_if_bad
+    try:
+        for _ in range(rounds):
+            torch.cuda.synchronize()
+            gc.callbacks.append(on_gc)
+            marks.mark("step")
+            loss = step(marks)
+            marks.mark("end")
+            gc.callbacks.remove(on_gc)
+            for name, gpu, host in marks.take():
+                synced[name].append((gpu, host))
+            del loss
+            hf.TokenCheck.raise_if_bad = lambda self: None  # would wait for the sleep
+            torch.cuda._sleep(int(1e9))
+            marks.mark("step")
+            loss = step(marks)
+            marks.mark("end")
+            hf.TokenCheck.raise_if_bad = wait
+            for name, gpu, host in marks.take():
+                behind[name].append((gpu, host))
+            del loss
+    finally:
+        hf.TokenCheck.raise_if_bad = wait
+        marks.remove()
+    rows = []
+    for name in synced:
+        s_gpu = statistics.median(g for g, _ in synced[name])
+        b_gpu = statistics.median(g for g, _ in behind[name])
+        rows.append({"phase": name, "synced_gpu_ms": s_gpu, "gpu_only_ms": b_gpu, "host_idle_ms": s_gpu - b_gpu,
+                     "synced_host_ms": statistics.median(h for _, h in synced[name])})
+    return {"phases": rows, "synced_ms": sum(r["synced_gpu_ms"] for r in rows),
+            "gpu_only_ms": sum(r["gpu_only_ms"] for r in rows),
+            "gc_per_step": len(collections) / rounds, "gc_ms_per_step": sum(collections) / rounds,
+            "gc_longest_ms": max(collections, default=0.0)}
+
+
 def run(family, layers, out, steps):
     import coda_ir.torch
     import coda_ir.torch.hf as hf
@@ -149,10 +239,12 @@ def run(family, layers, out, steps):
     gen = torch.Generator(device="cuda").manual_seed(0)
     ids = torch.randint(0, data["vocab_size"], (2, 4096), device="cuda", generator=gen)
 
-    def step():
+    def step(marks=None):
         model.zero_grad(set_to_none=True)
         with record_function("step:fwd"):
             loss = coda(ids, labels=ids).loss
+        if marks is not None:
+            marks.mark("backward")
         with record_function("step:bwd"):
             loss.backward()
         return loss
@@ -177,6 +269,11 @@ def run(family, layers, out, steps):
             torch.cuda.synchronize()
     finally:
         hf.TokenCheck.raise_if_bad = wait
+    phases = phase_attribution(coda, step)
+    print(json.dumps({"family": family, **{k: v for k, v in phases.items() if k != "phases"}}), flush=True)
+    for r in phases["phases"]:
+        print(f"  {r['phase']:12} synced {r['synced_gpu_ms']:7.3f} ms  GPU-only {r['gpu_only_ms']:7.3f} ms  "
+              f"host idle {r['host_idle_ms']:6.3f} ms  (host {r['synced_host_ms']:6.3f} ms)", flush=True)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step()
@@ -188,7 +285,7 @@ def run(family, layers, out, steps):
         json.dump(trace, f)
     path.unlink()
     res = {"family": family, "layers": layers, "synced_ms": statistics.median(synced), "synced_all": synced,
-           "host_ms": statistics.median(host), "host_all": host, **analyse(trace, steps)}
+           "host_ms": statistics.median(host), "host_all": host, "unprofiled": phases, **analyse(trace, steps)}
     (out / f"{family}-gaps.json").write_text(json.dumps(res, indent=1))
     print(json.dumps({k: res[k] for k in ("family", "synced_ms", "host_ms", "phases", "steps")}), flush=True)
     for g in res["host_gaps"][:15]:

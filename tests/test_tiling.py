@@ -27,6 +27,15 @@ def test_round_up_refuses_a_multiple_no_power_of_two_has():
         tiling.round_up_pow2_multiple(16, 48)
 
 
+@given(st.integers(0, 10**9), st.integers(1, 5000))
+def test_cdiv_is_tritons(a, b):
+    """The host's tile counts: `tiling.cdiv` replaced `triton.cdiv` there (a constexpr function
+    from Triton 3.5 on, ~8 us a call from Python); it must count the same tiles."""
+    import triton
+
+    assert tiling.cdiv(a, b) == triton.cdiv(a, b) == (a + b - 1) // b
+
+
 @given(st.integers(1, 70000))
 def test_pow2_at_least(n):
     p = tiling.pow2_at_least(n)

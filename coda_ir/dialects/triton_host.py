@@ -524,7 +524,7 @@ TILE_FIELDS = ("bm", "bn")
 
 @irdl_op_definition
 class TilesOp(SyntaxOp):
-    """`triton.cdiv(extent, _cfg.bm | _cfg.bn)`: how many tiles of the picked configuration
+    """`_rt.cdiv(extent, _cfg.bm | _cfg.bn)`: how many tiles of the picked configuration
     cover `extent` rows (`bm`) or columns (`bn`) -- a partials buffer's tile count."""
 
     name = "host.tiles"

@@ -85,7 +85,7 @@ class HostPrinter:
             dims = [self.get(next(dynamic)) if d == DYNAMIC_INDEX else str(d) for d in ty.get_shape()]
             return f"torch.empty({_tuple(dims)}, dtype={torch_dtype(ty.get_element_type())}, device={self.get(op.device)})"
         if isinstance(op, host.TilesOp):
-            return f"triton.cdiv({self.size(op.extent)}, {self.get(op.config)}.{op.field.data})"
+            return f"_rt.cdiv({self.size(op.extent)}, {self.get(op.config)}.{op.field.data})"
         if isinstance(op, host.RowsOp):
             return f"{self.get(op.rows)} * {op.per.data}"
         raise InternalCompilerBug(op, f"'{op.name}' is no host expression")

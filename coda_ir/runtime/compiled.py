@@ -242,6 +242,9 @@ def interpreting() -> bool:
     return runtime_config.interpreting()
 
 
+cdiv = tiling.cdiv  # the generated host code's tile counts (`_rt.cdiv`)
+
+
 def elementwise_config(M: int, N: int, bn_multiple_of: int = 1, width_multiple: int = 1) -> ElementwiseConfig:
     """The tile of a coda.elementwise kernel in this process's mode (`coda_ir.tiling`)."""
     return tiling.elementwise_config(M, N, bn_multiple_of, width_multiple=width_multiple, interpreting=interpreting())
@@ -309,11 +312,11 @@ def elementwise_launch(
                   else elementwise_config(M, N, bn_multiple_of, width_multiple))
     extra = list(extra_args_for(config))
     if whole == "rows":
-        programs = triton.cdiv(M, config.bm)
+        programs = tiling.cdiv(M, config.bm)
     elif whole == "cols":
-        programs = triton.cdiv(N, config.bn)
+        programs = tiling.cdiv(N, config.bn)
     else:
-        programs = triton.cdiv(M, config.bm) * triton.cdiv(N, config.bn)
+        programs = tiling.cdiv(M, config.bm) * tiling.cdiv(N, config.bn)
     return LaunchSpec(
         programs, [*extra, M, N], {"BM": config.bm, "BN": config.bn}, config.num_warps,
         tuple(extra[n_inputs:]), config, extra,
@@ -357,7 +360,7 @@ def fold_blocks(L: int, tiles: int) -> tuple[int, int, int]:
     """(rows per program, tile lanes, programs) of a fold over L rows of `tiles` partials each
     (`tiling.fold_config`)."""
     block, lanes = tiling.fold_config(L, tiles)
-    return block, lanes, triton.cdiv(L, block)
+    return block, lanes, tiling.cdiv(L, block)
 
 
 def fold_launch(

@@ -476,7 +476,7 @@ def _plan_launch(kernel, M, N, K, strides, cfg: GemmConfig, interleave, layouts,
             b_desc = ([N, K], [stride_bn, 1], [b_rows, cfg.bk])
         else:
             b_desc = ([K, N], [stride_bk, 1], [cfg.bk, b_rows])
-        num_tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
+        num_tiles = tiling.cdiv(M, cfg.bm) * tiling.cdiv(N, cfg.bn)
         num_sms = 2 if interpreting() else _device_info(device_index)[1] * cfg.ctas_per_sm
         # NUM_SMS (the tile stride, a constexpr) stays the SM count so that small problems
         # reuse the compiled kernel; a grid of fewer programs still covers every tile.
@@ -489,7 +489,7 @@ def _plan_launch(kernel, M, N, K, strides, cfg: GemmConfig, interleave, layouts,
         if paired:
             kwargs["B_PAIRED"] = True
         return _Plan(cfg, grid, strides, kwargs, a_desc, b_desc, "tma")
-    grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn),)
+    grid = (tiling.cdiv(M, cfg.bm) * tiling.cdiv(N, cfg.bn),)
     return _Plan(cfg, grid, strides, kwargs, None, None, "portable")
 
 
@@ -546,7 +546,7 @@ def _gluon_plan(mainloop: GluonMainloop, a, b, extra, M, N, K, transpose_a, tran
         layouts.append(_gluon_layout([bm, bn], torch.bfloat16))
     handoff = _gluon_layout([bm, bn], torch.float32 if mainloop.handoff == "f32" else torch.bfloat16)
     config = GemmConfig(bm, bn, bk, num_warps=4, num_stages=mainloop.stages, tma=True)
-    num_tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    num_tiles = tiling.cdiv(M, bm) * tiling.cdiv(N, bn)
     grid = (max(1, min(_device_info(a.device.index or 0)[1], num_tiles)),)
     return _Plan(config, grid, (0, 0, 0, 0), {"HANDOFF_LAYOUT": handoff, "num_warps": 4},
                  ([M, K], [a.stride(0), 1], [bm, bk]), b_desc, "gluon_ws", r_desc, tuple(layouts))

@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from coda_ir import tiling
 from coda_ir.errors import ArgumentError
 from coda_ir.runtime.attention import (
     attention_backward,
@@ -130,7 +131,7 @@ def embedding_grad_into(dst: torch.Tensor, dy: torch.Tensor, ids: torch.Tensor) 
     dy = dy.contiguous()
     sorted_ids, order = torch.sort(ids.long(), stable=True)
     n, d = dy.shape
-    grid = (n, triton.cdiv(d, ROW_RUN_COLUMNS))
+    grid = (n, tiling.cdiv(d, ROW_RUN_COLUMNS))
     with triton_mode(interpret):
         _kernel(_add_row_runs, interpret, ("n",))[grid](dst_c, dy, sorted_ids, order, n, d, dst_c.stride(0), dy.stride(0),
                                          BLOCK_D=ROW_RUN_COLUMNS, CHUNK=ROW_RUN_CHUNK, num_warps=ROW_RUN_WARPS)
@@ -188,7 +189,7 @@ def step_tokens(input_ids: torch.Tensor, labels: torch.Tensor | None, vocab: int
     if n:
         interpret = device.type == "cpu"
         with triton_mode(interpret):
-            _kernel(_step_tokens, interpret, ("n", "seq"))[(triton.cdiv(n, STEP_TOKENS_BLOCK),)](
+            _kernel(_step_tokens, interpret, ("n", "seq"))[(tiling.cdiv(n, STEP_TOKENS_BLOCK),)](
                 ids_in, labels_in, ids, targets, flags, n, seq, vocab, ignore_index,
                 HAS_LABELS=labels is not None, BLOCK=STEP_TOKENS_BLOCK)
     return ids, (targets if labels is not None else None), flags

@@ -1012,7 +1012,7 @@ class EmbeddingUnit(_Unit):
         self.layout()  # a vocabulary-sharded embedding is refused by name
         if tied_weight is not None:
             x = _RowGradientEmbedding.apply(ids, tied_weight)
-            scale = embedding_scale(replace(self.spec, dtype=x.dtype))
+            scale = self._scale(x.dtype)
             if scale != 1.0:  # the program's nn.scale (one rounding of the fp32 product, as torch's)
                 x = x * scale
         else:
@@ -1021,8 +1021,16 @@ class EmbeddingUnit(_Unit):
         if padding_idx is not None and x.requires_grad:
             # torch.nn.Embedding(padding_idx=p) gives row p no gradient: drop the upstream
             # gradient of the rows that look it up before it reaches the embedding backward
-            x = _NoGradientRows.apply(x, ids == padding_idx)
+            x = _NoGradientRows.apply(x, ids, padding_idx)
         return x
+
+    def _scale(self, dtype: torch.dtype) -> float:
+        """`embedding_scale` of the spec in `dtype`, once per dtype (a step's host time otherwise)."""
+        scales = self.__dict__.setdefault("_scales", {})
+        scale = scales.get(dtype)
+        if scale is None:
+            scale = scales[dtype] = embedding_scale(replace(self.spec, dtype=dtype))
+        return scale
 
 
 class TiedWeight(torch.autograd.Function):
@@ -1088,17 +1096,19 @@ class _RowGradientEmbedding(torch.autograd.Function):
 
 
 class _NoGradientRows(torch.autograd.Function):
-    """Identity forward; the backward zeroes the upstream gradient of the masked rows."""
+    """Identity forward; the backward zeroes the upstream gradient of the rows whose id is
+    `padding_idx` (the mask is made there: a kernel and its host time out of the forward)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(rows)
+    def forward(ctx, x: torch.Tensor, ids: torch.Tensor, padding_idx: int) -> torch.Tensor:
+        ctx.save_for_backward(ids)
+        ctx.padding_idx = padding_idx
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        (rows,) = ctx.saved_tensors
-        return grad.masked_fill(rows[:, None], 0), None
+        (ids,) = ctx.saved_tensors
+        return grad.masked_fill((ids == ctx.padding_idx)[:, None], 0), None, None
 
 
 def pack_rows(params: list[torch.nn.Parameter]) -> None:
@@ -1127,6 +1137,25 @@ def _refuse_tensor_parallel(where: str, spec: ModelSpec) -> None:
     if gaps:
         raise ArgumentError(f"{where}: tensor parallelism runs LLaMA / Qwen3 blocks; this {spec.family} model's "
                             f"{', '.join(gaps)} are not supported there (run it without a parallelize_module plan)")
+
+
+def _child(module: torch.nn.Module, parts: list[str]):
+    """`module.<parts[0]>.<parts[1]>...`: the submodules' and the parameter's own tables read
+    directly (`nn.Module.__getattr__` reaches them only after a failed attribute lookup: a
+    decoder unit's ~40 lookups a call cost ~30 us of host time that way); anything else (a
+    parameter set to None, a property) by getattr, as before."""
+    owner = module
+    try:
+        for part in parts[:-1]:
+            owner = owner._modules[part]
+        found = owner._parameters[parts[-1]]
+    except (KeyError, AttributeError):
+        found = None
+    if found is not None:
+        return found
+    for part in parts:
+        module = getattr(module, part)
+    return module
 
 
 class DecoderUnit(_Unit):
@@ -1174,10 +1203,7 @@ class DecoderUnit(_Unit):
                                                       for w in decoder_weights(self.spec)])
         named = []
         for name, parts, role in paths[1]:
-            obj = self.layer
-            for part in parts:
-                obj = getattr(obj, part)
-            named.append((name, obj, role))
+            named.append((name, _child(self.layer, parts), role))
         return named
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, seq_len: int, pieces: torch.Tensor | None = None,

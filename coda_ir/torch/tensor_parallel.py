@@ -35,6 +35,7 @@ summed over the ranks in rank order. Every fold has a fixed order: two runs are 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -50,7 +51,9 @@ _EXPECTED = {COLUMN: ("Shard(dim=0)", "ColwiseParallel()"), ROW: ("Shard(dim=1)"
              REPLICATED: ("Replicate()", "SequenceParallel() or ReplicateParameters()")}
 
 
+@functools.cache
 def _dtensor_type():
+    # imported once: every unit call asks of each of its weights whether it is a DTensor
     try:
         from torch.distributed.tensor import DTensor
     except ImportError:  # torch built without distributed

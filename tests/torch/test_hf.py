@@ -336,6 +336,38 @@ def test_padding_token_row_gets_no_gradient_like_hugging_face():
     torch.testing.assert_close(grad.double(), grad64, rtol=1e-4, atol=1e-5)
 
 
+def test_unit_reads_the_weights_the_layer_has_now():
+    """A decoder unit looks its weights up at each call, in the modules' own tables (not through
+    nn.Module.__getattr__): a parameter replaced on its module (as FSDP2 and `p.data` swaps do),
+    a replaced submodule and a weight exposed as a property are all seen as getattr sees them."""
+    from coda_ir.torch import hf
+
+    model = tiny_model("llama")
+    unit = from_hf(model, progress=False).layers[0]
+    layer = model.model.layers[0]
+    names = [name for name, _, _ in unit.named_weights()]
+    expect = {n: t for n, t in layer.named_parameters(prefix="model.layers.0")}
+    assert [expect[n] is t for n, t, _ in unit.named_weights()] == [True] * len(names)
+    layer.mlp.down_proj.weight = torch.nn.Parameter(layer.mlp.down_proj.weight.detach().clone())
+    layer.self_attn.o_proj = torch.nn.Linear(*reversed(layer.self_attn.o_proj.weight.shape), bias=False)
+    got = dict((n, t) for n, t, _ in unit.named_weights())
+    assert got["model.layers.0.mlp.down_proj.weight"] is layer.mlp.down_proj.weight
+    assert got["model.layers.0.self_attn.o_proj.weight"] is layer.self_attn.o_proj.weight
+
+    class Wrapped(torch.nn.Module):  # a weight the module exposes as a property, not a parameter of its own
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        @property
+        def weight(self):
+            return self.inner.weight
+
+    layer.mlp.up_proj = Wrapped(layer.mlp.up_proj)
+    assert hf._child(layer, ["mlp", "up_proj", "weight"]) is layer.mlp.up_proj.inner.weight
+    assert hf._child(layer, ["self_attn", "o_proj", "bias"]) is None  # a parameter slot holding None
+
+
 def test_parameters_are_the_models_own():
     model = tiny_model("qwen3")
     cmodel = from_hf(model, progress=False)

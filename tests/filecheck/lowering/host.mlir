@@ -25,7 +25,7 @@ func.func @norm(%x: tensor<37x48xbf16>, %w: tensor<80x48xbf16>, %g: tensor<80xf3
 // CHECK-NEXT:      _dev = _rt.device_of((x, w, g))
 // CHECK-NEXT:      g = g.contiguous()
 // CHECK-NEXT:      # _norm_k0_gemm: coda.gemm 37x80x48
-// CHECK-NEXT:      _cfg, _e = launch_gemm(_norm_k0_gemm, x, w, lambda _cfg: (g, torch.empty((37, 80), dtype=torch.bfloat16, device=_dev), torch.empty((37, triton.cdiv(80, _cfg.bn)), dtype=torch.float32, device=_dev)), M=37, N=80, K=48, transpose_a=False, transpose_b=True, interleave=0, bn_multiple_of=1, config=_rt.fixed_gemm_config(64, 64, 32, 4, 3), key='_norm_k0_gemm:{{[0-9a-f]+}}', tuning_group='epilogue-half-tiles=2')
+// CHECK-NEXT:      _cfg, _e = launch_gemm(_norm_k0_gemm, x, w, lambda _cfg: (g, torch.empty((37, 80), dtype=torch.bfloat16, device=_dev), torch.empty((37, _rt.cdiv(80, _cfg.bn)), dtype=torch.float32, device=_dev)), M=37, N=80, K=48, transpose_a=False, transpose_b=True, interleave=0, bn_multiple_of=1, config=_rt.fixed_gemm_config(64, 64, 32, 4, 3), key='_norm_k0_gemm:{{[0-9a-f]+}}', tuning_group='epilogue-half-tiles=2')
 // CHECK-NEXT:      y, p = _e[1:]
 // The launch's argument tuple holds every output: dropped right after the launch.
 // CHECK-NEXT:      del _e
@@ -64,7 +64,7 @@ func.func @group(%a: tensor<8x16xf32>, %w: tensor<32x16xf32>, %g: tensor<16xf32>
 
 // A kernel without inputs: its outputs are the argument tuple from index 0.
 // CHECK-LABEL: def group(a, w, g):
-// CHECK:           _cfg, _e = launch_gemm(_group_k0_gemm, a, w, lambda _cfg: (torch.empty((8, triton.cdiv(32, _cfg.bn)), dtype=torch.float32, device=_dev),), M=8, N=32, K=16,
+// CHECK:           _cfg, _e = launch_gemm(_group_k0_gemm, a, w, lambda _cfg: (torch.empty((8, _rt.cdiv(32, _cfg.bn)), dtype=torch.float32, device=_dev),), M=8, N=32, K=16,
 // CHECK-NEXT:      p, = _e[0:]
 // CHECK-NEXT:      del _e
 // CHECK-NEXT:      # _group_g0_launch_group: coda.launch_group, one launch of 2 kernels

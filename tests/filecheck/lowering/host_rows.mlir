@@ -51,7 +51,7 @@ builtin.module attributes {coda.rows = #coda.rows<count = 13, lo = 9, hi = 16>} 
 // A fold over the M rows, then the norm weight's gradient: column partials, one per row tile.
 // CHECK:           # {{.*}}: coda.fold over M rows
 // CHECK-NEXT:      L=_M, sums=False)
-// CHECK:           torch.empty((32, triton.cdiv(_M, _cfg.bm)), dtype=torch.float32, device=_dev)
+// CHECK:           torch.empty((32, _rt.cdiv(_M, _cfg.bm)), dtype=torch.float32, device=_dev)
 // CHECK-NOT:       {{[(, =]13[,)]}}
 
 // The host IR (round-tripped): row extents are dynamic in the host types, marked per argument

@@ -62,6 +62,6 @@ func.func @red(%a: tensor<37x40xbf16>, %w: tensor<128x40xbf16>, %t: tensor<37xi3
 
 // Partials are fp32 [L, tiles], allocated per tile configuration; BN holds whole segments.
 // CHECK:      def red(a, w, t):
-// CHECK:      launch_gemm(_red_k0_gemm, a, w, lambda _cfg: (t, torch.empty((37, triton.cdiv(128, _cfg.bn)), dtype=torch.float32, device=_dev),
-// CHECK-SAME: torch.empty((128, triton.cdiv(37, _cfg.bm)), dtype=torch.float32, device=_dev)
+// CHECK:      launch_gemm(_red_k0_gemm, a, w, lambda _cfg: (t, torch.empty((37, _rt.cdiv(128, _cfg.bn)), dtype=torch.float32, device=_dev),
+// CHECK-SAME: torch.empty((128, _rt.cdiv(37, _cfg.bm)), dtype=torch.float32, device=_dev)
 // CHECK-SAME: bn_multiple_of=64
