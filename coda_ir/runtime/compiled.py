@@ -35,7 +35,7 @@ from coda_ir.runtime import config as runtime_config  # noqa: E402
 if "triton.language" not in sys.modules:
     runtime_config.interpret_by_default(torch.cuda.is_available())
 
-import triton  # noqa: E402
+import triton  # noqa: E402,F401  (Triton loads here, after the interpreter default above)
 
 # ============================================================================ used by generated code
 

@@ -10,7 +10,6 @@ module as `_lib`.
 from __future__ import annotations
 
 import torch
-import triton
 import triton.language as tl
 
 from coda_ir import tiling
